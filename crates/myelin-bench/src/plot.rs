@@ -1,0 +1,434 @@
+//! SVG plots of a [`LatencyRecorder`]: a latency histogram and a
+//! latency-over-time scatter.
+//!
+//! Only plotters' SVG backend is used. Text is emitted as SVG `<text>`
+//! elements with a generic `sans-serif` family, so no system fonts are needed
+//! at render time (plotters' font-less build estimates text extents for
+//! layout; the viewer picks the real font).
+
+use std::path::{Path, PathBuf};
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::report::format_ns;
+use crate::stats::LatencyRecorder;
+
+/// Plot size in pixels.
+const SIZE: (u32, u32) = (1000, 600);
+/// Number of logarithmic histogram buckets between min and max.
+const HIST_BUCKETS: usize = 80;
+/// Above this many time-series points, plot per-time-bin min and max only.
+const MAX_SCATTER_POINTS: usize = 20_000;
+/// Number of time bins when reducing the time series.
+const TIME_BINS: usize = 5_000;
+/// Font for all text.
+const FONT: &str = "sans-serif";
+
+/// Failure to write a plot; always names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// The output directory could not be created.
+    #[error("cannot create plot directory {}: {source}", path.display())]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Drawing or writing the SVG failed.
+    #[error("cannot draw plot {}: {message}", path.display())]
+    Draw {
+        /// The SVG file.
+        path: PathBuf,
+        /// plotters' error message.
+        message: String,
+    },
+}
+
+/// Makes `s` safe as a file-name stem: ASCII letters, digits, `-`, `_` and
+/// `.` are kept, every other run of characters becomes a single `_`, leading
+/// dots and underscores are dropped, the result is at most 100 bytes and
+/// never empty (`"plot"` instead).
+#[must_use]
+pub fn sanitize_stem(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+            out.push(c);
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    let out = out.trim_start_matches(['.', '_']);
+    let mut out = out[..out.len().min(100)].trim_end_matches('_').to_owned();
+    if out.is_empty() {
+        out.push_str("plot");
+    }
+    out
+}
+
+/// Writes `<stem>-hist.svg` (latency histogram, logarithmic buckets, x in
+/// microseconds) and `<stem>-time.svg` (latency over time, x in seconds, y in
+/// microseconds) into `dir`, creating it if needed. `stem` is passed through
+/// [`sanitize_stem`]. Returns the written paths (histogram first).
+///
+/// An empty recorder, or one without a time series, still yields both files
+/// with a "no samples" note.
+///
+/// # Errors
+///
+/// [`PlotError`] naming the directory or file that could not be written.
+pub fn write_plots(
+    dir: &Path,
+    stem: &str,
+    rec: &LatencyRecorder,
+    title: &str,
+) -> Result<Vec<PathBuf>, PlotError> {
+    std::fs::create_dir_all(dir).map_err(|source| PlotError::Dir {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let stem = sanitize_stem(stem);
+    let hist_path = dir.join(format!("{stem}-hist.svg"));
+    let time_path = dir.join(format!("{stem}-time.svg"));
+    draw_to(&hist_path, |root| draw_histogram(root, rec, title))?;
+    draw_to(&time_path, |root| draw_time_series(root, rec, title))?;
+    Ok(vec![hist_path, time_path])
+}
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+type Root<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+/// Renders into an SVG file at `path`, mapping any failure to
+/// [`PlotError::Draw`].
+fn draw_to(path: &Path, draw: impl FnOnce(&Root<'_>) -> DrawResult) -> Result<(), PlotError> {
+    let err = |e: &dyn std::fmt::Display| PlotError::Draw {
+        path: path.to_owned(),
+        message: e.to_string(),
+    };
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    draw(&root).map_err(|e| err(&e))?;
+    // `present` writes the file; without it the write would happen (and its
+    // error be lost) on drop.
+    root.present().map_err(|e| err(&e))
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1_000.0
+}
+
+/// Axis label for a value in microseconds.
+fn us_label(v: f64) -> String {
+    format_ns(v * 1_000.0)
+}
+
+fn no_samples(root: &Root<'_>, title: &str, what: &str) -> DrawResult {
+    let area = root.titled(title, (FONT, 22))?;
+    let (w, h) = area.dim_in_pixel();
+    let style = TextStyle::from((FONT, 18).into_font()).color(&BLACK).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Center,
+        ),
+    );
+    area.draw(&Text::new(
+        what.to_owned(),
+        (i32::try_from(w / 2)?, i32::try_from(h / 2)?),
+        style,
+    ))?;
+    Ok(())
+}
+
+/// Percentile marker lines: (label, value in ns, colour).
+fn markers(rec: &LatencyRecorder) -> [(String, u64, RGBColor); 4] {
+    let s = rec.summary();
+    [
+        (format!("p50  {}", format_ns(s.p50 as f64)), s.p50, GREEN),
+        (
+            format!("p99  {}", format_ns(s.p99 as f64)),
+            s.p99,
+            RGBColor(230, 140, 0),
+        ),
+        (format!("p99.9 {}", format_ns(s.p999 as f64)), s.p999, RED),
+        (format!("max  {}", format_ns(s.max as f64)), s.max, MAGENTA),
+    ]
+}
+
+fn draw_histogram(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> DrawResult {
+    let title = format!("{title}: latency histogram");
+    if rec.is_empty() {
+        return no_samples(root, &title, "no samples");
+    }
+    let s = rec.summary();
+    let (lo, hi) = (s.min as f64, s.max as f64);
+
+    // Logarithmic buckets from min to max (a single bucket if they coincide).
+    let n = if hi > lo { HIST_BUCKETS } else { 1 };
+    let ratio = if hi > lo { hi / lo } else { 1.0 };
+    let edge = |i: usize| lo * ratio.powf(i as f64 / n as f64);
+    let mut counts = vec![0u64; n];
+    for v in rec.histogram().iter_recorded() {
+        let value = (v.value_iterated_to() as f64).clamp(lo, hi);
+        let idx = if n == 1 {
+            0
+        } else {
+            ((value / lo).ln() / ratio.ln() * n as f64) as usize
+        };
+        counts[idx.min(n - 1)] += v.count_at_value();
+    }
+    let bars: Vec<(f64, f64, u64)> = (0..n)
+        .filter(|&i| counts[i] > 0)
+        .map(|i| {
+            if n == 1 {
+                (us(s.min) / 1.05, us(s.max) * 1.05, counts[i])
+            } else {
+                (edge(i) / 1_000.0, edge(i + 1) / 1_000.0, counts[i])
+            }
+        })
+        .collect();
+    let top = counts.iter().copied().max().unwrap_or(1).max(1) as f64;
+
+    let x_range = (us(s.min) / 1.25)..(us(s.max) * 1.25);
+    let y_range = 0.8..(top * 3.0);
+    let mut chart = ChartBuilder::on(root)
+        .caption(&title, (FONT, 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x_range.log_scale(), y_range.log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (log scale)")
+        .y_desc("samples (log scale)")
+        .x_label_formatter(&|v| us_label(*v))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+
+    let bar_style = BLUE.mix(0.6).filled();
+    chart.draw_series(
+        bars.iter()
+            .map(|&(x0, x1, c)| Rectangle::new([(x0, 0.8), (x1, c as f64)], bar_style)),
+    )?;
+
+    for (label, ns, color) in markers(rec) {
+        let x = us(ns);
+        chart
+            .draw_series(LineSeries::new(
+                [(x, 0.8), (x, top * 3.0)],
+                color.stroke_width(2),
+            ))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// Reduces the series to per-time-bin minimum and maximum points when it is
+/// too dense to scatter, so both the floor and the spikes stay visible.
+fn reduce_series(points: &[(f64, u64)]) -> Vec<(f64, u64)> {
+    if points.len() <= MAX_SCATTER_POINTS {
+        return points.to_vec();
+    }
+    let (t0, t1) = (points[0].0, points[points.len() - 1].0);
+    let span = (t1 - t0).max(f64::MIN_POSITIVE);
+    type Point = (f64, u64);
+    // Per bin: (lowest-latency point, highest-latency point).
+    let mut bins: Vec<Option<(Point, Point)>> = vec![None; TIME_BINS];
+    for &p in points {
+        let i = (((p.0 - t0) / span) * TIME_BINS as f64) as usize;
+        let bin = &mut bins[i.min(TIME_BINS - 1)];
+        match bin {
+            None => *bin = Some((p, p)),
+            Some((min, max)) => {
+                if p.1 < min.1 {
+                    *min = p;
+                }
+                if p.1 > max.1 {
+                    *max = p;
+                }
+            }
+        }
+    }
+    bins.into_iter()
+        .flatten()
+        .flat_map(|(min, max)| {
+            if min == max {
+                vec![min]
+            } else {
+                vec![min, max]
+            }
+        })
+        .collect()
+}
+
+fn draw_time_series(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> DrawResult {
+    let title = format!("{title}: latency over time");
+    let series = rec.time_series();
+    if series.is_empty() {
+        let why = if rec.has_time_series() {
+            "no samples"
+        } else {
+            "no time series recorded"
+        };
+        return no_samples(root, &title, why);
+    }
+    let points = reduce_series(series);
+    let (t_min, t_max) = series
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(p.0), b.max(p.0))
+        });
+    let (y_min, y_max) = series
+        .iter()
+        .fold((u64::MAX, 0), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    let t_lo = t_min.min(0.0);
+    let t_hi = if t_max > t_lo { t_max } else { t_lo + 1e-3 };
+    let y_range = (us(y_min) / 1.5)..(us(y_max) * 1.5);
+
+    let mut chart = ChartBuilder::on(root)
+        .caption(&title, (FONT, 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(t_lo..t_hi, y_range.log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("time since start (s)")
+        .y_desc("latency (log scale)")
+        .x_label_formatter(&|v| format!("{v:.2}"))
+        .y_label_formatter(&|v| us_label(*v))
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+
+    let dot = BLUE.mix(0.5).filled();
+    chart
+        .draw_series(
+            points
+                .iter()
+                .map(|&(t, ns)| Circle::new((t, us(ns)), 1, dot)),
+        )?
+        .label(if points.len() < series.len() {
+            "samples (min/max per time bin)"
+        } else {
+            "samples"
+        })
+        .legend(move |(x, y)| Circle::new((x + 10, y), 3, dot));
+
+    // Overall p50 / p99 from the full histogram, not just the kept points.
+    for (label, ns, color) in markers(rec).into_iter().take(2) {
+        let y = us(ns);
+        chart
+            .draw_series(LineSeries::new(
+                [(t_lo, y), (t_hi, y)],
+                color.stroke_width(2),
+            ))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("myelin-bench-plot-{name}-{}", std::process::id()))
+    }
+
+    fn is_svg(path: &Path) -> bool {
+        let text = std::fs::read_to_string(path).unwrap();
+        let t = text.trim_start();
+        t.starts_with("<svg") || t.starts_with("<?xml")
+    }
+
+    #[test]
+    fn sanitize() {
+        assert_eq!(sanitize_stem("pingpong"), "pingpong");
+        assert_eq!(
+            sanitize_stem("chain/myelin payload=64B"),
+            "chain_myelin_payload_64B"
+        );
+        assert_eq!(sanitize_stem("../../etc/passwd"), "etc_passwd");
+        assert_eq!(sanitize_stem("a  <>|:*?b"), "a_b");
+        assert_eq!(sanitize_stem("µs-latency"), "s-latency");
+        assert_eq!(sanitize_stem(""), "plot");
+        assert_eq!(sanitize_stem("///"), "plot");
+        assert!(sanitize_stem(&"x".repeat(500)).len() <= 100);
+    }
+
+    #[test]
+    fn writes_both_svgs() {
+        let dir = temp_dir("full");
+        let mut rec = LatencyRecorder::with_time_series();
+        for i in 0..50_000u64 {
+            // A 5 us floor with periodic spikes.
+            let ns = if i % 997 == 0 {
+                250_000
+            } else {
+                5_000 + i % 700
+            };
+            rec.record_at(i as f64 * 1e-4, ns);
+        }
+        let paths = write_plots(&dir, "pingpong/myelin 64B", &rec, "pingpong <64B> & co").unwrap();
+        assert_eq!(paths.len(), 2);
+        assert!(paths[0].ends_with("pingpong_myelin_64B-hist.svg"));
+        assert!(paths[1].ends_with("pingpong_myelin_64B-time.svg"));
+        for p in &paths {
+            assert!(is_svg(p), "{} is not SVG", p.display());
+            let text = std::fs::read_to_string(p).unwrap();
+            // Text renders as SVG <text> without system fonts, escaped.
+            assert!(text.contains("<text"), "{}", p.display());
+            assert!(text.contains("pingpong &lt;64B&gt; &amp; co"));
+        }
+        // The time plot is reduced to a bounded number of points.
+        let time = std::fs::read_to_string(&paths[1]).unwrap();
+        assert!(time.matches("<circle").count() <= 2 * TIME_BINS + 10);
+        if std::env::var_os("KEEP").is_none() {
+            std::fs::remove_dir_all(&dir).unwrap();
+        } else {
+            eprintln!("KEEP {}", dir.display());
+        }
+    }
+
+    #[test]
+    fn degenerate_inputs_still_plot() {
+        let dir = temp_dir("degenerate");
+        // Empty, histogram-only, and single-valued recorders.
+        let empty = LatencyRecorder::with_time_series();
+        let mut hist_only = LatencyRecorder::new();
+        hist_only.record(1_000);
+        let mut single = LatencyRecorder::with_time_series();
+        single.record_at(0.0, 42);
+        for (stem, rec) in [
+            ("empty", &empty),
+            ("hist-only", &hist_only),
+            ("single", &single),
+        ] {
+            let paths = write_plots(&dir, stem, rec, stem).unwrap();
+            assert_eq!(paths.len(), 2);
+            assert!(paths.iter().all(|p| is_svg(p)), "{stem}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

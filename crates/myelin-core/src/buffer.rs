@@ -1,0 +1,177 @@
+//! Per-subscription buffers (seed 000: one buffer per subscription).
+//!
+//! * keep_last(depth): a lock-free bounded ring
+//!   ([`crossbeam_queue::ArrayQueue`]) pushed with `force_push`, which
+//!   overwrites the oldest element when full; the overwritten one is counted
+//!   as lost.
+//! * keep_all: a lock-free unbounded FIFO ([`crossbeam_queue::SegQueue`])
+//!   with an explicit bound (`max_samples`) enforced by a counter; a push over
+//!   the bound is refused and reported.
+//!
+//! Both are multi-producer (several publishers, several threads) and lock
+//! free, so publishing never takes a mutex.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use crossbeam_queue::{ArrayQueue, SegQueue};
+use myelin_sync::atomic::{AtomicUsize, Ordering};
+
+use crate::qos::{History, QoS};
+
+/// A message as stored in a buffer and handed out by
+/// [`Subscription::take`](crate::Subscription::take): either owned (moved or
+/// copied for this subscription) or shared with other subscriptions.
+#[derive(Debug)]
+pub enum Received<T> {
+    /// This subscription owns the message.
+    Owned(T),
+    /// The message is shared, zero-copy, with other subscriptions.
+    Shared(Arc<T>),
+}
+
+impl<T: Clone> Received<T> {
+    /// The message by value: moves it if owned or if this is the last shared
+    /// reference, copies it otherwise.
+    pub fn into_owned(self) -> T {
+        match self {
+            Received::Owned(t) => t,
+            Received::Shared(a) => Arc::try_unwrap(a).unwrap_or_else(|a| (*a).clone()),
+        }
+    }
+
+    /// The message as an `Arc`: no copy either way (an owned message is
+    /// moved into a new `Arc`).
+    pub fn into_shared(self) -> Arc<T> {
+        match self {
+            Received::Owned(t) => Arc::new(t),
+            Received::Shared(a) => a,
+        }
+    }
+}
+
+impl<T> Deref for Received<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match self {
+            Received::Owned(t) => t,
+            Received::Shared(a) => a,
+        }
+    }
+}
+
+/// What a push did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    /// Stored, nothing lost.
+    Stored,
+    /// Stored, and the oldest message was overwritten (keep_last).
+    Overwrote,
+    /// Refused: keep_all at its resource limit.
+    Refused,
+}
+
+pub(crate) enum Buffer<T> {
+    Ring(ArrayQueue<Received<T>>),
+    Fifo {
+        queue: SegQueue<Received<T>>,
+        // SYNC: Relaxed is enough: it only bounds the length; the queue's own
+        // synchronisation orders the elements.
+        len: AtomicUsize,
+        limit: usize,
+    },
+}
+
+impl<T> Buffer<T> {
+    pub(crate) fn new(qos: &QoS) -> Self {
+        match qos.history {
+            History::KeepLast(_) => Buffer::Ring(ArrayQueue::new(qos.effective_depth())),
+            History::KeepAll => Buffer::Fifo {
+                queue: SegQueue::new(),
+                len: AtomicUsize::new(0),
+                limit: qos.effective_depth(),
+            },
+        }
+    }
+
+    #[inline]
+    pub(crate) fn push(&self, item: Received<T>) -> Pushed {
+        match self {
+            Buffer::Ring(q) => match q.force_push(item) {
+                None => Pushed::Stored,
+                Some(_old) => Pushed::Overwrote,
+            },
+            Buffer::Fifo { queue, len, limit } => {
+                if len.fetch_add(1, Ordering::Relaxed) >= *limit {
+                    len.fetch_sub(1, Ordering::Relaxed);
+                    return Pushed::Refused;
+                }
+                queue.push(item);
+                Pushed::Stored
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<Received<T>> {
+        match self {
+            Buffer::Ring(q) => q.pop(),
+            Buffer::Fifo { queue, len, .. } => {
+                let item = queue.pop();
+                if item.is_some() {
+                    len.fetch_sub(1, Ordering::Relaxed);
+                }
+                item
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            Buffer::Ring(q) => q.is_empty(),
+            Buffer::Fifo { queue, .. } => queue.is_empty(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Buffer::Ring(q) => q.len(),
+            Buffer::Fifo { queue, .. } => queue.len(),
+        }
+    }
+
+    pub(crate) fn limit(&self) -> usize {
+        match self {
+            Buffer::Ring(q) => q.capacity(),
+            Buffer::Fifo { limit, .. } => *limit,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_overwrites_oldest() {
+        let b = Buffer::new(&QoS::keep_last(2));
+        assert_eq!(b.push(Received::Owned(1)), Pushed::Stored);
+        assert_eq!(b.push(Received::Owned(2)), Pushed::Stored);
+        assert_eq!(b.push(Received::Owned(3)), Pushed::Overwrote);
+        assert_eq!(*b.pop().unwrap(), 2);
+        assert_eq!(*b.pop().unwrap(), 3);
+        assert!(b.pop().is_none());
+    }
+
+    #[test]
+    fn fifo_refuses_over_limit() {
+        let b = Buffer::new(&QoS::keep_all().max_samples(2));
+        assert_eq!(b.push(Received::Owned(1)), Pushed::Stored);
+        assert_eq!(b.push(Received::Owned(2)), Pushed::Stored);
+        assert_eq!(b.push(Received::Owned(3)), Pushed::Refused);
+        assert_eq!(*b.pop().unwrap(), 1);
+        assert_eq!(b.push(Received::Owned(4)), Pushed::Stored);
+        assert_eq!(b.len(), 2);
+    }
+}

@@ -1,0 +1,229 @@
+//! The context: one per process (or per test), owner of the graph.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::error::{ContextError, CreateNodeError};
+use crate::executor::ExecShared;
+use crate::graph::Graph;
+use crate::names;
+use crate::node::{Node, NodeInner};
+
+/// The highest ROS 2 domain id.
+pub const MAX_DOMAIN_ID: u32 = 232;
+
+/// The root object of myelin: holds the intra-process manager (the graph of
+/// publishers and subscriptions), the node names, and the executors' wake-up
+/// handles. Cheap to clone (a handle).
+///
+/// All nodes of a context share it (seed 001: one participant per process,
+/// not one per node). Two contexts are separate participants: within a
+/// process they do not see each other's topics (the transports connect
+/// contexts of the same domain).
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<ContextInner>,
+}
+
+pub(crate) struct ContextInner {
+    pub(crate) domain_id: u32,
+    pub(crate) graph: Graph,
+    shut_down: AtomicBool,
+    pub(crate) node_names: Mutex<HashSet<String>>,
+    pub(crate) executors: Mutex<Vec<Weak<ExecShared>>>,
+    pub(crate) next_id: AtomicU64,
+}
+
+impl ContextInner {
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn new_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Builds a [`Context`].
+#[derive(Debug, Clone)]
+pub struct ContextBuilder {
+    domain_id: u32,
+    handle_signals: bool,
+}
+
+impl Default for ContextBuilder {
+    fn default() -> Self {
+        ContextBuilder {
+            domain_id: 0,
+            handle_signals: true,
+        }
+    }
+}
+
+impl ContextBuilder {
+    /// The ROS 2 domain id (0..=232). Different domains never see each other.
+    pub fn domain_id(mut self, id: u32) -> Self {
+        self.domain_id = id;
+        self
+    }
+
+    /// Whether Ctrl-C (SIGINT) shuts this context down, which makes every
+    /// `spin` of its executors return `Ok`. On by default, as in rclcpp.
+    pub fn handle_signals(mut self, on: bool) -> Self {
+        self.handle_signals = on;
+        self
+    }
+
+    /// Create the context.
+    pub fn build(self) -> Result<Context, ContextError> {
+        if self.domain_id > MAX_DOMAIN_ID {
+            return Err(ContextError::DomainOutOfRange(self.domain_id));
+        }
+        let inner = Arc::new(ContextInner {
+            domain_id: self.domain_id,
+            graph: Graph::default(),
+            shut_down: AtomicBool::new(false),
+            node_names: Mutex::new(HashSet::new()),
+            executors: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+        });
+        if self.handle_signals {
+            signals::register(&inner);
+        }
+        Ok(Context { inner })
+    }
+}
+
+impl Context {
+    /// A context on domain 0 that shuts down on Ctrl-C.
+    pub fn new() -> Self {
+        ContextBuilder::default()
+            .build()
+            .expect("domain 0 is always valid")
+    }
+
+    /// A builder to choose the domain id and signal handling.
+    pub fn builder() -> ContextBuilder {
+        ContextBuilder::default()
+    }
+
+    /// The domain id.
+    pub fn domain_id(&self) -> u32 {
+        self.inner.domain_id
+    }
+
+    /// Create a node in the root namespace.
+    pub fn create_node(&self, name: &str) -> Result<Node, CreateNodeError> {
+        self.create_node_in(name, "/")
+    }
+
+    /// Create a node in a namespace (`"robot1"` and `"/robot1"` are the same).
+    pub fn create_node_in(&self, name: &str, namespace: &str) -> Result<Node, CreateNodeError> {
+        names::validate_node_name(name)?;
+        let namespace = names::normalize_namespace(namespace)?;
+        let fqn = names::node_fqn(&namespace, name);
+        if self.inner.is_shut_down() {
+            return Err(CreateNodeError::ContextShutDown(fqn));
+        }
+        {
+            let mut taken = self
+                .inner
+                .node_names
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if !taken.insert(fqn.clone()) {
+                return Err(CreateNodeError::NameTaken(fqn));
+            }
+        }
+        Ok(Node {
+            inner: Arc::new(NodeInner::new(
+                self.inner.clone(),
+                name.to_string(),
+                namespace,
+                fqn,
+            )),
+        })
+    }
+
+    /// Shut the context down: every executor's `spin` returns, blocked
+    /// waiters wake, and creating entities fails from now on.
+    pub fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+
+    /// Whether [`shutdown`](Context::shutdown) was called (or Ctrl-C seen).
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.is_shut_down()
+    }
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Context::new()
+    }
+}
+
+impl ContextInner {
+    pub(crate) fn shutdown(&self) {
+        self.shut_down.store(true, Ordering::Release);
+        let execs: Vec<_> = self
+            .executors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for e in execs {
+            e.event.notify();
+        }
+        self.graph.wake_all_waiters();
+    }
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("domain_id", &self.inner.domain_id)
+            .field("shut_down", &self.is_shut_down())
+            .finish()
+    }
+}
+
+/// Ctrl-C handling: one process-wide handler (the `ctrlc` crate runs it on
+/// its own thread, so it may lock and notify) that shuts down every context
+/// that asked for it.
+mod signals {
+    use super::*;
+
+    static CONTEXTS: OnceLock<Mutex<Vec<Weak<ContextInner>>>> = OnceLock::new();
+
+    pub(super) fn register(ctx: &Arc<ContextInner>) {
+        let list = CONTEXTS.get_or_init(|| {
+            // Another handler may already be installed by the application;
+            // then it owns Ctrl-C and we stay out of its way.
+            if let Err(e) = ctrlc::set_handler(on_interrupt) {
+                tracing::debug!("myelin: not installing a Ctrl-C handler: {e}");
+            }
+            Mutex::new(Vec::new())
+        });
+        let mut list = list.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Arc::downgrade(ctx));
+    }
+
+    fn on_interrupt() {
+        if let Some(list) = CONTEXTS.get() {
+            let ctxs: Vec<_> = list
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter_map(Weak::upgrade)
+                .collect();
+            for c in ctxs {
+                c.shutdown();
+            }
+        }
+    }
+}

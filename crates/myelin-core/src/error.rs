@@ -1,0 +1,114 @@
+//! Errors: one enum per operation, each message saying what and where.
+
+use crate::names::NameError;
+
+/// Building a [`Context`](crate::Context) failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ContextError {
+    /// Domain ids follow ROS 2: 0 to 232.
+    #[error("domain id {0} is out of range: ROS 2 domain ids are 0 to 232")]
+    DomainOutOfRange(u32),
+}
+
+/// Creating a node failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CreateNodeError {
+    /// The node name or namespace breaks the ROS 2 naming rules.
+    #[error(transparent)]
+    InvalidName(#[from] NameError),
+    /// A node with this fully qualified name already exists in the context.
+    #[error("a node named {0:?} already exists in this context")]
+    NameTaken(String),
+    /// The context was shut down.
+    #[error("cannot create node {0:?}: the context is shut down")]
+    ContextShutDown(String),
+}
+
+/// Creating a publisher or subscription failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CreateEndpointError {
+    /// The topic name breaks the ROS 2 naming rules.
+    #[error(transparent)]
+    InvalidName(#[from] NameError),
+    /// The topic already carries another message type.
+    #[error(
+        "topic {topic:?} carries type {existing} (hash {existing_hash}), not {requested} (hash {requested_hash})"
+    )]
+    TypeMismatch {
+        /// The topic.
+        topic: String,
+        /// The type already on the topic.
+        existing: &'static str,
+        /// Its schema hash.
+        existing_hash: crate::TypeHash,
+        /// The type of the refused endpoint.
+        requested: &'static str,
+        /// Its schema hash.
+        requested_hash: crate::TypeHash,
+    },
+    /// The context was shut down.
+    #[error("cannot create an endpoint on topic {0:?}: the context is shut down")]
+    ContextShutDown(String),
+}
+
+/// Creating a publisher failed.
+pub type CreatePublisherError = CreateEndpointError;
+/// Creating a subscription failed.
+pub type CreateSubscriptionError = CreateEndpointError;
+
+/// Publishing failed (the message may still have reached other subscriptions).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PublishError {
+    /// Keep-all subscriptions were full: the message was delivered to every
+    /// other matched subscription, and counted as lost by the full ones.
+    #[error(
+        "topic {topic:?}: {full} keep_all subscription(s) at their resource limit of {limit} messages refused the message"
+    )]
+    ResourceLimit {
+        /// The topic.
+        topic: String,
+        /// How many subscriptions refused the message.
+        full: usize,
+        /// The smallest limit among them.
+        limit: usize,
+    },
+    /// The context was shut down.
+    #[error("cannot publish on {0:?}: the context is shut down")]
+    ContextShutDown(String),
+}
+
+/// Creating a timer failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CreateTimerError {
+    /// A zero period would spin forever.
+    #[error("timer period must be greater than zero")]
+    ZeroPeriod,
+    /// The context was shut down.
+    #[error("cannot create a timer: the context is shut down")]
+    ContextShutDown,
+}
+
+/// Adding a node to an executor failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AddNodeError {
+    /// A node belongs to at most one executor at a time (as in ROS 2).
+    #[error("node {0:?} has already been added to an executor")]
+    AlreadyAdded(String),
+    /// The node belongs to another context than the executor.
+    #[error("node {0:?} belongs to another context than this executor")]
+    OtherContext(String),
+}
+
+/// Spinning stopped with an error.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SpinError {
+    /// A user callback panicked. The panic was caught, the entity stays
+    /// usable, and spinning stopped so the error is not lost.
+    #[error("callback of {entity} panicked: {message}")]
+    CallbackPanicked {
+        /// E.g. `subscription "/chatter" of node "/talker"`.
+        entity: String,
+        /// The panic payload, if it was a string.
+        message: String,
+    },
+}

@@ -1,0 +1,65 @@
+//! myelin's core: contexts, nodes, names, QoS, the intra-process manager,
+//! the executor and timers.
+//!
+//! Most users depend on the `myelin` crate, which re-exports this one. The
+//! concepts, as in ROS 2:
+//! * a [`Context`] per process holds the graph of publishers and
+//!   subscriptions (the intra-process manager);
+//! * [`Node`]s group publishers, subscriptions and timers under a name;
+//! * a [`Publisher`] pushes each message straight into the buffer of every
+//!   matched [`Subscription`] (one buffer per subscription, seed 000), making
+//!   only the copies ownership requires;
+//! * an [`Executor`] sleeps until a subscription's buffer gets a message or a
+//!   [`Timer`] is due, then runs the callback.
+//!
+//! ```
+//! use myelin_core::{Context, Executor, QoS};
+//! use std::sync::Arc;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = Context::builder().handle_signals(false).build()?;
+//! let node = ctx.create_node_in("camera", "/robot1")?;
+//!
+//! // `Arc<T>` callback: shares the publisher's message, no copy.
+//! let _viewer = node.create_subscription("image", QoS::sensor_data(), |img: Arc<Vec<u8>>| {
+//!     assert_eq!(img.len(), 640 * 480 * 3);
+//! })?;
+//! let publisher = node.create_publisher::<Vec<u8>>("image", QoS::sensor_data())?;
+//! assert_eq!(publisher.topic(), "/robot1/image");
+//!
+//! let mut executor = Executor::new();
+//! executor.add_node(&node)?;
+//! publisher.publish(vec![0u8; 640 * 480 * 3])?; // moved in; the sharer gets it without a copy
+//! assert_eq!(executor.spin_some()?, 1);
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+mod buffer;
+mod context;
+mod error;
+pub mod executor;
+mod graph;
+pub mod message;
+pub mod names;
+mod node;
+pub mod publisher;
+pub mod qos;
+pub mod subscription;
+mod timer;
+
+pub use buffer::Received;
+pub use context::{Context, ContextBuilder, MAX_DOMAIN_ID};
+pub use error::{
+    AddNodeError, ContextError, CreateEndpointError, CreateNodeError, CreatePublisherError,
+    CreateSubscriptionError, CreateTimerError, PublishError, SpinError,
+};
+pub use executor::{Executor, StopHandle};
+pub use message::{Message, TypeHash};
+pub use names::NameError;
+pub use node::Node;
+pub use publisher::Publisher;
+pub use qos::{Durability, History, IncompatibleQosStatus, QoS, QosPolicy, Reliability};
+pub use subscription::{
+    BufferKind, Subscription, SubscriptionCallback, SubscriptionOptions, WaitError,
+};
+pub use timer::Timer;

@@ -1,0 +1,290 @@
+//! Nodes: named groups of publishers, subscriptions and timers.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use crate::context::ContextInner;
+use crate::error::{AddNodeError, CreateEndpointError, CreateTimerError};
+use crate::executor::{ExecShared, Executable};
+use crate::message::Message;
+use crate::names::{self, NameKind};
+use crate::publisher::{PubInner, Publisher};
+use crate::qos::QoS;
+use crate::subscription::{
+    BufferKind, Delivery, SubInner, Subscription, SubscriptionCallback, SubscriptionOptions,
+};
+use crate::timer::{Timer, TimerInner};
+
+/// A node. Cheap to clone (a handle); entities keep their node alive.
+#[derive(Clone)]
+pub struct Node {
+    pub(crate) inner: Arc<NodeInner>,
+}
+
+pub(crate) struct NodeInner {
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) fqn: String,
+    pub(crate) ctx: Arc<ContextInner>,
+    executor: Mutex<Option<Arc<ExecShared>>>,
+    entities: Mutex<Vec<Weak<dyn Executable>>>,
+    timers: Mutex<Vec<Weak<TimerInner>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl NodeInner {
+    pub(crate) fn new(
+        ctx: Arc<ContextInner>,
+        name: String,
+        namespace: String,
+        fqn: String,
+    ) -> Self {
+        NodeInner {
+            name,
+            namespace,
+            fqn,
+            ctx,
+            executor: Mutex::new(None),
+            entities: Mutex::new(Vec::new()),
+            timers: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn executor(&self) -> Option<Arc<ExecShared>> {
+        lock(&self.executor).clone()
+    }
+
+    pub(crate) fn attach(&self, exec: &Arc<ExecShared>) -> Result<(), AddNodeError> {
+        let mut slot = lock(&self.executor);
+        if slot.is_some() {
+            return Err(AddNodeError::AlreadyAdded(self.fqn.clone()));
+        }
+        *slot = Some(exec.clone());
+        for e in lock(&self.entities).iter().filter_map(Weak::upgrade) {
+            e.attach(Some(exec.clone()));
+        }
+        for t in lock(&self.timers).iter().filter_map(Weak::upgrade) {
+            exec.add_timer(t);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn detach(&self, exec: &Arc<ExecShared>) {
+        let mut slot = lock(&self.executor);
+        if !slot.as_ref().is_some_and(|e| Arc::ptr_eq(e, exec)) {
+            return;
+        }
+        *slot = None;
+        for e in lock(&self.entities).iter().filter_map(Weak::upgrade) {
+            e.attach(None);
+        }
+        for t in lock(&self.timers).iter().filter_map(Weak::upgrade) {
+            exec.remove_timer(t.id);
+        }
+    }
+
+    pub(crate) fn remove_timer(&self, id: u64) {
+        lock(&self.timers).retain(|t| t.upgrade().is_some_and(|t| t.id != id));
+        if let Some(e) = self.executor() {
+            e.remove_timer(id);
+        }
+    }
+}
+
+impl Drop for NodeInner {
+    fn drop(&mut self) {
+        lock(&self.ctx.node_names).remove(&self.fqn);
+    }
+}
+
+impl Node {
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The node's namespace (absolute, e.g. `/` or `/robot1`).
+    pub fn namespace(&self) -> &str {
+        &self.inner.namespace
+    }
+
+    /// The fully qualified name (`/robot1/camera`).
+    pub fn fully_qualified_name(&self) -> &str {
+        &self.inner.fqn
+    }
+
+    /// Resolve a topic name as this node sees it: relative names are put in
+    /// the node's namespace, `~/x` under the node's own name.
+    pub fn resolve_topic_name(&self, topic: &str) -> Result<String, names::NameError> {
+        names::expand_topic_name(
+            topic,
+            &self.inner.name,
+            &self.inner.namespace,
+            NameKind::Topic,
+        )
+    }
+
+    fn check_ctx(&self, topic: &str) -> Result<(), CreateEndpointError> {
+        if self.inner.ctx.is_shut_down() {
+            return Err(CreateEndpointError::ContextShutDown(topic.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Create a publisher on `topic` (resolved as in
+    /// [`resolve_topic_name`](Self::resolve_topic_name)).
+    pub fn create_publisher<T: Message>(
+        &self,
+        topic: &str,
+        qos: QoS,
+    ) -> Result<Publisher<T>, CreateEndpointError> {
+        let topic = self.resolve_topic_name(topic)?;
+        self.check_ctx(&topic)?;
+        let id = self.inner.ctx.new_id();
+        let inner = Arc::new(PubInner::new(id, topic, qos, self.inner.clone()));
+        self.inner.ctx.graph.add_publisher(inner.clone())?;
+        Ok(Publisher { inner })
+    }
+
+    /// Create a subscription whose callback the node's executor runs. The
+    /// callback takes `T`, `Box<T>`, `Arc<T>`, `&T` or
+    /// [`Received<T>`](crate::Received); its signature picks the buffer kind
+    /// (see [`BufferKind::CallbackDefault`]).
+    pub fn create_subscription<T: Message, M>(
+        &self,
+        topic: &str,
+        qos: QoS,
+        callback: impl SubscriptionCallback<T, M>,
+    ) -> Result<Subscription<T>, CreateEndpointError> {
+        self.create_subscription_with(topic, qos, SubscriptionOptions::default(), callback)
+    }
+
+    /// [`create_subscription`](Self::create_subscription) with options (the
+    /// buffer kind).
+    pub fn create_subscription_with<T: Message, M, C: SubscriptionCallback<T, M>>(
+        &self,
+        topic: &str,
+        qos: QoS,
+        options: SubscriptionOptions,
+        callback: C,
+    ) -> Result<Subscription<T>, CreateEndpointError> {
+        let delivery = match options.buffer {
+            BufferKind::CallbackDefault if C::WANTS_OWNERSHIP => Delivery::Owned,
+            BufferKind::CallbackDefault => Delivery::Shared,
+            BufferKind::Owned => Delivery::Owned,
+            BufferKind::Shared => Delivery::Shared,
+            BufferKind::Value => Delivery::Value,
+        };
+        self.make_subscription(topic, qos, delivery, Some(callback.into_dispatch()))
+    }
+
+    /// Create a subscription without a callback, read with
+    /// [`Subscription::take`] or [`Subscription::wait_for_message`]. It is not
+    /// run by an executor. Its buffer is `Shared` unless `options` say
+    /// otherwise (a blocked waiter gets the publisher's `Arc`, no copy).
+    pub fn create_polling_subscription<T: Message>(
+        &self,
+        topic: &str,
+        qos: QoS,
+        options: SubscriptionOptions,
+    ) -> Result<Subscription<T>, CreateEndpointError> {
+        let delivery = match options.buffer {
+            BufferKind::CallbackDefault | BufferKind::Shared => Delivery::Shared,
+            BufferKind::Owned => Delivery::Owned,
+            BufferKind::Value => Delivery::Value,
+        };
+        self.make_subscription(topic, qos, delivery, None)
+    }
+
+    fn make_subscription<T: Message>(
+        &self,
+        topic: &str,
+        qos: QoS,
+        delivery: Delivery,
+        callback: Option<Box<dyn FnMut(crate::Received<T>) + Send>>,
+    ) -> Result<Subscription<T>, CreateEndpointError> {
+        let topic = self.resolve_topic_name(topic)?;
+        self.check_ctx(&topic)?;
+        let id = self.inner.ctx.new_id();
+        let inner = Arc::new(SubInner::new(
+            id,
+            topic,
+            qos,
+            delivery,
+            self.inner.clone(),
+            callback,
+        ));
+        self.inner.ctx.graph.register_waiter(inner.waiter());
+        if inner.has_callback() {
+            // Attach before the graph can deliver, so nothing is pushed
+            // without waking the executor; history replay then wakes it.
+            // The executor lock is held so a concurrent `attach` cannot miss it.
+            let exec = lock(&self.inner.executor);
+            inner.target.store(exec.clone());
+            let dyn_inner: Arc<dyn Executable> = inner.clone();
+            let mut ents = lock(&self.inner.entities);
+            ents.retain(|w| w.strong_count() > 0);
+            ents.push(Arc::downgrade(&dyn_inner));
+        }
+        self.inner.ctx.graph.add_subscription(inner.clone())?;
+        Ok(Subscription { inner })
+    }
+
+    /// Create a periodic timer run by this node's executor. See the
+    /// [executor docs](crate::executor) for what happens on overrun.
+    pub fn create_timer(
+        &self,
+        period: Duration,
+        callback: impl FnMut() + Send + 'static,
+    ) -> Result<Timer, CreateTimerError> {
+        if period.is_zero() {
+            return Err(CreateTimerError::ZeroPeriod);
+        }
+        if self.inner.ctx.is_shut_down() {
+            return Err(CreateTimerError::ContextShutDown);
+        }
+        let id = self.inner.ctx.new_id();
+        let inner = Arc::new(TimerInner::new(
+            id,
+            period,
+            Box::new(callback),
+            self.inner.clone(),
+        ));
+        let exec = lock(&self.inner.executor);
+        {
+            let mut timers = lock(&self.inner.timers);
+            timers.retain(|t| t.strong_count() > 0);
+            timers.push(Arc::downgrade(&inner));
+        }
+        if let Some(e) = exec.as_ref() {
+            e.add_timer(inner.clone());
+        }
+        drop(exec);
+        Ok(Timer { inner })
+    }
+
+    /// The topics known in this node's context with their type names.
+    pub fn topic_names_and_types(&self) -> Vec<(String, &'static str)> {
+        self.inner.ctx.graph.topic_names_and_types()
+    }
+
+    /// Publishers and subscriptions on a topic (of type `T`) in this context.
+    pub fn count_endpoints<T: Message>(
+        &self,
+        topic: &str,
+    ) -> Result<(usize, usize), names::NameError> {
+        let topic = self.resolve_topic_name(topic)?;
+        Ok(self.inner.ctx.graph.topic_counts::<T>(&topic))
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("fqn", &self.inner.fqn)
+            .finish()
+    }
+}

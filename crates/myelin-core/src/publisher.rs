@@ -1,0 +1,305 @@
+//! Publishers and the copy rules of seed 000.
+//!
+//! With `M` owning (`Owned` buffers), `S` sharing (`Shared` buffers) and `V`
+//! copying (`Value` buffers) matched subscriptions:
+//!
+//! | call | copies made |
+//! |---|---|
+//! | `publish(T)`, `M = 0` | `V` (sharers get one `Arc` of the original) |
+//! | `publish(T)`, `S = 0`, `M > 0` | `V + M - 1` (the last owner gets the original) |
+//! | `publish(T)`, `S > 0`, `M > 0` | `V + M` (one copy shared by all sharers, `M - 1` copies and the original for the owners) |
+//! | `publish_shared(Arc<T>)` | `V + M` (sharers share the caller's `Arc`) |
+//! | `publish_copy(&T)` | `1 +` the `publish(T)` figure, or 0 with no matched subscription |
+//!
+//! A transient-local publisher keeps its history as `Arc<T>`: it shares the
+//! sharers' `Arc` (or the original when nobody owns it); only when owners and
+//! no sharers are matched does the history cost one extra copy.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+
+use crate::buffer::Pushed;
+use crate::error::PublishError;
+use crate::graph::Matched;
+use crate::message::Message;
+use crate::node::NodeInner;
+use crate::qos::{Durability, IncompatibleQosStatus, QoS, QosPolicy};
+
+/// Shared incompatible-QoS status of an endpoint.
+#[derive(Default)]
+pub(crate) struct IncompatibleQos(Mutex<IncompatibleQosStatus>);
+
+impl IncompatibleQos {
+    pub(crate) fn record(&self, policy: QosPolicy) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.total_count += 1;
+        s.total_count_change += 1;
+        s.last_policy = Some(policy);
+    }
+    pub(crate) fn get(&self) -> IncompatibleQosStatus {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn take(&self) -> IncompatibleQosStatus {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let out = *s;
+        s.total_count_change = 0;
+        out
+    }
+}
+
+pub(crate) struct PubInner<T> {
+    pub(crate) id: u64,
+    pub(crate) topic: String,
+    pub(crate) qos: QoS,
+    pub(crate) node: Arc<NodeInner>,
+    pub(crate) matched: ArcSwap<Matched<T>>,
+    /// Transient local only: the last `depth` messages with their global
+    /// publish sequence number.
+    pub(crate) history: Option<Mutex<VecDeque<(u64, Arc<T>)>>>,
+    pub(crate) incompatible: IncompatibleQos,
+}
+
+/// Publishes messages of type `T` on one topic. Created by
+/// [`Node::create_publisher`](crate::Node::create_publisher); dropping it
+/// removes it from the graph.
+pub struct Publisher<T: Message> {
+    pub(crate) inner: Arc<PubInner<T>>,
+}
+
+impl<T: Message> PubInner<T> {
+    pub(crate) fn new(id: u64, topic: String, qos: QoS, node: Arc<NodeInner>) -> Self {
+        let history = (qos.durability == Durability::TransientLocal)
+            .then(|| Mutex::new(VecDeque::with_capacity(qos.effective_depth().min(4096))));
+        PubInner {
+            id,
+            topic,
+            qos,
+            node,
+            matched: ArcSwap::from_pointee(Matched::default()),
+            history,
+            incompatible: IncompatibleQos::default(),
+        }
+    }
+
+    fn check_alive(&self) -> Result<(), PublishError> {
+        if self.node.ctx.is_shut_down() {
+            return Err(PublishError::ContextShutDown(self.topic.clone()));
+        }
+        Ok(())
+    }
+
+    fn remember(&self, history: &mut VecDeque<(u64, Arc<T>)>, msg: Arc<T>) {
+        let depth = self.qos.effective_depth();
+        while history.len() >= depth {
+            history.pop_front();
+        }
+        history.push_back((self.node.ctx.graph.next_seq(), msg));
+    }
+
+    /// Deliver an owned message following the copy rules.
+    fn deliver_owned(
+        &self,
+        m: &Matched<T>,
+        msg: T,
+        history: Option<&mut VecDeque<(u64, Arc<T>)>>,
+    ) -> Full {
+        let mut full = Full::default();
+        for v in &m.values {
+            full.note(v.push_owned(msg.clone()), v.limit());
+        }
+        if m.owners.is_empty() {
+            if !m.sharers.is_empty() || history.is_some() {
+                let arc = Arc::new(msg);
+                for s in &m.sharers {
+                    full.note(s.push_shared(arc.clone()), s.limit());
+                }
+                if let Some(h) = history {
+                    self.remember(h, arc);
+                }
+            }
+            return full;
+        }
+        // Owners present: sharers (and the history) share one copy.
+        if !m.sharers.is_empty() || history.is_some() {
+            let arc = Arc::new(msg.clone());
+            for s in &m.sharers {
+                full.note(s.push_shared(arc.clone()), s.limit());
+            }
+            if let Some(h) = history {
+                self.remember(h, arc);
+            }
+        }
+        let (last, rest) = m.owners.split_last().expect("owners is not empty");
+        for o in rest {
+            full.note(o.push_owned(msg.clone()), o.limit());
+        }
+        full.note(last.push_owned(msg), last.limit());
+        full
+    }
+
+    fn deliver_shared(
+        &self,
+        m: &Matched<T>,
+        msg: Arc<T>,
+        history: Option<&mut VecDeque<(u64, Arc<T>)>>,
+    ) -> Full {
+        let mut full = Full::default();
+        for v in &m.values {
+            full.note(v.push_owned((*msg).clone()), v.limit());
+        }
+        for o in &m.owners {
+            full.note(o.push_owned((*msg).clone()), o.limit());
+        }
+        for s in &m.sharers {
+            full.note(s.push_shared(msg.clone()), s.limit());
+        }
+        if let Some(h) = history {
+            self.remember(h, msg);
+        }
+        full
+    }
+
+    fn finish(&self, full: Full) -> Result<(), PublishError> {
+        if full.count > 0 {
+            return Err(PublishError::ResourceLimit {
+                topic: self.topic.clone(),
+                full: full.count,
+                limit: full.limit,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Subscriptions that refused a message (keep_all at its limit).
+#[derive(Default)]
+struct Full {
+    count: usize,
+    limit: usize,
+}
+
+impl Full {
+    #[inline]
+    fn note(&mut self, p: Pushed, limit: usize) {
+        if p == Pushed::Refused {
+            self.limit = if self.count == 0 {
+                limit
+            } else {
+                self.limit.min(limit)
+            };
+            self.count += 1;
+        }
+    }
+}
+
+impl<T: Message> Publisher<T> {
+    /// Publish a message, moving it in (seed 000's `unique_ptr` path). See the
+    /// [module docs](self) for how many copies are made.
+    ///
+    /// Returns [`PublishError::ResourceLimit`] when keep-all subscriptions
+    /// were full (every other subscription still got the message).
+    #[inline]
+    pub fn publish(&self, msg: T) -> Result<(), PublishError> {
+        let p = &*self.inner;
+        p.check_alive()?;
+        match &p.history {
+            None => {
+                let m = p.matched.load();
+                let full = p.deliver_owned(&m, msg, None);
+                p.finish(full)
+            }
+            Some(h) => {
+                // Deliver under the history lock so a late joiner sees each
+                // message exactly once (see `Graph::add_subscription`).
+                let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
+                let m = p.matched.load();
+                let full = p.deliver_owned(&m, msg, Some(&mut h));
+                p.finish(full)
+            }
+        }
+    }
+
+    /// Publish a boxed message (moves it out of the box).
+    pub fn publish_boxed(&self, msg: Box<T>) -> Result<(), PublishError> {
+        self.publish(*msg)
+    }
+
+    /// Publish a shared message: sharing subscriptions get this very `Arc`
+    /// (zero-copy, which rclcpp cannot do); owning subscriptions get a copy
+    /// each.
+    #[inline]
+    pub fn publish_shared(&self, msg: Arc<T>) -> Result<(), PublishError> {
+        let p = &*self.inner;
+        p.check_alive()?;
+        match &p.history {
+            None => {
+                let m = p.matched.load();
+                let full = p.deliver_shared(&m, msg, None);
+                p.finish(full)
+            }
+            Some(h) => {
+                let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
+                let m = p.matched.load();
+                let full = p.deliver_shared(&m, msg, Some(&mut h));
+                p.finish(full)
+            }
+        }
+    }
+
+    /// Publish a borrowed message: copies it once (only if anyone receives or
+    /// the publisher keeps history), then follows [`publish`](Self::publish).
+    pub fn publish_copy(&self, msg: &T) -> Result<(), PublishError> {
+        if self.inner.history.is_none() && self.inner.matched.load().is_empty() {
+            return self.inner.check_alive();
+        }
+        self.publish(msg.clone())
+    }
+
+    /// The fully qualified topic name.
+    pub fn topic(&self) -> &str {
+        &self.inner.topic
+    }
+
+    /// The QoS this publisher offers.
+    pub fn qos(&self) -> QoS {
+        self.inner.qos
+    }
+
+    /// How many subscriptions this publisher currently delivers to.
+    pub fn subscription_count(&self) -> usize {
+        self.inner.matched.load().len()
+    }
+
+    /// The incompatible-QoS status (subscriptions that could not match).
+    pub fn incompatible_qos(&self) -> IncompatibleQosStatus {
+        self.inner.incompatible.get()
+    }
+
+    /// Like [`incompatible_qos`](Self::incompatible_qos), and resets the
+    /// `total_count_change`.
+    pub fn take_incompatible_qos(&self) -> IncompatibleQosStatus {
+        self.inner.incompatible.take()
+    }
+}
+
+impl<T: Message> Drop for Publisher<T> {
+    fn drop(&mut self) {
+        self.inner
+            .node
+            .ctx
+            .graph
+            .remove_publisher::<T>(&self.inner.topic, self.inner.id);
+    }
+}
+
+impl<T: Message> std::fmt::Debug for Publisher<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher")
+            .field("topic", &self.inner.topic)
+            .field("type", &T::TYPE_NAME)
+            .field("qos", &self.inner.qos)
+            .finish()
+    }
+}

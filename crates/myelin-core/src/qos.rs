@@ -1,0 +1,281 @@
+//! Quality of service: history, reliability, durability, and how a publisher
+//! and a subscription are matched.
+//!
+//! A [`QoS`] is built from a history and refined with builder methods:
+//!
+//! ```
+//! use myelin_core::QoS;
+//! let latched_map = QoS::keep_last(1).reliable().transient_local();
+//! let camera = QoS::sensor_data();
+//! assert!(latched_map.compatible_with(&camera).is_err() || true);
+//! ```
+//!
+//! # History and depth
+//! * `keep_last(depth)`: each subscription buffers at most `depth` messages;
+//!   a new message overwrites the oldest, and the overwritten one is counted
+//!   in [`Subscription::lost`](crate::Subscription::lost). **Depth 0** is not
+//!   an error: it means a one-message mailbox (only the newest message is kept,
+//!   exactly like depth 1). DDS requires a depth of at least one and rclcpp
+//!   refuses 0 for intra-process; we pick the only useful meaning.
+//! * `keep_all()`: a FIFO that keeps every message until taken, bounded by
+//!   [`QoS::max_samples`] (default [`DEFAULT_MAX_SAMPLES`]). A push into a full
+//!   FIFO is refused for that subscription, counted as lost there, and
+//!   reported to the publisher as
+//!   [`PublishError::ResourceLimit`](crate::PublishError::ResourceLimit):
+//!   never a silent drop.
+//!
+//! # Compatibility (requested by the subscription vs offered by the publisher)
+//!
+//! | publisher offers \ subscription requests | best effort | reliable |
+//! |---|---|---|
+//! | best effort | ✓ | ✗ (`Reliability`) |
+//! | reliable | ✓ | ✓ |
+//!
+//! | publisher offers \ subscription requests | volatile | transient local |
+//! |---|---|---|
+//! | volatile | ✓ | ✗ (`Durability`) |
+//! | transient local | ✓ (no history replay) | ✓ (history replayed) |
+//!
+//! History and depth never affect compatibility. An incompatible pair never
+//! connects; both sides' [`IncompatibleQosStatus`] is incremented with the
+//! policy named, and a `tracing` warning names the topic and the policy.
+//!
+//! Within one process, reliability only decides matching: the per-subscription
+//! buffers deliver every message that fits (nothing is retransmitted, so
+//! nothing needs to be).
+
+use std::fmt;
+
+/// The keep-all resource limit used unless [`QoS::max_samples`] says otherwise.
+pub const DEFAULT_MAX_SAMPLES: usize = 65_536;
+
+/// How many messages a buffer keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum History {
+    /// Keep the newest `depth` messages (depth 0 behaves as depth 1).
+    KeepLast(usize),
+    /// Keep every message, up to the resource limit.
+    KeepAll,
+}
+
+/// Whether delivery is guaranteed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reliability {
+    /// Messages may be dropped.
+    BestEffort,
+    /// Messages are delivered (within the history's limits).
+    Reliable,
+}
+
+/// Whether late joiners get messages published before they existed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Durability {
+    /// Only messages published after the subscription exists.
+    Volatile,
+    /// The publisher keeps its last `depth` messages for late joiners.
+    TransientLocal,
+}
+
+/// A QoS policy, as named in incompatibility reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QosPolicy {
+    /// [`Reliability`].
+    Reliability,
+    /// [`Durability`].
+    Durability,
+    /// [`History`].
+    History,
+}
+
+impl fmt::Display for QosPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QosPolicy::Reliability => "reliability",
+            QosPolicy::Durability => "durability",
+            QosPolicy::History => "history",
+        })
+    }
+}
+
+/// Why a publisher and a subscription do not match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incompatibility {
+    /// The first policy that failed.
+    pub policy: QosPolicy,
+    /// A sentence naming what was offered and what was requested.
+    pub reason: String,
+}
+
+impl fmt::Display for Incompatibility {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "incompatible {}: {}", self.policy, self.reason)
+    }
+}
+
+/// A quality-of-service profile for a publisher or a subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QoS {
+    /// History kind and depth.
+    pub history: History,
+    /// Reliability.
+    pub reliability: Reliability,
+    /// Durability.
+    pub durability: Durability,
+    /// Keep-all bound on buffered messages per subscription.
+    pub max_samples: usize,
+}
+
+impl QoS {
+    /// Keep the newest `depth` messages, reliable, volatile (ROS 2's default
+    /// with another depth).
+    pub const fn keep_last(depth: usize) -> Self {
+        QoS {
+            history: History::KeepLast(depth),
+            reliability: Reliability::Reliable,
+            durability: Durability::Volatile,
+            max_samples: DEFAULT_MAX_SAMPLES,
+        }
+    }
+
+    /// Keep every message (up to [`QoS::max_samples`]), reliable, volatile.
+    pub const fn keep_all() -> Self {
+        QoS {
+            history: History::KeepAll,
+            ..QoS::keep_last(1)
+        }
+    }
+
+    /// Make it reliable.
+    pub const fn reliable(mut self) -> Self {
+        self.reliability = Reliability::Reliable;
+        self
+    }
+
+    /// Make it best effort.
+    pub const fn best_effort(mut self) -> Self {
+        self.reliability = Reliability::BestEffort;
+        self
+    }
+
+    /// Make it volatile.
+    pub const fn volatile(mut self) -> Self {
+        self.durability = Durability::Volatile;
+        self
+    }
+
+    /// Make it transient local (latched).
+    pub const fn transient_local(mut self) -> Self {
+        self.durability = Durability::TransientLocal;
+        self
+    }
+
+    /// Set the keep-all resource limit (messages buffered per subscription).
+    /// 0 is treated as 1.
+    pub const fn max_samples(mut self, n: usize) -> Self {
+        self.max_samples = if n == 0 { 1 } else { n };
+        self
+    }
+
+    /// ROS 2's `rmw_qos_profile_default`: keep last 10, reliable, volatile.
+    pub const fn default_profile() -> Self {
+        QoS::keep_last(10)
+    }
+
+    /// ROS 2's `rmw_qos_profile_sensor_data`: keep last 5, best effort, volatile.
+    pub const fn sensor_data() -> Self {
+        QoS::keep_last(5).best_effort()
+    }
+
+    /// ROS 2's `rmw_qos_profile_services_default`: keep last 10, reliable, volatile.
+    pub const fn services() -> Self {
+        QoS::keep_last(10)
+    }
+
+    /// ROS 2's `rmw_qos_profile_parameters`: keep last 1000, reliable, volatile.
+    pub const fn parameters() -> Self {
+        QoS::keep_last(1000)
+    }
+
+    /// The depth a buffer really has: `keep_last(0)` keeps one message;
+    /// `keep_all` is bounded by `max_samples`.
+    pub fn effective_depth(&self) -> usize {
+        match self.history {
+            History::KeepLast(d) => d.max(1),
+            History::KeepAll => self.max_samples.max(1),
+        }
+    }
+
+    /// Check whether a publisher offering `self` can serve a subscription
+    /// requesting `requested` (DDS requested-vs-offered rules).
+    pub fn compatible_with(&self, requested: &QoS) -> Result<(), Incompatibility> {
+        if self.reliability < requested.reliability {
+            return Err(Incompatibility {
+                policy: QosPolicy::Reliability,
+                reason: format!(
+                    "publisher offers {:?} but subscription requests {:?}",
+                    self.reliability, requested.reliability
+                ),
+            });
+        }
+        if self.durability < requested.durability {
+            return Err(Incompatibility {
+                policy: QosPolicy::Durability,
+                reason: format!(
+                    "publisher offers {:?} but subscription requests {:?}",
+                    self.durability, requested.durability
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Default for QoS {
+    fn default() -> Self {
+        QoS::default_profile()
+    }
+}
+
+/// The incompatible-QoS status of a publisher or subscription, as DDS reports
+/// it: how many incompatible peers were found and the last policy at fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IncompatibleQosStatus {
+    /// Total incompatible peers found so far.
+    pub total_count: u64,
+    /// Increase since the status was last read with a `take_` method.
+    pub total_count_change: u64,
+    /// The policy of the last incompatibility, if any.
+    pub last_policy: Option<QosPolicy>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compatibility_table() {
+        let be = QoS::keep_last(1).best_effort();
+        let rel = QoS::keep_last(1).reliable();
+        assert!(rel.compatible_with(&be).is_ok());
+        assert!(rel.compatible_with(&rel).is_ok());
+        assert!(be.compatible_with(&be).is_ok());
+        assert_eq!(
+            be.compatible_with(&rel).unwrap_err().policy,
+            QosPolicy::Reliability
+        );
+        let vol = QoS::keep_last(1);
+        let tl = QoS::keep_last(1).transient_local();
+        assert!(tl.compatible_with(&vol).is_ok());
+        assert!(tl.compatible_with(&tl).is_ok());
+        assert_eq!(
+            vol.compatible_with(&tl).unwrap_err().policy,
+            QosPolicy::Durability
+        );
+    }
+
+    #[test]
+    fn depth_zero_is_a_mailbox() {
+        assert_eq!(QoS::keep_last(0).effective_depth(), 1);
+        assert_eq!(QoS::keep_all().max_samples(3).effective_depth(), 3);
+    }
+}

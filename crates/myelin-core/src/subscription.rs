@@ -1,0 +1,410 @@
+//! Subscriptions: one buffer each, a callback run by an executor, and
+//! synchronous `take` / `wait_for_message` for code that runs its own loop.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use myelin_sync::{Event, Scope};
+
+use crate::buffer::{Buffer, Pushed, Received};
+use crate::error::SpinError;
+use crate::executor::{ExecShared, Executable};
+use crate::message::Message;
+use crate::node::NodeInner;
+use crate::publisher::IncompatibleQos;
+use crate::qos::{IncompatibleQosStatus, QoS};
+
+/// What a subscription's buffer stores (seed 000's `BufferT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BufferKind {
+    /// Chosen from the callback: `FnMut(T)` and `FnMut(Box<T>)` want
+    /// ownership (`Owned`); `FnMut(Arc<T>)` and `FnMut(&T)` do not (`Shared`).
+    #[default]
+    CallbackDefault,
+    /// The buffer owns its message: the publisher's original or a copy.
+    Owned,
+    /// The buffer holds an `Arc` shared with other subscriptions (no copy at
+    /// publish; a callback that wants ownership copies at take time only if
+    /// the `Arc` is still shared).
+    Shared,
+    /// The buffer always gets its own copy (useful for small messages).
+    Value,
+}
+
+/// Options for [`Node::create_subscription_with`](crate::Node::create_subscription_with).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SubscriptionOptions {
+    /// The buffer kind.
+    pub buffer: BufferKind,
+}
+
+impl SubscriptionOptions {
+    /// Options with a given buffer kind.
+    pub fn buffer(kind: BufferKind) -> Self {
+        SubscriptionOptions { buffer: kind }
+    }
+}
+
+/// How the publisher hands a message to a subscription (resolved buffer kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    Owned,
+    Shared,
+    Value,
+}
+
+/// Markers that tell the callback signatures apart (type inference picks one
+/// from the closure's argument type).
+pub mod marker {
+    /// `FnMut(T)`.
+    #[derive(Debug)]
+    pub enum ByValue {}
+    /// `FnMut(Box<T>)`.
+    #[derive(Debug)]
+    pub enum ByBox {}
+    /// `FnMut(Arc<T>)`.
+    #[derive(Debug)]
+    pub enum ByArc {}
+    /// `FnMut(&T)`.
+    #[derive(Debug)]
+    pub enum ByRef {}
+    /// `FnMut(Received<T>)`: whatever the buffer holds, without conversion.
+    #[derive(Debug)]
+    pub enum ByReceived {}
+}
+
+/// A subscription callback: a closure taking `T`, `Box<T>`, `Arc<T>`, `&T`
+/// or [`Received<T>`]. Annotate the argument type (`|msg: Arc<Image>| ...`)
+/// so the right signature is chosen.
+pub trait SubscriptionCallback<T, Marker>: Send + 'static {
+    /// Whether this signature wants ownership (decides `CallbackDefault`).
+    const WANTS_OWNERSHIP: bool;
+    /// Turn into the type-erased form the executor calls.
+    fn into_dispatch(self) -> Box<dyn FnMut(Received<T>) + Send>;
+}
+
+impl<T: Message, F: FnMut(T) + Send + 'static> SubscriptionCallback<T, marker::ByValue> for F {
+    const WANTS_OWNERSHIP: bool = true;
+    fn into_dispatch(mut self) -> Box<dyn FnMut(Received<T>) + Send> {
+        Box::new(move |r| self(r.into_owned()))
+    }
+}
+
+impl<T: Message, F: FnMut(Box<T>) + Send + 'static> SubscriptionCallback<T, marker::ByBox> for F {
+    const WANTS_OWNERSHIP: bool = true;
+    fn into_dispatch(mut self) -> Box<dyn FnMut(Received<T>) + Send> {
+        Box::new(move |r| self(Box::new(r.into_owned())))
+    }
+}
+
+impl<T: Message, F: FnMut(Arc<T>) + Send + 'static> SubscriptionCallback<T, marker::ByArc> for F {
+    const WANTS_OWNERSHIP: bool = false;
+    fn into_dispatch(mut self) -> Box<dyn FnMut(Received<T>) + Send> {
+        Box::new(move |r| self(r.into_shared()))
+    }
+}
+
+impl<T: Message, F: for<'a> FnMut(&'a T) + Send + 'static> SubscriptionCallback<T, marker::ByRef>
+    for F
+{
+    const WANTS_OWNERSHIP: bool = false;
+    fn into_dispatch(mut self) -> Box<dyn FnMut(Received<T>) + Send> {
+        Box::new(move |r| self(&r))
+    }
+}
+
+impl<T: Message, F: FnMut(Received<T>) + Send + 'static> SubscriptionCallback<T, marker::ByReceived>
+    for F
+{
+    const WANTS_OWNERSHIP: bool = false;
+    fn into_dispatch(self) -> Box<dyn FnMut(Received<T>) + Send> {
+        Box::new(self)
+    }
+}
+
+pub(crate) struct SubInner<T> {
+    pub(crate) id: u64,
+    pub(crate) topic: String,
+    pub(crate) qos: QoS,
+    pub(crate) delivery: Delivery,
+    pub(crate) node: Arc<NodeInner>,
+    buffer: Buffer<T>,
+    lost: AtomicU64,
+    /// Set while this subscription sits in its executor's ready queue, so a
+    /// burst of messages enqueues it once.
+    // SYNC: AcqRel swap in `signal` pairs with the SeqCst store in `execute`.
+    queued: AtomicBool,
+    /// The executor to wake (None until the node is added to one).
+    pub(crate) target: ArcSwapOption<ExecShared>,
+    /// Synchronous waiters (`wait_for_message`).
+    waiter: Arc<Event>,
+    callback: Option<Mutex<Box<dyn FnMut(Received<T>) + Send>>>,
+    pub(crate) incompatible: IncompatibleQos,
+}
+
+impl<T: Message> SubInner<T> {
+    pub(crate) fn new(
+        id: u64,
+        topic: String,
+        qos: QoS,
+        delivery: Delivery,
+        node: Arc<NodeInner>,
+        callback: Option<Box<dyn FnMut(Received<T>) + Send>>,
+    ) -> Self {
+        SubInner {
+            id,
+            topic,
+            qos,
+            delivery,
+            node,
+            buffer: Buffer::new(&qos),
+            lost: AtomicU64::new(0),
+            queued: AtomicBool::new(false),
+            target: ArcSwapOption::empty(),
+            waiter: Arc::new(Event::new(Scope::Process)),
+            callback: callback.map(Mutex::new),
+            incompatible: IncompatibleQos::default(),
+        }
+    }
+
+    pub(crate) fn has_callback(&self) -> bool {
+        self.callback.is_some()
+    }
+
+    pub(crate) fn waiter(&self) -> &Arc<Event> {
+        &self.waiter
+    }
+
+    pub(crate) fn limit(&self) -> usize {
+        self.buffer.limit()
+    }
+
+    #[inline]
+    pub(crate) fn push_owned(self: &Arc<Self>, msg: T) -> Pushed {
+        self.push(Received::Owned(msg))
+    }
+
+    #[inline]
+    pub(crate) fn push_shared(self: &Arc<Self>, msg: Arc<T>) -> Pushed {
+        self.push(Received::Shared(msg))
+    }
+
+    #[inline]
+    fn push(self: &Arc<Self>, item: Received<T>) -> Pushed {
+        let r = self.buffer.push(item);
+        match r {
+            Pushed::Stored => self.signal(),
+            Pushed::Overwrote => {
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                self.signal();
+            }
+            Pushed::Refused => {
+                self.lost.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        r
+    }
+
+    /// Tell whoever waits that the buffer is not empty.
+    #[inline]
+    fn signal(self: &Arc<Self>) {
+        if self.callback.is_some() {
+            let target = self.target.load();
+            if let Some(exec) = target.as_ref() {
+                // SYNC: pairs with the store(false) in `execute`.
+                if !self.queued.swap(true, Ordering::AcqRel) {
+                    exec.enqueue(self.clone());
+                }
+            }
+        }
+        self.waiter.notify();
+    }
+
+    /// Called by an executor when this subscription is attached to it: make
+    /// sure messages buffered before the attachment are not forgotten.
+    pub(crate) fn kick(self: &Arc<Self>) {
+        if !self.buffer.is_empty() {
+            self.signal();
+        }
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        format!("subscription {:?} of node {:?}", self.topic, self.node.fqn)
+    }
+}
+
+impl<T: Message> Executable for SubInner<T> {
+    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<(), SpinError> {
+        // SYNC: pairs with the swap in `signal`: a push after this store
+        // enqueues us again.
+        self.queued.store(false, Ordering::SeqCst);
+        let Some(cb) = &self.callback else {
+            return Ok(());
+        };
+        if self.target.load().is_none() {
+            // Dropped (or detached) while queued: deliver nothing more.
+            return Ok(());
+        }
+        let mut result = Ok(());
+        if let Some(item) = self.buffer.pop() {
+            // A callback runs on one thread at a time; the executor never
+            // calls it re-entrantly, so this lock is uncontended.
+            let mut cb = cb.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (cb)(item))) {
+                result = Err(SpinError::CallbackPanicked {
+                    entity: self.describe(),
+                    message: crate::executor::panic_message(&panic),
+                });
+            }
+        }
+        // More messages: go to the back of the ready queue (FIFO fairness).
+        if !self.buffer.is_empty() && !self.queued.swap(true, Ordering::AcqRel) {
+            exec.enqueue(self.clone());
+        }
+        result
+    }
+
+    fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {
+        self.target.store(exec);
+        self.kick();
+    }
+}
+
+/// A subscription to a topic of type `T`. Created by
+/// [`Node::create_subscription`](crate::Node::create_subscription) (callback
+/// run by an executor) or
+/// [`Node::create_polling_subscription`](crate::Node::create_polling_subscription)
+/// (no callback: [`take`](Self::take) / [`wait_for_message`](Self::wait_for_message)).
+/// Dropping it removes it from the graph.
+pub struct Subscription<T: Message> {
+    pub(crate) inner: Arc<SubInner<T>>,
+}
+
+/// Waiting for a message failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WaitError {
+    /// Nothing arrived in time.
+    #[error("no message on {topic:?} within {timeout:?}")]
+    Timeout {
+        /// The topic.
+        topic: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// The context was shut down while waiting.
+    #[error("stopped waiting on {0:?}: the context is shut down")]
+    ContextShutDown(String),
+}
+
+impl<T: Message> Subscription<T> {
+    /// Take the oldest buffered message without waiting. On a subscription
+    /// with a callback this competes with the executor; it is meant for
+    /// polling subscriptions.
+    pub fn take(&self) -> Option<Received<T>> {
+        self.inner.buffer.pop()
+    }
+
+    /// Block until a message arrives (sleeping in the kernel) or `timeout`
+    /// passes, as LibXR's synchronous subscribers do. A shared message is
+    /// handed over as an `Arc`, never copied.
+    pub fn wait_for_message(&self, timeout: Duration) -> Result<Received<T>, WaitError> {
+        let deadline = Instant::now() + timeout;
+        let ctx = &self.inner.node.ctx;
+        let mut got = None;
+        self.inner.waiter.wait_while(
+            || {
+                if ctx.is_shut_down() {
+                    return false;
+                }
+                got = self.inner.buffer.pop();
+                got.is_none()
+            },
+            Some(deadline),
+        );
+        match got {
+            Some(m) => Ok(m),
+            None if ctx.is_shut_down() => Err(WaitError::ContextShutDown(self.inner.topic.clone())),
+            None => Err(WaitError::Timeout {
+                topic: self.inner.topic.clone(),
+                timeout,
+            }),
+        }
+    }
+
+    /// Messages this subscription lost: overwritten in its keep_last ring,
+    /// or refused by its full keep_all FIFO.
+    pub fn lost(&self) -> u64 {
+        self.inner.lost.load(Ordering::Relaxed)
+    }
+
+    /// Messages currently buffered.
+    pub fn buffered(&self) -> usize {
+        self.inner.buffer.len()
+    }
+
+    /// The fully qualified topic name.
+    pub fn topic(&self) -> &str {
+        &self.inner.topic
+    }
+
+    /// The QoS this subscription requested.
+    pub fn qos(&self) -> QoS {
+        self.inner.qos
+    }
+
+    /// The buffer kind in use (after resolving `CallbackDefault`).
+    pub fn buffer_kind(&self) -> BufferKind {
+        match self.inner.delivery {
+            Delivery::Owned => BufferKind::Owned,
+            Delivery::Shared => BufferKind::Shared,
+            Delivery::Value => BufferKind::Value,
+        }
+    }
+
+    /// How many publishers are on this topic in this context (matched or
+    /// not; see [`incompatible_qos`](Self::incompatible_qos)).
+    pub fn publisher_count(&self) -> usize {
+        self.inner
+            .node
+            .ctx
+            .graph
+            .topic_counts::<T>(&self.inner.topic)
+            .0
+    }
+
+    /// The incompatible-QoS status (publishers that could not match).
+    pub fn incompatible_qos(&self) -> IncompatibleQosStatus {
+        self.inner.incompatible.get()
+    }
+
+    /// Like [`incompatible_qos`](Self::incompatible_qos), and resets the
+    /// `total_count_change`.
+    pub fn take_incompatible_qos(&self) -> IncompatibleQosStatus {
+        self.inner.incompatible.take()
+    }
+}
+
+impl<T: Message> Drop for Subscription<T> {
+    fn drop(&mut self) {
+        self.inner
+            .node
+            .ctx
+            .graph
+            .remove_subscription::<T>(&self.inner.topic, self.inner.id);
+        self.inner.target.store(None);
+    }
+}
+
+impl<T: Message> std::fmt::Debug for Subscription<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("topic", &self.inner.topic)
+            .field("type", &T::TYPE_NAME)
+            .field("qos", &self.inner.qos)
+            .field("buffer", &self.buffer_kind())
+            .finish()
+    }
+}

@@ -1,0 +1,140 @@
+//! Timers, run by the executor of their node (see the
+//! [executor docs](crate::executor) for the overrun rule).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::error::SpinError;
+use crate::node::NodeInner;
+
+pub(crate) struct TimerInner {
+    pub(crate) id: u64,
+    pub(crate) period: Duration,
+    created: Instant,
+    callback: Mutex<Box<dyn FnMut() + Send>>,
+    cancelled: AtomicBool,
+    reset_to: Mutex<Option<Instant>>,
+    // SYNC: Relaxed counters, read for statistics only.
+    fired: AtomicU64,
+    missed: AtomicU64,
+    pub(crate) node: Arc<NodeInner>,
+}
+
+impl TimerInner {
+    pub(crate) fn new(
+        id: u64,
+        period: Duration,
+        callback: Box<dyn FnMut() + Send>,
+        node: Arc<NodeInner>,
+    ) -> Self {
+        TimerInner {
+            id,
+            period,
+            created: Instant::now(),
+            callback: Mutex::new(callback),
+            cancelled: AtomicBool::new(false),
+            reset_to: Mutex::new(None),
+            fired: AtomicU64::new(0),
+            missed: AtomicU64::new(0),
+            node,
+        }
+    }
+
+    pub(crate) fn first_due(&self) -> Instant {
+        self.created + self.period
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn take_reset(&self) -> Option<Instant> {
+        self.reset_to
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    pub(crate) fn note_missed(&self, n: u64) {
+        if n > 0 {
+            self.missed.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn fire(&self) -> Result<(), SpinError> {
+        self.fired.fetch_add(1, Ordering::Relaxed);
+        let mut cb = self.callback.lock().unwrap_or_else(|e| e.into_inner());
+        catch_unwind(AssertUnwindSafe(|| (cb)())).map_err(|p| SpinError::CallbackPanicked {
+            entity: format!(
+                "timer ({:?} period) of node {:?}",
+                self.period, self.node.fqn
+            ),
+            message: crate::executor::panic_message(&p),
+        })
+    }
+}
+
+/// A periodic timer. Created by [`Node::create_timer`](crate::Node::create_timer);
+/// dropping it (or [`cancel`](Timer::cancel)) stops it.
+pub struct Timer {
+    pub(crate) inner: Arc<TimerInner>,
+}
+
+impl Timer {
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.inner.period
+    }
+
+    /// Stop firing. The timer stays registered until dropped.
+    pub fn cancel(&self) {
+        self.inner.cancelled.store(true, Ordering::Release);
+    }
+
+    /// Whether [`cancel`](Timer::cancel) was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.is_cancelled()
+    }
+
+    /// Restart the period from now (and un-cancel).
+    pub fn reset(&self) {
+        *self
+            .inner
+            .reset_to
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + self.inner.period);
+        self.inner.cancelled.store(false, Ordering::Release);
+        if let Some(e) = self.inner.node.executor() {
+            e.timers_changed();
+        }
+    }
+
+    /// How many times the callback ran.
+    pub fn fired(&self) -> u64 {
+        self.inner.fired.load(Ordering::Relaxed)
+    }
+
+    /// How many periods were skipped because the timer ran late.
+    pub fn missed(&self) -> u64 {
+        self.inner.missed.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.cancel();
+        self.inner.node.remove_timer(self.inner.id);
+    }
+}
+
+impl std::fmt::Debug for Timer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Timer")
+            .field("period", &self.inner.period)
+            .field("fired", &self.fired())
+            .finish()
+    }
+}

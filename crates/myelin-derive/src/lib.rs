@@ -1,0 +1,92 @@
+//! `#[derive(Message)]` for myelin: implements `myelin::Message` with the
+//! type's name (`module::path::Type`, or `#[message(name = "pkg/msg/Type")]`)
+//! and a schema hash computed from the field names and types in declaration
+//! order, so two builds that disagree on a type's layout never connect.
+//!
+//! ```ignore
+//! #[derive(Clone, myelin::Message)]
+//! #[message(name = "nav_msgs/msg/Odometry")]
+//! struct Odometry { x: f64, y: f64, theta: f64 }
+//! ```
+#![warn(missing_docs)]
+
+use proc_macro::TokenStream;
+use quote::{ToTokens, quote};
+use syn::{Data, DeriveInput, Fields, LitStr, parse_macro_input};
+
+/// Derive `myelin::Message`. See the crate docs.
+#[proc_macro_derive(Message, attributes(message))]
+pub fn derive_message(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match expand(input) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn fields_schema(fields: &Fields) -> String {
+    let mut s = String::new();
+    match fields {
+        Fields::Named(n) => {
+            for f in &n.named {
+                let name = f.ident.as_ref().map(|i| i.to_string()).unwrap_or_default();
+                s.push_str(&format!("{name}:{};", f.ty.to_token_stream()));
+            }
+        }
+        Fields::Unnamed(u) => {
+            for (i, f) in u.unnamed.iter().enumerate() {
+                s.push_str(&format!("{i}:{};", f.ty.to_token_stream()));
+            }
+        }
+        Fields::Unit => {}
+    }
+    s
+}
+
+fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
+    let ident = &input.ident;
+    let mut name_override: Option<LitStr> = None;
+    for attr in &input.attrs {
+        if attr.path().is_ident("message") {
+            attr.parse_nested_meta(|meta| {
+                if meta.path.is_ident("name") {
+                    name_override = Some(meta.value()?.parse()?);
+                    Ok(())
+                } else {
+                    Err(meta.error("unknown message attribute: expected `name = \"pkg/msg/Type\"`"))
+                }
+            })?;
+        }
+    }
+    let schema = match &input.data {
+        Data::Struct(s) => format!("struct {ident}{{{}}}", fields_schema(&s.fields)),
+        Data::Enum(e) => {
+            let mut s = format!("enum {ident}{{");
+            for v in &e.variants {
+                s.push_str(&format!("{}({})|", v.ident, fields_schema(&v.fields)));
+            }
+            s.push('}');
+            s
+        }
+        Data::Union(_) => {
+            return Err(syn::Error::new_spanned(
+                ident,
+                "Message cannot be derived for unions",
+            ));
+        }
+    };
+    let type_name = match name_override {
+        Some(n) => quote!(#n),
+        None => {
+            let s = ident.to_string();
+            quote!(concat!(module_path!(), "::", #s))
+        }
+    };
+    let (impl_g, ty_g, where_c) = input.generics.split_for_impl();
+    Ok(quote! {
+        impl #impl_g ::myelin::Message for #ident #ty_g #where_c {
+            const TYPE_NAME: &'static str = #type_name;
+            const TYPE_HASH: ::myelin::TypeHash = ::myelin::TypeHash::of_schema(#schema);
+        }
+    })
+}

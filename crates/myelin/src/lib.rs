@@ -1,0 +1,58 @@
+//! # myelin
+//!
+//! A robotics message bus with ROS 2 semantics (nodes, topics, QoS,
+//! executors, timers) and the cost of a function call: a publish moves the
+//! message straight into each subscription's buffer (one per subscription,
+//! making only the copies ownership requires), and the executor that owns
+//! the subscription wakes from a futex to run the callback.
+//!
+//! ## Concepts
+//! * [`Context`]: one per process; all its nodes share one participant.
+//! * [`Node`]: a name (ROS 2 naming rules) grouping publishers,
+//!   subscriptions and timers.
+//! * [`Publisher`] / [`Subscription`] on a topic, with a [`QoS`]: history
+//!   (`keep_last(depth)` / `keep_all()`), reliability, durability.
+//! * [`Executor`]: runs callbacks; sleeps in the kernel when idle.
+//! * [`Message`]: the trait a topic's type implements; `#[derive(Message)]`
+//!   for your own types; `String`, `Vec<u8>` and the primitives work as is.
+//!
+//! ## Publish and subscribe
+//! ```
+//! use myelin::prelude::*;
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! #[derive(Clone, Debug, PartialEq, myelin::Message)]
+//! struct Odometry { x: f64, y: f64, theta: f64 }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = Context::builder().domain_id(7).handle_signals(false).build()?;
+//! let node = ctx.create_node("odometry")?;
+//! let publisher = node.create_publisher::<Odometry>("odom", QoS::keep_last(10))?;
+//!
+//! let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+//! let h = heard.clone();
+//! // An `&T` callback shares the message: zero copies.
+//! let _sub = node.create_subscription("odom", QoS::keep_last(10), move |o: &Odometry| {
+//!     h.lock().unwrap().push(o.x);
+//! })?;
+//!
+//! let mut executor = Executor::new();
+//! executor.add_node(&node)?;
+//! publisher.publish(Odometry { x: 1.0, y: 0.0, theta: 0.0 })?;
+//! executor.spin_until(Duration::from_secs(5), || !heard.lock().unwrap().is_empty())?;
+//! assert_eq!(*heard.lock().unwrap(), vec![1.0]);
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+pub use myelin_core::*;
+pub use myelin_derive::Message;
+
+/// The names most programs need.
+pub mod prelude {
+    pub use myelin_core::{
+        BufferKind, Context, Executor, Message, Node, Publisher, QoS, Received, Subscription,
+        SubscriptionOptions, Timer,
+    };
+}
