@@ -300,11 +300,14 @@ impl Executor {
     fn once(&mut self, deadline: Option<Instant>) -> Result<bool, SpinError> {
         loop {
             self.refresh_timers();
-            if self.run_due_timers()? > 0 {
-                return Ok(true);
-            }
+            // One turn: every due timer once, then one ready entry, so
+            // neither can starve the other.
+            let timers_ran = self.run_due_timers()?;
             if let Some(e) = self.shared.ready.pop() {
                 e.execute(&self.shared)?;
+                return Ok(true);
+            }
+            if timers_ran > 0 {
                 return Ok(true);
             }
             if self.shared.stop.load(Ordering::SeqCst) || self.shut_down() {

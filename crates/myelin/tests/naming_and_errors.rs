@@ -1,0 +1,110 @@
+//! Names through the public API, and the typed errors for bad input.
+
+use myelin::prelude::*;
+use myelin::{ContextError, CreateEndpointError, CreateNodeError, CreateTimerError};
+use std::time::Duration;
+
+fn ctx() -> Context {
+    Context::builder().handle_signals(false).build().unwrap()
+}
+
+#[test]
+fn topic_names_resolve_like_ros2() {
+    let ctx = ctx();
+    let node = ctx.create_node_in("camera", "robot1").unwrap();
+    assert_eq!(node.fully_qualified_name(), "/robot1/camera");
+    let cases = [
+        ("image", "/robot1/image"),
+        ("/image", "/image"),
+        ("~/image", "/robot1/camera/image"),
+        ("left/image", "/robot1/left/image"),
+        ("{node}/raw", "/robot1/camera/raw"),
+    ];
+    for (given, expect) in cases {
+        let p = node.create_publisher::<u8>(given, QoS::default()).unwrap();
+        assert_eq!(p.topic(), expect, "{given}");
+    }
+}
+
+#[test]
+fn invalid_names_are_refused_quoting_the_name_and_rule() {
+    let ctx = ctx();
+    for bad in ["", "1camera", "my-node", "node name", "caméra", "a/b"] {
+        let err = ctx.create_node(bad).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains(&format!("{bad:?}")), "{text}");
+        assert!(matches!(err, CreateNodeError::InvalidName(_)));
+    }
+    for bad_ns in ["/a//b", "/a/", "/1a", "/a b"] {
+        let err = ctx.create_node_in("ok", bad_ns).unwrap_err();
+        assert!(err.to_string().contains("namespace"), "{err}");
+    }
+    let node = ctx.create_node("ok").unwrap();
+    for bad in ["", "a//b", "a/", "1a", "a/~b", "a b", "{unknown}/x", "ümlaut"] {
+        let err = node.create_publisher::<u8>(bad, QoS::default()).unwrap_err();
+        assert!(matches!(err, CreateEndpointError::InvalidName(_)), "{bad}: {err}");
+        assert!(err.to_string().contains("topic"), "{err}");
+    }
+}
+
+#[test]
+fn duplicate_node_names_are_refused_until_the_first_is_dropped() {
+    let ctx = ctx();
+    let n = ctx.create_node("dup").unwrap();
+    assert_eq!(ctx.create_node("dup").unwrap_err(), CreateNodeError::NameTaken("/dup".into()));
+    // Same name in another namespace is another node.
+    ctx.create_node_in("dup", "/other").unwrap();
+    drop(n);
+    ctx.create_node("dup").unwrap();
+}
+
+#[test]
+fn domain_ids_follow_ros2() {
+    assert_eq!(Context::builder().domain_id(232).handle_signals(false).build().unwrap().domain_id(), 232);
+    assert_eq!(
+        Context::builder().domain_id(233).build().unwrap_err(),
+        ContextError::DomainOutOfRange(233)
+    );
+}
+
+#[test]
+fn entities_on_a_shut_down_context_are_refused() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let p = node.create_publisher::<u8>("t", QoS::default()).unwrap();
+    ctx.shutdown();
+    assert!(matches!(
+        node.create_publisher::<u8>("t2", QoS::default()),
+        Err(CreateEndpointError::ContextShutDown(_))
+    ));
+    assert!(matches!(p.publish(1), Err(myelin::PublishError::ContextShutDown(_))));
+    assert_eq!(
+        node.create_timer(Duration::from_millis(1), || {}).unwrap_err(),
+        CreateTimerError::ContextShutDown
+    );
+}
+
+#[test]
+fn zero_timer_period_is_refused() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    assert_eq!(node.create_timer(Duration::ZERO, || {}).unwrap_err(), CreateTimerError::ZeroPeriod);
+}
+
+#[test]
+fn derived_message_types_carry_name_and_schema_hash() {
+    #[derive(Clone, myelin::Message)]
+    struct A {
+        x: f64,
+    }
+    #[derive(Clone, myelin::Message)]
+    #[message(name = "geometry_msgs/msg/Point")]
+    struct B {
+        x: f64,
+        y: f64,
+        z: f64,
+    }
+    assert!(<A as Message>::TYPE_NAME.ends_with("::A"));
+    assert_eq!(<B as Message>::TYPE_NAME, "geometry_msgs/msg/Point");
+    assert_ne!(<A as Message>::TYPE_HASH, <B as Message>::TYPE_HASH);
+}
