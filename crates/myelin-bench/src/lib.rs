@@ -13,6 +13,8 @@
 //!   ([`CpuSnapshot`], [`CpuUsage`]) and the [`MachineInfo`] report header.
 //! - [`report`]: [`Record`]/[`Report`] with JSON persistence and an aligned
 //!   plain-text table ([`render_table`]).
+//! - [`scenarios`]: the experiments (dispatch, relay, fanout, image) planned
+//!   as [`scenarios::Job`]s for the chosen systems.
 //! - [`plot`]: SVG latency histograms and latency-over-time plots
 //!   ([`write_plots`]).
 //!
@@ -60,11 +62,7 @@ pub mod report;
 pub mod stats;
 pub mod sys;
 
-// ---------------------------------------------------------------------------
-// Scenarios and runners (another engineer): add `pub mod scenarios;` (and any
-// other scenario-side modules, e.g. `pub mod runner;`) and their re-exports
-// here.
-// ---------------------------------------------------------------------------
+pub mod scenarios;
 
 pub use plot::{PlotError, sanitize_stem, write_plots};
 pub use report::{Record, Report, ReportError, format_ns, render_table};

@@ -1,1 +1,23 @@
-fn main() {}
+//! The `myelin` command: benchmarks now; performance tools and
+//! introspection as the transports land.
+//!
+//! ```text
+//! myelin bench                 # the standard suite, every system, one table
+//! myelin bench relay --hops 5 --rate 100 --size 1KiB --json out.json --plot plots/
+//! ```
+
+mod cli;
+mod command;
+
+use clap::Parser;
+
+fn main() {
+    let cli = cli::Cli::parse();
+    let result = match cli.command {
+        cli::Command::Bench(args) => command::bench::run(args),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
+}

@@ -49,6 +49,9 @@ impl IncompatibleQos {
     }
 }
 
+/// A transient-local publisher's history: (publish sequence, message).
+pub(crate) type History<T> = Mutex<VecDeque<(u64, Arc<T>)>>;
+
 pub(crate) struct PubInner<T> {
     pub(crate) id: u64,
     pub(crate) topic: String,
@@ -57,7 +60,7 @@ pub(crate) struct PubInner<T> {
     pub(crate) matched: ArcSwap<Matched<T>>,
     /// Transient local only: the last `depth` messages with their global
     /// publish sequence number.
-    pub(crate) history: Option<Mutex<VecDeque<(u64, Arc<T>)>>>,
+    pub(crate) history: Option<History<T>>,
     pub(crate) incompatible: IncompatibleQos,
 }
 
@@ -222,6 +225,7 @@ impl<T: Message> Publisher<T> {
     }
 
     /// Publish a boxed message (moves it out of the box).
+    #[allow(clippy::boxed_local)] // the API takes what rclcpp users hold: a unique_ptr
     pub fn publish_boxed(&self, msg: Box<T>) -> Result<(), PublishError> {
         self.publish(*msg)
     }

@@ -125,6 +125,9 @@ impl<T: Message, F: FnMut(Received<T>) + Send + 'static> SubscriptionCallback<T,
     }
 }
 
+/// A type-erased subscription callback.
+pub(crate) type Dispatch<T> = Box<dyn FnMut(Received<T>) + Send>;
+
 pub(crate) struct SubInner<T> {
     pub(crate) id: u64,
     pub(crate) topic: String,
@@ -141,7 +144,7 @@ pub(crate) struct SubInner<T> {
     pub(crate) target: ArcSwapOption<ExecShared>,
     /// Synchronous waiters (`wait_for_message`).
     waiter: Arc<Event>,
-    callback: Option<Mutex<Box<dyn FnMut(Received<T>) + Send>>>,
+    callback: Option<Mutex<Dispatch<T>>>,
     pub(crate) incompatible: IncompatibleQos,
 }
 

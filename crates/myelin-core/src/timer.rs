@@ -67,7 +67,7 @@ impl TimerInner {
     pub(crate) fn fire(&self) -> Result<(), SpinError> {
         self.fired.fetch_add(1, Ordering::Relaxed);
         let mut cb = self.callback.lock().unwrap_or_else(|e| e.into_inner());
-        catch_unwind(AssertUnwindSafe(|| (cb)())).map_err(|p| SpinError::CallbackPanicked {
+        catch_unwind(AssertUnwindSafe(&mut *cb)).map_err(|p| SpinError::CallbackPanicked {
             entity: format!(
                 "timer ({:?} period) of node {:?}",
                 self.period, self.node.fqn

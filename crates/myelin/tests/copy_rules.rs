@@ -253,7 +253,7 @@ proptest! {
         // The original reaches exactly one subscription unless only value buffers exist.
         let hits = addrs.iter().filter(|&&a| a == original).count();
         if m + s > 0 {
-            let expect_hits = if shared { s } else if m == 0 { s } else { 1 };
+            let expect_hits = if shared || m == 0 { s } else { 1 };
             prop_assert_eq!(hits, expect_hits);
         }
     }

@@ -16,7 +16,9 @@ fn ctrl_c_child() {
     }
     let ctx = Context::new();
     let node = ctx.create_node("sleeper").unwrap();
-    let _sub = node.create_subscription("t", QoS::default(), |_m: u8| {}).unwrap();
+    let _sub = node
+        .create_subscription("t", QoS::default(), |_m: u8| {})
+        .unwrap();
     let mut exec = Executor::new();
     exec.add_node(&node).unwrap();
     println!("spinning");

@@ -21,7 +21,9 @@ fn thread_cpu() -> Duration {
         assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, &mut ru), 0);
         ru
     };
-    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
@@ -30,7 +32,10 @@ fn idle_executor_with_200_subscriptions_sleeps() {
     let ctx = ctx();
     let node = ctx.create_node("idle").unwrap();
     let subs: Vec<_> = (0..200)
-        .map(|i| node.create_subscription(&format!("t{i}"), QoS::default(), |_m: u64| {}).unwrap())
+        .map(|i| {
+            node.create_subscription(&format!("t{i}"), QoS::default(), |_m: u64| {})
+                .unwrap()
+        })
         .collect();
     let mut exec = Executor::new();
     exec.add_node(&node).unwrap();
@@ -45,7 +50,10 @@ fn idle_executor_with_200_subscriptions_sleeps() {
     stop.stop();
     let (cpu, wall) = spinner.join().unwrap();
     assert!(wall >= Duration::from_millis(900));
-    assert!(cpu < Duration::from_millis(20), "idle executor used {cpu:?} of CPU in {wall:?}");
+    assert!(
+        cpu < Duration::from_millis(20),
+        "idle executor used {cpu:?} of CPU in {wall:?}"
+    );
     drop(subs);
 }
 
@@ -55,14 +63,19 @@ fn a_message_wakes_a_sleeping_executor_on_another_thread() {
     let node = ctx.create_node("n").unwrap();
     let got = Arc::new(Mutex::new(Vec::new()));
     let g = got.clone();
-    let _sub = node.create_subscription("t", QoS::keep_all(), move |m: u64| g.lock().unwrap().push(m)).unwrap();
+    let _sub = node
+        .create_subscription("t", QoS::keep_all(), move |m: u64| {
+            g.lock().unwrap().push(m)
+        })
+        .unwrap();
     let p = node.create_publisher::<u64>("t", QoS::keep_all()).unwrap();
     let mut exec = Executor::new();
     exec.add_node(&node).unwrap();
     let stop = exec.stop_handle();
     let g2 = got.clone();
     let spinner = std::thread::spawn(move || {
-        exec.spin_until(Duration::from_secs(30), || g2.lock().unwrap().len() == 1000).unwrap()
+        exec.spin_until(Duration::from_secs(30), || g2.lock().unwrap().len() == 1000)
+            .unwrap()
     });
     for i in 0..1000 {
         p.publish(i).unwrap();
@@ -82,17 +95,25 @@ fn timers_fire_at_their_period_and_stop_with_the_executor() {
     let stamps = Arc::new(Mutex::new(Vec::new()));
     let s = stamps.clone();
     let timer = node
-        .create_timer(Duration::from_millis(20), move || s.lock().unwrap().push(Instant::now()))
+        .create_timer(Duration::from_millis(20), move || {
+            s.lock().unwrap().push(Instant::now())
+        })
         .unwrap();
     let mut exec = Executor::new();
     exec.add_node(&node).unwrap();
     let start = Instant::now();
-    exec.spin_until(Duration::from_secs(30), || stamps.lock().unwrap().len() >= 5).unwrap();
+    exec.spin_until(Duration::from_secs(30), || {
+        stamps.lock().unwrap().len() >= 5
+    })
+    .unwrap();
     let stamps_now = stamps.lock().unwrap().clone();
     assert!(stamps_now.len() >= 5);
     // Never early: the k-th firing is at least k periods after creation.
     for (k, t) in stamps_now.iter().enumerate() {
-        assert!(t.duration_since(start) >= Duration::from_millis(20) * (k as u32 + 1) - Duration::from_millis(2));
+        assert!(
+            t.duration_since(start)
+                >= Duration::from_millis(20) * (k as u32 + 1) - Duration::from_millis(2)
+        );
     }
     assert_eq!(timer.fired() as usize, stamps_now.len());
     // Not spinning: nothing fires.
@@ -148,10 +169,17 @@ fn a_zero_ms_timer_does_not_starve_a_subscription() {
     }
     let mut exec = Executor::new();
     exec.add_node(&node).unwrap();
-    exec.spin_until(Duration::from_secs(30), || got.load(Ordering::SeqCst) == 100).unwrap();
+    exec.spin_until(Duration::from_secs(30), || {
+        got.load(Ordering::SeqCst) == 100
+    })
+    .unwrap();
     assert_eq!(got.load(Ordering::SeqCst), 100);
     // Timers and messages alternate: at most one timer run per message (+1).
-    assert!(ticks.load(Ordering::SeqCst) <= 101, "{} timer runs", ticks.load(Ordering::SeqCst));
+    assert!(
+        ticks.load(Ordering::SeqCst) <= 101,
+        "{} timer runs",
+        ticks.load(Ordering::SeqCst)
+    );
 }
 
 #[test]
@@ -160,10 +188,22 @@ fn a_flooded_topic_does_not_starve_another() {
     let node = ctx.create_node("n").unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let (o1, o2) = (order.clone(), order.clone());
-    let _a = node.create_subscription("flood", QoS::keep_all(), move |_m: u32| o1.lock().unwrap().push('f')).unwrap();
-    let _b = node.create_subscription("quiet", QoS::keep_all(), move |_m: u32| o2.lock().unwrap().push('q')).unwrap();
-    let flood = node.create_publisher::<u32>("flood", QoS::keep_all()).unwrap();
-    let quiet = node.create_publisher::<u32>("quiet", QoS::keep_all()).unwrap();
+    let _a = node
+        .create_subscription("flood", QoS::keep_all(), move |_m: u32| {
+            o1.lock().unwrap().push('f')
+        })
+        .unwrap();
+    let _b = node
+        .create_subscription("quiet", QoS::keep_all(), move |_m: u32| {
+            o2.lock().unwrap().push('q')
+        })
+        .unwrap();
+    let flood = node
+        .create_publisher::<u32>("flood", QoS::keep_all())
+        .unwrap();
+    let quiet = node
+        .create_publisher::<u32>("quiet", QoS::keep_all())
+        .unwrap();
     for i in 0..1000 {
         flood.publish(i).unwrap();
     }
@@ -173,7 +213,10 @@ fn a_flooded_topic_does_not_starve_another() {
     exec.spin_some().unwrap();
     exec.spin_some().unwrap();
     let o = order.lock().unwrap();
-    let q = o.iter().position(|&c| c == 'q').expect("quiet topic served");
+    let q = o
+        .iter()
+        .position(|&c| c == 'q')
+        .expect("quiet topic served");
     assert!(q <= 2, "quiet message waited behind {q} flood messages");
 }
 
@@ -210,7 +253,8 @@ fn a_panicking_callback_is_reported_by_spin_and_the_executor_keeps_working() {
             assert_eq!(message, "bad message 1");
         }
     }
-    exec.spin_until(Duration::from_secs(10), || got.load(Ordering::SeqCst) == 2).unwrap();
+    exec.spin_until(Duration::from_secs(10), || got.load(Ordering::SeqCst) == 2)
+        .unwrap();
     assert_eq!(got.load(Ordering::SeqCst), 2);
 }
 
@@ -246,10 +290,12 @@ fn several_nodes_on_one_executor_and_several_executors_in_one_context() {
     for i in 0..4 {
         let n = ctx.create_node(&format!("n{i}")).unwrap();
         let c = count.clone();
-        subs.push(n.create_subscription("/shared", QoS::keep_all(), move |_m: u8| {
-            c.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap());
+        subs.push(
+            n.create_subscription("/shared", QoS::keep_all(), move |_m: u8| {
+                c.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap(),
+        );
         nodes.push(n);
     }
     let mut e1 = Executor::new();
@@ -262,14 +308,20 @@ fn several_nodes_on_one_executor_and_several_executors_in_one_context() {
         e2.add_node(&nodes[0]).unwrap_err(),
         AddNodeError::AlreadyAdded("/n0".into())
     );
-    let p = nodes[0].create_publisher::<u8>("/shared", QoS::keep_all()).unwrap();
+    let p = nodes[0]
+        .create_publisher::<u8>("/shared", QoS::keep_all())
+        .unwrap();
     p.publish(1).unwrap();
     let c1 = count.clone();
     let h = std::thread::spawn(move || {
-        e2.spin_until(Duration::from_secs(10), || c1.load(Ordering::SeqCst) >= 2).unwrap();
+        e2.spin_until(Duration::from_secs(10), || c1.load(Ordering::SeqCst) >= 2)
+            .unwrap();
         e2
     });
-    e1.spin_until(Duration::from_secs(10), || count.load(Ordering::SeqCst) >= 2).unwrap();
+    e1.spin_until(Duration::from_secs(10), || {
+        count.load(Ordering::SeqCst) >= 2
+    })
+    .unwrap();
     let mut e2 = h.join().unwrap();
     e1.spin_some().unwrap();
     e2.spin_some().unwrap();
@@ -284,10 +336,11 @@ fn subscriptions_created_after_add_node_are_served() {
     exec.add_node(&node).unwrap();
     let got = Arc::new(AtomicUsize::new(0));
     let g = got.clone();
-    let _sub = node.create_subscription("t", QoS::default(), move |_m: u8| {
-        g.fetch_add(1, Ordering::SeqCst);
-    })
-    .unwrap();
+    let _sub = node
+        .create_subscription("t", QoS::default(), move |_m: u8| {
+            g.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
     let p = node.create_publisher::<u8>("t", QoS::default()).unwrap();
     p.publish(1).unwrap();
     assert!(exec.spin_once(Duration::from_secs(10)).unwrap());
@@ -299,11 +352,17 @@ fn wait_for_message_returns_the_message_or_a_timeout() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
     let sub = node
-        .create_polling_subscription::<Vec<u8>>("img", QoS::keep_last(1), SubscriptionOptions::default())
+        .create_polling_subscription::<Vec<u8>>(
+            "img",
+            QoS::keep_last(1),
+            SubscriptionOptions::default(),
+        )
         .unwrap();
     let err = sub.wait_for_message(Duration::from_millis(20)).unwrap_err();
     assert!(matches!(err, myelin::WaitError::Timeout { .. }));
-    let p = node.create_publisher::<Vec<u8>>("img", QoS::keep_last(1)).unwrap();
+    let p = node
+        .create_publisher::<Vec<u8>>("img", QoS::keep_last(1))
+        .unwrap();
     let frame = Arc::new(vec![5u8; 4_665_600]);
     let addr = frame.as_ptr();
     let p2 = std::thread::spawn(move || {
@@ -312,7 +371,11 @@ fn wait_for_message_returns_the_message_or_a_timeout() {
         p
     });
     let got = sub.wait_for_message(Duration::from_secs(30)).unwrap();
-    assert_eq!(got.as_ptr(), addr, "the waiter gets the publisher's frame, not a copy");
+    assert_eq!(
+        got.as_ptr(),
+        addr,
+        "the waiter gets the publisher's frame, not a copy"
+    );
     drop(p2.join().unwrap());
 }
 

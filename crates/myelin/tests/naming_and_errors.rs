@@ -40,9 +40,23 @@ fn invalid_names_are_refused_quoting_the_name_and_rule() {
         assert!(err.to_string().contains("namespace"), "{err}");
     }
     let node = ctx.create_node("ok").unwrap();
-    for bad in ["", "a//b", "a/", "1a", "a/~b", "a b", "{unknown}/x", "ümlaut"] {
-        let err = node.create_publisher::<u8>(bad, QoS::default()).unwrap_err();
-        assert!(matches!(err, CreateEndpointError::InvalidName(_)), "{bad}: {err}");
+    for bad in [
+        "",
+        "a//b",
+        "a/",
+        "1a",
+        "a/~b",
+        "a b",
+        "{unknown}/x",
+        "ümlaut",
+    ] {
+        let err = node
+            .create_publisher::<u8>(bad, QoS::default())
+            .unwrap_err();
+        assert!(
+            matches!(err, CreateEndpointError::InvalidName(_)),
+            "{bad}: {err}"
+        );
         assert!(err.to_string().contains("topic"), "{err}");
     }
 }
@@ -51,7 +65,10 @@ fn invalid_names_are_refused_quoting_the_name_and_rule() {
 fn duplicate_node_names_are_refused_until_the_first_is_dropped() {
     let ctx = ctx();
     let n = ctx.create_node("dup").unwrap();
-    assert_eq!(ctx.create_node("dup").unwrap_err(), CreateNodeError::NameTaken("/dup".into()));
+    assert_eq!(
+        ctx.create_node("dup").unwrap_err(),
+        CreateNodeError::NameTaken("/dup".into())
+    );
     // Same name in another namespace is another node.
     ctx.create_node_in("dup", "/other").unwrap();
     drop(n);
@@ -60,7 +77,15 @@ fn duplicate_node_names_are_refused_until_the_first_is_dropped() {
 
 #[test]
 fn domain_ids_follow_ros2() {
-    assert_eq!(Context::builder().domain_id(232).handle_signals(false).build().unwrap().domain_id(), 232);
+    assert_eq!(
+        Context::builder()
+            .domain_id(232)
+            .handle_signals(false)
+            .build()
+            .unwrap()
+            .domain_id(),
+        232
+    );
     assert_eq!(
         Context::builder().domain_id(233).build().unwrap_err(),
         ContextError::DomainOutOfRange(233)
@@ -77,9 +102,13 @@ fn entities_on_a_shut_down_context_are_refused() {
         node.create_publisher::<u8>("t2", QoS::default()),
         Err(CreateEndpointError::ContextShutDown(_))
     ));
-    assert!(matches!(p.publish(1), Err(myelin::PublishError::ContextShutDown(_))));
+    assert!(matches!(
+        p.publish(1),
+        Err(myelin::PublishError::ContextShutDown(_))
+    ));
     assert_eq!(
-        node.create_timer(Duration::from_millis(1), || {}).unwrap_err(),
+        node.create_timer(Duration::from_millis(1), || {})
+            .unwrap_err(),
         CreateTimerError::ContextShutDown
     );
 }
@@ -88,17 +117,22 @@ fn entities_on_a_shut_down_context_are_refused() {
 fn zero_timer_period_is_refused() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
-    assert_eq!(node.create_timer(Duration::ZERO, || {}).unwrap_err(), CreateTimerError::ZeroPeriod);
+    assert_eq!(
+        node.create_timer(Duration::ZERO, || {}).unwrap_err(),
+        CreateTimerError::ZeroPeriod
+    );
 }
 
 #[test]
 fn derived_message_types_carry_name_and_schema_hash() {
     #[derive(Clone, myelin::Message)]
+    #[allow(dead_code)]
     struct A {
         x: f64,
     }
     #[derive(Clone, myelin::Message)]
     #[message(name = "geometry_msgs/msg/Point")]
+    #[allow(dead_code)]
     struct B {
         x: f64,
         y: f64,

@@ -20,8 +20,12 @@ fn keep_last_with_a_slow_subscriber_keeps_the_newest_depth_and_counts_the_rest_l
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
     let (got, cb) = collector();
-    let sub = node.create_subscription("t", QoS::keep_last(3), cb).unwrap();
-    let p = node.create_publisher::<u32>("t", QoS::keep_last(3)).unwrap();
+    let sub = node
+        .create_subscription("t", QoS::keep_last(3), cb)
+        .unwrap();
+    let p = node
+        .create_publisher::<u32>("t", QoS::keep_last(3))
+        .unwrap();
     for i in 0..10 {
         p.publish(i).unwrap();
     }
@@ -39,7 +43,9 @@ fn keep_last_zero_is_a_one_message_mailbox() {
     let sub = node
         .create_polling_subscription::<u32>("t", QoS::keep_last(0), SubscriptionOptions::default())
         .unwrap();
-    let p = node.create_publisher::<u32>("t", QoS::keep_last(0)).unwrap();
+    let p = node
+        .create_publisher::<u32>("t", QoS::keep_last(0))
+        .unwrap();
     for i in 0..5 {
         p.publish(i).unwrap();
     }
@@ -70,7 +76,11 @@ fn keep_all_limit_is_reported_to_the_publisher_and_counted_by_the_subscription()
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
     let full = node
-        .create_polling_subscription::<u32>("t", QoS::keep_all().max_samples(2), SubscriptionOptions::default())
+        .create_polling_subscription::<u32>(
+            "t",
+            QoS::keep_all().max_samples(2),
+            SubscriptionOptions::default(),
+        )
         .unwrap();
     let roomy = node
         .create_polling_subscription::<u32>("t", QoS::keep_all(), SubscriptionOptions::default())
@@ -101,16 +111,28 @@ fn best_effort_publisher_and_reliable_subscription_do_not_connect_and_both_are_t
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
     let sub = node
-        .create_polling_subscription::<u32>("t", QoS::keep_last(5).reliable(), SubscriptionOptions::default())
+        .create_polling_subscription::<u32>(
+            "t",
+            QoS::keep_last(5).reliable(),
+            SubscriptionOptions::default(),
+        )
         .unwrap();
-    let p = node.create_publisher::<u32>("t", QoS::keep_last(5).best_effort()).unwrap();
+    let p = node
+        .create_publisher::<u32>("t", QoS::keep_last(5).best_effort())
+        .unwrap();
     p.publish(1).unwrap();
     assert!(sub.take().is_none());
     assert_eq!(p.subscription_count(), 0);
     assert_eq!(p.incompatible_qos().total_count, 1);
-    assert_eq!(p.incompatible_qos().last_policy, Some(QosPolicy::Reliability));
+    assert_eq!(
+        p.incompatible_qos().last_policy,
+        Some(QosPolicy::Reliability)
+    );
     assert_eq!(sub.incompatible_qos().total_count, 1);
-    assert_eq!(sub.incompatible_qos().last_policy, Some(QosPolicy::Reliability));
+    assert_eq!(
+        sub.incompatible_qos().last_policy,
+        Some(QosPolicy::Reliability)
+    );
     let taken = sub.take_incompatible_qos();
     assert_eq!(taken.total_count_change, 1);
     assert_eq!(sub.incompatible_qos().total_count_change, 0);
@@ -123,7 +145,9 @@ fn reliable_publisher_serves_a_best_effort_subscription() {
     let sub = node
         .create_polling_subscription::<u32>("t", QoS::sensor_data(), SubscriptionOptions::default())
         .unwrap();
-    let p = node.create_publisher::<u32>("t", QoS::keep_last(5).reliable()).unwrap();
+    let p = node
+        .create_publisher::<u32>("t", QoS::keep_last(5).reliable())
+        .unwrap();
     p.publish(9).unwrap();
     assert_eq!(*sub.take().unwrap(), 9);
     assert_eq!(p.incompatible_qos().total_count, 0);
@@ -133,26 +157,43 @@ fn reliable_publisher_serves_a_best_effort_subscription() {
 fn transient_local_subscription_and_volatile_publisher_are_incompatible() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
-    let p = node.create_publisher::<u32>("t", QoS::keep_last(5)).unwrap();
+    let p = node
+        .create_publisher::<u32>("t", QoS::keep_last(5))
+        .unwrap();
     let sub = node
-        .create_polling_subscription::<u32>("t", QoS::keep_last(5).transient_local(), SubscriptionOptions::default())
+        .create_polling_subscription::<u32>(
+            "t",
+            QoS::keep_last(5).transient_local(),
+            SubscriptionOptions::default(),
+        )
         .unwrap();
     p.publish(1).unwrap();
     assert!(sub.take().is_none());
-    assert_eq!(p.incompatible_qos().last_policy, Some(QosPolicy::Durability));
-    assert_eq!(sub.incompatible_qos().last_policy, Some(QosPolicy::Durability));
+    assert_eq!(
+        p.incompatible_qos().last_policy,
+        Some(QosPolicy::Durability)
+    );
+    assert_eq!(
+        sub.incompatible_qos().last_policy,
+        Some(QosPolicy::Durability)
+    );
 }
 
 #[test]
 fn volatile_subscription_matches_a_transient_local_publisher_without_history() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
-    let p = node.create_publisher::<u32>("t", QoS::keep_last(5).transient_local()).unwrap();
+    let p = node
+        .create_publisher::<u32>("t", QoS::keep_last(5).transient_local())
+        .unwrap();
     p.publish(1).unwrap();
     let sub = node
         .create_polling_subscription::<u32>("t", QoS::keep_last(5), SubscriptionOptions::default())
         .unwrap();
-    assert!(sub.take().is_none(), "a volatile subscription gets no history");
+    assert!(
+        sub.take().is_none(),
+        "a volatile subscription gets no history"
+    );
     p.publish(2).unwrap();
     assert_eq!(*sub.take().unwrap(), 2);
     assert_eq!(p.incompatible_qos().total_count, 0);
@@ -167,10 +208,16 @@ fn late_joiner_receives_history_of_two_publishers_oldest_first() {
     let b = node.create_publisher::<u32>("map", tl).unwrap();
     // Interleaved publishes; a keeps its last 3 (12, 14, 16), b its last 3 (13, 15, 17).
     for i in 10..18 {
-        if i % 2 == 0 { a.publish(i).unwrap() } else { b.publish(i).unwrap() }
+        if i % 2 == 0 {
+            a.publish(i).unwrap()
+        } else {
+            b.publish(i).unwrap()
+        }
     }
     let (got, cb) = collector();
-    let _sub = node.create_subscription("map", QoS::keep_last(10).transient_local(), cb).unwrap();
+    let _sub = node
+        .create_subscription("map", QoS::keep_last(10).transient_local(), cb)
+        .unwrap();
     let mut exec = Executor::new();
     exec.add_node(&node).unwrap();
     // The executor was woken by the replay: spin_some finds the work.
@@ -186,15 +233,17 @@ fn late_joiner_receives_history_of_two_publishers_oldest_first() {
 fn late_joiner_on_an_attached_node_wakes_a_sleeping_executor() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
-    let p = node.create_publisher::<u32>("latched", QoS::keep_last(1).transient_local()).unwrap();
+    let p = node
+        .create_publisher::<u32>("latched", QoS::keep_last(1).transient_local())
+        .unwrap();
     p.publish(42).unwrap();
     let mut exec = Executor::new();
     exec.add_node(&node).unwrap();
     let (got, cb) = collector();
-    let _sub = node.create_subscription("latched", QoS::keep_last(1).transient_local(), cb).unwrap();
-    let woke = exec
-        .spin_once(std::time::Duration::from_secs(10))
+    let _sub = node
+        .create_subscription("latched", QoS::keep_last(1).transient_local(), cb)
         .unwrap();
+    let woke = exec.spin_once(std::time::Duration::from_secs(10)).unwrap();
     assert!(woke);
     assert_eq!(*got.lock().unwrap(), vec![42]);
 }
@@ -204,9 +253,14 @@ fn a_topic_refuses_a_second_type_naming_both() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
     let _p = node.create_publisher::<u32>("t", QoS::default()).unwrap();
-    let err = node.create_publisher::<String>("t", QoS::default()).unwrap_err();
+    let err = node
+        .create_publisher::<String>("t", QoS::default())
+        .unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("uint32") && text.contains("string") && text.contains("/t"), "{text}");
+    assert!(
+        text.contains("uint32") && text.contains("string") && text.contains("/t"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -214,8 +268,12 @@ fn dropping_a_subscription_stops_delivery() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
     let (got, cb) = collector();
-    let sub = node.create_subscription("t", QoS::keep_last(5), cb).unwrap();
-    let p = node.create_publisher::<u32>("t", QoS::keep_last(5)).unwrap();
+    let sub = node
+        .create_subscription("t", QoS::keep_last(5), cb)
+        .unwrap();
+    let p = node
+        .create_publisher::<u32>("t", QoS::keep_last(5))
+        .unwrap();
     assert_eq!(p.subscription_count(), 1);
     p.publish(1).unwrap();
     drop(sub);

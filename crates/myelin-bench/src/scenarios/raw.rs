@@ -1,0 +1,101 @@
+//! The raw limits of this machine: one-way hand-off latency between two
+//! threads, by busy-spinning on an atomic and by a futex wake-up
+//! (`thread::park`/`unpark`). Every cross-thread system is bounded below by
+//! one of these.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use super::{BenchError, Meter, Outcome, now_ns, period_of, rate_label, sleep_until, warmup_for};
+use crate::stats::LatencyRecorder;
+
+/// How the receiving thread waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handoff {
+    /// Busy-spin on an atomic (burns a core; the latency floor).
+    Spin,
+    /// Sleep in the kernel and be woken (`park`/`unpark`, a futex).
+    Futex,
+}
+
+impl Handoff {
+    /// Config name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Handoff::Spin => "spin-handoff",
+            Handoff::Futex => "futex-handoff",
+        }
+    }
+}
+
+/// Measure `count` one-way hand-offs paced at `rate` Hz.
+pub fn handoff(
+    scenario: &str,
+    mode: Handoff,
+    rate: f64,
+    count: u64,
+) -> Result<Outcome, BenchError> {
+    let period = period_of(rate)?;
+    let warmup = warmup_for(count);
+    let total = count + warmup;
+    // SYNC: the sender stores the stamp (Relaxed) then the sequence (Release);
+    // the receiver loads the sequence (Acquire) then the stamp.
+    let stamp = Arc::new(AtomicU64::new(0));
+    let seq = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let (st, sq, dn) = (stamp.clone(), seq.clone(), done.clone());
+    let t0 = now_ns();
+    let receiver = std::thread::spawn(move || {
+        let mut rec = LatencyRecorder::with_time_series();
+        let mut seen = 0u64;
+        while seen < total {
+            let s = loop {
+                let s = sq.load(Ordering::Acquire);
+                if s != seen || dn.load(Ordering::Acquire) {
+                    break s;
+                }
+                match mode {
+                    Handoff::Spin => std::hint::spin_loop(),
+                    Handoff::Futex => std::thread::park(),
+                }
+            };
+            if s == seen {
+                break; // done without a new message
+            }
+            let sent = st.load(Ordering::Relaxed);
+            let lat = now_ns().saturating_sub(sent);
+            seen = s;
+            if seen > warmup {
+                rec.record_at(sent.saturating_sub(t0) as f64 / 1e9, lat);
+            }
+        }
+        rec
+    });
+    let meter = Meter::start();
+    let start = Instant::now();
+    for i in 1..=total {
+        sleep_until(start + period * i as u32);
+        stamp.store(now_ns(), Ordering::Relaxed);
+        seq.store(i, Ordering::Release);
+        if mode == Handoff::Futex {
+            receiver.thread().unpark();
+        }
+    }
+    done.store(true, Ordering::Release);
+    receiver.thread().unpark();
+    let rec = receiver
+        .join()
+        .map_err(|_| BenchError::setup("raw", "receiver thread panicked"))?;
+    let received = rec.count();
+    Ok(meter.finish(
+        scenario,
+        "raw",
+        format!("{} {}", mode.name(), rate_label(rate)),
+        rec,
+        total,
+        count.saturating_sub(received),
+        Some(1),
+        vec!["one-way hand-off between two threads; the floor for cross-thread delivery".into()],
+    ))
+}

@@ -1,0 +1,74 @@
+//! Command-line definitions.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// myelin: a robotics message bus, and the instruments to measure it.
+#[derive(Debug, Parser)]
+#[command(name = "myelin", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run benchmark scenarios side by side with peers and print a table.
+    Bench(BenchArgs),
+}
+
+/// Benchmark scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// The standard set (dispatch, relay at 10/100/1000 Hz, fanout, image).
+    Suite,
+    /// Source => relays => sink, per-hop latency (seed 002).
+    Relay,
+    /// 20 topics x (1 publisher, 10 subscriptions): CPU (seed 001).
+    Fanout,
+    /// 1440x1080 and 320x240 RGB frames at 30 Hz (seed 004).
+    Image,
+    /// Same-thread publish -> callback cost, 64 B and 4.6 MB shared.
+    Dispatch,
+}
+
+/// `myelin bench` arguments.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The scenario (default: the suite).
+    #[arg(value_enum, default_value_t = Scenario::Suite)]
+    pub scenario: Scenario,
+    /// Systems to measure (repeatable): myelin, channel, raw. Default: all.
+    #[arg(long = "system", value_name = "SYSTEM")]
+    pub systems: Vec<String>,
+    /// Smaller counts and durations (the suite finishes in well under a minute).
+    #[arg(long)]
+    pub quick: bool,
+    /// Write every record, with a machine header, to this JSON file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write latency histograms and latency-over-time plots (SVG) here.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// relay: message transfers from source to sink.
+    #[arg(long, default_value_t = 5)]
+    pub hops: u32,
+    /// relay/fanout/image: publish rate in Hz (defaults: relay 100, fanout 100, image 30).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Messages (relay), frames (image) or samples (dispatch) measured.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// relay: message size, e.g. 64, 4KiB, 1MiB (16 B to 64 MiB).
+    #[arg(long, default_value = "64")]
+    pub size: String,
+    /// fanout: 1 or 10 nodes (default: both).
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// fanout: seconds to run.
+    #[arg(long)]
+    pub duration: Option<f64>,
+}

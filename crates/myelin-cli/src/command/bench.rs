@@ -1,0 +1,167 @@
+//! `myelin bench`.
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use myelin_bench::scenarios::{
+    self, BenchError, Job, System, dispatch::DispatchParams, fanout::FanoutParams,
+    image::ImageParams, relay::RelayParams,
+};
+use myelin_bench::{MachineInfo, Report, render_table, write_plots};
+
+use crate::cli::{BenchArgs, Scenario};
+
+/// Parse "64", "4KiB", "1MiB", "4665600B", "10kB".
+pub fn parse_size(s: &str) -> Result<usize, BenchError> {
+    let t = s.trim();
+    let bad = || BenchError::InvalidArg {
+        flag: "size",
+        reason: format!("{s:?} is not a size (examples: 64, 4KiB, 1MiB, 4665600)"),
+    };
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num.parse().map_err(|_| bad())?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1000,
+        "kib" | "k" => 1024,
+        "mb" => 1_000_000,
+        "mib" | "m" => 1024 * 1024,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(mult).ok_or_else(bad)
+}
+
+fn systems(args: &BenchArgs) -> Result<Vec<System>, BenchError> {
+    if args.systems.is_empty() {
+        return Ok(System::ALL.to_vec());
+    }
+    args.systems.iter().map(|s| System::parse(s)).collect()
+}
+
+fn duration(args: &BenchArgs, default: f64) -> Result<Duration, BenchError> {
+    let secs = args.duration.unwrap_or(default);
+    if !(secs.is_finite() && secs > 0.0 && secs < 86_400.0) {
+        return Err(BenchError::InvalidArg {
+            flag: "duration",
+            reason: format!("{secs}: must be a positive number of seconds"),
+        });
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Plan the jobs for the arguments.
+pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
+    let sys = systems(args)?;
+    let q = args.quick;
+    let size = parse_size(&args.size)?;
+    Ok(match args.scenario {
+        Scenario::Suite => scenarios::suite(q, &sys)?,
+        Scenario::Relay => scenarios::relay::plan(
+            RelayParams {
+                hops: args.hops,
+                rate: args.rate.unwrap_or(100.0),
+                count: args.count.unwrap_or(if q { 100 } else { 1000 }),
+                size,
+            },
+            &sys,
+        )?,
+        Scenario::Fanout => scenarios::fanout::plan(
+            FanoutParams {
+                rate: args.rate.unwrap_or(100.0),
+                duration: duration(args, if q { 1.0 } else { 5.0 })?,
+                nodes: args.nodes,
+            },
+            &sys,
+        )?,
+        Scenario::Image => scenarios::image::plan(
+            ImageParams {
+                rate: args.rate.unwrap_or(30.0),
+                frames: args.count.unwrap_or(if q { 20 } else { 300 }),
+            },
+            &sys,
+        )?,
+        Scenario::Dispatch => scenarios::dispatch::plan(
+            DispatchParams {
+                samples: args.count.unwrap_or(if q { 100_000 } else { 200_000 }),
+            },
+            &sys,
+        )?,
+    })
+}
+
+/// Run `myelin bench`.
+pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let jobs = plan(&args)?;
+    let header = MachineInfo::detect();
+    let bar = ProgressBar::new(jobs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let mut report = Report {
+        header,
+        records: Vec::new(),
+    };
+    let mut failures = Vec::new();
+    for job in jobs {
+        bar.set_message(job.name.clone());
+        match (job.run)() {
+            Ok(outcome) => {
+                if let Some(dir) = &args.plot {
+                    let r = &outcome.record;
+                    let stem = format!("{}-{}-{}", r.scenario, r.system, r.config);
+                    let title = format!("{} / {} / {}", r.scenario, r.system, r.config);
+                    if !outcome.recorder.is_empty() {
+                        write_plots(dir, &stem, &outcome.recorder, &title)?;
+                    }
+                }
+                report.records.push(outcome.record);
+            }
+            Err(e) => {
+                bar.println(format!("error: {}: {e}", job.name));
+                failures.push(format!("{}: {e}", job.name));
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let h = &report.header;
+    println!(
+        "myelin bench {:?} on {} ({} cpus), {}, {} at {}\n",
+        args.scenario, h.cpu_model, h.nproc, h.kernel, h.rustc, h.git_commit
+    );
+    println!("{}", render_table(&report.records));
+    if let Some(path) = &args.json {
+        report.write_json(path)?;
+        println!("\nJSON: {}", path.display());
+    }
+    if let Some(dir) = &args.plot {
+        println!("plots: {}", dir.display());
+    }
+    if !failures.is_empty() {
+        return Err(format!(
+            "{} run(s) failed:\n  {}",
+            failures.len(),
+            failures.join("\n  ")
+        )
+        .into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("64").unwrap(), 64);
+        assert_eq!(parse_size("4KiB").unwrap(), 4096);
+        assert_eq!(parse_size("1MiB").unwrap(), 1 << 20);
+        assert_eq!(parse_size("10kB").unwrap(), 10_000);
+        let e = parse_size("12 parsecs").unwrap_err().to_string();
+        assert!(e.contains("--size"), "{e}");
+    }
+}
