@@ -69,6 +69,8 @@ pub(crate) enum Pushed {
     Overwrote,
     /// Refused: keep_all at its resource limit.
     Refused,
+    /// Stored, and an inline callback panicked while handling it.
+    Panicked,
 }
 
 pub(crate) enum Buffer<T> {

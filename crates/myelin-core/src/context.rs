@@ -34,6 +34,8 @@ pub(crate) struct ContextInner {
     pub(crate) node_names: Mutex<HashSet<String>>,
     pub(crate) executors: Mutex<Vec<Weak<ExecShared>>>,
     pub(crate) next_id: AtomicU64,
+    /// Timers are phase-aligned to this instant (see `executor` docs).
+    pub(crate) epoch: std::time::Instant,
 }
 
 impl ContextInner {
@@ -88,6 +90,7 @@ impl ContextBuilder {
             node_names: Mutex::new(HashSet::new()),
             executors: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
+            epoch: std::time::Instant::now(),
         });
         if self.handle_signals {
             signals::register(&inner);

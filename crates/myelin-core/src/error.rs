@@ -75,6 +75,15 @@ pub enum PublishError {
     /// The context was shut down.
     #[error("cannot publish on {0:?}: the context is shut down")]
     ContextShutDown(String),
+    /// An inline subscription's callback panicked while handling the
+    /// message (caught; the subscription stays usable).
+    #[error("inline callback of {entity} panicked: {message}")]
+    CallbackPanicked {
+        /// E.g. `subscription "/chatter" of node "/listener"`.
+        entity: String,
+        /// The panic payload, if it was a string.
+        message: String,
+    },
 }
 
 /// Creating a timer failed.

@@ -14,8 +14,16 @@
 //! * idle means asleep in the kernel (a futex), until a message, a timer
 //!   deadline, [`StopHandle::stop`], context shutdown or Ctrl-C.
 //!
-//! # Timers and overruns
-//! A timer's deadlines are `start + k * period`. When it fires late (a long
+//! # Timers: phase alignment and overruns
+//! A timer's deadlines are multiples of its period counted from its
+//! context's creation (its *epoch*), starting with the first one at least a
+//! full period after the timer's creation; so the first tick comes one to two
+//! periods after creation, never earlier. Timers of equal period in one
+//! context therefore tick at the same instants and share one wake-up: ten
+//! nodes with a 100 Hz timer each cost one wake-up per 10 ms, not ten (seed
+//! 001's `ros` vs `rosonenode`).
+//!
+//! A timer's deadlines are `first + k * period`. When it fires late (a long
 //! callback, a busy executor), it runs once, and the deadlines it missed are
 //! skipped, not replayed in a burst: the next deadline is the first one
 //! after now, and [`Timer::missed`](crate::Timer::missed) counts the skipped
@@ -30,7 +38,7 @@ use std::any::Any;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::SegQueue;
+use crossbeam_queue::{ArrayQueue, SegQueue};
 use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use myelin_sync::{Event, Scope};
 
@@ -47,9 +55,42 @@ pub(crate) trait Executable: Send + Sync {
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>);
 }
 
+/// Capacity of the fast ready ring. An entity is queued at most once at a
+/// time (its `queued` flag), so this bounds simultaneously *ready* entities,
+/// not entities; beyond it, entries spill into an unbounded overflow queue.
+const READY_RING: usize = 1024;
+
+/// The ready queue: a bounded lock-free ring (cheap), with an unbounded
+/// overflow for the rare moment more than [`READY_RING`] entities are ready.
+/// Order is FIFO within each part; the ring is served first.
+struct ReadyQueue {
+    ring: ArrayQueue<Arc<dyn Executable>>,
+    overflow: SegQueue<Arc<dyn Executable>>,
+}
+
+impl ReadyQueue {
+    #[inline]
+    fn push(&self, e: Arc<dyn Executable>) {
+        if let Err(e) = self.ring.push(e) {
+            self.overflow.push(e);
+        }
+    }
+    #[inline]
+    fn pop(&self) -> Option<Arc<dyn Executable>> {
+        self.ring.pop().or_else(|| self.overflow.pop())
+    }
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.ring.is_empty() && self.overflow.is_empty()
+    }
+    fn len(&self) -> usize {
+        self.ring.len() + self.overflow.len()
+    }
+}
+
 /// The part of an executor that producers see.
 pub(crate) struct ExecShared {
-    ready: SegQueue<Arc<dyn Executable>>,
+    ready: ReadyQueue,
     pub(crate) event: Event,
     stop: AtomicBool,
     /// Timers of the attached nodes.
@@ -162,7 +203,10 @@ impl Executor {
     pub fn new() -> Self {
         Executor {
             shared: Arc::new(ExecShared {
-                ready: SegQueue::new(),
+                ready: ReadyQueue {
+                    ring: ArrayQueue::new(READY_RING),
+                    overflow: SegQueue::new(),
+                },
                 event: Event::new(Scope::Process),
                 stop: AtomicBool::new(false),
                 timers: Mutex::new(Vec::new()),

@@ -198,11 +198,14 @@ impl Graph {
                 guards.iter_mut().flat_map(|g| g.iter().cloned()).collect();
             all.sort_by_key(|(seq, _)| *seq);
             for (_, msg) in all {
-                s.push_shared(msg);
+                s.push_quiet(msg);
                 replayed += 1;
             }
         }
         drop(guards);
+        drop(topics);
+        // Wake the executor (or run an inline callback) outside the locks.
+        s.kick();
         Ok(replayed)
     }
 

@@ -178,7 +178,13 @@ impl Node {
             BufferKind::Shared => Delivery::Shared,
             BufferKind::Value => Delivery::Value,
         };
-        self.make_subscription(topic, qos, delivery, Some(callback.into_dispatch()))
+        self.make_subscription(
+            topic,
+            qos,
+            delivery,
+            Some(callback.into_dispatch()),
+            options.inline,
+        )
     }
 
     /// Create a subscription without a callback, read with
@@ -196,7 +202,7 @@ impl Node {
             BufferKind::Owned => Delivery::Owned,
             BufferKind::Value => Delivery::Value,
         };
-        self.make_subscription(topic, qos, delivery, None)
+        self.make_subscription(topic, qos, delivery, None, false)
     }
 
     fn make_subscription<T: Message>(
@@ -205,6 +211,7 @@ impl Node {
         qos: QoS,
         delivery: Delivery,
         callback: Option<Box<dyn FnMut(crate::Received<T>) + Send>>,
+        inline: bool,
     ) -> Result<Subscription<T>, CreateEndpointError> {
         let topic = self.resolve_topic_name(topic)?;
         self.check_ctx(&topic)?;
@@ -216,14 +223,15 @@ impl Node {
             delivery,
             self.inner.clone(),
             callback,
+            inline,
         ));
         self.inner.ctx.graph.register_waiter(inner.waiter());
-        if inner.has_callback() {
+        if inner.has_callback() && !inline {
             // Attach before the graph can deliver, so nothing is pushed
             // without waking the executor; history replay then wakes it.
             // The executor lock is held so a concurrent `attach` cannot miss it.
             let exec = lock(&self.inner.executor);
-            inner.target.store(exec.clone());
+            inner.set_target(exec.clone());
             let dyn_inner: Arc<dyn Executable> = inner.clone();
             let mut ents = lock(&self.inner.entities);
             ents.retain(|w| w.strong_count() > 0);

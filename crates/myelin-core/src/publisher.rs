@@ -164,7 +164,14 @@ impl<T: Message> PubInner<T> {
         full
     }
 
-    fn finish(&self, full: Full) -> Result<(), PublishError> {
+    fn finish(&self, m: &Matched<T>, full: Full) -> Result<(), PublishError> {
+        if full.panicked {
+            for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
+                if let Some((entity, message)) = s.take_inline_panic() {
+                    return Err(PublishError::CallbackPanicked { entity, message });
+                }
+            }
+        }
         if full.count > 0 {
             return Err(PublishError::ResourceLimit {
                 topic: self.topic.clone(),
@@ -181,18 +188,23 @@ impl<T: Message> PubInner<T> {
 struct Full {
     count: usize,
     limit: usize,
+    panicked: bool,
 }
 
 impl Full {
     #[inline]
     fn note(&mut self, p: Pushed, limit: usize) {
-        if p == Pushed::Refused {
-            self.limit = if self.count == 0 {
-                limit
-            } else {
-                self.limit.min(limit)
-            };
-            self.count += 1;
+        match p {
+            Pushed::Refused => {
+                self.limit = if self.count == 0 {
+                    limit
+                } else {
+                    self.limit.min(limit)
+                };
+                self.count += 1;
+            }
+            Pushed::Panicked => self.panicked = true,
+            Pushed::Stored | Pushed::Overwrote => {}
         }
     }
 }
@@ -211,7 +223,7 @@ impl<T: Message> Publisher<T> {
             None => {
                 let m = p.matched.load();
                 let full = p.deliver_owned(&m, msg, None);
-                p.finish(full)
+                p.finish(&m, full)
             }
             Some(h) => {
                 // Deliver under the history lock so a late joiner sees each
@@ -219,7 +231,7 @@ impl<T: Message> Publisher<T> {
                 let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
                 let m = p.matched.load();
                 let full = p.deliver_owned(&m, msg, Some(&mut h));
-                p.finish(full)
+                p.finish(&m, full)
             }
         }
     }
@@ -241,13 +253,13 @@ impl<T: Message> Publisher<T> {
             None => {
                 let m = p.matched.load();
                 let full = p.deliver_shared(&m, msg, None);
-                p.finish(full)
+                p.finish(&m, full)
             }
             Some(h) => {
                 let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
                 let m = p.matched.load();
                 let full = p.deliver_shared(&m, msg, Some(&mut h));
-                p.finish(full)
+                p.finish(&m, full)
             }
         }
     }

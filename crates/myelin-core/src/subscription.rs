@@ -2,12 +2,11 @@
 //! synchronous `take` / `wait_for_message` for code that runs its own loop.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwapOption;
 use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use myelin_sync::{Event, Scope};
+use myelin_sync::{Event, RetainCell, Scope, TryLock};
 
 use crate::buffer::{Buffer, Pushed, Received};
 use crate::error::SpinError;
@@ -39,12 +38,41 @@ pub enum BufferKind {
 pub struct SubscriptionOptions {
     /// The buffer kind.
     pub buffer: BufferKind,
+    /// Run the callback inline, in the publisher's thread, inside
+    /// `publish` (as zenoh does within one session, and LibXR always does):
+    /// no executor, no wake-up, the cost of a function call. The publisher
+    /// waits for the callback, so keep it short. If the callback is already
+    /// running (it publishes on its own topic, or another thread publishes
+    /// meanwhile), the message is buffered and the running call drains it
+    /// before returning: never a deadlock, never a loss. A panic in an inline
+    /// callback is returned by `publish` as
+    /// [`PublishError::CallbackPanicked`](crate::PublishError::CallbackPanicked).
+    /// An inline callback must not publish on a transient-local publisher of
+    /// its own topic (that publisher delivers under its history lock).
+    pub inline: bool,
 }
 
 impl SubscriptionOptions {
     /// Options with a given buffer kind.
     pub fn buffer(kind: BufferKind) -> Self {
-        SubscriptionOptions { buffer: kind }
+        SubscriptionOptions {
+            buffer: kind,
+            inline: false,
+        }
+    }
+
+    /// Options for inline delivery (see [`SubscriptionOptions::inline`]).
+    pub fn inline() -> Self {
+        SubscriptionOptions {
+            buffer: BufferKind::CallbackDefault,
+            inline: true,
+        }
+    }
+
+    /// Change the buffer kind.
+    pub fn with_buffer(mut self, kind: BufferKind) -> Self {
+        self.buffer = kind;
+        self
     }
 }
 
@@ -140,11 +168,16 @@ pub(crate) struct SubInner<T> {
     /// burst of messages enqueues it once.
     // SYNC: AcqRel swap in `signal` pairs with the SeqCst store in `execute`.
     queued: AtomicBool,
-    /// The executor to wake (None until the node is added to one).
-    pub(crate) target: ArcSwapOption<ExecShared>,
+    /// The executor to wake (None until the node is added to one). Read on
+    /// every message with one load; changes only when the node moves.
+    target: RetainCell<ExecShared>,
     /// Synchronous waiters (`wait_for_message`).
     waiter: Arc<Event>,
-    callback: Option<Mutex<Dispatch<T>>>,
+    callback: Option<TryLock<Dispatch<T>>>,
+    /// Deliver in the publisher's thread.
+    inline: bool,
+    /// The panic message of the last inline callback that panicked.
+    inline_panic: std::sync::Mutex<Option<String>>,
     pub(crate) incompatible: IncompatibleQos,
 }
 
@@ -156,6 +189,7 @@ impl<T: Message> SubInner<T> {
         delivery: Delivery,
         node: Arc<NodeInner>,
         callback: Option<Box<dyn FnMut(Received<T>) + Send>>,
+        inline: bool,
     ) -> Self {
         SubInner {
             id,
@@ -166,9 +200,11 @@ impl<T: Message> SubInner<T> {
             buffer: Buffer::new(&qos),
             lost: AtomicU64::new(0),
             queued: AtomicBool::new(false),
-            target: ArcSwapOption::empty(),
+            target: RetainCell::new(),
             waiter: Arc::new(Event::new(Scope::Process)),
-            callback: callback.map(Mutex::new),
+            inline: inline && callback.is_some(),
+            callback: callback.map(TryLock::new),
+            inline_panic: std::sync::Mutex::new(None),
             incompatible: IncompatibleQos::default(),
         }
     }
@@ -199,38 +235,103 @@ impl<T: Message> SubInner<T> {
     fn push(self: &Arc<Self>, item: Received<T>) -> Pushed {
         let r = self.buffer.push(item);
         match r {
-            Pushed::Stored => self.signal(),
+            Pushed::Stored => {}
             Pushed::Overwrote => {
                 self.lost.fetch_add(1, Ordering::Relaxed);
-                self.signal();
             }
-            Pushed::Refused => {
+            Pushed::Refused | Pushed::Panicked => {
                 self.lost.fetch_add(1, Ordering::Relaxed);
+                return r;
             }
         }
+        if self.inline {
+            if let Some(message) = self.run_inline() {
+                *self.inline_panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
+                return Pushed::Panicked;
+            }
+            return r;
+        }
+        self.signal();
         r
+    }
+
+    /// Push without waking anyone (history replay under the graph lock);
+    /// the caller calls [`kick`](Self::kick) once the locks are released.
+    pub(crate) fn push_quiet(&self, msg: Arc<T>) {
+        if self.buffer.push(Received::Shared(msg)) != Pushed::Stored {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Drain the buffer through the callback in this thread. Returns the
+    /// panic message if the callback panicked.
+    fn run_inline(&self) -> Option<String> {
+        let cb = self.callback.as_ref()?;
+        // SYNC: pairs with the fence after unlocking below: either the
+        // holder sees our push when it re-checks, or we get the lock.
+        myelin_sync::atomic::fence(Ordering::SeqCst);
+        loop {
+            // Busy: the holder drains our message before it returns.
+            let mut guard = cb.try_lock()?;
+            while let Some(item) = self.buffer.pop() {
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| (guard)(item))) {
+                    return Some(crate::executor::panic_message(&p));
+                }
+            }
+            drop(guard);
+            // SYNC: pairs with the fence before `try_lock` above.
+            myelin_sync::atomic::fence(Ordering::SeqCst);
+            if self.buffer.is_empty() {
+                return None;
+            }
+        }
+    }
+
+    /// The last inline panic, as an error naming this subscription.
+    pub(crate) fn take_inline_panic(&self) -> Option<(String, String)> {
+        let m = self
+            .inline_panic
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        Some((self.describe(), m))
     }
 
     /// Tell whoever waits that the buffer is not empty.
     #[inline]
     fn signal(self: &Arc<Self>) {
         if self.callback.is_some() {
-            let target = self.target.load();
-            if let Some(exec) = target.as_ref() {
+            if let Some(exec) = self.target.get() {
                 // SYNC: pairs with the store(false) in `execute`.
                 if !self.queued.swap(true, Ordering::AcqRel) {
                     exec.enqueue(self.clone());
                 }
             }
+        } else {
+            // Only subscriptions without a callback have blocking waiters.
+            self.waiter.notify();
         }
-        self.waiter.notify();
+    }
+
+    /// Point this subscription at an executor (or none).
+    pub(crate) fn set_target(&self, exec: Option<Arc<ExecShared>>) {
+        self.target.set(exec);
     }
 
     /// Called by an executor when this subscription is attached to it: make
     /// sure messages buffered before the attachment are not forgotten.
     pub(crate) fn kick(self: &Arc<Self>) {
         if !self.buffer.is_empty() {
-            self.signal();
+            if self.inline {
+                if let Some(m) = self.run_inline() {
+                    tracing::error!(
+                        "inline callback of {} panicked during history replay: {m}",
+                        self.describe()
+                    );
+                }
+            } else {
+                self.signal();
+            }
         }
     }
 
@@ -247,15 +348,17 @@ impl<T: Message> Executable for SubInner<T> {
         let Some(cb) = &self.callback else {
             return Ok(());
         };
-        if self.target.load().is_none() {
-            // Dropped (or detached) while queued: deliver nothing more.
+        if !self.target.is(exec) {
+            // Dropped, detached or moved while queued: not ours to run.
             return Ok(());
         }
+        // A callback runs on one thread at a time. If another thread runs it
+        // now, that thread re-queues us when it finishes (below).
+        let Some(mut cb) = cb.try_lock() else {
+            return Ok(());
+        };
         let mut result = Ok(());
         if let Some(item) = self.buffer.pop() {
-            // A callback runs on one thread at a time; the executor never
-            // calls it re-entrantly, so this lock is uncontended.
-            let mut cb = cb.lock().unwrap_or_else(|e| e.into_inner());
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (cb)(item))) {
                 result = Err(SpinError::CallbackPanicked {
                     entity: self.describe(),
@@ -263,6 +366,7 @@ impl<T: Message> Executable for SubInner<T> {
                 });
             }
         }
+        drop(cb);
         // More messages: go to the back of the ready queue (FIFO fairness).
         if !self.buffer.is_empty() && !self.queued.swap(true, Ordering::AcqRel) {
             exec.enqueue(self.clone());
@@ -271,7 +375,7 @@ impl<T: Message> Executable for SubInner<T> {
     }
 
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {
-        self.target.store(exec);
+        self.set_target(exec);
         self.kick();
     }
 }
@@ -313,6 +417,11 @@ impl<T: Message> Subscription<T> {
     /// Block until a message arrives (sleeping in the kernel) or `timeout`
     /// passes, as LibXR's synchronous subscribers do. A shared message is
     /// handed over as an `Arc`, never copied.
+    ///
+    /// For subscriptions created with
+    /// [`Node::create_polling_subscription`](crate::Node::create_polling_subscription):
+    /// a subscription with a callback hands its messages to its executor and
+    /// does not wake blocked waiters (waiting on it returns at the timeout).
     pub fn wait_for_message(&self, timeout: Duration) -> Result<Received<T>, WaitError> {
         let deadline = Instant::now() + timeout;
         let ctx = &self.inner.node.ctx;
@@ -397,7 +506,7 @@ impl<T: Message> Drop for Subscription<T> {
             .ctx
             .graph
             .remove_subscription::<T>(&self.inner.topic, self.inner.id);
-        self.inner.target.store(None);
+        self.inner.set_target(None);
     }
 }
 

@@ -17,6 +17,10 @@ pub(crate) struct TimerInner {
     callback: Mutex<Box<dyn FnMut() + Send>>,
     cancelled: AtomicBool,
     reset_to: Mutex<Option<Instant>>,
+    /// Set when `reset_to` holds a value: the executor checks this flag on
+    /// every turn and takes the mutex only when it is set.
+    // SYNC: Release store in `Timer::reset` pairs with the Acquire swap in `take_reset`.
+    reset_pending: AtomicBool,
     // SYNC: Relaxed counters, read for statistics only.
     fired: AtomicU64,
     missed: AtomicU64,
@@ -37,21 +41,39 @@ impl TimerInner {
             callback: Mutex::new(callback),
             cancelled: AtomicBool::new(false),
             reset_to: Mutex::new(None),
+            reset_pending: AtomicBool::new(false),
             fired: AtomicU64::new(0),
             missed: AtomicU64::new(0),
             node,
         }
     }
 
+    /// The first deadline: the first multiple of the period, counted from
+    /// the context's epoch, that is at least one period after creation.
+    /// Timers of equal period in a context therefore tick together, and one
+    /// wake-up serves them all.
     pub(crate) fn first_due(&self) -> Instant {
-        self.created + self.period
+        let epoch = self.node.ctx.epoch;
+        let earliest = self.created + self.period;
+        let since = earliest.saturating_duration_since(epoch).as_nanos();
+        let p = self.period.as_nanos().max(1);
+        let ticks = since.div_ceil(p);
+        let due_ns = ticks.saturating_mul(p);
+        epoch + Duration::from_nanos(u64::try_from(due_ns).unwrap_or(u64::MAX))
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Acquire)
     }
 
+    #[inline]
     pub(crate) fn take_reset(&self) -> Option<Instant> {
+        // SYNC: pairs with the Release store in `Timer::reset`.
+        if !self.reset_pending.load(Ordering::Relaxed)
+            || !self.reset_pending.swap(false, Ordering::Acquire)
+        {
+            return None;
+        }
         self.reset_to
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -106,6 +128,8 @@ impl Timer {
             .reset_to
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + self.inner.period);
+        // SYNC: pairs with the Acquire swap in `take_reset`.
+        self.inner.reset_pending.store(true, Ordering::Release);
         self.inner.cancelled.store(false, Ordering::Release);
         if let Some(e) = self.inner.node.executor() {
             e.timers_changed();

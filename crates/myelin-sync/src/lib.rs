@@ -39,13 +39,20 @@
 
 use std::time::Instant;
 
+mod cells;
+pub use cells::{RetainCell, TryLock, TryLockGuard};
+
 /// Atomics used by every lock-free structure of myelin: `std`'s normally,
 /// loom's under `cfg(loom)`.
 pub mod atomic {
     #[cfg(loom)]
-    pub use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+    pub use loom::sync::atomic::{
+        AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    };
     #[cfg(not(loom))]
-    pub use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+    pub use std::sync::atomic::{
+        AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    };
 }
 
 use atomic::{AtomicU32, Ordering};

@@ -45,3 +45,43 @@ fn no_lost_wakeup_two_producers() {
         }
     });
 }
+
+#[test]
+fn retain_cell_publishes_initialised_values() {
+    use myelin_sync::RetainCell;
+    loom::model(|| {
+        let cell = Arc::new(RetainCell::<std::sync::Arc<u32>>::new());
+        let c = cell.clone();
+        let writer = loom::thread::spawn(move || {
+            c.set(Some(std::sync::Arc::new(std::sync::Arc::new(7))));
+        });
+        if let Some(v) = cell.get() {
+            assert_eq!(**v, 7);
+        }
+        writer.join().unwrap();
+        assert_eq!(**cell.get().unwrap(), 7);
+    });
+}
+
+#[test]
+fn try_lock_admits_one_holder() {
+    use myelin_sync::TryLock;
+    loom::model(|| {
+        let lock = Arc::new(TryLock::new(0u32));
+        let holders = Arc::new(AtomicU32::new(0));
+        let mut hs = Vec::new();
+        for _ in 0..2 {
+            let (l, h) = (lock.clone(), holders.clone());
+            hs.push(loom::thread::spawn(move || {
+                if let Some(mut g) = l.try_lock() {
+                    assert_eq!(h.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                    *g += 1;
+                    h.fetch_sub(1, Ordering::SeqCst);
+                }
+            }));
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+}

@@ -56,6 +56,9 @@ pub fn plan(p: DispatchParams, systems: &[System]) -> Result<Vec<Job>, BenchErro
     for s in systems {
         match s {
             System::Myelin => {
+                jobs.push(Job::new("dispatch/myelin/64B inline".into(), move || {
+                    myelin_inline(n)
+                }));
                 for idle in [0usize, 200] {
                     jobs.push(Job::new(
                         format!("dispatch/myelin/64B idle={idle}"),
@@ -149,6 +152,50 @@ fn myelin_small(n: u64, idle: usize) -> Result<Outcome, BenchError> {
             "same thread: publish(T) then spin_some(); latency = publish call to callback entry"
                 .into(),
         ],
+    ))
+}
+
+fn myelin_inline(n: u64) -> Result<Outcome, BenchError> {
+    let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
+    let (_ctx, node, _idle) = rig(0)?;
+    let hit = Arc::new(AtomicU64::new(0));
+    let h = hit.clone();
+    let _sub = node
+        .create_subscription_with(
+            "small",
+            QoS::keep_last(1),
+            SubscriptionOptions::inline(),
+            move |_m: Msg64| {
+                h.store(now_ns(), Ordering::Relaxed);
+            },
+        )
+        .map_err(|e| setup(&e))?;
+    let publisher = node
+        .create_publisher::<Msg64>("small", QoS::keep_last(1))
+        .map_err(|e| setup(&e))?;
+    let mut rec = LatencyRecorder::new();
+    let meter = Meter::start();
+    for i in 0..n + warm(n) {
+        let t0 = now_ns();
+        publisher
+            .publish(Msg64 {
+                stamp_ns: t0,
+                pad: [i; 7],
+            })
+            .map_err(|e| setup(&e))?;
+        if i >= warm(n) {
+            rec.record(hit.load(Ordering::Relaxed).saturating_sub(t0));
+        }
+    }
+    Ok(meter.finish(
+        "dispatch",
+        "myelin",
+        "64B inline".into(),
+        rec,
+        n + warm(n),
+        0,
+        None,
+        vec!["inline subscription: the callback runs inside publish(), no executor".into()],
     ))
 }
 

@@ -50,6 +50,7 @@ impl ImageParams {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
     Callback,
+    Inline,
     Waiter,
 }
 
@@ -64,6 +65,10 @@ pub fn plan(p: ImageParams, systems: &[System]) -> Result<Vec<Job>, BenchError> 
                     jobs.push(Job::new(
                         format!("image/myelin/callback {label}"),
                         move || myelin_image(p, label, bytes, Mode::Callback),
+                    ));
+                    jobs.push(Job::new(
+                        format!("image/myelin/inline {label}"),
+                        move || myelin_image(p, label, bytes, Mode::Inline),
                     ));
                     jobs.push(Job::new(
                         format!("image/myelin/waiter {label}"),
@@ -187,6 +192,18 @@ fn myelin_image(
             });
             (h, Some(stop), Some(sub))
         }
+        Mode::Inline => {
+            let s = samples.clone();
+            let sub = viewer
+                .create_subscription_with(
+                    "image_raw",
+                    qos,
+                    SubscriptionOptions::inline(),
+                    move |f: Arc<Stamped>| s.on_frame(&f),
+                )
+                .map_err(|e| setup(&e))?;
+            (std::thread::spawn(|| {}), None, Some(sub))
+        }
         Mode::Waiter => {
             let sub = viewer
                 .create_polling_subscription::<Stamped>(
@@ -230,6 +247,7 @@ fn myelin_image(
         .map_err(|_| setup(&"subscriber thread panicked"))?;
     let mode_name = match mode {
         Mode::Callback => "callback",
+        Mode::Inline => "inline",
         Mode::Waiter => "waiter",
     };
     let mut notes = vec![format!(

@@ -86,14 +86,16 @@ pub fn plan(p: RelayParams, systems: &[System]) -> Result<Vec<Job>, BenchError> 
     for s in systems {
         match s {
             System::Myelin => {
-                jobs.push(Job::new(
-                    format!("relay/myelin/{}", p.config("single-threaded")),
-                    move || myelin_chain(p, false),
-                ));
-                jobs.push(Job::new(
-                    format!("relay/myelin/{}", p.config("thread-per-node")),
-                    move || myelin_chain(p, true),
-                ));
+                for a in [
+                    Arrangement::SingleThreaded,
+                    Arrangement::ThreadPerNode,
+                    Arrangement::Inline,
+                ] {
+                    jobs.push(Job::new(
+                        format!("relay/myelin/{}", p.config(a.name())),
+                        move || myelin_chain(p, a),
+                    ));
+                }
             }
             System::Channel => {
                 jobs.push(Job::new(
@@ -154,7 +156,36 @@ impl Sink {
     }
 }
 
-fn myelin_chain(p: RelayParams, thread_per_node: bool) -> Result<Outcome, BenchError> {
+/// How myelin runs the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrangement {
+    /// Every node on one single-threaded executor.
+    SingleThreaded,
+    /// Every node on its own executor and thread (rclcpp#1772's ask).
+    ThreadPerNode,
+    /// Relays and sink with inline subscriptions: the whole chain runs in the
+    /// source's publish call.
+    Inline,
+}
+
+impl Arrangement {
+    /// The config name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrangement::SingleThreaded => "single-threaded",
+            Arrangement::ThreadPerNode => "thread-per-node",
+            Arrangement::Inline => "inline",
+        }
+    }
+}
+
+fn myelin_chain(p: RelayParams, arrangement: Arrangement) -> Result<Outcome, BenchError> {
+    let thread_per_node = arrangement == Arrangement::ThreadPerNode;
+    let opts = if arrangement == Arrangement::Inline {
+        SubscriptionOptions::inline()
+    } else {
+        SubscriptionOptions::default()
+    };
     let system = "myelin";
     let setup = |e: &dyn std::fmt::Display| BenchError::setup(system, e);
     let ctx = Context::builder()
@@ -181,15 +212,17 @@ fn myelin_chain(p: RelayParams, thread_per_node: bool) -> Result<Outcome, BenchE
         if last {
             let s = sink.clone();
             keep_subs.push(
-                node.create_subscription(&topic, qos, move |m: Stamped| s.on_message(&m))
-                    .map_err(|e| setup(&e))?,
+                node.create_subscription_with(&topic, qos, opts, move |m: Stamped| {
+                    s.on_message(&m)
+                })
+                .map_err(|e| setup(&e))?,
             );
         } else {
             let out = node
                 .create_publisher::<Stamped>(&format!("hop_{}", i + 1), qos)
                 .map_err(|e| setup(&e))?;
             keep_subs.push(
-                node.create_subscription(&topic, qos, move |m: Stamped| {
+                node.create_subscription_with(&topic, qos, opts, move |m: Stamped| {
                     let _ = out.publish(m);
                 })
                 .map_err(|e| setup(&e))?,
@@ -249,17 +282,12 @@ fn myelin_chain(p: RelayParams, thread_per_node: bool) -> Result<Outcome, BenchE
         }
     }
     let received = sink.received();
-    let arrangement = if thread_per_node {
-        "thread-per-node"
-    } else {
-        "single-threaded"
-    };
     let rec = sink.recorder(t0);
     let deliveries = received * u64::from(p.hops);
     Ok(meter.finish(
         "relay",
         system,
-        p.config(arrangement),
+        p.config(arrangement.name()),
         rec,
         deliveries,
         total - received,
