@@ -44,7 +44,11 @@ pub fn handoff(
     let stamp = Arc::new(AtomicU64::new(0));
     let seq = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
-    let (st, sq, dn) = (stamp.clone(), seq.clone(), done.clone());
+    // SYNC: the receiver stores the last sequence it handled (Release); the
+    // sender waits for it (Acquire) before the next hand-off, so none is
+    // overwritten unread.
+    let ack = Arc::new(AtomicU64::new(0));
+    let (st, sq, dn, ak) = (stamp.clone(), seq.clone(), done.clone(), ack.clone());
     let t0 = now_ns();
     let receiver = std::thread::spawn(move || {
         let mut rec = LatencyRecorder::with_time_series();
@@ -66,6 +70,7 @@ pub fn handoff(
             let sent = st.load(Ordering::Relaxed);
             let lat = now_ns().saturating_sub(sent);
             seen = s;
+            ak.store(seen, Ordering::Release);
             if seen > warmup {
                 rec.record_at(sent.saturating_sub(t0) as f64 / 1e9, lat);
             }
@@ -76,6 +81,9 @@ pub fn handoff(
     let start = Instant::now();
     for i in 1..=total {
         sleep_until(start + period * i as u32);
+        while ack.load(Ordering::Acquire) < i - 1 {
+            std::thread::yield_now();
+        }
         stamp.store(now_ns(), Ordering::Relaxed);
         seq.store(i, Ordering::Release);
         if mode == Handoff::Futex {

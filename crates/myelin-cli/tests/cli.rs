@@ -1,0 +1,71 @@
+//! The `myelin` binary: JSON output and its schema, plots, and errors for
+//! bad input (non-zero exit, the flag named).
+
+use std::process::Command;
+
+fn myelin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_myelin"))
+}
+
+#[test]
+fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
+    let dir = std::env::temp_dir().join(format!("myelin-cli-test-{}", std::process::id()));
+    let json = dir.join("out.json");
+    let plots = dir.join("plots");
+    let out = myelin()
+        .args(["bench", "relay", "--hops", "3", "--rate", "2000", "--count", "30", "--size", "1KiB"])
+        .args(["--system", "myelin", "--system", "channel"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--plot")
+        .arg(&plots)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("relay") && stdout.contains("hop p50"), "{stdout}");
+
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for key in ["cpu_model", "nproc", "kernel", "rustc", "git_commit", "date"] {
+        assert!(v["header"].get(key).is_some(), "header.{key} missing");
+    }
+    let recs = v["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 4, "3 myelin arrangements + channel");
+    for r in recs {
+        for key in ["scenario", "system", "config", "count", "lost", "cpu_percent", "cpu_ns_per_msg", "rss_bytes", "hops"] {
+            assert!(r.get(key).is_some(), "{key} missing in {r}");
+        }
+        for p in ["p50", "p90", "p99", "p999", "max", "mean"] {
+            assert!(r["latency_ns"].get(p).is_some(), "latency_ns.{p}");
+            assert!(r["per_hop_ns"].get(p).is_some(), "per_hop_ns.{p}");
+        }
+        assert_eq!(r["count"], 30);
+        assert_eq!(r["lost"], 0);
+        assert_eq!(r["hops"], 3);
+    }
+    let svgs: Vec<_> = std::fs::read_dir(&plots).unwrap().collect();
+    assert_eq!(svgs.len(), 8, "a histogram and a time plot per record");
+    for f in svgs {
+        let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
+        assert!(text.starts_with("<svg") || text.starts_with("<?xml"));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn fails_naming(args: &[&str], needle: &str) {
+    let out = myelin().args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(needle), "{args:?}: stderr does not name {needle:?}:\n{err}");
+}
+
+#[test]
+fn bad_input_exits_non_zero_naming_the_flag() {
+    fails_naming(&["bench", "relay", "--rate", "0"], "--rate");
+    fails_naming(&["bench", "relay", "--size", "100MiB"], "--size");
+    fails_naming(&["bench", "relay", "--size", "lots"], "--size");
+    fails_naming(&["bench", "relay", "--hops", "0"], "--hops");
+    fails_naming(&["bench", "relay", "--system", "dds"], "--system");
+    fails_naming(&["bench", "fanout", "--nodes", "3"], "--nodes");
+    fails_naming(&["bench", "teleport"], "teleport");
+}
