@@ -4,9 +4,13 @@
 use std::time::Duration;
 
 use myelin_bench::scenarios::{
-    Job, System, dispatch::DispatchParams, fanout::FanoutParams, image::ImageParams, relay::RelayParams,
+    Job, System, dispatch::DispatchParams, fanout::FanoutParams, image::ImageParams,
+    relay::RelayParams,
 };
 use myelin_bench::scenarios::{dispatch, fanout, image, relay};
+
+/// The in-process systems (zenoh has its own test below).
+const LOCAL: [System; 3] = [System::Myelin, System::Channel, System::Raw];
 
 fn run(jobs: Vec<Job>) -> Vec<myelin_bench::Record> {
     jobs.into_iter()
@@ -25,7 +29,7 @@ fn relay_counts_every_message_for_every_system() {
         count: 40,
         size: 256,
     };
-    let recs = run(relay::plan(p, &System::ALL).unwrap());
+    let recs = run(relay::plan(p, &LOCAL).unwrap());
     // myelin x3 arrangements, channel, raw x2
     assert_eq!(recs.len(), 6);
     for r in &recs {
@@ -47,12 +51,17 @@ fn fanout_delivers_every_message_to_every_subscription() {
         nodes: None,
     };
     let recs = run(fanout::plan(p, &[System::Myelin]).unwrap());
-    assert_eq!(recs.len(), 3);
-    for r in &recs[..2] {
+    assert_eq!(recs.len(), 4, "nodes=1, nodes=10, inline nodes=10, nopub");
+    for r in &recs[..3] {
         assert_eq!(r.lost, 0, "{}", r.config);
-        assert!(r.count > 0 && r.count % 10 == 0, "{}: {} deliveries", r.config, r.count);
+        assert!(
+            r.count > 0 && r.count % 10 == 0,
+            "{}: {} deliveries",
+            r.config,
+            r.count
+        );
     }
-    assert!(recs[2].config.starts_with("nopub"));
+    assert!(recs[3].config.starts_with("nopub"));
 }
 
 #[test]
@@ -61,7 +70,7 @@ fn image_delivers_every_frame() {
         rate: 200.0,
         frames: 8,
     };
-    let recs = run(image::plan(p, &System::ALL).unwrap());
+    let recs = run(image::plan(p, &LOCAL).unwrap());
     // per size: myelin callback, inline, waiter; channel; raw memcpy
     assert_eq!(recs.len(), 10);
     for r in &recs {
@@ -72,7 +81,7 @@ fn image_delivers_every_frame() {
 
 #[test]
 fn dispatch_records_every_sample() {
-    let recs = run(dispatch::plan(DispatchParams { samples: 2000 }, &System::ALL).unwrap());
+    let recs = run(dispatch::plan(DispatchParams { samples: 2000 }, &LOCAL).unwrap());
     assert_eq!(recs.len(), 8);
     for r in &recs {
         assert_eq!(r.count, 2000, "{} {}", r.system, r.config);
@@ -88,7 +97,7 @@ fn bad_parameters_name_the_flag() {
             count: 1,
             size: 64,
         },
-        &System::ALL,
+        &LOCAL,
     )
     .unwrap_err();
     assert!(e.to_string().contains("--rate"), "{e}");
@@ -99,10 +108,40 @@ fn bad_parameters_name_the_flag() {
             count: 1,
             size: 8,
         },
-        &System::ALL,
+        &LOCAL,
     )
     .unwrap_err();
     assert!(e.to_string().contains("--size"), "{e}");
     let e = System::parse("dds").unwrap_err();
-    assert!(e.to_string().contains("--system") && e.to_string().contains("dds"), "{e}");
+    assert!(
+        e.to_string().contains("--system") && e.to_string().contains("dds"),
+        "{e}"
+    );
+}
+
+#[cfg(feature = "zenoh")]
+#[test]
+fn zenoh_relay_and_fanout_count_every_message() {
+    let p = RelayParams {
+        hops: 3,
+        rate: 1000.0,
+        count: 30,
+        size: 128,
+    };
+    let recs = run(relay::plan(p, &[System::Zenoh]).unwrap());
+    assert_eq!(recs.len(), 2, "shared session and session per node");
+    for r in &recs {
+        assert_eq!((r.count, r.lost), (30, 0), "{}", r.config);
+    }
+    let f = FanoutParams {
+        rate: 100.0,
+        duration: Duration::from_millis(300),
+        nodes: None,
+    };
+    let recs = run(fanout::plan(f, &[System::Zenoh]).unwrap());
+    assert_eq!(recs.len(), 2);
+    for r in &recs {
+        assert_eq!(r.lost, 0, "{}", r.config);
+        assert_eq!(r.count, 30 * 200, "{}", r.config);
+    }
 }

@@ -71,4 +71,12 @@ pub struct BenchArgs {
     /// fanout: seconds to run.
     #[arg(long)]
     pub duration: Option<f64>,
+    /// Internal: run only job N of the plan and print its record as JSON.
+    /// The parent runs every job in its own child process, so CPU, RSS and
+    /// background threads (zenoh's runtime) never leak between systems.
+    #[arg(long, hide = true)]
+    pub job: Option<usize>,
+    /// Run every job in this process instead of one child process per job.
+    #[arg(long)]
+    pub in_process: bool,
 }

@@ -13,7 +13,9 @@ fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
     let json = dir.join("out.json");
     let plots = dir.join("plots");
     let out = myelin()
-        .args(["bench", "relay", "--hops", "3", "--rate", "2000", "--count", "30", "--size", "1KiB"])
+        .args([
+            "bench", "relay", "--hops", "3", "--rate", "2000", "--count", "30", "--size", "1KiB",
+        ])
         .args(["--system", "myelin", "--system", "channel"])
         .arg("--json")
         .arg(&json)
@@ -21,18 +23,43 @@ fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
         .arg(&plots)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("relay") && stdout.contains("hop p50"), "{stdout}");
+    assert!(
+        stdout.contains("relay") && stdout.contains("hop p50"),
+        "{stdout}"
+    );
 
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    for key in ["cpu_model", "nproc", "kernel", "rustc", "git_commit", "date"] {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for key in [
+        "cpu_model",
+        "nproc",
+        "kernel",
+        "rustc",
+        "git_commit",
+        "date",
+    ] {
         assert!(v["header"].get(key).is_some(), "header.{key} missing");
     }
     let recs = v["records"].as_array().unwrap();
     assert_eq!(recs.len(), 4, "3 myelin arrangements + channel");
     for r in recs {
-        for key in ["scenario", "system", "config", "count", "lost", "cpu_percent", "cpu_ns_per_msg", "rss_bytes", "hops"] {
+        for key in [
+            "scenario",
+            "system",
+            "config",
+            "count",
+            "lost",
+            "cpu_percent",
+            "cpu_ns_per_msg",
+            "rss_bytes",
+            "hops",
+        ] {
             assert!(r.get(key).is_some(), "{key} missing in {r}");
         }
         for p in ["p50", "p90", "p99", "p999", "max", "mean"] {
@@ -56,7 +83,10 @@ fn fails_naming(args: &[&str], needle: &str) {
     let out = myelin().args(args).output().unwrap();
     assert!(!out.status.success(), "{args:?} should fail");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(needle), "{args:?}: stderr does not name {needle:?}:\n{err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: stderr does not name {needle:?}:\n{err}"
+    );
 }
 
 #[test]

@@ -18,6 +18,8 @@ pub mod fanout;
 pub mod image;
 pub mod raw;
 pub mod relay;
+#[cfg(feature = "zenoh")]
+pub mod zenoh_peer;
 
 /// Nanoseconds since a process-wide epoch: the clock every timestamp in a
 /// benchmark message uses (monotonic, comparable across threads).
@@ -144,11 +146,29 @@ pub enum System {
     Channel,
     /// The raw thread hand-off limits of this machine (spin and futex).
     Raw,
+    /// zenoh 1.x peers over TCP loopback (feature `zenoh`).
+    Zenoh,
 }
 
 impl System {
-    /// All systems, in report order.
-    pub const ALL: [System; 3] = [System::Myelin, System::Channel, System::Raw];
+    /// Every system this crate knows, in report order.
+    pub const KNOWN: [System; 4] = [System::Myelin, System::Zenoh, System::Channel, System::Raw];
+
+    /// The systems compiled into this build, in report order.
+    pub fn all() -> Vec<System> {
+        System::KNOWN
+            .into_iter()
+            .filter(|s| s.available())
+            .collect()
+    }
+
+    /// Whether this build can measure the system.
+    pub fn available(self) -> bool {
+        match self {
+            System::Zenoh => cfg!(feature = "zenoh"),
+            _ => true,
+        }
+    }
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -156,21 +176,27 @@ impl System {
             System::Myelin => "myelin",
             System::Channel => "channel",
             System::Raw => "raw",
+            System::Zenoh => "zenoh",
         }
     }
 
     /// Parse a `--system` value.
     pub fn parse(s: &str) -> Result<System, BenchError> {
-        System::ALL
+        let known = || System::KNOWN.map(|s| s.name()).join(", ");
+        let sys = System::KNOWN
             .into_iter()
             .find(|x| x.name() == s)
             .ok_or_else(|| BenchError::InvalidArg {
                 flag: "system",
-                reason: format!(
-                    "unknown system {s:?}; known: {}",
-                    System::ALL.map(|s| s.name()).join(", ")
-                ),
-            })
+                reason: format!("unknown system {s:?}; known: {}", known()),
+            })?;
+        if !sys.available() {
+            return Err(BenchError::InvalidArg {
+                flag: "system",
+                reason: format!("{s:?} is not compiled into this build (enable the `{s}` feature)"),
+            });
+        }
+        Ok(sys)
     }
 }
 

@@ -7,7 +7,7 @@ use myelin_bench::scenarios::{
     self, BenchError, Job, System, dispatch::DispatchParams, fanout::FanoutParams,
     image::ImageParams, relay::RelayParams,
 };
-use myelin_bench::{MachineInfo, Report, render_table, write_plots};
+use myelin_bench::{MachineInfo, Record, Report, render_table, write_plots};
 
 use crate::cli::{BenchArgs, Scenario};
 
@@ -34,7 +34,7 @@ pub fn parse_size(s: &str) -> Result<usize, BenchError> {
 
 fn systems(args: &BenchArgs) -> Result<Vec<System>, BenchError> {
     if args.systems.is_empty() {
-        return Ok(System::ALL.to_vec());
+        return Ok(System::all());
     }
     args.systems.iter().map(|s| System::parse(s)).collect()
 }
@@ -90,9 +90,69 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
     })
 }
 
+/// The line prefix a child uses for its record on stdout.
+const RECORD_MARK: &str = "MYELIN-RECORD ";
+
+/// Run one job; write its plots; return the record.
+fn run_job(job: Job, plot: Option<&std::path::Path>) -> Result<Record, Box<dyn std::error::Error>> {
+    let name = job.name.clone();
+    let outcome = (job.run)().map_err(|e| format!("{name}: {e}"))?;
+    if let Some(dir) = plot {
+        let r = &outcome.record;
+        let stem = format!("{}-{}-{}", r.scenario, r.system, r.config);
+        let title = format!("{} / {} / {}", r.scenario, r.system, r.config);
+        if !outcome.recorder.is_empty() {
+            write_plots(dir, &stem, &outcome.recorder, &title)?;
+        }
+    }
+    Ok(outcome.record)
+}
+
+/// Run job `index` in a child process (this same binary with `--job`).
+fn run_child(index: usize, name: &str) -> Result<Record, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let out = std::process::Command::new(exe)
+        .args(&args)
+        .arg("--job")
+        .arg(index.to_string())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("{name}: cannot start child process: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let msg = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no message");
+        return Err(format!(
+            "{name}: child failed ({}): {}",
+            out.status,
+            msg.trim_start_matches("error: ")
+        ));
+    }
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(RECORD_MARK))
+        .ok_or_else(|| format!("{name}: child printed no record"))?;
+    serde_json::from_str(line).map_err(|e| format!("{name}: unreadable record from child: {e}"))
+}
+
 /// Run `myelin bench`.
 pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let jobs = plan(&args)?;
+    if let Some(index) = args.job {
+        let n = jobs.len();
+        let job = jobs
+            .into_iter()
+            .nth(index)
+            .ok_or_else(|| format!("--job {index}: the plan has {n} jobs"))?;
+        let record = run_job(job, args.plot.as_deref())?;
+        println!("{RECORD_MARK}{}", serde_json::to_string(&record)?);
+        return Ok(());
+    }
     let header = MachineInfo::detect();
     let bar = ProgressBar::new(jobs.len() as u64);
     bar.set_style(
@@ -105,23 +165,20 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         records: Vec::new(),
     };
     let mut failures = Vec::new();
-    for job in jobs {
+    for (index, job) in jobs.into_iter().enumerate() {
         bar.set_message(job.name.clone());
-        match (job.run)() {
-            Ok(outcome) => {
-                if let Some(dir) = &args.plot {
-                    let r = &outcome.record;
-                    let stem = format!("{}-{}-{}", r.scenario, r.system, r.config);
-                    let title = format!("{} / {} / {}", r.scenario, r.system, r.config);
-                    if !outcome.recorder.is_empty() {
-                        write_plots(dir, &stem, &outcome.recorder, &title)?;
-                    }
-                }
-                report.records.push(outcome.record);
-            }
+        let name = job.name.clone();
+        let result = if args.in_process {
+            run_job(job, args.plot.as_deref()).map_err(|e| e.to_string())
+        } else {
+            drop(job);
+            run_child(index, &name)
+        };
+        match result {
+            Ok(record) => report.records.push(record),
             Err(e) => {
-                bar.println(format!("error: {}: {e}", job.name));
-                failures.push(format!("{}: {e}", job.name));
+                bar.println(format!("error: {e}"));
+                failures.push(e);
             }
         }
         bar.inc(1);
@@ -129,7 +186,7 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     bar.finish_and_clear();
     let h = &report.header;
     println!(
-        "myelin bench {:?} on {} ({} cpus), {}, {} at {}\n",
+        "myelin bench {:?} on {} ({} cpus), {}, {} at {}; one process per run\n",
         args.scenario, h.cpu_model, h.nproc, h.kernel, h.rustc, h.git_commit
     );
     println!("{}", render_table(&report.records));
