@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use myelin::Message;
 use myelin::prelude::*;
 
 use super::{BenchError, Job, Meter, Outcome, Stamped, System, now_ns};
@@ -111,36 +112,71 @@ fn rig(idle: usize) -> Result<(Context, Node, Vec<Subscription<u64>>), BenchErro
     Ok((ctx, node, idle_subs))
 }
 
+/// Time `n` (+ warm-up) same-thread steps: `step(i)` publishes and makes the
+/// callback run; the callback stores its entry time in `hit`.
+fn same_thread(
+    n: u64,
+    hit: &AtomicU64,
+    mut step: impl FnMut(u64) -> Result<(), BenchError>,
+) -> Result<LatencyRecorder, BenchError> {
+    let mut rec = LatencyRecorder::new();
+    for i in 0..n + warm(n) {
+        let t0 = now_ns();
+        step(i)?;
+        if i >= warm(n) {
+            rec.record(hit.load(Ordering::Relaxed).saturating_sub(t0));
+        }
+    }
+    Ok(rec)
+}
+
+fn setup_err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::setup("myelin", e)
+}
+
+/// A subscription on `topic` (inline or executor-run) that stamps `hit`.
+fn stamping_sub<T: Message>(
+    node: &Node,
+    topic: &str,
+    inline: bool,
+    hit: &Arc<AtomicU64>,
+) -> Result<Subscription<T>, BenchError> {
+    let h = hit.clone();
+    let opts = if inline {
+        SubscriptionOptions::inline()
+    } else {
+        SubscriptionOptions::default()
+    };
+    node.create_subscription_with(topic, QoS::keep_last(1), opts, move |_m: &T| {
+        h.store(now_ns(), Ordering::Relaxed);
+    })
+    .map_err(setup_err)
+}
+
 fn myelin_small(n: u64, idle: usize) -> Result<Outcome, BenchError> {
-    let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
     let (_ctx, node, _idle) = rig(idle)?;
     let hit = Arc::new(AtomicU64::new(0));
+    // An owning callback: the message is moved into the buffer, no copy.
     let h = hit.clone();
     let _sub = node
         .create_subscription("small", QoS::keep_last(1), move |_m: Msg64| {
             h.store(now_ns(), Ordering::Relaxed);
         })
-        .map_err(|e| setup(&e))?;
+        .map_err(setup_err)?;
     let publisher = node
         .create_publisher::<Msg64>("small", QoS::keep_last(1))
-        .map_err(|e| setup(&e))?;
+        .map_err(setup_err)?;
     let mut exec = Executor::new();
-    exec.add_node(&node).map_err(|e| setup(&e))?;
-    let mut rec = LatencyRecorder::new();
+    exec.add_node(&node).map_err(setup_err)?;
     let meter = Meter::start();
-    for i in 0..n + warm(n) {
-        let t0 = now_ns();
-        publisher
-            .publish(Msg64 {
-                stamp_ns: t0,
-                pad: [i; 7],
-            })
-            .map_err(|e| setup(&e))?;
-        exec.spin_some().map_err(|e| setup(&e))?;
-        if i >= warm(n) {
-            rec.record(hit.load(Ordering::Relaxed).saturating_sub(t0));
-        }
-    }
+    let rec = same_thread(n, &hit, |i| {
+        let m = Msg64 {
+            stamp_ns: i,
+            pad: [i; 7],
+        };
+        publisher.publish(m).map_err(setup_err)?;
+        exec.spin_some().map_err(setup_err).map(drop)
+    })?;
     Ok(meter.finish(
         "dispatch",
         "myelin",
@@ -157,37 +193,20 @@ fn myelin_small(n: u64, idle: usize) -> Result<Outcome, BenchError> {
 }
 
 fn myelin_inline(n: u64) -> Result<Outcome, BenchError> {
-    let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
     let (_ctx, node, _idle) = rig(0)?;
     let hit = Arc::new(AtomicU64::new(0));
-    let h = hit.clone();
-    let _sub = node
-        .create_subscription_with(
-            "small",
-            QoS::keep_last(1),
-            SubscriptionOptions::inline(),
-            move |_m: Msg64| {
-                h.store(now_ns(), Ordering::Relaxed);
-            },
-        )
-        .map_err(|e| setup(&e))?;
+    let _sub = stamping_sub::<Msg64>(&node, "small", true, &hit)?;
     let publisher = node
         .create_publisher::<Msg64>("small", QoS::keep_last(1))
-        .map_err(|e| setup(&e))?;
-    let mut rec = LatencyRecorder::new();
+        .map_err(setup_err)?;
     let meter = Meter::start();
-    for i in 0..n + warm(n) {
-        let t0 = now_ns();
-        publisher
-            .publish(Msg64 {
-                stamp_ns: t0,
-                pad: [i; 7],
-            })
-            .map_err(|e| setup(&e))?;
-        if i >= warm(n) {
-            rec.record(hit.load(Ordering::Relaxed).saturating_sub(t0));
-        }
-    }
+    let rec = same_thread(n, &hit, |i| {
+        let m = Msg64 {
+            stamp_ns: i,
+            pad: [i; 7],
+        };
+        publisher.publish(m).map_err(setup_err)
+    })?;
     Ok(meter.finish(
         "dispatch",
         "myelin",
@@ -201,32 +220,20 @@ fn myelin_inline(n: u64) -> Result<Outcome, BenchError> {
 }
 
 fn myelin_frame(n: u64, idle: usize) -> Result<Outcome, BenchError> {
-    let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
     let (_ctx, node, _idle) = rig(idle)?;
     let hit = Arc::new(AtomicU64::new(0));
-    let h = hit.clone();
-    let _sub = node
-        .create_subscription("frame", QoS::keep_last(1), move |_m: &Stamped| {
-            h.store(now_ns(), Ordering::Relaxed);
-        })
-        .map_err(|e| setup(&e))?;
+    let _sub = stamping_sub::<Stamped>(&node, "frame", false, &hit)?;
     let publisher = node
         .create_publisher::<Stamped>("frame", QoS::keep_last(1))
-        .map_err(|e| setup(&e))?;
+        .map_err(setup_err)?;
     let mut exec = Executor::new();
-    exec.add_node(&node).map_err(|e| setup(&e))?;
+    exec.add_node(&node).map_err(setup_err)?;
     let frame = Arc::new(Stamped::with_size(0, FRAME_1440X1080));
-    let mut rec = LatencyRecorder::new();
     let meter = Meter::start();
-    for i in 0..n + warm(n) {
-        let f = frame.clone();
-        let t0 = now_ns();
-        publisher.publish_shared(f).map_err(|e| setup(&e))?;
-        exec.spin_some().map_err(|e| setup(&e))?;
-        if i >= warm(n) {
-            rec.record(hit.load(Ordering::Relaxed).saturating_sub(t0));
-        }
-    }
+    let rec = same_thread(n, &hit, |_| {
+        publisher.publish_shared(frame.clone()).map_err(setup_err)?;
+        exec.spin_some().map_err(setup_err).map(drop)
+    })?;
     Ok(meter.finish(
         "dispatch",
         "myelin",

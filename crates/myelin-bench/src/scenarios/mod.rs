@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::report::Record;
 use crate::stats::LatencyRecorder;
-use crate::sys::{CpuSnapshot, CpuUsage, current_rss_bytes};
+use crate::sys::{CpuSnapshot, CpuUsage, peak_rss_bytes};
 
 pub mod dispatch;
 pub mod fanout;
@@ -240,7 +240,8 @@ impl Meter {
             latency_ns: latency,
             cpu_percent: cpu.cpu_percent,
             cpu_ns_per_msg: cpu.cpu_ns_per(messages.max(1)),
-            rss_bytes: current_rss_bytes(),
+            // Each run is its own process (see the CLI), so this is the run's peak.
+            rss_bytes: peak_rss_bytes(),
             hops,
             per_hop_ns: hops.map(|h| latency.scaled(f64::from(h.max(1)))),
             notes,
