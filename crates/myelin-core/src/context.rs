@@ -179,7 +179,7 @@ impl ContextInner {
             .filter_map(Weak::upgrade)
             .collect();
         for e in execs {
-            e.event.notify();
+            e.context_down();
         }
         self.graph.wake_all_waiters();
     }

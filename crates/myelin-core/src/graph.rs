@@ -15,7 +15,6 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use myelin_sync::Event;
 use myelin_sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::CreateEndpointError;
@@ -23,6 +22,7 @@ use crate::message::Message;
 use crate::publisher::PubInner;
 use crate::qos::Durability;
 use crate::subscription::{Delivery, SubInner};
+use crate::waitpoint::WaitPoint;
 
 /// The subscriptions a publisher delivers to, split by how they take a
 /// message (the split the copy rules of seed 000 need).
@@ -73,7 +73,7 @@ pub(crate) struct Graph {
     topics: Mutex<HashMap<String, TopicSlot>>,
     /// Orders transient-local history across publishers (oldest first).
     pub(crate) publish_seq: AtomicU64,
-    waiters: Mutex<Vec<Weak<Event>>>,
+    waiters: Mutex<Vec<Weak<WaitPoint>>>,
 }
 
 fn slot_for<'a, T: Message>(
@@ -209,9 +209,16 @@ impl Graph {
         Ok(replayed)
     }
 
+    /// Remove a publisher; if it was the topic's last one, wake the
+    /// subscriptions' waiters (they get `WaitError::PublisherGone`).
     pub(crate) fn remove_publisher<T: Message>(&self, topic: &str, id: u64) {
         self.remove(topic, |ents: &mut TopicEntities<T>| {
-            ents.pubs.retain(|p| p.id != id)
+            ents.pubs.retain(|p| p.id != id);
+            if ents.pubs.is_empty() {
+                for s in &ents.subs {
+                    s.waitpoint().publishers_gone();
+                }
+            }
         });
     }
 
@@ -262,7 +269,7 @@ impl Graph {
         v
     }
 
-    pub(crate) fn register_waiter(&self, e: &Arc<Event>) {
+    pub(crate) fn register_waiter(&self, e: &Arc<WaitPoint>) {
         let mut w = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
         w.retain(|w| w.strong_count() > 0);
         w.push(Arc::downgrade(e));

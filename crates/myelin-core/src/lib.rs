@@ -39,6 +39,7 @@ mod context;
 mod error;
 pub mod executor;
 mod graph;
+pub mod group;
 pub mod message;
 pub mod names;
 mod node;
@@ -46,6 +47,8 @@ pub mod publisher;
 pub mod qos;
 pub mod subscription;
 mod timer;
+mod waitpoint;
+pub mod waitset;
 
 pub use buffer::Received;
 pub use context::{Context, ContextBuilder, MAX_DOMAIN_ID};
@@ -53,13 +56,16 @@ pub use error::{
     AddNodeError, ContextError, CreateEndpointError, CreateNodeError, CreatePublisherError,
     CreateSubscriptionError, CreateTimerError, PublishError, SpinError,
 };
-pub use executor::{Executor, StopHandle};
+pub use executor::{Executor, MultiThreadedExecutor, StopHandle};
+pub use group::{CallbackGroup, CallbackGroupKind};
 pub use message::{Message, TypeHash};
 pub use names::NameError;
 pub use node::Node;
 pub use publisher::Publisher;
 pub use qos::{Durability, History, IncompatibleQosStatus, QoS, QosPolicy, Reliability};
 pub use subscription::{
-    BufferKind, Subscription, SubscriptionCallback, SubscriptionOptions, WaitError,
+    BufferKind, Subscription, SubscriptionCallback, SubscriptionOptions, SubscriptionStream,
+    WaitError,
 };
 pub use timer::Timer;
+pub use waitset::{GuardCondition, WaitSet, WaitSetError, WaitSetReady};

@@ -6,12 +6,14 @@ use std::time::Duration;
 use crate::context::ContextInner;
 use crate::error::{AddNodeError, CreateEndpointError, CreateTimerError};
 use crate::executor::{ExecShared, Executable};
+use crate::group::{CallbackGroup, CallbackGroupKind};
 use crate::message::Message;
 use crate::names::{self, NameKind};
 use crate::publisher::{PubInner, Publisher};
 use crate::qos::QoS;
 use crate::subscription::{
-    BufferKind, Delivery, SubInner, Subscription, SubscriptionCallback, SubscriptionOptions,
+    BufferKind, Delivery, SubInner, SubSpec, Subscription, SubscriptionCallback,
+    SubscriptionOptions,
 };
 use crate::timer::{Timer, TimerInner};
 
@@ -27,6 +29,8 @@ pub(crate) struct NodeInner {
     pub(crate) fqn: String,
     pub(crate) ctx: Arc<ContextInner>,
     executor: Mutex<Option<Arc<ExecShared>>>,
+    /// The default (mutually exclusive) callback group.
+    default_group: CallbackGroup,
     entities: Mutex<Vec<Weak<dyn Executable>>>,
     timers: Mutex<Vec<Weak<TimerInner>>>,
 }
@@ -48,6 +52,7 @@ impl NodeInner {
             fqn,
             ctx,
             executor: Mutex::new(None),
+            default_group: CallbackGroup::new(CallbackGroupKind::MutuallyExclusive),
             entities: Mutex::new(Vec::new()),
             timers: Mutex::new(Vec::new()),
         }
@@ -184,6 +189,7 @@ impl Node {
             delivery,
             Some(callback.into_dispatch()),
             options.inline,
+            options.callback_group.as_ref(),
         )
     }
 
@@ -202,7 +208,7 @@ impl Node {
             BufferKind::Owned => Delivery::Owned,
             BufferKind::Value => Delivery::Value,
         };
-        self.make_subscription(topic, qos, delivery, None, false)
+        self.make_subscription(topic, qos, delivery, None, false, None)
     }
 
     fn make_subscription<T: Message>(
@@ -212,20 +218,23 @@ impl Node {
         delivery: Delivery,
         callback: Option<Box<dyn FnMut(crate::Received<T>) + Send>>,
         inline: bool,
+        group: Option<&CallbackGroup>,
     ) -> Result<Subscription<T>, CreateEndpointError> {
+        let group = group.unwrap_or(&self.inner.default_group).inner.clone();
         let topic = self.resolve_topic_name(topic)?;
         self.check_ctx(&topic)?;
         let id = self.inner.ctx.new_id();
-        let inner = Arc::new(SubInner::new(
+        let inner = Arc::new(SubInner::new(SubSpec {
             id,
             topic,
             qos,
             delivery,
-            self.inner.clone(),
+            node: self.inner.clone(),
             callback,
             inline,
-        ));
-        self.inner.ctx.graph.register_waiter(inner.waiter());
+            group,
+        }));
+        self.inner.ctx.graph.register_waiter(inner.waitpoint());
         if inner.has_callback() && !inline {
             // Attach before the graph can deliver, so nothing is pushed
             // without waking the executor; history replay then wakes it.
@@ -241,11 +250,32 @@ impl Node {
         Ok(Subscription { inner })
     }
 
+    /// A new callback group on this node (see [`CallbackGroup`]).
+    pub fn create_callback_group(&self, kind: CallbackGroupKind) -> CallbackGroup {
+        CallbackGroup::new(kind)
+    }
+
+    /// The node's default callback group (mutually exclusive).
+    pub fn default_callback_group(&self) -> CallbackGroup {
+        self.inner.default_group.clone()
+    }
+
     /// Create a periodic timer run by this node's executor. See the
     /// [executor docs](crate::executor) for what happens on overrun.
     pub fn create_timer(
         &self,
         period: Duration,
+        callback: impl FnMut() + Send + 'static,
+    ) -> Result<Timer, CreateTimerError> {
+        let group = self.inner.default_group.clone();
+        self.create_timer_in(period, &group, callback)
+    }
+
+    /// [`create_timer`](Self::create_timer) in a given callback group.
+    pub fn create_timer_in(
+        &self,
+        period: Duration,
+        group: &CallbackGroup,
         callback: impl FnMut() + Send + 'static,
     ) -> Result<Timer, CreateTimerError> {
         if period.is_zero() {
@@ -260,6 +290,7 @@ impl Node {
             period,
             Box::new(callback),
             self.inner.clone(),
+            group.inner.clone(),
         ));
         let exec = lock(&self.inner.executor);
         {

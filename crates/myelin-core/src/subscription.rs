@@ -2,19 +2,23 @@
 //! synchronous `take` / `wait_for_message` for code that runs its own loop.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
-use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use myelin_sync::{Event, RetainCell, Scope, TryLock};
+use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use myelin_sync::{RetainCell, TryLock};
 
 use crate::buffer::{Buffer, Pushed, Received};
 use crate::error::SpinError;
 use crate::executor::{ExecShared, Executable};
+use crate::group::{CallbackGroup, GroupInner};
 use crate::message::Message;
 use crate::node::NodeInner;
 use crate::publisher::IncompatibleQos;
 use crate::qos::{IncompatibleQosStatus, QoS};
+use crate::waitpoint::WaitPoint;
 
 /// What a subscription's buffer stores (seed 000's `BufferT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,8 +38,11 @@ pub enum BufferKind {
 }
 
 /// Options for [`Node::create_subscription_with`](crate::Node::create_subscription_with).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct SubscriptionOptions {
+    /// The callback group (default: the node's mutually exclusive group).
+    /// Matters only on a [`MultiThreadedExecutor`](crate::MultiThreadedExecutor).
+    pub callback_group: Option<CallbackGroup>,
     /// The buffer kind.
     pub buffer: BufferKind,
     /// Run the callback inline, in the publisher's thread, inside
@@ -57,21 +64,27 @@ impl SubscriptionOptions {
     pub fn buffer(kind: BufferKind) -> Self {
         SubscriptionOptions {
             buffer: kind,
-            inline: false,
+            ..SubscriptionOptions::default()
         }
     }
 
     /// Options for inline delivery (see [`SubscriptionOptions::inline`]).
     pub fn inline() -> Self {
         SubscriptionOptions {
-            buffer: BufferKind::CallbackDefault,
             inline: true,
+            ..SubscriptionOptions::default()
         }
     }
 
     /// Change the buffer kind.
     pub fn with_buffer(mut self, kind: BufferKind) -> Self {
         self.buffer = kind;
+        self
+    }
+
+    /// Put the subscription in a callback group.
+    pub fn with_group(mut self, group: &CallbackGroup) -> Self {
+        self.callback_group = Some(group.clone());
         self
     }
 }
@@ -164,15 +177,18 @@ pub(crate) struct SubInner<T> {
     pub(crate) node: Arc<NodeInner>,
     buffer: Buffer<T>,
     lost: AtomicU64,
-    /// Set while this subscription sits in its executor's ready queue, so a
-    /// burst of messages enqueues it once.
-    // SYNC: AcqRel swap in `signal` pairs with the SeqCst store in `execute`.
+    /// Set from the moment this subscription is put in its executor's ready
+    /// queue until its callback has returned: a burst of messages enqueues it
+    /// once, and no second worker can run it concurrently.
+    // SYNC: SeqCst swap in `signal` pairs with the SeqCst store + fence +
+    // re-check at the end of `execute`.
     queued: AtomicBool,
+    group: Arc<GroupInner>,
     /// The executor to wake (None until the node is added to one). Read on
     /// every message with one load; changes only when the node moves.
     target: RetainCell<ExecShared>,
-    /// Synchronous waiters (`wait_for_message`).
-    waiter: Arc<Event>,
+    /// Synchronous waiters, async streams and wait sets (polling only).
+    waitpoint: Arc<WaitPoint>,
     callback: Option<TryLock<Dispatch<T>>>,
     /// Deliver in the publisher's thread.
     inline: bool,
@@ -181,16 +197,30 @@ pub(crate) struct SubInner<T> {
     pub(crate) incompatible: IncompatibleQos,
 }
 
+/// Everything a subscription is made of, resolved by the node.
+pub(crate) struct SubSpec<T> {
+    pub(crate) id: u64,
+    pub(crate) topic: String,
+    pub(crate) qos: QoS,
+    pub(crate) delivery: Delivery,
+    pub(crate) node: Arc<NodeInner>,
+    pub(crate) callback: Option<Dispatch<T>>,
+    pub(crate) inline: bool,
+    pub(crate) group: Arc<GroupInner>,
+}
+
 impl<T: Message> SubInner<T> {
-    pub(crate) fn new(
-        id: u64,
-        topic: String,
-        qos: QoS,
-        delivery: Delivery,
-        node: Arc<NodeInner>,
-        callback: Option<Box<dyn FnMut(Received<T>) + Send>>,
-        inline: bool,
-    ) -> Self {
+    pub(crate) fn new(spec: SubSpec<T>) -> Self {
+        let SubSpec {
+            id,
+            topic,
+            qos,
+            delivery,
+            node,
+            callback,
+            inline,
+            group,
+        } = spec;
         SubInner {
             id,
             topic,
@@ -200,8 +230,9 @@ impl<T: Message> SubInner<T> {
             buffer: Buffer::new(&qos),
             lost: AtomicU64::new(0),
             queued: AtomicBool::new(false),
+            group,
             target: RetainCell::new(),
-            waiter: Arc::new(Event::new(Scope::Process)),
+            waitpoint: WaitPoint::new(),
             inline: inline && callback.is_some(),
             callback: callback.map(TryLock::new),
             inline_panic: std::sync::Mutex::new(None),
@@ -213,8 +244,12 @@ impl<T: Message> SubInner<T> {
         self.callback.is_some()
     }
 
-    pub(crate) fn waiter(&self) -> &Arc<Event> {
-        &self.waiter
+    pub(crate) fn waitpoint(&self) -> &Arc<WaitPoint> {
+        &self.waitpoint
+    }
+
+    pub(crate) fn has_data(&self) -> bool {
+        !self.buffer.is_empty()
     }
 
     pub(crate) fn limit(&self) -> usize {
@@ -302,14 +337,14 @@ impl<T: Message> SubInner<T> {
     fn signal(self: &Arc<Self>) {
         if self.callback.is_some() {
             if let Some(exec) = self.target.get() {
-                // SYNC: pairs with the store(false) in `execute`.
-                if !self.queued.swap(true, Ordering::AcqRel) {
+                // SYNC: pairs with the store(false) + fence in `execute`.
+                if !self.queued.swap(true, Ordering::SeqCst) {
                     exec.enqueue(self.clone());
                 }
             }
         } else {
-            // Only subscriptions without a callback have blocking waiters.
-            self.waiter.notify();
+            // Only subscriptions without a callback have waiters.
+            self.waitpoint.notify();
         }
     }
 
@@ -342,41 +377,37 @@ impl<T: Message> SubInner<T> {
 
 impl<T: Message> Executable for SubInner<T> {
     fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<(), SpinError> {
-        // SYNC: pairs with the swap in `signal`: a push after this store
-        // enqueues us again.
-        self.queued.store(false, Ordering::SeqCst);
-        let Some(cb) = &self.callback else {
-            return Ok(());
-        };
-        if !self.target.is(exec) {
-            // Dropped, detached or moved while queued: not ours to run.
-            return Ok(());
-        }
-        // A callback runs on one thread at a time. If another thread runs it
-        // now, that thread re-queues us when it finishes (below).
-        let Some(mut cb) = cb.try_lock() else {
-            return Ok(());
-        };
         let mut result = Ok(());
-        if let Some(item) = self.buffer.pop() {
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| (cb)(item))) {
-                result = Err(SpinError::CallbackPanicked {
-                    entity: self.describe(),
-                    message: crate::executor::panic_message(&panic),
-                });
-            }
+        // Not ours any more (dropped, detached or moved while queued): only
+        // hand the queued mark back; `kick` below forwards pending messages.
+        if self.target.is(exec)
+            && let Some(cb) = &self.callback
+            // `queued` stays set while we run, so this is never contended.
+            && let Some(mut cb) = cb.try_lock()
+            && let Some(item) = self.buffer.pop()
+            && let Err(panic) = catch_unwind(AssertUnwindSafe(|| (cb)(item)))
+        {
+            result = Err(SpinError::CallbackPanicked {
+                entity: self.describe(),
+                message: crate::executor::panic_message(&panic),
+            });
         }
-        drop(cb);
-        // More messages: go to the back of the ready queue (FIFO fairness).
-        if !self.buffer.is_empty() && !self.queued.swap(true, Ordering::AcqRel) {
-            exec.enqueue(self.clone());
-        }
+        // SYNC: pairs with the swap in `signal`: a push that saw the mark set
+        // did not enqueue us, so re-check after clearing it.
+        self.queued.store(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        // More messages: back to the end of the (current) executor's queue.
+        self.kick();
         result
     }
 
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {
         self.set_target(exec);
         self.kick();
+    }
+
+    fn group(&self) -> &Arc<GroupInner> {
+        &self.group
     }
 }
 
@@ -404,6 +435,47 @@ pub enum WaitError {
     /// The context was shut down while waiting.
     #[error("stopped waiting on {0:?}: the context is shut down")]
     ContextShutDown(String),
+    /// The topic's last publisher was dropped while waiting.
+    #[error("stopped waiting on {0:?}: its last publisher was dropped")]
+    PublisherGone(String),
+}
+
+/// The messages of a polling subscription as an async stream. See
+/// [`Subscription::stream`].
+pub struct SubscriptionStream<'a, T: Message> {
+    sub: &'a Subscription<T>,
+}
+
+impl<T: Message> futures_core::Stream for SubscriptionStream<'_, T> {
+    type Item = Received<T>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Received<T>>> {
+        let inner = &self.sub.inner;
+        if let Some(m) = inner.buffer.pop() {
+            return Poll::Ready(Some(m));
+        }
+        if inner.node.ctx.is_shut_down() {
+            return Poll::Ready(None);
+        }
+        inner.waitpoint.register_waker(cx.waker());
+        // Re-check: a message (or shutdown) may have come before the waker
+        // was visible.
+        if let Some(m) = inner.buffer.pop() {
+            return Poll::Ready(Some(m));
+        }
+        if inner.node.ctx.is_shut_down() {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    }
+}
+
+impl<T: Message> std::fmt::Debug for SubscriptionStream<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubscriptionStream")
+            .field("topic", &self.sub.inner.topic)
+            .finish()
+    }
 }
 
 impl<T: Message> Subscription<T> {
@@ -415,7 +487,9 @@ impl<T: Message> Subscription<T> {
     }
 
     /// Block until a message arrives (sleeping in the kernel) or `timeout`
-    /// passes, as LibXR's synchronous subscribers do. A shared message is
+    /// passes, as LibXR's synchronous subscribers do. Returns
+    /// [`WaitError::PublisherGone`] if the topic's last publisher is dropped
+    /// while waiting, and [`WaitError::ContextShutDown`] on shutdown. A shared message is
     /// handed over as an `Arc`, never copied.
     ///
     /// For subscriptions created with
@@ -425,25 +499,36 @@ impl<T: Message> Subscription<T> {
     pub fn wait_for_message(&self, timeout: Duration) -> Result<Received<T>, WaitError> {
         let deadline = Instant::now() + timeout;
         let ctx = &self.inner.node.ctx;
+        let wp = &self.inner.waitpoint;
+        let gone_at_start = wp.gone_count();
         let mut got = None;
-        self.inner.waiter.wait_while(
+        wp.event.wait_while(
             || {
-                if ctx.is_shut_down() {
-                    return false;
-                }
                 got = self.inner.buffer.pop();
-                got.is_none()
+                got.is_none() && !ctx.is_shut_down() && wp.gone_count() == gone_at_start
             },
             Some(deadline),
         );
         match got {
             Some(m) => Ok(m),
             None if ctx.is_shut_down() => Err(WaitError::ContextShutDown(self.inner.topic.clone())),
+            None if wp.gone_count() != gone_at_start => {
+                Err(WaitError::PublisherGone(self.inner.topic.clone()))
+            }
             None => Err(WaitError::Timeout {
                 topic: self.inner.topic.clone(),
                 timeout,
             }),
         }
+    }
+
+    /// The messages of this (polling) subscription as a
+    /// [`futures_core::Stream`], in order; it ends when the context shuts
+    /// down. Works with any async runtime (myelin depends on none). A
+    /// subscription with a callback hands its messages to its executor
+    /// instead.
+    pub fn stream(&self) -> SubscriptionStream<'_, T> {
+        SubscriptionStream { sub: self }
     }
 
     /// Messages this subscription lost: overwritten in its keep_last ring,

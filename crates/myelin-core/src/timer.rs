@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::error::SpinError;
+use crate::executor::{ExecShared, Executable};
+use crate::group::GroupInner;
 use crate::node::NodeInner;
 
 pub(crate) struct TimerInner {
@@ -25,14 +27,42 @@ pub(crate) struct TimerInner {
     fired: AtomicU64,
     missed: AtomicU64,
     pub(crate) node: Arc<NodeInner>,
+    /// Set from the moment a tick is queued until its callback returned.
+    // SYNC: SeqCst swap in `mark_queued`, SeqCst store in `execute`.
+    queued: AtomicBool,
+    group: Arc<GroupInner>,
+}
+
+impl Executable for TimerInner {
+    fn execute(self: Arc<Self>, _exec: &ExecShared) -> Result<(), SpinError> {
+        let r = if self.is_cancelled() {
+            Ok(())
+        } else {
+            self.fire()
+        };
+        self.queued.store(false, Ordering::SeqCst);
+        r
+    }
+
+    fn attach(self: Arc<Self>, _exec: Option<Arc<ExecShared>>) {}
+
+    fn group(&self) -> &Arc<GroupInner> {
+        &self.group
+    }
 }
 
 impl TimerInner {
+    /// Claim the right to queue a tick; false if one is still queued.
+    pub(crate) fn mark_queued(&self) -> bool {
+        !self.queued.swap(true, Ordering::SeqCst)
+    }
+
     pub(crate) fn new(
         id: u64,
         period: Duration,
         callback: Box<dyn FnMut() + Send>,
         node: Arc<NodeInner>,
+        group: Arc<GroupInner>,
     ) -> Self {
         TimerInner {
             id,
@@ -45,6 +75,8 @@ impl TimerInner {
             fired: AtomicU64::new(0),
             missed: AtomicU64::new(0),
             node,
+            queued: AtomicBool::new(false),
+            group,
         }
     }
 
@@ -134,6 +166,13 @@ impl Timer {
         if let Some(e) = self.inner.node.executor() {
             e.timers_changed();
         }
+    }
+
+    /// Run the callback now, in this thread (for timers driven by a
+    /// [`WaitSet`](crate::WaitSet) rather than an executor). A panic is
+    /// returned as an error.
+    pub fn call(&self) -> Result<(), SpinError> {
+        self.inner.fire()
     }
 
     /// How many times the callback ran.

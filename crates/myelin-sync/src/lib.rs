@@ -167,6 +167,19 @@ impl Event {
         outcome
     }
 
+    /// Wake at most one waiting consumer (for work one consumer can take,
+    /// like one ready entry for a pool of executor threads). Same ordering
+    /// rules as [`notify`](Event::notify).
+    #[inline]
+    pub fn notify_one(&self) {
+        // SYNC: pairs with the epoch load in `wait_while`.
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        // SYNC: pairs with the waiters increment in `wait_while`.
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.wake(1);
+        }
+    }
+
     /// The number of notifications so far (wrapping). For diagnostics.
     pub fn epoch(&self) -> u32 {
         self.epoch.load(Ordering::Relaxed)
@@ -193,13 +206,17 @@ impl Event {
         }
     }
 
-    #[cfg(not(loom))]
     fn wake_all(&self) {
-        let _ = rustix::thread::futex::wake(&self.epoch, self.flags(), i32::MAX as u32);
+        self.wake(i32::MAX as u32);
+    }
+
+    #[cfg(not(loom))]
+    fn wake(&self, n: u32) {
+        let _ = rustix::thread::futex::wake(&self.epoch, self.flags(), n);
     }
 
     #[cfg(loom)]
-    fn wake_all(&self) {}
+    fn wake(&self, _n: u32) {}
 
     #[cfg(not(loom))]
     fn flags(&self) -> rustix::thread::futex::Flags {

@@ -131,7 +131,7 @@ fn myelin_fanout(p: FanoutParams, nodes: usize, inline: bool) -> Result<Outcome,
                 node.create_subscription_with(
                     &format!("/topic_{t}"),
                     QoS::default(),
-                    opts,
+                    opts.clone(),
                     move |m: &u64| {
                         let lat = now_ns().saturating_sub(*m);
                         r.lock().unwrap_or_else(|e| e.into_inner()).record(lat);

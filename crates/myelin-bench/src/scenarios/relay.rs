@@ -234,7 +234,7 @@ fn myelin_chain(p: RelayParams, arrangement: Arrangement) -> Result<Outcome, Ben
         if last {
             let s = sink.clone();
             keep_subs.push(
-                node.create_subscription_with(&topic, qos, opts, move |m: Stamped| {
+                node.create_subscription_with(&topic, qos, opts.clone(), move |m: Stamped| {
                     s.on_message(&m)
                 })
                 .map_err(|e| setup(&e))?,
@@ -244,7 +244,7 @@ fn myelin_chain(p: RelayParams, arrangement: Arrangement) -> Result<Outcome, Ben
                 .create_publisher::<Stamped>(&format!("hop_{}", i + 1), qos)
                 .map_err(|e| setup(&e))?;
             keep_subs.push(
-                node.create_subscription_with(&topic, qos, opts, move |m: Stamped| {
+                node.create_subscription_with(&topic, qos, opts.clone(), move |m: Stamped| {
                     let _ = out.publish(m);
                 })
                 .map_err(|e| setup(&e))?,

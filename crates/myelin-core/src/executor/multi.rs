@@ -1,0 +1,168 @@
+//! The multi-threaded executor.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::{Attachments, ExecShared, StopHandle};
+use crate::error::{AddNodeError, SpinError};
+use crate::node::Node;
+
+/// An executor with N worker threads over one ready queue. Callback groups
+/// decide what may overlap: a node's default group is mutually exclusive (as
+/// in ROS 2), so two callbacks of one node never run at once unless they are
+/// put in a [`Reentrant`](crate::CallbackGroupKind::Reentrant) group. Idle
+/// workers sleep in the kernel; a ready entry wakes one of them.
+///
+/// `spin` runs the workers on scoped threads (the calling thread is one of
+/// them) and returns when stopped, when the context shuts down, or with the
+/// first callback panic (the other workers are stopped too).
+///
+/// ```
+/// use myelin_core::{CallbackGroupKind, Context, MultiThreadedExecutor, QoS, SubscriptionOptions};
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let ctx = Context::builder().handle_signals(false).build()?;
+/// let node = ctx.create_node("workers")?;
+/// let parallel = node.create_callback_group(CallbackGroupKind::Reentrant);
+/// let count = Arc::new(AtomicUsize::new(0));
+/// let c = count.clone();
+/// let _sub = node.create_subscription_with(
+///     "jobs",
+///     QoS::keep_all(),
+///     SubscriptionOptions::default().with_group(&parallel),
+///     move |_job: u32| { c.fetch_add(1, Ordering::SeqCst); },
+/// )?;
+/// let p = node.create_publisher::<u32>("jobs", QoS::keep_all())?;
+/// for i in 0..10 { p.publish(i)?; }
+/// let mut exec = MultiThreadedExecutor::new(2);
+/// exec.add_node(&node)?;
+/// let c = count.clone();
+/// assert!(exec.spin_until(Duration::from_secs(10), move || c.load(Ordering::SeqCst) == 10)?);
+/// # Ok(()) }
+/// ```
+pub struct MultiThreadedExecutor {
+    shared: Arc<ExecShared>,
+    attached: Attachments,
+    threads: usize,
+}
+
+impl MultiThreadedExecutor {
+    /// An executor with `threads` workers (0 = one per CPU).
+    pub fn new(threads: usize) -> Self {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            threads
+        };
+        MultiThreadedExecutor {
+            shared: ExecShared::new(),
+            attached: Attachments::new(),
+            threads,
+        }
+    }
+
+    /// The number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Add a node (see [`Executor::add_node`](crate::Executor::add_node)).
+    pub fn add_node(&mut self, node: &Node) -> Result<(), AddNodeError> {
+        self.attached.add(&self.shared, node)
+    }
+
+    /// Remove a node; returns whether it was attached to this executor.
+    pub fn remove_node(&mut self, node: &Node) -> bool {
+        self.attached.remove(&self.shared, node)
+    }
+
+    /// A handle that stops `spin` from another thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle {
+            shared: Arc::downgrade(&self.shared),
+        }
+    }
+
+    /// Run the workers until stopped or the context shuts down (`Ok`), or a
+    /// callback panics (the first panic is returned).
+    pub fn spin(&mut self) -> Result<(), SpinError> {
+        self.run(None, &|| false).map(drop)
+    }
+
+    /// Run the workers until `done()` (checked by every worker after each
+    /// callback) or `timeout`. Returns whether `done()` became true.
+    pub fn spin_until(
+        &mut self,
+        timeout: Duration,
+        done: impl Fn() -> bool + Sync,
+    ) -> Result<bool, SpinError> {
+        self.run(Some(Instant::now() + timeout), &done)
+    }
+
+    fn run(
+        &mut self,
+        deadline: Option<Instant>,
+        done: &(dyn Fn() -> bool + Sync),
+    ) -> Result<bool, SpinError> {
+        let shared = &self.shared;
+        let worker = || -> Result<(), SpinError> {
+            loop {
+                if shared.halted() || done() || deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Ok(());
+                }
+                if let Err(e) = shared.turn(deadline, true) {
+                    // Stop the others; the first error wins.
+                    shared.stop.store(true, Ordering::SeqCst);
+                    shared.event.notify();
+                    return Err(e);
+                }
+                if done() {
+                    // Wake the others so they see it too.
+                    shared.stop.store(true, Ordering::SeqCst);
+                    shared.event.notify();
+                    return Ok(());
+                }
+            }
+        };
+        let result = std::thread::scope(|s| {
+            let others: Vec<_> = (1..self.threads).map(|_| s.spawn(worker)).collect();
+            let mut first = worker();
+            // The calling worker is done: make sure the others finish too.
+            shared.stop.store(true, Ordering::SeqCst);
+            shared.event.notify();
+            for h in others {
+                let r = h.join().unwrap_or_else(|p| {
+                    Err(SpinError::CallbackPanicked {
+                        entity: "executor worker".into(),
+                        message: super::panic_message(&p),
+                    })
+                });
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+            first
+        });
+        shared.stop.store(false, Ordering::SeqCst);
+        result?;
+        Ok(done())
+    }
+}
+
+impl Drop for MultiThreadedExecutor {
+    fn drop(&mut self) {
+        self.attached.detach_all(&self.shared);
+    }
+}
+
+impl std::fmt::Debug for MultiThreadedExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiThreadedExecutor")
+            .field("threads", &self.threads)
+            .field("nodes", &self.attached.nodes.len())
+            .finish()
+    }
+}
