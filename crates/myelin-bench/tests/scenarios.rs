@@ -30,8 +30,8 @@ fn relay_counts_every_message_for_every_system() {
         size: 256,
     };
     let recs = run(relay::plan(p, &LOCAL).unwrap());
-    // myelin x3 arrangements, channel, raw x2
-    assert_eq!(recs.len(), 6);
+    // myelin x4 arrangements, channel, raw x2
+    assert_eq!(recs.len(), 7);
     for r in &recs {
         assert_eq!(r.count, 40, "{} {}", r.system, r.config);
         assert_eq!(r.lost, 0, "{} {}", r.system, r.config);

@@ -47,7 +47,7 @@ fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
         assert!(v["header"].get(key).is_some(), "header.{key} missing");
     }
     let recs = v["records"].as_array().unwrap();
-    assert_eq!(recs.len(), 4, "3 myelin arrangements + channel");
+    assert_eq!(recs.len(), 5, "4 myelin arrangements + channel");
     for r in recs {
         for key in [
             "scenario",
@@ -71,7 +71,7 @@ fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
         assert_eq!(r["hops"], 3);
     }
     let svgs: Vec<_> = std::fs::read_dir(&plots).unwrap().collect();
-    assert_eq!(svgs.len(), 8, "a histogram and a time plot per record");
+    assert_eq!(svgs.len(), 10, "a histogram and a time plot per record");
     for f in svgs {
         let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
         assert!(text.starts_with("<svg") || text.starts_with("<?xml"));

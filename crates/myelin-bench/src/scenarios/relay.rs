@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use myelin::MultiThreadedExecutor;
 use myelin::prelude::*;
 
 use super::{
@@ -89,6 +90,7 @@ pub fn plan(p: RelayParams, systems: &[System]) -> Result<Vec<Job>, BenchError> 
                 for a in [
                     Arrangement::SingleThreaded,
                     Arrangement::ThreadPerNode,
+                    Arrangement::MultiThreaded2,
                     Arrangement::Inline,
                 ] {
                     jobs.push(Job::new(
@@ -188,6 +190,8 @@ pub enum Arrangement {
     /// Relays and sink with inline subscriptions: the whole chain runs in the
     /// source's publish call.
     Inline,
+    /// Every node on one multi-threaded executor with 2 workers.
+    MultiThreaded2,
 }
 
 impl Arrangement {
@@ -197,6 +201,7 @@ impl Arrangement {
             Arrangement::SingleThreaded => "single-threaded",
             Arrangement::ThreadPerNode => "thread-per-node",
             Arrangement::Inline => "inline",
+            Arrangement::MultiThreaded2 => "multi-threaded-2",
         }
     }
 }
@@ -273,7 +278,15 @@ fn myelin_chain(p: RelayParams, arrangement: Arrangement) -> Result<Outcome, Ben
     let meter = Meter::start();
     let t0 = now_ns();
     let patience = p.patience();
-    if !thread_per_node {
+    if arrangement == Arrangement::MultiThreaded2 {
+        let mut exec = MultiThreadedExecutor::new(2);
+        for n in &nodes {
+            exec.add_node(n).map_err(|e| setup(&e))?;
+        }
+        let s = sink.clone();
+        exec.spin_until(patience, move || s.received() >= total)
+            .map_err(|e| setup(&e))?;
+    } else if !thread_per_node {
         let mut exec = Executor::new();
         for n in &nodes {
             exec.add_node(n).map_err(|e| setup(&e))?;
