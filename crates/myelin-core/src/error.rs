@@ -121,3 +121,24 @@ pub enum SpinError {
         message: String,
     },
 }
+
+/// Creating a service server or client failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CreateServiceError {
+    /// The service name breaks the ROS 2 naming rules.
+    #[error(transparent)]
+    InvalidName(#[from] NameError),
+    /// The service already exists with other request/response types.
+    #[error("service {service:?} is {existing}, not {requested}")]
+    TypeMismatch {
+        /// The service.
+        service: String,
+        /// `Request -> Response` type names already on the name.
+        existing: String,
+        /// The refused endpoint's `Request -> Response` type names.
+        requested: String,
+    },
+    /// The context was shut down.
+    #[error("cannot create service endpoint {0:?}: the context is shut down")]
+    ContextShutDown(String),
+}

@@ -17,10 +17,11 @@ use std::sync::{Arc, Mutex, Weak};
 
 use myelin_sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::CreateEndpointError;
+use crate::error::{CreateEndpointError, CreateServiceError};
 use crate::message::Message;
 use crate::publisher::PubInner;
 use crate::qos::Durability;
+use crate::service::{ClientInner, ServiceEntities, ServiceInner, downcast, service_type_id};
 use crate::subscription::{Delivery, SubInner};
 use crate::waitpoint::WaitPoint;
 
@@ -68,9 +69,18 @@ struct TopicSlot {
     count: usize,
 }
 
+struct ServiceSlot {
+    type_id: TypeId,
+    types: String,
+    /// A `ServiceEntities<Req, Resp>`.
+    entities: Box<dyn Any + Send>,
+    count: usize,
+}
+
 #[derive(Default)]
 pub(crate) struct Graph {
     topics: Mutex<HashMap<String, TopicSlot>>,
+    services: Mutex<HashMap<String, ServiceSlot>>,
     /// Orders transient-local history across publishers (oldest first).
     pub(crate) publish_seq: AtomicU64,
     waiters: Mutex<Vec<Weak<WaitPoint>>>,
@@ -290,5 +300,97 @@ impl Graph {
 
     pub(crate) fn next_seq(&self) -> u64 {
         self.publish_seq.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+fn service_types<Req: Message, Resp: Message>() -> String {
+    format!("{} -> {}", Req::TYPE_NAME, Resp::TYPE_NAME)
+}
+
+impl Graph {
+    fn service_slot<'a, Req: Message, Resp: Message>(
+        services: &'a mut HashMap<String, ServiceSlot>,
+        name: &str,
+    ) -> Result<&'a mut ServiceEntities<Req, Resp>, CreateServiceError> {
+        let slot = services
+            .entry(name.to_string())
+            .or_insert_with(|| ServiceSlot {
+                type_id: service_type_id::<Req, Resp>(),
+                types: service_types::<Req, Resp>(),
+                entities: Box::new(ServiceEntities::<Req, Resp>::new()),
+                count: 0,
+            });
+        if slot.type_id != service_type_id::<Req, Resp>() {
+            return Err(CreateServiceError::TypeMismatch {
+                service: name.to_string(),
+                existing: slot.types.clone(),
+                requested: service_types::<Req, Resp>(),
+            });
+        }
+        slot.count += 1;
+        Ok(downcast::<Req, Resp>(&mut slot.entities))
+    }
+
+    pub(crate) fn add_server<Req: Message, Resp: Message>(
+        &self,
+        s: Arc<ServiceInner<Req, Resp>>,
+    ) -> Result<(), CreateServiceError> {
+        let mut services = self.services.lock().unwrap_or_else(|e| e.into_inner());
+        let ents = Self::service_slot::<Req, Resp>(&mut services, &s.name)?;
+        ents.servers.push(s);
+        ents.publish_servers();
+        Ok(())
+    }
+
+    pub(crate) fn add_client<Req: Message, Resp: Message>(
+        &self,
+        c: Arc<ClientInner<Req, Resp>>,
+    ) -> Result<(), CreateServiceError> {
+        let mut services = self.services.lock().unwrap_or_else(|e| e.into_inner());
+        let ents = Self::service_slot::<Req, Resp>(&mut services, &c.name)?;
+        ents.clients.push(c);
+        ents.publish_servers();
+        Ok(())
+    }
+
+    fn remove_service_entity<Req: Message, Resp: Message>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut ServiceEntities<Req, Resp>),
+    ) {
+        let mut services = self.services.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(slot) = services.get_mut(name) else {
+            return;
+        };
+        if slot.type_id != service_type_id::<Req, Resp>() {
+            return;
+        }
+        slot.count -= 1;
+        let empty = slot.count == 0;
+        let ents = downcast::<Req, Resp>(&mut slot.entities);
+        f(ents);
+        ents.publish_servers();
+        if empty {
+            services.remove(name);
+        }
+    }
+
+    pub(crate) fn remove_server<Req: Message, Resp: Message>(&self, name: &str, id: u64) {
+        self.remove_service_entity::<Req, Resp>(name, |e| e.servers.retain(|s| s.id != id));
+    }
+
+    pub(crate) fn remove_client<Req: Message, Resp: Message>(&self, name: &str, id: u64) {
+        self.remove_service_entity::<Req, Resp>(name, |e| e.clients.retain(|c| c.id != id));
+    }
+
+    /// Service names and their `Request -> Response` types, sorted.
+    pub(crate) fn service_names_and_types(&self) -> Vec<(String, String)> {
+        let services = self.services.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<_> = services
+            .iter()
+            .map(|(k, s)| (k.clone(), s.types.clone()))
+            .collect();
+        v.sort();
+        v
     }
 }

@@ -45,6 +45,7 @@ pub mod names;
 mod node;
 pub mod publisher;
 pub mod qos;
+pub mod service;
 pub mod subscription;
 mod timer;
 mod waitpoint;
@@ -54,7 +55,7 @@ pub use buffer::Received;
 pub use context::{Context, ContextBuilder, MAX_DOMAIN_ID};
 pub use error::{
     AddNodeError, ContextError, CreateEndpointError, CreateNodeError, CreatePublisherError,
-    CreateSubscriptionError, CreateTimerError, PublishError, SpinError,
+    CreateServiceError, CreateSubscriptionError, CreateTimerError, PublishError, SpinError,
 };
 pub use executor::{Executor, MultiThreadedExecutor, StopHandle};
 pub use group::{CallbackGroup, CallbackGroupKind};
@@ -63,6 +64,7 @@ pub use names::NameError;
 pub use node::Node;
 pub use publisher::Publisher;
 pub use qos::{Durability, History, IncompatibleQosStatus, QoS, QosPolicy, Reliability};
+pub use service::{CallError, Client, ResponseFuture, Service, ServiceOptions};
 pub use subscription::{
     BufferKind, Subscription, SubscriptionCallback, SubscriptionOptions, SubscriptionStream,
     WaitError,

@@ -4,13 +4,14 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::context::ContextInner;
-use crate::error::{AddNodeError, CreateEndpointError, CreateTimerError};
+use crate::error::{AddNodeError, CreateEndpointError, CreateServiceError, CreateTimerError};
 use crate::executor::{ExecShared, Executable};
 use crate::group::{CallbackGroup, CallbackGroupKind};
 use crate::message::Message;
 use crate::names::{self, NameKind};
 use crate::publisher::{PubInner, Publisher};
 use crate::qos::QoS;
+use crate::service::{Client, ClientInner, Service, ServiceInner, ServiceOptions};
 use crate::subscription::{
     BufferKind, Delivery, SubInner, SubSpec, Subscription, SubscriptionCallback,
     SubscriptionOptions,
@@ -248,6 +249,88 @@ impl Node {
         }
         self.inner.ctx.graph.add_subscription(inner.clone())?;
         Ok(Subscription { inner })
+    }
+
+    /// Create a service server; its callback (run by the node's executor)
+    /// turns each request into a response. See [`crate::service`].
+    pub fn create_service<Req: Message, Resp: Message>(
+        &self,
+        name: &str,
+        callback: impl FnMut(Req) -> Resp + Send + 'static,
+    ) -> Result<Service<Req, Resp>, CreateServiceError> {
+        self.create_service_with(name, ServiceOptions::default(), callback)
+    }
+
+    /// [`create_service`](Self::create_service) with options (callback
+    /// group, inline).
+    pub fn create_service_with<Req: Message, Resp: Message>(
+        &self,
+        name: &str,
+        options: ServiceOptions,
+        callback: impl FnMut(Req) -> Resp + Send + 'static,
+    ) -> Result<Service<Req, Resp>, CreateServiceError> {
+        let name = names::expand_topic_name(
+            name,
+            &self.inner.name,
+            &self.inner.namespace,
+            NameKind::Service,
+        )?;
+        if self.inner.ctx.is_shut_down() {
+            return Err(CreateServiceError::ContextShutDown(name));
+        }
+        let group = options
+            .callback_group
+            .as_ref()
+            .unwrap_or(&self.inner.default_group)
+            .inner
+            .clone();
+        let id = self.inner.ctx.new_id();
+        let inner = Arc::new(ServiceInner::new(
+            id,
+            name,
+            self.inner.clone(),
+            Box::new(callback),
+            &options,
+            group,
+        ));
+        if !options.inline {
+            let exec = lock(&self.inner.executor);
+            inner.set_target(exec.clone());
+            let dyn_inner: Arc<dyn Executable> = inner.clone();
+            let mut ents = lock(&self.inner.entities);
+            ents.retain(|w| w.strong_count() > 0);
+            ents.push(Arc::downgrade(&dyn_inner));
+        }
+        self.inner.ctx.graph.add_server(inner.clone())?;
+        Ok(Service { inner })
+    }
+
+    /// Create a service client.
+    pub fn create_client<Req: Message, Resp: Message>(
+        &self,
+        name: &str,
+    ) -> Result<Client<Req, Resp>, CreateServiceError> {
+        let name = names::expand_topic_name(
+            name,
+            &self.inner.name,
+            &self.inner.namespace,
+            NameKind::Service,
+        )?;
+        if self.inner.ctx.is_shut_down() {
+            return Err(CreateServiceError::ContextShutDown(name));
+        }
+        let inner = Arc::new(ClientInner::new(
+            self.inner.ctx.new_id(),
+            name,
+            self.inner.clone(),
+        ));
+        self.inner.ctx.graph.add_client(inner.clone())?;
+        Ok(Client { inner })
+    }
+
+    /// The services known in this node's context with their types.
+    pub fn service_names_and_types(&self) -> Vec<(String, String)> {
+        self.inner.ctx.graph.service_names_and_types()
     }
 
     /// A new callback group on this node (see [`CallbackGroup`]).

@@ -61,6 +61,40 @@ use crate::group::GroupInner;
 use crate::node::{Node, NodeInner};
 use crate::timer::TimerInner;
 
+thread_local! {
+    /// The executor (by address, never dereferenced), whether it runs
+    /// groups, and the group of the callback this thread is running now.
+    static CURRENT: std::cell::Cell<Option<(usize, bool, usize)>> = const { std::cell::Cell::new(None) };
+}
+
+/// What this thread is executing, if it is inside an executor's callback:
+/// (executor address, grouped, group address).
+pub(crate) fn current() -> Option<(usize, bool, usize)> {
+    CURRENT.with(|c| c.get())
+}
+
+/// Marks this thread as running `e` on `exec` until dropped.
+struct Running {
+    prev: Option<(usize, bool, usize)>,
+}
+
+impl Running {
+    #[inline]
+    fn enter(exec: &ExecShared, grouped: bool, group: usize) -> Running {
+        let me = (exec as *const ExecShared as usize, grouped, group);
+        Running {
+            prev: CURRENT.with(|c| c.replace(Some(me))),
+        }
+    }
+}
+
+impl Drop for Running {
+    #[inline]
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.prev));
+    }
+}
+
 /// Something an executor runs when it is ready.
 pub(crate) trait Executable: Send + Sync {
     /// Run one unit of work (one message or one timer tick), then clear the
@@ -283,6 +317,23 @@ impl ExecShared {
         self.next_due.store(earliest, Ordering::Release);
     }
 
+    /// Run one popped entry, marking this thread as inside it.
+    #[inline]
+    fn run_entry(&self, e: Arc<dyn Executable>, grouped: bool) -> Result<(), SpinError> {
+        let _running = Running::enter(self, grouped, Arc::as_ptr(e.group()) as usize);
+        if grouped {
+            let g = e.group().clone();
+            g.run(e, self)
+        } else {
+            e.execute(self)
+        }
+    }
+
+    /// Whether `self` is the executor at address `addr` (see [`current`]).
+    pub(crate) fn is_at(&self, addr: usize) -> bool {
+        self as *const ExecShared as usize == addr
+    }
+
     fn next_due(&self) -> Option<Instant> {
         match self.next_due.load(Ordering::Acquire) {
             u64::MAX => None,
@@ -293,16 +344,11 @@ impl ExecShared {
     /// One turn: queue due timers, run one ready entry (through its callback
     /// group when `grouped`), else sleep until work, a timer deadline,
     /// `deadline`, stop or shutdown. Returns whether an entry ran.
-    fn turn(&self, deadline: Option<Instant>, grouped: bool) -> Result<bool, SpinError> {
+    pub(crate) fn turn(&self, deadline: Option<Instant>, grouped: bool) -> Result<bool, SpinError> {
         loop {
             self.poll_timers();
             if let Some(e) = self.ready.pop() {
-                if grouped {
-                    let g = e.group().clone();
-                    g.run(e, self)?;
-                } else {
-                    e.execute(self)?;
-                }
+                self.run_entry(e, grouped)?;
                 return Ok(true);
             }
             if self.halted() {
@@ -507,7 +553,7 @@ impl Executor {
         for _ in 0..n {
             match self.shared.ready.pop() {
                 Some(e) => {
-                    e.execute(&self.shared)?;
+                    self.shared.run_entry(e, false)?;
                     ran += 1;
                 }
                 None => break,

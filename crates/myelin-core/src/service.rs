@@ -1,0 +1,633 @@
+//! Services and clients: request/response, intra-process first.
+//!
+//! A [`Service`] owns a request queue (one per server, like a
+//! subscription's buffer) run by its node's executor; a [`Client`] pushes a
+//! request with a reply slot into a server's queue and the server's callback
+//! answers straight into that slot: no serialisation, no copy, no broker.
+//! The reply slot is a trait object ([`Responder`]) so the transports can
+//! answer over shared memory or zenoh through the same path.
+//!
+//! # Semantics
+//! * Several servers on one name: requests go round-robin over the servers
+//!   (ROS 2 leaves the choice undefined); each request is answered exactly
+//!   once.
+//! * [`Client::call`] blocks (in the kernel) until the response, the timeout,
+//!   or an error. Called from inside a callback of the executor that serves
+//!   the service, it runs that executor's other ready work while it waits (a
+//!   nested spin), so a single-threaded executor does not deadlock. If the
+//!   service is in the same mutually exclusive callback group as the calling
+//!   callback on a multi-threaded executor, the call cannot be served and
+//!   returns [`CallError::WouldDeadlock`] at once.
+//! * [`Client::call_async`] returns a future (any runtime).
+//! * Failures are errors, never hangs: no server within the timeout
+//!   ([`CallError::NoServer`]), the timeout ([`CallError::Timeout`]), the
+//!   server dropped with the request pending
+//!   ([`CallError::ServiceUnavailable`], promptly), the server's callback
+//!   panicked ([`CallError::ServerPanicked`]; the server keeps serving, and
+//!   `spin` does not stop for it: the caller owns the error).
+//! * [`ServiceOptions::inline`]: the server callback runs in the caller's
+//!   thread, like a function call.
+//!
+//! ```
+//! use myelin_core::{Context, Executor};
+//! use std::time::Duration;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = Context::builder().handle_signals(false).build()?;
+//! let node = ctx.create_node("doubler")?;
+//! let _srv = node.create_service::<i64, i64>("double", |x| 2 * x)?;
+//! let client = node.create_client::<i64, i64>("double")?;
+//! let mut exec = Executor::new();
+//! exec.add_node(&node)?;
+//! let stop = exec.stop_handle();
+//! let spinner = std::thread::spawn(move || exec.spin());
+//! assert_eq!(client.call(21, Duration::from_secs(5))?, 42);
+//! stop.stop();
+//! spinner.join().unwrap()?;
+//! # Ok(()) }
+//! ```
+
+use std::any::{Any, TypeId};
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use crossbeam_queue::SegQueue;
+use myelin_sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use myelin_sync::{Event, RetainCell, Scope, TryLock};
+
+use crate::error::SpinError;
+use crate::executor::{ExecShared, Executable};
+use crate::group::{CallbackGroup, GroupInner};
+use crate::message::Message;
+use crate::node::NodeInner;
+
+/// A call failed. Every variant names the service.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// No server for the service appeared within the timeout.
+    #[error("no server for service {service:?} within {waited:?}")]
+    NoServer {
+        /// The service.
+        service: String,
+        /// How long the call waited for one.
+        waited: Duration,
+    },
+    /// The server did not answer within the timeout.
+    #[error("service {service:?} did not answer within {timeout:?}")]
+    Timeout {
+        /// The service.
+        service: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// The server was dropped while the request was pending.
+    #[error("service {0:?} went away with the request pending")]
+    ServiceUnavailable(String),
+    /// The server's callback panicked on this request.
+    #[error("the server of {service:?} panicked: {message}")]
+    ServerPanicked {
+        /// The service.
+        service: String,
+        /// The panic payload, if it was a string.
+        message: String,
+    },
+    /// The call can never be served from where it was made.
+    #[error("calling {service:?} from here would deadlock: {reason}")]
+    WouldDeadlock {
+        /// The service.
+        service: String,
+        /// Why, and what to change.
+        reason: &'static str,
+    },
+    /// The context was shut down.
+    #[error("cannot call {0:?}: the context is shut down")]
+    ContextShutDown(String),
+}
+
+/// Where a server's answer goes: a local reply slot, or (with the
+/// transports) a message back to another process.
+pub trait Responder<Resp>: Send {
+    /// Deliver the answer (exactly once).
+    fn respond(self: Box<Self>, answer: Result<Resp, CallError>);
+}
+
+/// A reply slot: filled once, waited on by a thread or a task.
+struct Slot<Resp> {
+    answer: Mutex<Option<Result<Resp, CallError>>>,
+    // SYNC: Release store in `fill` pairs with Acquire loads by waiters.
+    filled: AtomicBool,
+    event: Event,
+    waker: Mutex<Option<Waker>>,
+    /// An executor spinning nested while waiting for this slot.
+    nested: RetainCell<ExecShared>,
+}
+
+impl<Resp> Slot<Resp> {
+    fn new() -> Arc<Self> {
+        Arc::new(Slot {
+            answer: Mutex::new(None),
+            filled: AtomicBool::new(false),
+            event: Event::new(Scope::Process),
+            waker: Mutex::new(None),
+            nested: RetainCell::new(),
+        })
+    }
+
+    fn fill(&self, answer: Result<Resp, CallError>) {
+        *self.answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(answer);
+        self.filled.store(true, Ordering::Release);
+        self.event.notify();
+        if let Some(e) = self.nested.get() {
+            e.event.notify();
+        }
+        if let Some(w) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            w.wake();
+        }
+    }
+
+    fn is_filled(&self) -> bool {
+        self.filled.load(Ordering::Acquire)
+    }
+
+    fn take(&self) -> Option<Result<Resp, CallError>> {
+        self.answer.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+struct SlotResponder<Resp>(Arc<Slot<Resp>>);
+
+impl<Resp: Send> Responder<Resp> for SlotResponder<Resp> {
+    fn respond(self: Box<Self>, answer: Result<Resp, CallError>) {
+        self.0.fill(answer);
+    }
+}
+
+struct Request<Req, Resp> {
+    req: Req,
+    reply: Box<dyn Responder<Resp>>,
+}
+
+/// Options for [`Node::create_service_with`](crate::Node::create_service_with).
+#[derive(Debug, Clone, Default)]
+pub struct ServiceOptions {
+    /// The callback group (default: the node's).
+    pub callback_group: Option<CallbackGroup>,
+    /// Run the callback in the caller's thread, inside `call` (no executor).
+    pub inline: bool,
+}
+
+impl ServiceOptions {
+    /// Options for an inline service.
+    pub fn inline() -> Self {
+        ServiceOptions {
+            inline: true,
+            ..ServiceOptions::default()
+        }
+    }
+
+    /// Put the service in a callback group.
+    pub fn with_group(mut self, group: &CallbackGroup) -> Self {
+        self.callback_group = Some(group.clone());
+        self
+    }
+}
+
+type Handler<Req, Resp> = Box<dyn FnMut(Req) -> Resp + Send>;
+
+pub(crate) struct ServiceInner<Req, Resp> {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) node: Arc<NodeInner>,
+    queue: SegQueue<Request<Req, Resp>>,
+    // SYNC: as a subscription's `queued` (set while queued or running).
+    queued: AtomicBool,
+    // SYNC: Release store on drop; Acquire loads by callers after pushing.
+    alive: AtomicBool,
+    pub(crate) target: RetainCell<ExecShared>,
+    handler: TryLock<Handler<Req, Resp>>,
+    inline: bool,
+    group: Arc<GroupInner>,
+}
+
+impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
+    pub(crate) fn new(
+        id: u64,
+        name: String,
+        node: Arc<NodeInner>,
+        handler: Handler<Req, Resp>,
+        options: &ServiceOptions,
+        group: Arc<GroupInner>,
+    ) -> Self {
+        ServiceInner {
+            id,
+            name,
+            node,
+            queue: SegQueue::new(),
+            queued: AtomicBool::new(false),
+            alive: AtomicBool::new(true),
+            target: RetainCell::new(),
+            handler: TryLock::new(handler),
+            inline: options.inline,
+            group,
+        }
+    }
+
+    pub(crate) fn is_inline(&self) -> bool {
+        self.inline
+    }
+
+    /// Answer one request with the handler (already locked).
+    fn serve(&self, handler: &mut Handler<Req, Resp>, r: Request<Req, Resp>) {
+        let answer = catch_unwind(AssertUnwindSafe(|| handler(r.req))).map_err(|p| {
+            let message = crate::executor::panic_message(&p);
+            tracing::error!("server of {:?} panicked: {message}", self.name);
+            CallError::ServerPanicked {
+                service: self.name.clone(),
+                message,
+            }
+        });
+        r.reply.respond(answer);
+    }
+
+    /// Queue a request and make sure someone serves it.
+    fn submit(self: &Arc<Self>, r: Request<Req, Resp>) {
+        self.queue.push(r);
+        if !self.alive.load(Ordering::Acquire) {
+            self.fail_pending();
+            return;
+        }
+        if self.inline {
+            self.run_inline();
+        } else {
+            self.signal();
+        }
+    }
+
+    fn signal(self: &Arc<Self>) {
+        if let Some(exec) = self.target.get()
+            && !self.queued.swap(true, Ordering::SeqCst)
+        {
+            exec.enqueue(self.clone());
+        }
+    }
+
+    /// Serve queued requests in this thread; if the handler is busy (a
+    /// re-entrant or concurrent call), its holder drains the queue.
+    fn run_inline(&self) {
+        fence(Ordering::SeqCst);
+        loop {
+            let Some(mut h) = self.handler.try_lock() else {
+                return;
+            };
+            while let Some(r) = self.queue.pop() {
+                self.serve(&mut h, r);
+            }
+            drop(h);
+            fence(Ordering::SeqCst);
+            if self.queue.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Answer every pending request with `ServiceUnavailable`.
+    pub(crate) fn fail_pending(&self) {
+        while let Some(r) = self.queue.pop() {
+            r.reply
+                .respond(Err(CallError::ServiceUnavailable(self.name.clone())));
+        }
+    }
+
+    pub(crate) fn set_target(&self, exec: Option<Arc<ExecShared>>) {
+        self.target.set(exec);
+    }
+
+    fn kick(self: &Arc<Self>) {
+        if !self.queue.is_empty() {
+            self.signal();
+        }
+    }
+}
+
+impl<Req: Message, Resp: Message> Executable for ServiceInner<Req, Resp> {
+    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<(), SpinError> {
+        if !self.alive.load(Ordering::Acquire) {
+            self.fail_pending();
+        } else if self.target.is(exec)
+            && let Some(mut h) = self.handler.try_lock()
+            && let Some(r) = self.queue.pop()
+        {
+            self.serve(&mut h, r);
+        }
+        // SYNC: as in a subscription: clear, then re-check.
+        self.queued.store(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        self.kick();
+        Ok(())
+    }
+
+    fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {
+        self.set_target(exec);
+        self.kick();
+    }
+
+    fn group(&self) -> &Arc<GroupInner> {
+        &self.group
+    }
+}
+
+/// A service server. Created by
+/// [`Node::create_service`](crate::Node::create_service); dropping it removes
+/// it, and pending requests get [`CallError::ServiceUnavailable`].
+pub struct Service<Req: Message, Resp: Message> {
+    pub(crate) inner: Arc<ServiceInner<Req, Resp>>,
+}
+
+impl<Req: Message, Resp: Message> Service<Req, Resp> {
+    /// The fully qualified service name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+}
+
+impl<Req: Message, Resp: Message> Drop for Service<Req, Resp> {
+    fn drop(&mut self) {
+        self.inner.alive.store(false, Ordering::Release);
+        self.inner
+            .node
+            .ctx
+            .graph
+            .remove_server::<Req, Resp>(&self.inner.name, self.inner.id);
+        self.inner.fail_pending();
+        self.inner.set_target(None);
+    }
+}
+
+impl<Req: Message, Resp: Message> std::fmt::Debug for Service<Req, Resp> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("name", &self.inner.name)
+            .field("request", &Req::TYPE_NAME)
+            .field("response", &Resp::TYPE_NAME)
+            .finish()
+    }
+}
+
+pub(crate) struct ClientInner<Req, Resp> {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) node: Arc<NodeInner>,
+    pub(crate) servers: ArcSwap<Vec<Arc<ServiceInner<Req, Resp>>>>,
+    rr: AtomicUsize,
+    /// Notified when the server list changes.
+    pub(crate) changed: Event,
+}
+
+impl<Req, Resp> ClientInner<Req, Resp> {
+    pub(crate) fn new(id: u64, name: String, node: Arc<NodeInner>) -> Self {
+        ClientInner {
+            id,
+            name,
+            node,
+            servers: ArcSwap::from_pointee(Vec::new()),
+            rr: AtomicUsize::new(0),
+            changed: Event::new(Scope::Process),
+        }
+    }
+}
+
+/// A service client. Created by
+/// [`Node::create_client`](crate::Node::create_client). Cheap to share
+/// between threads (`call` takes `&self`).
+pub struct Client<Req: Message, Resp: Message> {
+    pub(crate) inner: Arc<ClientInner<Req, Resp>>,
+}
+
+impl<Req: Message, Resp: Message> Client<Req, Resp> {
+    /// The fully qualified service name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Whether a server exists now.
+    pub fn service_is_ready(&self) -> bool {
+        !self.inner.servers.load().is_empty()
+    }
+
+    /// Wait until a server exists; returns whether one did within `timeout`.
+    pub fn wait_for_service(&self, timeout: Duration) -> bool {
+        let ctx = &self.inner.node.ctx;
+        self.inner
+            .changed
+            .wait_while(
+                || self.inner.servers.load().is_empty() && !ctx.is_shut_down(),
+                Some(Instant::now() + timeout),
+            )
+            .is_ready()
+            && self.service_is_ready()
+    }
+
+    fn pick(&self) -> Option<Arc<ServiceInner<Req, Resp>>> {
+        let servers = self.inner.servers.load();
+        if servers.is_empty() {
+            return None;
+        }
+        let i = self.inner.rr.fetch_add(1, Ordering::Relaxed) % servers.len();
+        Some(servers[i].clone())
+    }
+
+    /// Call the service and wait (in the kernel) for the answer. See the
+    /// [module docs](self) for the failure modes.
+    pub fn call(&self, req: Req, timeout: Duration) -> Result<Resp, CallError> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let name = &self.inner.name;
+        if self.inner.node.ctx.is_shut_down() {
+            return Err(CallError::ContextShutDown(name.clone()));
+        }
+        let server = match self.pick() {
+            Some(s) => s,
+            None => {
+                if !self.wait_for_service(timeout) {
+                    return Err(CallError::NoServer {
+                        service: name.clone(),
+                        waited: start.elapsed(),
+                    });
+                }
+                self.pick()
+                    .ok_or_else(|| CallError::ServiceUnavailable(name.clone()))?
+            }
+        };
+        // Called from inside a callback of the executor that serves it?
+        let nested = match crate::executor::current() {
+            Some((exec_addr, grouped, group_addr)) if !server.is_inline() => {
+                match server.target.get() {
+                    Some(exec) if exec.is_at(exec_addr) => {
+                        if grouped
+                            && Arc::as_ptr(&server.group) as usize == group_addr
+                            && server.group.kind == crate::CallbackGroupKind::MutuallyExclusive
+                        {
+                            return Err(CallError::WouldDeadlock {
+                                service: name.clone(),
+                                reason: "the service is in the calling callback's mutually exclusive group; \
+                                         put the service or the caller in another callback group",
+                            });
+                        }
+                        Some((server.target.get_arc(), grouped))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let slot = Slot::new();
+        if let Some((Some(exec), _)) = &nested {
+            slot.nested.set(Some(exec.clone()));
+        }
+        server.submit(Request {
+            req,
+            reply: Box::new(SlotResponder(slot.clone())),
+        });
+        match nested {
+            Some((Some(exec), grouped)) => {
+                // Nested spin: run this executor's ready work until answered.
+                while !slot.is_filled() {
+                    if Instant::now() >= deadline {
+                        return Err(CallError::Timeout {
+                            service: name.clone(),
+                            timeout,
+                        });
+                    }
+                    if let Err(e) = exec.turn(Some(deadline), grouped) {
+                        tracing::error!("while waiting for {name:?}: {e}");
+                    }
+                    if self.inner.node.ctx.is_shut_down() && !slot.is_filled() {
+                        return Err(CallError::ContextShutDown(name.clone()));
+                    }
+                }
+            }
+            _ => {
+                let ctx = &self.inner.node.ctx;
+                slot.event
+                    .wait_while(|| !slot.is_filled() && !ctx.is_shut_down(), Some(deadline));
+            }
+        }
+        match slot.take() {
+            Some(answer) => answer,
+            None if self.inner.node.ctx.is_shut_down() => {
+                Err(CallError::ContextShutDown(name.clone()))
+            }
+            None => Err(CallError::Timeout {
+                service: name.clone(),
+                timeout,
+            }),
+        }
+    }
+
+    /// Call the service; the returned future resolves to the answer. It
+    /// fails at once with [`CallError::NoServer`] if no server exists now
+    /// (use [`wait_for_service`](Self::wait_for_service) first); apply your
+    /// runtime's timeout to it.
+    pub fn call_async(&self, req: Req) -> ResponseFuture<Resp> {
+        let slot = Slot::new();
+        match self.pick() {
+            None => slot.fill(Err(CallError::NoServer {
+                service: self.inner.name.clone(),
+                waited: Duration::ZERO,
+            })),
+            Some(server) => server.submit(Request {
+                req,
+                reply: Box::new(SlotResponder(slot.clone())),
+            }),
+        }
+        ResponseFuture { slot }
+    }
+}
+
+impl<Req: Message, Resp: Message> Drop for Client<Req, Resp> {
+    fn drop(&mut self) {
+        self.inner
+            .node
+            .ctx
+            .graph
+            .remove_client::<Req, Resp>(&self.inner.name, self.inner.id);
+    }
+}
+
+impl<Req: Message, Resp: Message> std::fmt::Debug for Client<Req, Resp> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("name", &self.inner.name)
+            .field("servers", &self.inner.servers.load().len())
+            .finish()
+    }
+}
+
+/// The answer to [`Client::call_async`].
+pub struct ResponseFuture<Resp> {
+    slot: Arc<Slot<Resp>>,
+}
+
+impl<Resp> Future for ResponseFuture<Resp> {
+    type Output = Result<Resp, CallError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        if let Some(a) = self.slot.take() {
+            return Poll::Ready(a);
+        }
+        *self.slot.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        // Re-check: the answer may have come before the waker was stored.
+        match self.slot.take() {
+            Some(a) => Poll::Ready(a),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<Resp> std::fmt::Debug for ResponseFuture<Resp> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("answered", &self.slot.is_filled())
+            .finish()
+    }
+}
+
+/// The per-name registry entry kept by the graph.
+pub(crate) struct ServiceEntities<Req, Resp> {
+    pub(crate) servers: Vec<Arc<ServiceInner<Req, Resp>>>,
+    pub(crate) clients: Vec<Arc<ClientInner<Req, Resp>>>,
+}
+
+impl<Req: Message, Resp: Message> ServiceEntities<Req, Resp> {
+    pub(crate) fn new() -> Self {
+        ServiceEntities {
+            servers: Vec::new(),
+            clients: Vec::new(),
+        }
+    }
+
+    /// Give every client the current server list and wake its waiters.
+    pub(crate) fn publish_servers(&self) {
+        let list = Arc::new(self.servers.clone());
+        for c in &self.clients {
+            c.servers.store(list.clone());
+            c.changed.notify();
+        }
+    }
+}
+
+/// The type identity of a service: its request and response types.
+pub(crate) fn service_type_id<Req: 'static, Resp: 'static>() -> TypeId {
+    TypeId::of::<(Req, Resp)>()
+}
+
+pub(crate) fn downcast<Req: Message, Resp: Message>(
+    b: &mut Box<dyn Any + Send>,
+) -> &mut ServiceEntities<Req, Resp> {
+    b.downcast_mut::<ServiceEntities<Req, Resp>>()
+        .expect("service slot type checked by TypeId")
+}
