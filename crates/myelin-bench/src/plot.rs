@@ -120,9 +120,72 @@ fn us(ns: u64) -> f64 {
     ns as f64 / 1_000.0
 }
 
-/// Axis label for a value in microseconds.
+/// Axis label for a value in microseconds: 3 significant digits without
+/// trailing zeros (`"5 us"`, `"2.5 ms"`).
 fn us_label(v: f64) -> String {
-    format_ns(v * 1_000.0)
+    let ns = v * 1_000.0;
+    let (value, unit) = if ns < 999.5 {
+        (ns, "ns")
+    } else if ns < 999_995.0 {
+        (ns / 1e3, "us")
+    } else if ns < 999_995_000.0 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    let digits = if value >= 99.95 {
+        0
+    } else if value >= 9.995 {
+        1
+    } else {
+        2
+    };
+    let text = format!("{value:.digits$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
+    format!("{text} {unit}")
+}
+
+/// Tick positions for a logarithmic axis over `[lo, hi]` (both > 0): the
+/// 1-2-5 sequence, thinned to 1-per-decade (or sparser) on wide ranges, or
+/// evenly spaced "nice" values when the range spans too little for that.
+/// plotters' own log-axis ticks crowd and overlap on some ranges.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    const MAX_TICKS: usize = 12;
+    let (d0, d1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    let in_range = |v: &f64| *v >= lo && *v <= hi;
+    let decade = |mults: &'static [f64], step: usize| {
+        (d0..=d1)
+            .step_by(step)
+            .flat_map(move |d| mults.iter().map(move |m| m * 10f64.powi(d)))
+            .filter(in_range)
+            .collect::<Vec<f64>>()
+    };
+    let ticks = decade(&[1.0, 2.0, 5.0], 1);
+    if ticks.len() > MAX_TICKS {
+        let step = usize::try_from(d1 - d0).unwrap_or(1) / MAX_TICKS + 1;
+        return decade(&[1.0], step);
+    }
+    if ticks.len() >= 4 {
+        return ticks;
+    }
+    // Narrow range: linear nice steps (1, 2 or 5 x 10^k) giving ~5 ticks.
+    let raw = (hi - lo) / 5.0;
+    if raw.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return vec![lo];
+    }
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    (first..=last).map(|k| k as f64 * step).collect()
 }
 
 fn no_samples(root: &Root<'_>, title: &str, what: &str) -> DrawResult {
@@ -198,7 +261,16 @@ fn draw_histogram(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> DrawRe
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d(x_range.log_scale(), y_range.log_scale())?;
+        .build_cartesian_2d(
+            x_range
+                .clone()
+                .log_scale()
+                .with_key_points(log_ticks(x_range.start, x_range.end)),
+            y_range
+                .clone()
+                .log_scale()
+                .with_key_points(log_ticks(y_range.start, y_range.end)),
+        )?;
     chart
         .configure_mesh()
         .x_desc("latency (log scale)")
@@ -215,7 +287,8 @@ fn draw_histogram(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> DrawRe
             .map(|&(x0, x1, c)| Rectangle::new([(x0, 0.8), (x1, c as f64)], bar_style)),
     )?;
 
-    for (label, ns, color) in markers(rec) {
+    // Highest percentile first, so coinciding lines show the lower one.
+    for (label, ns, color) in markers(rec).into_iter().rev() {
         let x = us(ns);
         chart
             .draw_series(LineSeries::new(
@@ -302,7 +375,13 @@ fn draw_time_series(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> Draw
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d(t_lo..t_hi, y_range.log_scale())?;
+        .build_cartesian_2d(
+            t_lo..t_hi,
+            y_range
+                .clone()
+                .log_scale()
+                .with_key_points(log_ticks(y_range.start, y_range.end)),
+        )?;
     chart
         .configure_mesh()
         .x_desc("time since start (s)")
@@ -312,6 +391,19 @@ fn draw_time_series(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> Draw
         .label_style((FONT, 14))
         .axis_desc_style((FONT, 16))
         .draw()?;
+
+    // Overall p50 / p99 from the full histogram, not just the kept points;
+    // drawn first so the samples stay visible on top.
+    for (label, ns, color) in markers(rec).into_iter().take(2) {
+        let y = us(ns);
+        chart
+            .draw_series(LineSeries::new(
+                [(t_lo, y), (t_hi, y)],
+                color.stroke_width(2),
+            ))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
 
     let dot = BLUE.mix(0.5).filled();
     chart
@@ -327,17 +419,6 @@ fn draw_time_series(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> Draw
         })
         .legend(move |(x, y)| Circle::new((x + 10, y), 3, dot));
 
-    // Overall p50 / p99 from the full histogram, not just the kept points.
-    for (label, ns, color) in markers(rec).into_iter().take(2) {
-        let y = us(ns);
-        chart
-            .draw_series(LineSeries::new(
-                [(t_lo, y), (t_hi, y)],
-                color.stroke_width(2),
-            ))?
-            .label(label)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
-    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -378,6 +459,26 @@ mod tests {
     }
 
     #[test]
+    fn axis_labels_and_ticks() {
+        assert_eq!(us_label(0.042), "42 ns");
+        assert_eq!(us_label(5.0), "5 us");
+        assert_eq!(us_label(5.35), "5.35 us");
+        assert_eq!(us_label(12.5), "12.5 us");
+        assert_eq!(us_label(250.0), "250 us");
+        assert_eq!(us_label(2_500.0), "2.5 ms");
+        assert_eq!(us_label(3e6), "3 s");
+        // 1-2-5 sequence on a medium range.
+        assert_eq!(log_ticks(4.0, 300.0), [5.0, 10.0, 20.0, 50.0, 100.0, 200.0]);
+        // Wide ranges thin out to one tick per decade.
+        let wide = log_ticks(0.8, 3e6);
+        assert_eq!(wide.len(), 7);
+        assert_eq!(wide[0], 1.0);
+        // Narrow ranges fall back to linear nice steps.
+        assert_eq!(log_ticks(33.6, 52.5), [35.0, 40.0, 45.0, 50.0]);
+        assert_eq!(log_ticks(7.0, 7.0), [7.0]);
+    }
+
+    #[test]
     fn writes_both_svgs() {
         let dir = temp_dir("full");
         let mut rec = LatencyRecorder::with_time_series();
@@ -404,11 +505,7 @@ mod tests {
         // The time plot is reduced to a bounded number of points.
         let time = std::fs::read_to_string(&paths[1]).unwrap();
         assert!(time.matches("<circle").count() <= 2 * TIME_BINS + 10);
-        if std::env::var_os("KEEP").is_none() {
-            std::fs::remove_dir_all(&dir).unwrap();
-        } else {
-            eprintln!("KEEP {}", dir.display());
-        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

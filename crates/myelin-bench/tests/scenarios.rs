@@ -7,7 +7,7 @@ use myelin_bench::scenarios::{
     Job, System, dispatch::DispatchParams, fanout::FanoutParams, image::ImageParams,
     relay::RelayParams,
 };
-use myelin_bench::scenarios::{dispatch, fanout, image, relay};
+use myelin_bench::scenarios::{dispatch, fanout, image, relay, rpc};
 
 /// The in-process systems (zenoh has its own test below).
 const LOCAL: [System; 3] = [System::Myelin, System::Channel, System::Raw];
@@ -41,6 +41,22 @@ fn relay_counts_every_message_for_every_system() {
         assert!((hop.p50 as f64 - r.latency_ns.p50 as f64 / h).abs() <= 1.0);
     }
     assert!(recs.iter().any(|r| r.config.starts_with("inline")));
+}
+
+#[test]
+fn rpc_answers_every_call_in_every_arrangement() {
+    let p = RelayParams {
+        hops: 3,
+        rate: 1000.0,
+        count: 40,
+        size: 128,
+    };
+    let recs = run(rpc::plan(p, &LOCAL).unwrap());
+    assert_eq!(recs.len(), 4);
+    for r in &recs {
+        assert_eq!((r.count, r.lost), (40, 0), "{}", r.config);
+        assert_eq!(r.hops, Some(3));
+    }
 }
 
 #[test]

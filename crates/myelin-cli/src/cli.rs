@@ -23,7 +23,7 @@ pub enum Command {
 /// Benchmark scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
-    /// The standard set (dispatch, relay at 10/100/1000 Hz, fanout, image).
+    /// The standard set (dispatch, relay at 10/100/1000 Hz, rpc, fanout, image).
     Suite,
     /// Source => relays => sink, per-hop latency (seed 002).
     Relay,
@@ -33,6 +33,8 @@ pub enum Scenario {
     Image,
     /// Same-thread publish -> callback cost, 64 B and 4.6 MB shared.
     Dispatch,
+    /// Client/server chain: a source calls server_0, which calls server_1, ... (seed 002).
+    Rpc,
 }
 
 /// `myelin bench` arguments.

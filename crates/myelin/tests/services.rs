@@ -342,3 +342,63 @@ fn service_names_and_types_are_checked() {
         vec![("/s".to_string(), "uint32 -> uint32".to_string())]
     );
 }
+
+#[test]
+fn a_service_chain_nested_on_a_multi_threaded_executor_answers_every_call() {
+    // A timer calls /rpc_0, whose server calls /rpc_1, ... /rpc_4. Callers
+    // spin nested while waiting; with two workers the answer is often
+    // produced by the *other* worker, and the nested spin must notice it
+    // (it used to sleep until the call's timeout).
+    let ctx = ctx();
+    let hops = 5;
+    let mut nodes = Vec::new();
+    let mut servers = Vec::new();
+    for i in (0..hops).rev() {
+        let node = ctx.create_node(&format!("server_{i}")).unwrap();
+        let name = format!("/rpc_{i}");
+        if i + 1 == hops {
+            servers.push(node.create_service::<u64, u64>(&name, |r| r).unwrap());
+        } else {
+            let next = node
+                .create_client::<u64, u64>(&format!("/rpc_{}", i + 1))
+                .unwrap();
+            servers.push(
+                node.create_service::<u64, u64>(&name, move |r| {
+                    next.call(r, Duration::from_secs(20)).unwrap_or(u64::MAX)
+                })
+                .unwrap(),
+            );
+        }
+        nodes.push(node);
+    }
+    let src = ctx.create_node("src").unwrap();
+    let c0 = src.create_client::<u64, u64>("/rpc_0").unwrap();
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let a = answers.clone();
+    let mut seq = 0;
+    let _t = src
+        .create_timer(Duration::from_millis(1), move || {
+            if seq < 300 {
+                a.lock()
+                    .unwrap()
+                    .push(c0.call(seq, Duration::from_secs(20)));
+                seq += 1;
+            }
+        })
+        .unwrap();
+    let mut exec = MultiThreadedExecutor::new(2);
+    for n in nodes.iter().chain([&src]) {
+        exec.add_node(n).unwrap();
+    }
+    let a2 = answers.clone();
+    exec.spin_until(Duration::from_secs(120), move || {
+        a2.lock().unwrap().len() >= 300
+    })
+    .unwrap();
+    let answers = answers.lock().unwrap();
+    assert_eq!(answers.len(), 300);
+    for (i, r) in answers.iter().enumerate() {
+        assert_eq!(r, &Ok(i as u64));
+    }
+    drop(servers);
+}

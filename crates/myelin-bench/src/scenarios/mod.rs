@@ -18,6 +18,7 @@ pub mod fanout;
 pub mod image;
 pub mod raw;
 pub mod relay;
+pub mod rpc;
 #[cfg(feature = "zenoh")]
 pub mod zenoh_peer;
 
@@ -164,10 +165,7 @@ impl System {
 
     /// Whether this build can measure the system.
     pub fn available(self) -> bool {
-        match self {
-            System::Zenoh => cfg!(feature = "zenoh"),
-            _ => true,
-        }
+        self != System::Zenoh || cfg!(feature = "zenoh")
     }
 
     /// The name used on the command line and in reports.
@@ -323,6 +321,15 @@ pub fn suite(quick: bool, systems: &[System]) -> Result<Vec<Job>, BenchError> {
             systems,
         )?);
     }
+    jobs.extend(rpc::plan(
+        relay::RelayParams {
+            hops: 5,
+            rate: 1000.0,
+            count: if quick { 300 } else { 1000 },
+            size: 64,
+        },
+        systems,
+    )?);
     jobs.extend(fanout::plan(
         fanout::FanoutParams {
             rate: 100.0,

@@ -66,6 +66,15 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
             },
             &sys,
         )?,
+        Scenario::Rpc => scenarios::rpc::plan(
+            RelayParams {
+                hops: args.hops,
+                rate: args.rate.unwrap_or(100.0),
+                count: args.count.unwrap_or(if q { 100 } else { 1000 }),
+                size,
+            },
+            &sys,
+        )?,
         Scenario::Fanout => scenarios::fanout::plan(
             FanoutParams {
                 rate: args.rate.unwrap_or(100.0),

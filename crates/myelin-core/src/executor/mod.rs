@@ -345,13 +345,25 @@ impl ExecShared {
     /// group when `grouped`), else sleep until work, a timer deadline,
     /// `deadline`, stop or shutdown. Returns whether an entry ran.
     pub(crate) fn turn(&self, deadline: Option<Instant>, grouped: bool) -> Result<bool, SpinError> {
+        self.turn_until(deadline, grouped, &|| false)
+    }
+
+    /// [`turn`](Self::turn) that also returns (`Ok(false)`) as soon as
+    /// `enough()` holds: a nested spin waiting for an answer that another
+    /// worker produces.
+    pub(crate) fn turn_until(
+        &self,
+        deadline: Option<Instant>,
+        grouped: bool,
+        enough: &dyn Fn() -> bool,
+    ) -> Result<bool, SpinError> {
         loop {
             self.poll_timers();
             if let Some(e) = self.ready.pop() {
                 self.run_entry(e, grouped)?;
                 return Ok(true);
             }
-            if self.halted() {
+            if self.halted() || enough() {
                 return Ok(false);
             }
             let timer = self.next_due();
@@ -369,6 +381,7 @@ impl ExecShared {
                 || {
                     self.ready.is_empty()
                         && !self.halted()
+                        && !enough()
                         && self.timers_gen.load(Ordering::Acquire) == seen_gen
                         && self.next_due.load(Ordering::Acquire) == timer.map_or(u64::MAX, mono_ns)
                 },
