@@ -122,18 +122,22 @@ struct Slot<Resp> {
     filled: AtomicBool,
     event: Event,
     waker: Mutex<Option<Waker>>,
+    // SYNC: SeqCst store after storing the waker pairs with the fence +
+    // SeqCst load in `fill` (Dekker with `filled`).
+    has_waker: AtomicBool,
     /// An executor spinning nested while waiting for this slot.
-    nested: RetainCell<ExecShared>,
+    nested: Option<Arc<ExecShared>>,
 }
 
 impl<Resp> Slot<Resp> {
-    fn new() -> Arc<Self> {
+    fn new(nested: Option<Arc<ExecShared>>) -> Arc<Self> {
         Arc::new(Slot {
             answer: Mutex::new(None),
             filled: AtomicBool::new(false),
             event: Event::new(Scope::Process),
             waker: Mutex::new(None),
-            nested: RetainCell::new(),
+            has_waker: AtomicBool::new(false),
+            nested,
         })
     }
 
@@ -141,10 +145,13 @@ impl<Resp> Slot<Resp> {
         *self.answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(answer);
         self.filled.store(true, Ordering::Release);
         self.event.notify();
-        if let Some(e) = self.nested.get() {
+        if let Some(e) = &self.nested {
             e.event.notify();
         }
-        if let Some(w) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        fence(Ordering::SeqCst);
+        if self.has_waker.load(Ordering::SeqCst)
+            && let Some(w) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take()
+        {
             w.wake();
         }
     }
@@ -240,16 +247,21 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
         self.inline
     }
 
-    /// Answer one request with the handler (already locked).
-    fn serve(&self, handler: &mut Handler<Req, Resp>, r: Request<Req, Resp>) {
-        let answer = catch_unwind(AssertUnwindSafe(|| handler(r.req))).map_err(|p| {
+    /// Run the handler (already locked) on one request.
+    fn answer(&self, handler: &mut Handler<Req, Resp>, req: Req) -> Result<Resp, CallError> {
+        catch_unwind(AssertUnwindSafe(|| handler(req))).map_err(|p| {
             let message = crate::executor::panic_message(&p);
             tracing::error!("server of {:?} panicked: {message}", self.name);
             CallError::ServerPanicked {
                 service: self.name.clone(),
                 message,
             }
-        });
+        })
+    }
+
+    /// Answer one queued request with the handler (already locked).
+    fn serve(&self, handler: &mut Handler<Req, Resp>, r: Request<Req, Resp>) {
+        let answer = self.answer(handler, r.req);
         r.reply.respond(answer);
     }
 
@@ -484,10 +496,20 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
             }
             _ => None,
         };
-        let slot = Slot::new();
-        if let Some((Some(exec), _)) = &nested {
-            slot.nested.set(Some(exec.clone()));
+        // Inline service, handler free: a plain function call, no slot.
+        if server.is_inline()
+            && let Some(mut h) = server.handler.try_lock()
+        {
+            let answer = server.answer(&mut h, req);
+            drop(h);
+            // Requests queued by others while we held the handler.
+            server.run_inline();
+            return answer;
         }
+        let slot = Slot::new(match &nested {
+            Some((Some(exec), _)) => Some(exec.clone()),
+            _ => None,
+        });
         server.submit(Request {
             req,
             reply: Box::new(SlotResponder(slot.clone())),
@@ -533,7 +555,7 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
     /// (use [`wait_for_service`](Self::wait_for_service) first); apply your
     /// runtime's timeout to it.
     pub fn call_async(&self, req: Req) -> ResponseFuture<Resp> {
-        let slot = Slot::new();
+        let slot = Slot::new(None);
         match self.pick() {
             None => slot.fill(Err(CallError::NoServer {
                 service: self.inner.name.clone(),
@@ -580,6 +602,8 @@ impl<Resp> Future for ResponseFuture<Resp> {
             return Poll::Ready(a);
         }
         *self.slot.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        self.slot.has_waker.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         // Re-check: the answer may have come before the waker was stored.
         match self.slot.take() {
             Some(a) => Poll::Ready(a),

@@ -58,6 +58,9 @@ fn retain_cell_publishes_initialised_values() {
         if let Some(v) = cell.get() {
             assert_eq!(**v, 7);
         }
+        if let Some(a) = cell.get_arc() {
+            assert_eq!(**a, 7);
+        }
         writer.join().unwrap();
         assert_eq!(**cell.get().unwrap(), 7);
     });
