@@ -73,10 +73,14 @@ pub(crate) enum Pushed {
     Panicked,
 }
 
+/// A buffered message and when it expires (`executor::now_ns` units; 0 =
+/// never: no lifespan).
+pub(crate) type Entry<T> = (Received<T>, u64);
+
 pub(crate) enum Buffer<T> {
-    Ring(ArrayQueue<Received<T>>),
+    Ring(ArrayQueue<Entry<T>>),
     Fifo {
-        queue: SegQueue<Received<T>>,
+        queue: SegQueue<Entry<T>>,
         // SYNC: Relaxed is enough: it only bounds the length; the queue's own
         // synchronisation orders the elements.
         len: AtomicUsize,
@@ -97,7 +101,7 @@ impl<T> Buffer<T> {
     }
 
     #[inline]
-    pub(crate) fn push(&self, item: Received<T>) -> Pushed {
+    pub(crate) fn push(&self, item: Entry<T>) -> Pushed {
         match self {
             Buffer::Ring(q) => match q.force_push(item) {
                 None => Pushed::Stored,
@@ -115,7 +119,7 @@ impl<T> Buffer<T> {
     }
 
     #[inline]
-    pub(crate) fn pop(&self) -> Option<Received<T>> {
+    pub(crate) fn pop(&self) -> Option<Entry<T>> {
         match self {
             Buffer::Ring(q) => q.pop(),
             Buffer::Fifo { queue, len, .. } => {
@@ -158,22 +162,22 @@ mod tests {
     #[test]
     fn ring_overwrites_oldest() {
         let b = Buffer::new(&QoS::keep_last(2));
-        assert_eq!(b.push(Received::Owned(1)), Pushed::Stored);
-        assert_eq!(b.push(Received::Owned(2)), Pushed::Stored);
-        assert_eq!(b.push(Received::Owned(3)), Pushed::Overwrote);
-        assert_eq!(*b.pop().unwrap(), 2);
-        assert_eq!(*b.pop().unwrap(), 3);
+        assert_eq!(b.push((Received::Owned(1), 0)), Pushed::Stored);
+        assert_eq!(b.push((Received::Owned(2), 0)), Pushed::Stored);
+        assert_eq!(b.push((Received::Owned(3), 0)), Pushed::Overwrote);
+        assert_eq!(*b.pop().unwrap().0, 2);
+        assert_eq!(*b.pop().unwrap().0, 3);
         assert!(b.pop().is_none());
     }
 
     #[test]
     fn fifo_refuses_over_limit() {
         let b = Buffer::new(&QoS::keep_all().max_samples(2));
-        assert_eq!(b.push(Received::Owned(1)), Pushed::Stored);
-        assert_eq!(b.push(Received::Owned(2)), Pushed::Stored);
-        assert_eq!(b.push(Received::Owned(3)), Pushed::Refused);
-        assert_eq!(*b.pop().unwrap(), 1);
-        assert_eq!(b.push(Received::Owned(4)), Pushed::Stored);
+        assert_eq!(b.push((Received::Owned(1), 0)), Pushed::Stored);
+        assert_eq!(b.push((Received::Owned(2), 0)), Pushed::Stored);
+        assert_eq!(b.push((Received::Owned(3), 0)), Pushed::Refused);
+        assert_eq!(*b.pop().unwrap().0, 1);
+        assert_eq!(b.push((Received::Owned(4), 0)), Pushed::Stored);
         assert_eq!(b.len(), 2);
     }
 }

@@ -49,6 +49,16 @@ pub enum CreateEndpointError {
     /// The context was shut down.
     #[error("cannot create an endpoint on topic {0:?}: the context is shut down")]
     ContextShutDown(String),
+    /// A QoS value cannot be honoured.
+    #[error("topic {topic:?}: invalid {policy} QoS: {reason}")]
+    InvalidQos {
+        /// The topic.
+        topic: String,
+        /// The policy.
+        policy: crate::QosPolicy,
+        /// Why.
+        reason: &'static str,
+    },
 }
 
 /// Creating a publisher failed.

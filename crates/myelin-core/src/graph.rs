@@ -55,6 +55,19 @@ impl<T> Matched<T> {
     }
 }
 
+fn report_incompatible<T: Message>(
+    p: &Arc<PubInner<T>>,
+    s: &Arc<SubInner<T>>,
+    why: &crate::qos::Incompatibility,
+) {
+    p.incompatible.record(why.policy);
+    s.incompatible.record(why.policy);
+    p.emit(crate::PublisherEvent::IncompatibleQos(p.incompatible.get()));
+    s.emit(crate::SubscriptionEvent::IncompatibleQos(
+        s.incompatible.get(),
+    ));
+}
+
 struct TopicEntities<T> {
     pubs: Vec<Arc<PubInner<T>>>,
     subs: Vec<Arc<SubInner<T>>>,
@@ -120,8 +133,19 @@ fn entities<T: Message>(slot: &mut TopicSlot) -> &mut TopicEntities<T> {
         .expect("topic slot type checked by TypeId")
 }
 
-/// Recompute every publisher's matched list on a topic.
+/// Recompute every publisher's matched list on a topic, and both sides'
+/// matched counts and the subscriptions' view of publisher liveliness.
 fn rematch<T: Message>(ents: &TopicEntities<T>) {
+    for s in &ents.subs {
+        let tokens: Vec<_> = ents
+            .pubs
+            .iter()
+            .filter(|p| p.qos.compatible_with(&s.qos).is_ok())
+            .map(|p| p.liveliness.clone())
+            .collect();
+        s.update_matched(tokens.len() as u32);
+        s.update_liveliness(Some(tokens));
+    }
     for p in &ents.pubs {
         let mut m = Matched::default();
         for s in &ents.subs {
@@ -133,6 +157,7 @@ fn rematch<T: Message>(ents: &TopicEntities<T>) {
                 }
             }
         }
+        p.update_matched(m.len() as u32);
         p.matched.store(Arc::new(m));
     }
 }
@@ -148,8 +173,7 @@ impl Graph {
         let ents = entities::<T>(slot);
         for s in &ents.subs {
             if let Err(why) = p.qos.compatible_with(&s.qos) {
-                p.incompatible.record(why.policy);
-                s.incompatible.record(why.policy);
+                report_incompatible(&p, s, &why);
                 tracing::warn!(topic = %p.topic, "new publisher does not match a subscription: {why}");
             }
         }
@@ -170,8 +194,7 @@ impl Graph {
         let ents = entities::<T>(slot);
         for p in &ents.pubs {
             if let Err(why) = p.qos.compatible_with(&s.qos) {
-                p.incompatible.record(why.policy);
-                s.incompatible.record(why.policy);
+                report_incompatible(p, &s, &why);
                 tracing::warn!(topic = %s.topic, "new subscription does not match a publisher: {why}");
             }
         }
@@ -204,11 +227,11 @@ impl Graph {
         rematch(ents);
         let mut replayed = 0;
         if replay {
-            let mut all: Vec<(u64, Arc<T>)> =
+            let mut all: Vec<(u64, Arc<T>, u64)> =
                 guards.iter_mut().flat_map(|g| g.iter().cloned()).collect();
-            all.sort_by_key(|(seq, _)| *seq);
-            for (_, msg) in all {
-                s.push_quiet(msg);
+            all.sort_by_key(|(seq, _, _)| *seq);
+            for (_, msg, exp) in all {
+                s.push_quiet(msg, exp);
                 replayed += 1;
             }
         }

@@ -37,6 +37,7 @@
 mod buffer;
 mod context;
 mod error;
+pub mod events;
 pub mod executor;
 mod graph;
 pub mod group;
@@ -57,17 +58,23 @@ pub use error::{
     AddNodeError, ContextError, CreateEndpointError, CreateNodeError, CreatePublisherError,
     CreateServiceError, CreateSubscriptionError, CreateTimerError, PublishError, SpinError,
 };
+pub use events::{
+    DeadlineMissedStatus, LivelinessChangedStatus, MatchedStatus, PublisherEvent, SubscriptionEvent,
+};
 pub use executor::{Executor, MultiThreadedExecutor, StopHandle};
 pub use group::{CallbackGroup, CallbackGroupKind};
 pub use message::{Message, TypeHash};
 pub use names::NameError;
 pub use node::Node;
-pub use publisher::Publisher;
-pub use qos::{Durability, History, IncompatibleQosStatus, QoS, QosPolicy, Reliability};
+pub use publisher::{Publisher, PublisherOptions};
+pub use qos::{
+    Durability, History, IncompatibleQosStatus, Liveliness, LivelinessKind, QoS, QosPolicy,
+    Reliability,
+};
 pub use service::{CallError, Client, ResponseFuture, Service, ServiceOptions};
 pub use subscription::{
-    BufferKind, Subscription, SubscriptionCallback, SubscriptionOptions, SubscriptionStream,
-    WaitError,
+    BufferKind, SharedEventCallback, Subscription, SubscriptionCallback, SubscriptionOptions,
+    SubscriptionStream, WaitError,
 };
 pub use timer::Timer;
 pub use waitset::{GuardCondition, WaitSet, WaitSetError, WaitSetReady};

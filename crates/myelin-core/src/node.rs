@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use crate::context::ContextInner;
 use crate::error::{AddNodeError, CreateEndpointError, CreateServiceError, CreateTimerError};
+use crate::events::EventQueue;
 use crate::executor::{ExecShared, Executable};
-use crate::group::{CallbackGroup, CallbackGroupKind};
+use crate::group::{CallbackGroup, CallbackGroupKind, GroupInner};
 use crate::message::Message;
 use crate::names::{self, NameKind};
-use crate::publisher::{PubInner, Publisher};
+use crate::publisher::{PubInner, Publisher, PublisherOptions};
 use crate::qos::QoS;
+use crate::qos::QosPolicy;
 use crate::service::{Client, ClientInner, Service, ServiceInner, ServiceOptions};
 use crate::subscription::{
     BufferKind, Delivery, SubInner, SubSpec, Subscription, SubscriptionCallback,
@@ -147,10 +149,57 @@ impl Node {
         topic: &str,
         qos: QoS,
     ) -> Result<Publisher<T>, CreateEndpointError> {
+        self.create_publisher_with(topic, qos, PublisherOptions::default())
+    }
+
+    /// [`create_publisher`](Self::create_publisher) with options (an event
+    /// callback for deadline, matched and incompatible-QoS events).
+    pub fn create_publisher_with<T: Message>(
+        &self,
+        topic: &str,
+        qos: QoS,
+        options: PublisherOptions,
+    ) -> Result<Publisher<T>, CreateEndpointError> {
         let topic = self.resolve_topic_name(topic)?;
         self.check_ctx(&topic)?;
+        let group = options
+            .callback_group
+            .as_ref()
+            .unwrap_or(&self.inner.default_group)
+            .inner
+            .clone();
         let id = self.inner.ctx.new_id();
-        let inner = Arc::new(PubInner::new(id, topic, qos, self.inner.clone()));
+        let events = options.event_callback.as_ref().map(|cb| {
+            let cb = cb.clone();
+            let q = EventQueue::new(
+                Box::new(move |e| cb(e)),
+                group.clone(),
+                format!("publisher {topic:?} of node {:?}", self.inner.fqn),
+            );
+            self.adopt(q.clone());
+            q
+        });
+        let inner = Arc::new(PubInner::new(
+            id,
+            topic.clone(),
+            qos,
+            self.inner.clone(),
+            events,
+        ));
+        if let Some(d) = qos.deadline {
+            let w = Arc::downgrade(&inner);
+            let mut last = 0;
+            let t = self.checker(&topic, d, QosPolicy::Deadline, &group, move || {
+                if let Some(p) = w.upgrade() {
+                    p.check_deadline(&mut last);
+                }
+            })?;
+            inner
+                .checkers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(t);
+        }
         self.inner.ctx.graph.add_publisher(inner.clone())?;
         Ok(Publisher { inner })
     }
@@ -189,8 +238,7 @@ impl Node {
             qos,
             delivery,
             Some(callback.into_dispatch()),
-            options.inline,
-            options.callback_group.as_ref(),
+            &options,
         )
     }
 
@@ -209,7 +257,51 @@ impl Node {
             BufferKind::Owned => Delivery::Owned,
             BufferKind::Value => Delivery::Value,
         };
-        self.make_subscription(topic, qos, delivery, None, false, None)
+        self.make_subscription(
+            topic,
+            qos,
+            delivery,
+            None,
+            &SubscriptionOptions {
+                inline: false,
+                ..options
+            },
+        )
+    }
+
+    /// Attach an executable entity to this node (and its executor, if any).
+    /// The executor lock is held so a concurrent `attach` cannot miss it.
+    fn adopt(&self, e: Arc<dyn Executable>) {
+        let exec = lock(&self.inner.executor);
+        e.clone().attach(exec.clone());
+        let mut ents = lock(&self.inner.entities);
+        ents.retain(|w| w.strong_count() > 0);
+        ents.push(Arc::downgrade(&e));
+    }
+
+    /// A checker timer for deadline or liveliness, in the endpoint's group.
+    fn checker(
+        &self,
+        topic: &str,
+        period: Duration,
+        policy: QosPolicy,
+        group: &Arc<GroupInner>,
+        f: impl FnMut() + Send + 'static,
+    ) -> Result<Timer, CreateEndpointError> {
+        let group = CallbackGroup {
+            inner: group.clone(),
+        };
+        self.create_timer_in(period, &group, f)
+            .map_err(|e| match e {
+                CreateTimerError::ZeroPeriod => CreateEndpointError::InvalidQos {
+                    topic: topic.to_string(),
+                    policy,
+                    reason: "a zero period would never be met",
+                },
+                CreateTimerError::ContextShutDown => {
+                    CreateEndpointError::ContextShutDown(topic.to_string())
+                }
+            })
     }
 
     fn make_subscription<T: Message>(
@@ -218,35 +310,73 @@ impl Node {
         qos: QoS,
         delivery: Delivery,
         callback: Option<Box<dyn FnMut(crate::Received<T>) + Send>>,
-        inline: bool,
-        group: Option<&CallbackGroup>,
+        options: &SubscriptionOptions,
     ) -> Result<Subscription<T>, CreateEndpointError> {
-        let group = group.unwrap_or(&self.inner.default_group).inner.clone();
+        let inline = options.inline;
+        let group = options
+            .callback_group
+            .as_ref()
+            .unwrap_or(&self.inner.default_group)
+            .inner
+            .clone();
         let topic = self.resolve_topic_name(topic)?;
         self.check_ctx(&topic)?;
         let id = self.inner.ctx.new_id();
+        let events = options.event_callback.as_ref().map(|cb| {
+            let cb = cb.clone();
+            let q = EventQueue::new(
+                Box::new(move |e| cb(e)),
+                group.clone(),
+                format!("subscription {topic:?} of node {:?}", self.inner.fqn),
+            );
+            self.adopt(q.clone());
+            q
+        });
         let inner = Arc::new(SubInner::new(SubSpec {
             id,
-            topic,
+            topic: topic.clone(),
             qos,
             delivery,
             node: self.inner.clone(),
             callback,
             inline,
-            group,
+            group: group.clone(),
+            events,
         }));
         self.inner.ctx.graph.register_waiter(inner.waitpoint());
         if inner.has_callback() && !inline {
             // Attach before the graph can deliver, so nothing is pushed
             // without waking the executor; history replay then wakes it.
-            // The executor lock is held so a concurrent `attach` cannot miss it.
-            let exec = lock(&self.inner.executor);
-            inner.set_target(exec.clone());
-            let dyn_inner: Arc<dyn Executable> = inner.clone();
-            let mut ents = lock(&self.inner.entities);
-            ents.retain(|w| w.strong_count() > 0);
-            ents.push(Arc::downgrade(&dyn_inner));
+            self.adopt(inner.clone());
         }
+        let mut checkers = Vec::new();
+        if let Some(d) = qos.deadline {
+            let w = Arc::downgrade(&inner);
+            let mut last = 0;
+            checkers.push(
+                self.checker(&topic, d, QosPolicy::Deadline, &group, move || {
+                    if let Some(s) = w.upgrade() {
+                        s.check_deadline(&mut last);
+                    }
+                })?,
+            );
+        }
+        if let Some(lease) = qos.liveliness.lease {
+            let w = Arc::downgrade(&inner);
+            let period = (lease / 4).max(Duration::from_millis(1));
+            checkers.push(self.checker(
+                &topic,
+                period,
+                QosPolicy::Liveliness,
+                &group,
+                move || {
+                    if let Some(s) = w.upgrade() {
+                        s.update_liveliness(None);
+                    }
+                },
+            )?);
+        }
+        *inner.checkers.lock().unwrap_or_else(|e| e.into_inner()) = checkers;
         self.inner.ctx.graph.add_subscription(inner.clone())?;
         Ok(Subscription { inner })
     }
@@ -294,12 +424,7 @@ impl Node {
             group,
         ));
         if !options.inline {
-            let exec = lock(&self.inner.executor);
-            inner.set_target(exec.clone());
-            let dyn_inner: Arc<dyn Executable> = inner.clone();
-            let mut ents = lock(&self.inner.entities);
-            ents.retain(|w| w.strong_count() > 0);
-            ents.push(Arc::downgrade(&dyn_inner));
+            self.adopt(inner.clone());
         }
         self.inner.ctx.graph.add_server(inner.clone())?;
         Ok(Service { inner })

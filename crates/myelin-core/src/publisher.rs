@@ -22,10 +22,13 @@ use arc_swap::ArcSwap;
 
 use crate::buffer::Pushed;
 use crate::error::PublishError;
+use crate::events::{DeadlineMissedStatus, EventQueue, MatchedStatus, PublisherEvent, Status};
 use crate::graph::Matched;
 use crate::message::Message;
 use crate::node::NodeInner;
+use crate::qos::LivelinessKind;
 use crate::qos::{Durability, IncompatibleQosStatus, QoS, QosPolicy};
+use crate::subscription::SharedEventCallback;
 
 /// Shared incompatible-QoS status of an endpoint.
 #[derive(Default)]
@@ -49,8 +52,62 @@ impl IncompatibleQos {
     }
 }
 
-/// A transient-local publisher's history: (publish sequence, message).
-pub(crate) type History<T> = Mutex<VecDeque<(u64, Arc<T>)>>;
+/// A transient-local publisher's history: (publish sequence, message,
+/// expiry).
+pub(crate) type History<T> = Mutex<VecDeque<(u64, Arc<T>, u64)>>;
+
+/// A publisher's liveliness as its subscriptions see it.
+pub(crate) struct LivelinessToken {
+    kind: LivelinessKind,
+    /// 0 = infinite.
+    lease_ns: u64,
+    // SYNC: Relaxed: a timestamp compared against the clock, no data to order.
+    last_assert_ns: myelin_sync::atomic::AtomicU64,
+}
+
+impl LivelinessToken {
+    pub(crate) fn is_alive(&self, now: u64) -> bool {
+        self.kind == LivelinessKind::Automatic
+            || self.lease_ns == 0
+            || now.saturating_sub(
+                self.last_assert_ns
+                    .load(myelin_sync::atomic::Ordering::Relaxed),
+            ) <= self.lease_ns
+    }
+
+    fn assert_now(&self) {
+        self.last_assert_ns.store(
+            crate::executor::now_ns(),
+            myelin_sync::atomic::Ordering::Relaxed,
+        );
+    }
+}
+
+/// Options for [`Node::create_publisher_with`](crate::Node::create_publisher_with).
+#[derive(Clone, Default)]
+pub struct PublisherOptions {
+    /// The callback group of the event callback and the deadline checker.
+    pub callback_group: Option<crate::CallbackGroup>,
+    /// Called by the node's executor for each [`PublisherEvent`].
+    pub event_callback: Option<SharedEventCallback<PublisherEvent>>,
+}
+
+impl PublisherOptions {
+    /// Receive [`PublisherEvent`]s through the executor.
+    pub fn on_event(mut self, f: impl Fn(PublisherEvent) + Send + Sync + 'static) -> Self {
+        self.event_callback = Some(Arc::new(f));
+        self
+    }
+}
+
+impl std::fmt::Debug for PublisherOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PublisherOptions")
+            .field("callback_group", &self.callback_group)
+            .field("event_callback", &self.event_callback.is_some())
+            .finish()
+    }
+}
 
 pub(crate) struct PubInner<T> {
     pub(crate) id: u64,
@@ -62,6 +119,13 @@ pub(crate) struct PubInner<T> {
     /// publish sequence number.
     pub(crate) history: Option<History<T>>,
     pub(crate) incompatible: IncompatibleQos,
+    pub(crate) liveliness: Arc<LivelinessToken>,
+    /// Publishes so far (counted only with a deadline).
+    published_count: myelin_sync::atomic::AtomicU64,
+    pub(crate) deadline_status: Status<DeadlineMissedStatus>,
+    pub(crate) matched_status: Status<MatchedStatus>,
+    pub(crate) events: Option<Arc<EventQueue<PublisherEvent>>>,
+    pub(crate) checkers: Mutex<Vec<crate::Timer>>,
 }
 
 /// Publishes messages of type `T` on one topic. Created by
@@ -72,7 +136,13 @@ pub struct Publisher<T: Message> {
 }
 
 impl<T: Message> PubInner<T> {
-    pub(crate) fn new(id: u64, topic: String, qos: QoS, node: Arc<NodeInner>) -> Self {
+    pub(crate) fn new(
+        id: u64,
+        topic: String,
+        qos: QoS,
+        node: Arc<NodeInner>,
+        events: Option<Arc<EventQueue<PublisherEvent>>>,
+    ) -> Self {
         let history = (qos.durability == Durability::TransientLocal)
             .then(|| Mutex::new(VecDeque::with_capacity(qos.effective_depth().min(4096))));
         PubInner {
@@ -83,6 +153,75 @@ impl<T: Message> PubInner<T> {
             matched: ArcSwap::from_pointee(Matched::default()),
             history,
             incompatible: IncompatibleQos::default(),
+            liveliness: Arc::new(LivelinessToken {
+                kind: qos.liveliness.kind,
+                lease_ns: qos
+                    .liveliness
+                    .lease
+                    .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64),
+                last_assert_ns: myelin_sync::atomic::AtomicU64::new(crate::executor::now_ns()),
+            }),
+            published_count: myelin_sync::atomic::AtomicU64::new(0),
+            deadline_status: Status::new(),
+            matched_status: Status::new(),
+            events,
+            checkers: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn emit(&self, e: PublisherEvent) {
+        if let Some(q) = &self.events {
+            q.emit(e);
+        }
+    }
+
+    /// The deadline checker found no publish in the last period.
+    pub(crate) fn check_deadline(&self, last_seen: &mut u64) {
+        let n = self
+            .published_count
+            .load(myelin_sync::atomic::Ordering::Relaxed);
+        if n > 0 && n == *last_seen {
+            let st = self.deadline_status.update(|s| {
+                s.total_count += 1;
+                s.total_count_change += 1;
+            });
+            self.emit(PublisherEvent::OfferedDeadlineMissed(st));
+        }
+        *last_seen = n;
+    }
+
+    /// The graph counted `current` matched subscriptions.
+    pub(crate) fn update_matched(&self, current: u32) {
+        let prev = self.matched_status.get().current_count;
+        if prev == current {
+            return;
+        }
+        let st = self.matched_status.update(|s| {
+            let d = current as i32 - s.current_count as i32;
+            if d > 0 {
+                s.total_count += d as u64;
+                s.total_count_change += d as u64;
+            }
+            s.current_count = current;
+            s.current_count_change += d;
+        });
+        self.emit(PublisherEvent::Matched(st));
+    }
+
+    /// Per publish: the message's expiry, deadline and liveliness bookkeeping.
+    #[inline]
+    fn on_publish(&self) -> u64 {
+        if self.qos.deadline.is_some() {
+            self.published_count
+                .fetch_add(1, myelin_sync::atomic::Ordering::Relaxed);
+        }
+        if self.liveliness.kind == LivelinessKind::ManualByTopic && self.liveliness.lease_ns != 0 {
+            self.liveliness.assert_now();
+        }
+        match self.qos.lifespan {
+            None => 0,
+            Some(l) => crate::executor::now_ns()
+                .saturating_add(l.as_nanos().min(u128::from(u64::MAX)) as u64),
         }
     }
 
@@ -93,12 +232,12 @@ impl<T: Message> PubInner<T> {
         Ok(())
     }
 
-    fn remember(&self, history: &mut VecDeque<(u64, Arc<T>)>, msg: Arc<T>) {
+    fn remember(&self, history: &mut VecDeque<(u64, Arc<T>, u64)>, msg: Arc<T>, exp: u64) {
         let depth = self.qos.effective_depth();
         while history.len() >= depth {
             history.pop_front();
         }
-        history.push_back((self.node.ctx.graph.next_seq(), msg));
+        history.push_back((self.node.ctx.graph.next_seq(), msg, exp));
     }
 
     /// Deliver an owned message following the copy rules.
@@ -106,20 +245,21 @@ impl<T: Message> PubInner<T> {
         &self,
         m: &Matched<T>,
         msg: T,
-        history: Option<&mut VecDeque<(u64, Arc<T>)>>,
+        history: Option<&mut VecDeque<(u64, Arc<T>, u64)>>,
+        exp: u64,
     ) -> Full {
         let mut full = Full::default();
         for v in &m.values {
-            full.note(v.push_owned(msg.clone()), v.limit());
+            full.note(v.push_owned(msg.clone(), exp), v.limit());
         }
         if m.owners.is_empty() {
             if !m.sharers.is_empty() || history.is_some() {
                 let arc = Arc::new(msg);
                 for s in &m.sharers {
-                    full.note(s.push_shared(arc.clone()), s.limit());
+                    full.note(s.push_shared(arc.clone(), exp), s.limit());
                 }
                 if let Some(h) = history {
-                    self.remember(h, arc);
+                    self.remember(h, arc, exp);
                 }
             }
             return full;
@@ -128,17 +268,17 @@ impl<T: Message> PubInner<T> {
         if !m.sharers.is_empty() || history.is_some() {
             let arc = Arc::new(msg.clone());
             for s in &m.sharers {
-                full.note(s.push_shared(arc.clone()), s.limit());
+                full.note(s.push_shared(arc.clone(), exp), s.limit());
             }
             if let Some(h) = history {
-                self.remember(h, arc);
+                self.remember(h, arc, exp);
             }
         }
         let (last, rest) = m.owners.split_last().expect("owners is not empty");
         for o in rest {
-            full.note(o.push_owned(msg.clone()), o.limit());
+            full.note(o.push_owned(msg.clone(), exp), o.limit());
         }
-        full.note(last.push_owned(msg), last.limit());
+        full.note(last.push_owned(msg, exp), last.limit());
         full
     }
 
@@ -146,20 +286,21 @@ impl<T: Message> PubInner<T> {
         &self,
         m: &Matched<T>,
         msg: Arc<T>,
-        history: Option<&mut VecDeque<(u64, Arc<T>)>>,
+        history: Option<&mut VecDeque<(u64, Arc<T>, u64)>>,
+        exp: u64,
     ) -> Full {
         let mut full = Full::default();
         for v in &m.values {
-            full.note(v.push_owned((*msg).clone()), v.limit());
+            full.note(v.push_owned((*msg).clone(), exp), v.limit());
         }
         for o in &m.owners {
-            full.note(o.push_owned((*msg).clone()), o.limit());
+            full.note(o.push_owned((*msg).clone(), exp), o.limit());
         }
         for s in &m.sharers {
-            full.note(s.push_shared(msg.clone()), s.limit());
+            full.note(s.push_shared(msg.clone(), exp), s.limit());
         }
         if let Some(h) = history {
-            self.remember(h, msg);
+            self.remember(h, msg, exp);
         }
         full
     }
@@ -219,10 +360,11 @@ impl<T: Message> Publisher<T> {
     pub fn publish(&self, msg: T) -> Result<(), PublishError> {
         let p = &*self.inner;
         p.check_alive()?;
+        let exp = p.on_publish();
         match &p.history {
             None => {
                 let m = p.matched.load();
-                let full = p.deliver_owned(&m, msg, None);
+                let full = p.deliver_owned(&m, msg, None, exp);
                 p.finish(&m, full)
             }
             Some(h) => {
@@ -230,7 +372,7 @@ impl<T: Message> Publisher<T> {
                 // message exactly once (see `Graph::add_subscription`).
                 let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
                 let m = p.matched.load();
-                let full = p.deliver_owned(&m, msg, Some(&mut h));
+                let full = p.deliver_owned(&m, msg, Some(&mut h), exp);
                 p.finish(&m, full)
             }
         }
@@ -249,16 +391,17 @@ impl<T: Message> Publisher<T> {
     pub fn publish_shared(&self, msg: Arc<T>) -> Result<(), PublishError> {
         let p = &*self.inner;
         p.check_alive()?;
+        let exp = p.on_publish();
         match &p.history {
             None => {
                 let m = p.matched.load();
-                let full = p.deliver_shared(&m, msg, None);
+                let full = p.deliver_shared(&m, msg, None, exp);
                 p.finish(&m, full)
             }
             Some(h) => {
                 let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
                 let m = p.matched.load();
-                let full = p.deliver_shared(&m, msg, Some(&mut h));
+                let full = p.deliver_shared(&m, msg, Some(&mut h), exp);
                 p.finish(&m, full)
             }
         }
@@ -286,6 +429,37 @@ impl<T: Message> Publisher<T> {
     /// How many subscriptions this publisher currently delivers to.
     pub fn subscription_count(&self) -> usize {
         self.inner.matched.load().len()
+    }
+
+    /// Assert this publisher's liveliness (manual-by-topic liveliness;
+    /// publishing asserts it too).
+    pub fn assert_liveliness(&self) {
+        self.inner.liveliness.assert_now();
+    }
+
+    /// The offered-deadline-missed status.
+    pub fn deadline_missed(&self) -> DeadlineMissedStatus {
+        self.inner.deadline_status.get()
+    }
+
+    /// The publication-matched status.
+    pub fn matched(&self) -> MatchedStatus {
+        self.inner.matched_status.get()
+    }
+
+    /// [`deadline_missed`](Self::deadline_missed), resetting its change count.
+    pub fn take_deadline_missed(&self) -> DeadlineMissedStatus {
+        self.inner
+            .deadline_status
+            .take(|s| s.total_count_change = 0)
+    }
+
+    /// [`matched`](Self::matched), resetting its change counts.
+    pub fn take_matched(&self) -> MatchedStatus {
+        self.inner.matched_status.take(|s| {
+            s.total_count_change = 0;
+            s.current_count_change = 0;
+        })
     }
 
     /// The incompatible-QoS status (subscriptions that could not match).

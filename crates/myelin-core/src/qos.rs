@@ -36,7 +36,13 @@
 //! | volatile | ✓ | ✗ (`Durability`) |
 //! | transient local | ✓ (no history replay) | ✓ (history replayed) |
 //!
-//! History and depth never affect compatibility. An incompatible pair never
+//! | policy | compatible when |
+//! |---|---|
+//! | deadline | publisher's period <= subscription's (none = infinite) |
+//! | liveliness kind | publisher's kind >= subscription's (`Automatic` < `ManualByTopic`) |
+//! | liveliness lease | publisher's lease <= subscription's (none = infinite) |
+//!
+//! History, depth and lifespan never affect compatibility. An incompatible pair never
 //! connects; both sides' [`IncompatibleQosStatus`] is incremented with the
 //! policy named, and a `tracing` warning names the topic and the policy.
 //!
@@ -45,6 +51,7 @@
 //! nothing needs to be).
 
 use std::fmt;
+use std::time::Duration;
 
 /// The keep-all resource limit used unless [`QoS::max_samples`] says otherwise.
 pub const DEFAULT_MAX_SAMPLES: usize = 65_536;
@@ -76,6 +83,26 @@ pub enum Durability {
     TransientLocal,
 }
 
+/// How a publisher shows it is alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LivelinessKind {
+    /// Alive while its context is alive (the infrastructure asserts it).
+    Automatic,
+    /// Alive only while it publishes or calls
+    /// [`Publisher::assert_liveliness`](crate::Publisher::assert_liveliness)
+    /// at least once per lease.
+    ManualByTopic,
+}
+
+/// Liveliness: a kind and a lease (none = infinite).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Liveliness {
+    /// The kind.
+    pub kind: LivelinessKind,
+    /// The lease: how long a publisher stays alive without asserting.
+    pub lease: Option<Duration>,
+}
+
 /// A QoS policy, as named in incompatibility reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QosPolicy {
@@ -85,6 +112,10 @@ pub enum QosPolicy {
     Durability,
     /// [`History`].
     History,
+    /// [`QoS::deadline`].
+    Deadline,
+    /// [`Liveliness`].
+    Liveliness,
 }
 
 impl fmt::Display for QosPolicy {
@@ -93,6 +124,8 @@ impl fmt::Display for QosPolicy {
             QosPolicy::Reliability => "reliability",
             QosPolicy::Durability => "durability",
             QosPolicy::History => "history",
+            QosPolicy::Deadline => "deadline",
+            QosPolicy::Liveliness => "liveliness",
         })
     }
 }
@@ -123,6 +156,12 @@ pub struct QoS {
     pub durability: Durability,
     /// Keep-all bound on buffered messages per subscription.
     pub max_samples: usize,
+    /// Expected maximum period between messages (none = no deadline).
+    pub deadline: Option<Duration>,
+    /// How long a message stays valid after publication (none = forever).
+    pub lifespan: Option<Duration>,
+    /// Liveliness kind and lease.
+    pub liveliness: Liveliness,
 }
 
 impl QoS {
@@ -134,6 +173,12 @@ impl QoS {
             reliability: Reliability::Reliable,
             durability: Durability::Volatile,
             max_samples: DEFAULT_MAX_SAMPLES,
+            deadline: None,
+            lifespan: None,
+            liveliness: Liveliness {
+                kind: LivelinessKind::Automatic,
+                lease: None,
+            },
         }
     }
 
@@ -176,6 +221,29 @@ impl QoS {
         self
     }
 
+    /// Expect a message at least every `period` (a publisher promises it, a
+    /// subscription requests it); misses are reported as deadline events.
+    pub const fn deadline(mut self, period: Duration) -> Self {
+        self.deadline = Some(period);
+        self
+    }
+
+    /// Messages older than `age` are never delivered (dropped at take time
+    /// and counted in `lost()` and `expired()`).
+    pub const fn lifespan(mut self, age: Duration) -> Self {
+        self.lifespan = Some(age);
+        self
+    }
+
+    /// Set the liveliness kind and lease.
+    pub const fn liveliness(mut self, kind: LivelinessKind, lease: Duration) -> Self {
+        self.liveliness = Liveliness {
+            kind,
+            lease: Some(lease),
+        };
+        self
+    }
+
     /// ROS 2's `rmw_qos_profile_default`: keep last 10, reliable, volatile.
     pub const fn default_profile() -> Self {
         QoS::keep_last(10)
@@ -214,6 +282,43 @@ impl QoS {
                 reason: format!(
                     "publisher offers {:?} but subscription requests {:?}",
                     self.reliability, requested.reliability
+                ),
+            });
+        }
+        fn finite_le(offered: Option<Duration>, requested: Option<Duration>) -> bool {
+            match (offered, requested) {
+                (_, None) => true,
+                (None, Some(_)) => false,
+                (Some(o), Some(r)) => o <= r,
+            }
+        }
+        let show = |d: Option<Duration>| d.map_or("infinite".to_string(), |d| format!("{d:?}"));
+        if !finite_le(self.deadline, requested.deadline) {
+            return Err(Incompatibility {
+                policy: QosPolicy::Deadline,
+                reason: format!(
+                    "publisher offers a deadline of {} but subscription requests {}",
+                    show(self.deadline),
+                    show(requested.deadline)
+                ),
+            });
+        }
+        if self.liveliness.kind < requested.liveliness.kind {
+            return Err(Incompatibility {
+                policy: QosPolicy::Liveliness,
+                reason: format!(
+                    "publisher offers {:?} liveliness but subscription requests {:?}",
+                    self.liveliness.kind, requested.liveliness.kind
+                ),
+            });
+        }
+        if !finite_le(self.liveliness.lease, requested.liveliness.lease) {
+            return Err(Incompatibility {
+                policy: QosPolicy::Liveliness,
+                reason: format!(
+                    "publisher offers a liveliness lease of {} but subscription requests {}",
+                    show(self.liveliness.lease),
+                    show(requested.liveliness.lease)
                 ),
             });
         }

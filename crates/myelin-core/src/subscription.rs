@@ -12,11 +12,16 @@ use myelin_sync::{RetainCell, TryLock};
 
 use crate::buffer::{Buffer, Pushed, Received};
 use crate::error::SpinError;
+use crate::events::{
+    DeadlineMissedStatus, EventQueue, LivelinessChangedStatus, MatchedStatus, Status,
+    SubscriptionEvent,
+};
 use crate::executor::{ExecShared, Executable};
 use crate::group::{CallbackGroup, GroupInner};
 use crate::message::Message;
 use crate::node::NodeInner;
 use crate::publisher::IncompatibleQos;
+use crate::publisher::LivelinessToken;
 use crate::qos::{IncompatibleQosStatus, QoS};
 use crate::waitpoint::WaitPoint;
 
@@ -38,7 +43,7 @@ pub enum BufferKind {
 }
 
 /// Options for [`Node::create_subscription_with`](crate::Node::create_subscription_with).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct SubscriptionOptions {
     /// The callback group (default: the node's mutually exclusive group).
     /// Matters only on a [`MultiThreadedExecutor`](crate::MultiThreadedExecutor).
@@ -57,7 +62,25 @@ pub struct SubscriptionOptions {
     /// An inline callback must not publish on a transient-local publisher of
     /// its own topic (that publisher delivers under its history lock).
     pub inline: bool,
+    /// Called by the node's executor for each [`SubscriptionEvent`]
+    /// (deadline missed, liveliness changed, matched, incompatible QoS).
+    pub event_callback: Option<SharedEventCallback<SubscriptionEvent>>,
 }
+
+impl std::fmt::Debug for SubscriptionOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubscriptionOptions")
+            .field("buffer", &self.buffer)
+            .field("inline", &self.inline)
+            .field("callback_group", &self.callback_group)
+            .field("event_callback", &self.event_callback.is_some())
+            .finish()
+    }
+}
+
+/// An event callback as stored in options (shareable, so options can be
+/// cloned).
+pub type SharedEventCallback<E> = Arc<dyn Fn(E) + Send + Sync>;
 
 impl SubscriptionOptions {
     /// Options with a given buffer kind.
@@ -85,6 +108,12 @@ impl SubscriptionOptions {
     /// Put the subscription in a callback group.
     pub fn with_group(mut self, group: &CallbackGroup) -> Self {
         self.callback_group = Some(group.clone());
+        self
+    }
+
+    /// Receive [`SubscriptionEvent`]s through the executor.
+    pub fn on_event(mut self, f: impl Fn(SubscriptionEvent) + Send + Sync + 'static) -> Self {
+        self.event_callback = Some(Arc::new(f));
         self
     }
 }
@@ -192,6 +221,18 @@ pub(crate) struct SubInner<T> {
     callback: Option<TryLock<Dispatch<T>>>,
     /// Deliver in the publisher's thread.
     inline: bool,
+    /// Messages dropped at take time because their lifespan had passed.
+    expired: AtomicU64,
+    /// Messages pushed (counted only with a deadline).
+    received_count: AtomicU64,
+    pub(crate) deadline_status: Status<DeadlineMissedStatus>,
+    pub(crate) liveliness_status: Status<LivelinessChangedStatus>,
+    pub(crate) matched_status: Status<MatchedStatus>,
+    /// Matched publishers' liveliness and whether each was alive last time.
+    pub_liveliness: std::sync::Mutex<Vec<(Arc<LivelinessToken>, bool)>>,
+    pub(crate) events: Option<Arc<EventQueue<SubscriptionEvent>>>,
+    /// The deadline and liveliness checkers (timers on the node's executor).
+    pub(crate) checkers: std::sync::Mutex<Vec<crate::Timer>>,
     /// The panic message of the last inline callback that panicked.
     inline_panic: std::sync::Mutex<Option<String>>,
     pub(crate) incompatible: IncompatibleQos,
@@ -207,6 +248,7 @@ pub(crate) struct SubSpec<T> {
     pub(crate) callback: Option<Dispatch<T>>,
     pub(crate) inline: bool,
     pub(crate) group: Arc<GroupInner>,
+    pub(crate) events: Option<Arc<EventQueue<SubscriptionEvent>>>,
 }
 
 impl<T: Message> SubInner<T> {
@@ -220,6 +262,7 @@ impl<T: Message> SubInner<T> {
             callback,
             inline,
             group,
+            events,
         } = spec;
         SubInner {
             id,
@@ -236,6 +279,14 @@ impl<T: Message> SubInner<T> {
             inline: inline && callback.is_some(),
             callback: callback.map(TryLock::new),
             inline_panic: std::sync::Mutex::new(None),
+            expired: AtomicU64::new(0),
+            received_count: AtomicU64::new(0),
+            deadline_status: Status::new(),
+            liveliness_status: Status::new(),
+            matched_status: Status::new(),
+            pub_liveliness: std::sync::Mutex::new(Vec::new()),
+            events,
+            checkers: std::sync::Mutex::new(Vec::new()),
             incompatible: IncompatibleQos::default(),
         }
     }
@@ -256,19 +307,130 @@ impl<T: Message> SubInner<T> {
         self.buffer.limit()
     }
 
+    /// The oldest message still within its lifespan; expired ones are
+    /// dropped and counted.
     #[inline]
-    pub(crate) fn push_owned(self: &Arc<Self>, msg: T) -> Pushed {
-        self.push(Received::Owned(msg))
+    pub(crate) fn pop_live(&self) -> Option<Received<T>> {
+        loop {
+            let (item, expires) = self.buffer.pop()?;
+            if expires != 0 && crate::executor::now_ns() > expires {
+                self.expired.fetch_add(1, Ordering::Relaxed);
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            return Some(item);
+        }
+    }
+
+    pub(crate) fn emit(self: &Arc<Self>, e: SubscriptionEvent) {
+        if let Some(q) = &self.events {
+            q.emit(e);
+        }
+    }
+
+    /// The deadline checker found no message in the last period.
+    pub(crate) fn check_deadline(self: &Arc<Self>, last_seen: &mut u64) {
+        let n = self.received_count.load(Ordering::Relaxed);
+        if n > 0 && n == *last_seen {
+            let st = self.deadline_status.update(|s| {
+                s.total_count += 1;
+                s.total_count_change += 1;
+            });
+            self.emit(SubscriptionEvent::RequestedDeadlineMissed(st));
+        }
+        *last_seen = n;
+    }
+
+    /// Re-evaluate the liveliness of the matched publishers (called by the
+    /// graph when matches change, and by the lease checker).
+    pub(crate) fn update_liveliness(self: &Arc<Self>, tokens: Option<Vec<Arc<LivelinessToken>>>) {
+        let now = crate::executor::now_ns();
+        let mut pubs = self
+            .pub_liveliness
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let (mut d_alive, mut d_not) = (0i32, 0i32);
+        if let Some(tokens) = tokens {
+            // Publishers that went away.
+            pubs.retain(|(t, alive)| {
+                let keep = tokens.iter().any(|n| Arc::ptr_eq(n, t));
+                if !keep {
+                    if *alive { d_alive -= 1 } else { d_not -= 1 }
+                }
+                keep
+            });
+            // New publishers.
+            for t in tokens {
+                if !pubs.iter().any(|(p, _)| Arc::ptr_eq(p, &t)) {
+                    let alive = t.is_alive(now);
+                    if alive {
+                        d_alive += 1
+                    } else {
+                        d_not += 1
+                    }
+                    pubs.push((t, alive));
+                }
+            }
+        }
+        for (t, alive) in pubs.iter_mut() {
+            let now_alive = t.is_alive(now);
+            if now_alive != *alive {
+                if now_alive {
+                    d_alive += 1;
+                    d_not -= 1;
+                } else {
+                    d_alive -= 1;
+                    d_not += 1;
+                }
+                *alive = now_alive;
+            }
+        }
+        drop(pubs);
+        if d_alive != 0 || d_not != 0 {
+            let st = self.liveliness_status.update(|s| {
+                s.alive_count = (s.alive_count as i32 + d_alive).max(0) as u32;
+                s.not_alive_count = (s.not_alive_count as i32 + d_not).max(0) as u32;
+                s.alive_count_change += d_alive;
+                s.not_alive_count_change += d_not;
+            });
+            self.emit(SubscriptionEvent::LivelinessChanged(st));
+        }
+    }
+
+    /// The graph counted `current` matched publishers.
+    pub(crate) fn update_matched(self: &Arc<Self>, current: u32) {
+        let prev = self.matched_status.get().current_count;
+        if prev == current {
+            return;
+        }
+        let st = self.matched_status.update(|s| {
+            let d = current as i32 - s.current_count as i32;
+            if d > 0 {
+                s.total_count += d as u64;
+                s.total_count_change += d as u64;
+            }
+            s.current_count = current;
+            s.current_count_change += d;
+        });
+        self.emit(SubscriptionEvent::Matched(st));
     }
 
     #[inline]
-    pub(crate) fn push_shared(self: &Arc<Self>, msg: Arc<T>) -> Pushed {
-        self.push(Received::Shared(msg))
+    pub(crate) fn push_owned(self: &Arc<Self>, msg: T, expires: u64) -> Pushed {
+        self.push(Received::Owned(msg), expires)
     }
 
     #[inline]
-    fn push(self: &Arc<Self>, item: Received<T>) -> Pushed {
-        let r = self.buffer.push(item);
+    pub(crate) fn push_shared(self: &Arc<Self>, msg: Arc<T>, expires: u64) -> Pushed {
+        self.push(Received::Shared(msg), expires)
+    }
+
+    #[inline]
+    fn push(self: &Arc<Self>, item: Received<T>, expires: u64) -> Pushed {
+        if self.qos.deadline.is_some() {
+            self.received_count.fetch_add(1, Ordering::Relaxed);
+        }
+        let r = self.buffer.push((item, expires));
         match r {
             Pushed::Stored => {}
             Pushed::Overwrote => {
@@ -292,8 +454,8 @@ impl<T: Message> SubInner<T> {
 
     /// Push without waking anyone (history replay under the graph lock);
     /// the caller calls [`kick`](Self::kick) once the locks are released.
-    pub(crate) fn push_quiet(&self, msg: Arc<T>) {
-        if self.buffer.push(Received::Shared(msg)) != Pushed::Stored {
+    pub(crate) fn push_quiet(&self, msg: Arc<T>, expires: u64) {
+        if self.buffer.push((Received::Shared(msg), expires)) != Pushed::Stored {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -308,7 +470,7 @@ impl<T: Message> SubInner<T> {
         loop {
             // Busy: the holder drains our message before it returns.
             let mut guard = cb.try_lock()?;
-            while let Some(item) = self.buffer.pop() {
+            while let Some(item) = self.pop_live() {
                 if let Err(p) = catch_unwind(AssertUnwindSafe(|| (guard)(item))) {
                     return Some(crate::executor::panic_message(&p));
                 }
@@ -384,7 +546,7 @@ impl<T: Message> Executable for SubInner<T> {
             && let Some(cb) = &self.callback
             // `queued` stays set while we run, so this is never contended.
             && let Some(mut cb) = cb.try_lock()
-            && let Some(item) = self.buffer.pop()
+            && let Some(item) = self.pop_live()
             && let Err(panic) = catch_unwind(AssertUnwindSafe(|| (cb)(item)))
         {
             result = Err(SpinError::CallbackPanicked {
@@ -451,7 +613,7 @@ impl<T: Message> futures_core::Stream for SubscriptionStream<'_, T> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Received<T>>> {
         let inner = &self.sub.inner;
-        if let Some(m) = inner.buffer.pop() {
+        if let Some(m) = inner.pop_live() {
             return Poll::Ready(Some(m));
         }
         if inner.node.ctx.is_shut_down() {
@@ -460,7 +622,7 @@ impl<T: Message> futures_core::Stream for SubscriptionStream<'_, T> {
         inner.waitpoint.register_waker(cx.waker());
         // Re-check: a message (or shutdown) may have come before the waker
         // was visible.
-        if let Some(m) = inner.buffer.pop() {
+        if let Some(m) = inner.pop_live() {
             return Poll::Ready(Some(m));
         }
         if inner.node.ctx.is_shut_down() {
@@ -483,7 +645,7 @@ impl<T: Message> Subscription<T> {
     /// with a callback this competes with the executor; it is meant for
     /// polling subscriptions.
     pub fn take(&self) -> Option<Received<T>> {
-        self.inner.buffer.pop()
+        self.inner.pop_live()
     }
 
     /// Block until a message arrives (sleeping in the kernel) or `timeout`
@@ -504,7 +666,7 @@ impl<T: Message> Subscription<T> {
         let mut got = None;
         wp.event.wait_while(
             || {
-                got = self.inner.buffer.pop();
+                got = self.inner.pop_live();
                 got.is_none() && !ctx.is_shut_down() && wp.gone_count() == gone_at_start
             },
             Some(deadline),
@@ -535,6 +697,55 @@ impl<T: Message> Subscription<T> {
     /// or refused by its full keep_all FIFO.
     pub fn lost(&self) -> u64 {
         self.inner.lost.load(Ordering::Relaxed)
+    }
+
+    /// Messages dropped at take time because their lifespan had passed
+    /// (also counted in [`lost`](Self::lost)).
+    pub fn expired(&self) -> u64 {
+        self.inner.expired.load(Ordering::Relaxed)
+    }
+
+    /// The requested-deadline-missed status.
+    pub fn deadline_missed(&self) -> DeadlineMissedStatus {
+        self.inner.deadline_status.get()
+    }
+
+    /// The liveliness of the matched publishers.
+    pub fn liveliness_changed(&self) -> LivelinessChangedStatus {
+        self.inner.liveliness_status.get()
+    }
+
+    /// The subscription-matched status.
+    pub fn matched(&self) -> MatchedStatus {
+        self.inner.matched_status.get()
+    }
+
+    /// [`deadline_missed`](Self::deadline_missed), resetting its change count.
+    pub fn take_deadline_missed(&self) -> DeadlineMissedStatus {
+        self.inner
+            .deadline_status
+            .take(|s| s.total_count_change = 0)
+    }
+
+    /// [`liveliness_changed`](Self::liveliness_changed), resetting its change counts.
+    pub fn take_liveliness_changed(&self) -> LivelinessChangedStatus {
+        self.inner.liveliness_status.take(|s| {
+            s.alive_count_change = 0;
+            s.not_alive_count_change = 0;
+        })
+    }
+
+    /// [`matched`](Self::matched), resetting its change counts.
+    pub fn take_matched(&self) -> MatchedStatus {
+        self.inner.matched_status.take(|s| {
+            s.total_count_change = 0;
+            s.current_count_change = 0;
+        })
+    }
+
+    /// Publishers currently matched (compatible QoS, same type).
+    pub fn matched_count(&self) -> usize {
+        self.inner.matched_status.get().current_count as usize
     }
 
     /// Messages currently buffered.

@@ -145,6 +145,12 @@ fn clock_base() -> Instant {
     *BASE.get_or_init(Instant::now)
 }
 
+/// Nanoseconds since [`clock_base`] now: the clock of message expiry and
+/// liveliness assertions.
+pub(crate) fn now_ns() -> u64 {
+    mono_ns(Instant::now())
+}
+
 /// Nanoseconds since [`clock_base`]: the unit of `next_due`.
 fn mono_ns(t: Instant) -> u64 {
     t.saturating_duration_since(clock_base())

@@ -1,0 +1,184 @@
+//! QoS events: deadline misses, liveliness changes, matches and
+//! incompatible QoS, as statuses you can read and as callbacks the
+//! executor runs (registered in [`SubscriptionOptions`](crate::SubscriptionOptions)
+//! and [`PublisherOptions`](crate::PublisherOptions)).
+//!
+//! Counts follow ROS 2 / DDS: `total_count` only grows, the `*_change`
+//! fields count since the status was last taken with a `take_*` method. An
+//! event carries a snapshot of the status at the time it happened.
+//!
+//! Deadline and liveliness are checked by timers on the endpoint's node's
+//! executor (no thread per entity): a node that is not added to an executor
+//! gets no deadline or liveliness events.
+
+use std::sync::{Arc, Mutex};
+
+use crossbeam_queue::SegQueue;
+use myelin_sync::atomic::{AtomicBool, Ordering, fence};
+use myelin_sync::{RetainCell, TryLock};
+
+use crate::error::SpinError;
+use crate::executor::{ExecShared, Executable};
+use crate::group::GroupInner;
+use crate::qos::IncompatibleQosStatus;
+
+/// A deadline was missed (requested by a subscription, offered by a
+/// publisher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeadlineMissedStatus {
+    /// Missed deadlines so far.
+    pub total_count: u64,
+    /// Since the status was last taken.
+    pub total_count_change: u64,
+}
+
+/// The liveliness of the publishers a subscription is matched with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LivelinessChangedStatus {
+    /// Matched publishers currently alive.
+    pub alive_count: u32,
+    /// Matched publishers whose lease expired.
+    pub not_alive_count: u32,
+    /// Change of `alive_count` since last taken.
+    pub alive_count_change: i32,
+    /// Change of `not_alive_count` since last taken.
+    pub not_alive_count_change: i32,
+}
+
+/// Matches with the other side (publications for a subscription,
+/// subscriptions for a publisher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MatchedStatus {
+    /// Matches ever made.
+    pub total_count: u64,
+    /// Since last taken.
+    pub total_count_change: u64,
+    /// Matched now.
+    pub current_count: u32,
+    /// Change of `current_count` since last taken.
+    pub current_count_change: i32,
+}
+
+/// An event of a subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionEvent {
+    /// `RequestedDeadlineMissed`: nothing arrived within the deadline.
+    RequestedDeadlineMissed(DeadlineMissedStatus),
+    /// A matched publisher became alive or not alive, appeared or went away.
+    LivelinessChanged(LivelinessChangedStatus),
+    /// `SubscriptionMatched`: the set of matched publishers changed.
+    Matched(MatchedStatus),
+    /// A publisher with incompatible QoS was found.
+    IncompatibleQos(IncompatibleQosStatus),
+}
+
+/// An event of a publisher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublisherEvent {
+    /// `OfferedDeadlineMissed`: the publisher did not publish within its
+    /// deadline.
+    OfferedDeadlineMissed(DeadlineMissedStatus),
+    /// `PublicationMatched`: the set of matched subscriptions changed.
+    Matched(MatchedStatus),
+    /// A subscription with incompatible QoS was found.
+    IncompatibleQos(IncompatibleQosStatus),
+}
+
+/// A status guarded for rare updates (events are rare; messages never touch it).
+pub(crate) struct Status<S>(Mutex<S>);
+
+impl<S: Copy + Default> Status<S> {
+    pub(crate) fn new() -> Self {
+        Status(Mutex::new(S::default()))
+    }
+    pub(crate) fn update(&self, f: impl FnOnce(&mut S)) -> S {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g);
+        *g
+    }
+    pub(crate) fn get(&self) -> S {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn take(&self, reset: impl FnOnce(&mut S)) -> S {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let out = *g;
+        reset(&mut g);
+        out
+    }
+}
+
+pub(crate) type EventCallback<E> = Box<dyn FnMut(E) + Send>;
+
+/// Events waiting for the executor to run the endpoint's event callback.
+pub(crate) struct EventQueue<E> {
+    queue: SegQueue<E>,
+    // SYNC: as a subscription's `queued`.
+    queued: AtomicBool,
+    pub(crate) target: RetainCell<ExecShared>,
+    callback: TryLock<EventCallback<E>>,
+    group: Arc<GroupInner>,
+    describe: String,
+}
+
+impl<E: Send + 'static> EventQueue<E> {
+    pub(crate) fn new(
+        callback: EventCallback<E>,
+        group: Arc<GroupInner>,
+        describe: String,
+    ) -> Arc<Self> {
+        Arc::new(EventQueue {
+            queue: SegQueue::new(),
+            queued: AtomicBool::new(false),
+            target: RetainCell::new(),
+            callback: TryLock::new(callback),
+            group,
+            describe,
+        })
+    }
+
+    pub(crate) fn emit(self: &Arc<Self>, e: E) {
+        self.queue.push(e);
+        self.signal();
+    }
+
+    fn signal(self: &Arc<Self>) {
+        if let Some(exec) = self.target.get()
+            && !self.queued.swap(true, Ordering::SeqCst)
+        {
+            exec.enqueue(self.clone());
+        }
+    }
+}
+
+impl<E: Send + 'static> Executable for EventQueue<E> {
+    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<(), SpinError> {
+        let mut result = Ok(());
+        if self.target.is(exec)
+            && let Some(mut cb) = self.callback.try_lock()
+            && let Some(e) = self.queue.pop()
+            && let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cb)(e)))
+        {
+            result = Err(SpinError::CallbackPanicked {
+                entity: format!("event callback of {}", self.describe),
+                message: crate::executor::panic_message(&p),
+            });
+        }
+        self.queued.store(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if !self.queue.is_empty() {
+            self.signal();
+        }
+        result
+    }
+
+    fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {
+        self.target.set(exec);
+        if !self.queue.is_empty() {
+            self.signal();
+        }
+    }
+
+    fn group(&self) -> &Arc<GroupInner> {
+        &self.group
+    }
+}
