@@ -228,6 +228,105 @@ impl Event {
     }
 }
 
+/// An [`Event`] for memory shared between processes: two `u32` words and
+/// nothing else, so every bit pattern is a valid value (a hostile or
+/// crashed process can make it wake spuriously or sleep until a timeout,
+/// never cause undefined behaviour). Always uses the shared futex.
+///
+/// Place it in shared memory with [`SharedEvent::from_words`].
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct SharedEvent {
+    // SYNC: as `Event::epoch`.
+    epoch: AtomicU32,
+    // SYNC: as `Event::waiters`.
+    waiters: AtomicU32,
+}
+
+impl SharedEvent {
+    /// A fresh event (for tests and for initialising shared memory).
+    pub fn new() -> Self {
+        SharedEvent::default()
+    }
+
+    /// View two adjacent, 4-byte aligned `u32` words (e.g. in a shared
+    /// mapping) as an event.
+    ///
+    /// # Safety
+    /// `words` must point to 8 bytes, 4-byte aligned, valid for reads and
+    /// writes for `'a`, and only ever accessed atomically by anyone (other
+    /// processes included).
+    pub unsafe fn from_words<'a>(words: *mut u32) -> &'a SharedEvent {
+        // SAFETY: the caller guarantees size, alignment and validity;
+        // `SharedEvent` is `repr(C)` of two `AtomicU32`, which have the
+        // layout of `u32` and accept every bit pattern.
+        unsafe { &*(words as *const SharedEvent) }
+    }
+
+    /// Wake every waiter (in any process).
+    pub fn notify(&self) {
+        // SYNC: as `Event::notify`.
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            #[cfg(not(loom))]
+            let _ = rustix::thread::futex::wake(
+                &self.epoch,
+                rustix::thread::futex::Flags::empty(),
+                i32::MAX as u32,
+            );
+        }
+    }
+
+    /// Sleep while `idle()` holds, until notified or `deadline`.
+    pub fn wait_while(
+        &self,
+        mut idle: impl FnMut() -> bool,
+        deadline: Option<Instant>,
+    ) -> WaitOutcome {
+        if !idle() {
+            return WaitOutcome::Ready;
+        }
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let outcome = loop {
+            let seen = self.epoch.load(Ordering::SeqCst);
+            if !idle() {
+                break WaitOutcome::Ready;
+            }
+            let remaining = match deadline {
+                None => None,
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break WaitOutcome::TimedOut;
+                    }
+                    Some(d - now)
+                }
+            };
+            #[cfg(not(loom))]
+            {
+                use rustix::thread::futex;
+                let ts = remaining.map(|d| futex::Timespec {
+                    tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+                    tv_nsec: d.subsec_nanos() as _,
+                });
+                let _ = futex::wait(&self.epoch, futex::Flags::empty(), seen, ts.as_ref());
+            }
+            #[cfg(loom)]
+            {
+                let _ = (seen, remaining);
+                loom::thread::yield_now();
+            }
+        };
+        // A hostile process may have zeroed the counter: never underflow.
+        let _ = self
+            .waiters
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                Some(w.saturating_sub(1))
+            });
+        outcome
+    }
+}
+
 impl Default for Event {
     fn default() -> Self {
         Event::new(Scope::Process)

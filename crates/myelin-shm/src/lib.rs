@@ -1,0 +1,124 @@
+//! myelin's shared-memory transport, first layer: segments and the
+//! broadcast ring that carries one publisher's messages to any number of
+//! subscriber processes on the same host.
+//!
+//! * **Segments** are files in `/dev/shm` named
+//!   `myelin_<uid>_<domain>_<name>`, created owner-only (`0600`), with a
+//!   validated header (magic, version, length, owner pid, message type name
+//!   and schema hash). [`cleanup_stale`] removes the segments of dead
+//!   processes.
+//! * **The ring** ([`RingWriter`], [`RingReader`]) has one writer and any
+//!   number of readers. Each slot is a seqlock: the writer never waits for a
+//!   reader, so a slow, stuck or `kill -9`ed reader can never block it (the
+//!   keep-last behaviour of seed 000's per-subscription buffer); a reader
+//!   that falls behind detects the overwrite and counts the lost messages.
+//!   Readers hold nothing in the segment, so there is nothing to reclaim
+//!   when they die.
+//! * **Wake-up** without polling: a [`myelin_sync::SharedEvent`] (futex in
+//!   the segment) is notified per message; an opt-in busy-poll is just
+//!   calling [`RingReader::try_recv`] in a loop.
+//! * **Untrusted contents**: every value read from the segment (header
+//!   fields, sequence numbers, lengths) is validated before use, so a
+//!   corrupt or hostile writer can make a reader report errors or lose
+//!   messages, never read out of bounds.
+//!
+//!
+//! This crate is the unsafe boundary for *foreign* memory, as `myelin-sync`
+//! is for in-process primitives: it views words of the mapping as `std`
+//! atomics (loom cannot model memory shared between processes, so the
+//! protocol is tested with real processes instead), and copies payloads
+//! with volatile or raw copies that are validated before use.
+//!
+//! Status: this is the transport's first layer. Wiring it into publishers
+//! and subscriptions (discovery, zero-copy loans with reference-counted
+//! chunks, services) is the next step.
+//!
+//! ```
+//! use myelin_shm::{RingReader, RingWriter, SegmentName, TypeId};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let name = SegmentName::new(77, &format!("doc_{}", std::process::id()))?;
+//! let ty = TypeId { name: "std_msgs/msg/String".into(), hash: 0x1234 };
+//! let mut writer = RingWriter::create(&name, &ty, 8, 256)?;
+//! let mut reader = RingReader::open(&name, &ty)?;
+//! writer.publish(b"hello")?;
+//! let mut buf = Vec::new();
+//! let info = reader.try_recv(&mut buf)?.expect("a message");
+//! assert_eq!(&buf, b"hello");
+//! assert_eq!(info.lost, 0);
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+mod ring;
+mod segment;
+
+pub use ring::{RecvInfo, RingReader, RingWriter};
+pub use segment::{SegmentName, TypeId, cleanup_stale, segment_dir};
+
+/// Shared-memory errors. Each names the segment (its path) and what is
+/// wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ShmError {
+    /// A name has characters that cannot be part of a segment file name.
+    #[error(
+        "invalid segment name {0:?}: use letters, digits, '_', '-' and '.' only (at most 180 characters)"
+    )]
+    InvalidName(String),
+    /// Creating, opening or mapping the file failed.
+    #[error("shared memory {path}: {source}")]
+    Io {
+        /// The segment file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The segment's header is not a myelin ring (or is damaged).
+    #[error("shared memory {path}: bad header: {what}")]
+    BadHeader {
+        /// The segment file.
+        path: String,
+        /// Which field and why.
+        what: String,
+    },
+    /// The segment carries another message type.
+    #[error(
+        "shared memory {path}: carries {found} (hash {found_hash:016x}), expected {expected} (hash {expected_hash:016x})"
+    )]
+    TypeMismatch {
+        /// The segment file.
+        path: String,
+        /// The type this end expects.
+        expected: String,
+        /// Its schema hash.
+        expected_hash: u64,
+        /// The type in the segment.
+        found: String,
+        /// Its schema hash.
+        found_hash: u64,
+    },
+    /// A message does not fit a slot.
+    #[error(
+        "shared memory {path}: message of {len} bytes does not fit a slot of {slot_size} bytes"
+    )]
+    TooLarge {
+        /// The segment file.
+        path: String,
+        /// The message length.
+        len: usize,
+        /// The slot capacity.
+        slot_size: usize,
+    },
+    /// A value read from the segment is out of range (corruption or a
+    /// hostile writer); the reader skipped it.
+    #[error("shared memory {path}: corrupt {what}: {value} (limit {limit}); skipped")]
+    Corrupt {
+        /// The segment file.
+        path: String,
+        /// Which value.
+        what: &'static str,
+        /// What was read.
+        value: u64,
+        /// The largest valid value.
+        limit: u64,
+    },
+}
