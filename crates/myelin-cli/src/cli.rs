@@ -35,6 +35,8 @@ pub enum Scenario {
     Dispatch,
     /// Client/server chain: a source calls server_0, which calls server_1, ... (seed 002).
     Rpc,
+    /// Two processes: round trips over the shared-memory ring vs the raw futex/spin limits.
+    Ipc,
 }
 
 /// `myelin bench` arguments.

@@ -45,7 +45,7 @@ proptest! {
             file.write_all_at(&[*b], (*off % len) as u64).unwrap();
         }
         for s in msgs..msgs + 6 {
-            w.publish(&vec![s as u8; 50]).unwrap();
+            w.publish(&[s as u8; 50]).unwrap();
         }
         let mut buf = Vec::new();
         for _ in 0..64 {

@@ -16,6 +16,7 @@ use crate::sys::{CpuSnapshot, CpuUsage, peak_rss_bytes};
 pub mod dispatch;
 pub mod fanout;
 pub mod image;
+pub mod ipc;
 pub mod raw;
 pub mod relay;
 pub mod rpc;

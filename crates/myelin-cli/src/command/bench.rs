@@ -75,6 +75,13 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
             },
             &sys,
         )?,
+        Scenario::Ipc => scenarios::ipc::plan(
+            scenarios::ipc::IpcParams {
+                count: args.count.unwrap_or(if q { 2_000 } else { 20_000 }),
+                size,
+            },
+            &sys,
+        )?,
         Scenario::Fanout => scenarios::fanout::plan(
             FanoutParams {
                 rate: args.rate.unwrap_or(100.0),

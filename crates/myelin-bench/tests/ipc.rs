@@ -1,0 +1,26 @@
+//! The two-process scenario end to end (its own test binary: the scenario
+//! forks, and a fork is safest with few threads around).
+
+use myelin_bench::scenarios::System;
+use myelin_bench::scenarios::ipc::{IpcParams, plan};
+
+#[test]
+fn ipc_round_trips_complete_for_the_ring_and_the_raw_limits() {
+    let jobs = plan(
+        IpcParams {
+            count: 200,
+            size: 512,
+        },
+        &[System::Myelin, System::Raw],
+    )
+    .unwrap();
+    assert_eq!(jobs.len(), 4);
+    for j in jobs {
+        let name = j.name.clone();
+        let r = (j.run)().unwrap_or_else(|e| panic!("{name}: {e}")).record;
+        assert_eq!((r.count, r.lost), (200, 0), "{name}");
+        assert!(r.latency_ns.p50 > 0, "{name}");
+    }
+    let err = plan(IpcParams { count: 1, size: 0 }, &[System::Myelin]).unwrap_err();
+    assert!(err.to_string().contains("--size"), "{err}");
+}
