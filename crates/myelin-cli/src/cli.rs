@@ -18,6 +18,19 @@ pub struct Cli {
 pub enum Command {
     /// Run benchmark scenarios side by side with peers and print a table.
     Bench(BenchArgs),
+    /// Check and repair this host's myelin state (stale shared memory).
+    Doctor(DoctorArgs),
+}
+
+/// `myelin doctor` arguments.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// Remove shared-memory segments whose owner process is dead.
+    #[arg(long)]
+    pub clean: bool,
+    /// The ROS 2 domain id (0..=232).
+    #[arg(long, default_value_t = 0)]
+    pub domain: u32,
 }
 
 /// Benchmark scenarios.

@@ -15,6 +15,7 @@ fn main() {
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Bench(args) => command::bench::run(args),
+        cli::Command::Doctor(args) => command::doctor::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -99,3 +99,18 @@ fn bad_input_exits_non_zero_naming_the_flag() {
     fails_naming(&["bench", "fanout", "--nodes", "3"], "--nodes");
     fails_naming(&["bench", "teleport"], "teleport");
 }
+
+#[test]
+fn doctor_clean_runs_and_rejects_a_bad_domain() {
+    let out = myelin()
+        .args(["doctor", "--clean", "--domain", "229"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("domain 229"));
+    fails_naming(&["doctor", "--domain", "999"], "--domain");
+}

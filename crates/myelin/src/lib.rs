@@ -56,3 +56,8 @@ pub mod prelude {
         SubscriptionOptions, Timer,
     };
 }
+
+/// The README's examples, compiled as doctests so they stay correct.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+mod readme {}
