@@ -161,3 +161,18 @@ fn zenoh_relay_and_fanout_count_every_message() {
         assert_eq!(r.count, 30 * 200, "{}", r.config);
     }
 }
+
+#[cfg(feature = "grpc")]
+#[test]
+fn grpc_chain_answers_every_call() {
+    let p = RelayParams {
+        hops: 3,
+        rate: 500.0,
+        count: 30,
+        size: 64,
+    };
+    let recs = run(rpc::plan(p, &[System::Grpc]).unwrap());
+    assert_eq!(recs.len(), 1);
+    assert_eq!((recs[0].count, recs[0].lost), (30, 0));
+    assert_eq!(recs[0].system, "grpc");
+}

@@ -78,7 +78,7 @@ pub fn plan(p: IpcParams, systems: &[System]) -> Result<Vec<Job>, BenchError> {
                     ));
                 }
             }
-            System::Channel | System::Zenoh => {}
+            System::Channel | System::Zenoh | System::Grpc => {}
         }
     }
     Ok(jobs)

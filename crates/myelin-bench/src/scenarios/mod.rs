@@ -15,6 +15,8 @@ use crate::sys::{CpuSnapshot, CpuUsage, peak_rss_bytes};
 
 pub mod dispatch;
 pub mod fanout;
+#[cfg(feature = "grpc")]
+mod grpc;
 pub mod image;
 pub mod ipc;
 pub mod raw;
@@ -150,11 +152,19 @@ pub enum System {
     Raw,
     /// zenoh 1.x peers over TCP loopback (feature `zenoh`).
     Zenoh,
+    /// gRPC (tonic) over TCP loopback (feature `grpc`; `rpc` only).
+    Grpc,
 }
 
 impl System {
     /// Every system this crate knows, in report order.
-    pub const KNOWN: [System; 4] = [System::Myelin, System::Zenoh, System::Channel, System::Raw];
+    pub const KNOWN: [System; 5] = [
+        System::Myelin,
+        System::Zenoh,
+        System::Grpc,
+        System::Channel,
+        System::Raw,
+    ];
 
     /// The systems compiled into this build, in report order.
     pub fn all() -> Vec<System> {
@@ -166,7 +176,11 @@ impl System {
 
     /// Whether this build can measure the system.
     pub fn available(self) -> bool {
-        self != System::Zenoh || cfg!(feature = "zenoh")
+        match self {
+            System::Zenoh => cfg!(feature = "zenoh"),
+            System::Grpc => cfg!(feature = "grpc"),
+            _ => true,
+        }
     }
 
     /// The name used on the command line and in reports.
@@ -176,6 +190,7 @@ impl System {
             System::Channel => "channel",
             System::Raw => "raw",
             System::Zenoh => "zenoh",
+            System::Grpc => "grpc",
         }
     }
 

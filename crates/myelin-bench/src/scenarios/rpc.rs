@@ -46,10 +46,21 @@ impl RpcArrangement {
     }
 }
 
-/// Plan the rpc jobs (myelin only so far).
+/// Plan the rpc jobs (myelin, and gRPC when compiled in).
 pub fn plan(p: RelayParams, systems: &[System]) -> Result<Vec<Job>, BenchError> {
     p.validate()?;
     let mut jobs = Vec::new();
+    #[cfg(feature = "grpc")]
+    if systems.contains(&System::Grpc) {
+        jobs.push(Job::new(
+            format!(
+                "rpc/grpc/tonic-loopback {} {}",
+                rate_label(p.rate),
+                size_label(p.size)
+            ),
+            move || super::grpc::chain(p),
+        ));
+    }
     if systems.contains(&System::Myelin) {
         for a in [
             RpcArrangement::SingleThreaded,
