@@ -107,6 +107,25 @@ impl<S: Copy + Default> Status<S> {
     }
 }
 
+impl Status<MatchedStatus> {
+    /// Record that `current` peers are matched now; returns the new status
+    /// if it changed (for the event).
+    pub(crate) fn set_current(&self, current: u32) -> Option<MatchedStatus> {
+        if self.get().current_count == current {
+            return None;
+        }
+        Some(self.update(|s| {
+            let d = current as i32 - s.current_count as i32;
+            if d > 0 {
+                s.total_count += d as u64;
+                s.total_count_change += d as u64;
+            }
+            s.current_count = current;
+            s.current_count_change += d;
+        }))
+    }
+}
+
 pub(crate) type EventCallback<E> = Box<dyn FnMut(E) + Send>;
 
 /// Events waiting for the executor to run the endpoint's event callback.

@@ -169,16 +169,7 @@ impl Node {
             .inner
             .clone();
         let id = self.inner.ctx.new_id();
-        let events = options.event_callback.as_ref().map(|cb| {
-            let cb = cb.clone();
-            let q = EventQueue::new(
-                Box::new(move |e| cb(e)),
-                group.clone(),
-                format!("publisher {topic:?} of node {:?}", self.inner.fqn),
-            );
-            self.adopt(q.clone());
-            q
-        });
+        let events = self.event_queue(&options.event_callback, &group, "publisher", &topic);
         let inner = Arc::new(PubInner::new(
             id,
             topic.clone(),
@@ -279,6 +270,26 @@ impl Node {
         ents.push(Arc::downgrade(&e));
     }
 
+    /// The executor-run queue for an endpoint's event callback, if it has one.
+    fn event_queue<E: Send + 'static>(
+        &self,
+        callback: &Option<crate::SharedEventCallback<E>>,
+        group: &Arc<GroupInner>,
+        what: &str,
+        topic: &str,
+    ) -> Option<Arc<EventQueue<E>>> {
+        callback.as_ref().map(|cb| {
+            let cb = cb.clone();
+            let q = EventQueue::new(
+                Box::new(move |e| cb(e)),
+                group.clone(),
+                format!("{what} {topic:?} of node {:?}", self.inner.fqn),
+            );
+            self.adopt(q.clone());
+            q
+        })
+    }
+
     /// A checker timer for deadline or liveliness, in the endpoint's group.
     fn checker(
         &self,
@@ -322,16 +333,7 @@ impl Node {
         let topic = self.resolve_topic_name(topic)?;
         self.check_ctx(&topic)?;
         let id = self.inner.ctx.new_id();
-        let events = options.event_callback.as_ref().map(|cb| {
-            let cb = cb.clone();
-            let q = EventQueue::new(
-                Box::new(move |e| cb(e)),
-                group.clone(),
-                format!("subscription {topic:?} of node {:?}", self.inner.fqn),
-            );
-            self.adopt(q.clone());
-            q
-        });
+        let events = self.event_queue(&options.event_callback, &group, "subscription", &topic);
         let inner = Arc::new(SubInner::new(SubSpec {
             id,
             topic: topic.clone(),

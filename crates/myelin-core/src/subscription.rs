@@ -399,20 +399,9 @@ impl<T: Message> SubInner<T> {
 
     /// The graph counted `current` matched publishers.
     pub(crate) fn update_matched(self: &Arc<Self>, current: u32) {
-        let prev = self.matched_status.get().current_count;
-        if prev == current {
-            return;
+        if let Some(st) = self.matched_status.set_current(current) {
+            self.emit(SubscriptionEvent::Matched(st));
         }
-        let st = self.matched_status.update(|s| {
-            let d = current as i32 - s.current_count as i32;
-            if d > 0 {
-                s.total_count += d as u64;
-                s.total_count_change += d as u64;
-            }
-            s.current_count = current;
-            s.current_count_change += d;
-        });
-        self.emit(SubscriptionEvent::Matched(st));
     }
 
     #[inline]

@@ -135,36 +135,8 @@ impl Event {
     ///
     /// `idle` is re-evaluated after every wake-up (spurious or not); it must
     /// read the producer's work with at least `Acquire` ordering.
-    pub fn wait_while(
-        &self,
-        mut idle: impl FnMut() -> bool,
-        deadline: Option<Instant>,
-    ) -> WaitOutcome {
-        if !idle() {
-            return WaitOutcome::Ready;
-        }
-        // SYNC: pairs with the waiters load in `notify`.
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        let outcome = loop {
-            // SYNC: pairs with the epoch increment in `notify`.
-            let seen = self.epoch.load(Ordering::SeqCst);
-            if !idle() {
-                break WaitOutcome::Ready;
-            }
-            let remaining = match deadline {
-                None => None,
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        break WaitOutcome::TimedOut;
-                    }
-                    Some(d - now)
-                }
-            };
-            self.sleep(seen, remaining);
-        };
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
-        outcome
+    pub fn wait_while(&self, idle: impl FnMut() -> bool, deadline: Option<Instant>) -> WaitOutcome {
+        wait_on(&self.epoch, &self.waiters, !self.shared, idle, deadline)
     }
 
     /// Wake at most one waiting consumer (for work one consumer can take,
@@ -185,48 +157,91 @@ impl Event {
         self.epoch.load(Ordering::Relaxed)
     }
 
-    #[cfg(not(loom))]
-    fn sleep(&self, seen: u32, timeout: Option<std::time::Duration>) {
-        use rustix::thread::futex;
-        let ts = timeout.map(|d| futex::Timespec {
-            tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
-            tv_nsec: d.subsec_nanos() as _,
-        });
-        // The result is ignored on purpose: EAGAIN (the word changed),
-        // ETIMEDOUT and EINTR all mean "re-check", which the caller's loop does.
-        let _ = futex::wait(&self.epoch, self.flags(), seen, ts.as_ref());
-    }
-
-    #[cfg(loom)]
-    fn sleep(&self, seen: u32, _timeout: Option<std::time::Duration>) {
-        // loom cannot model a futex; a yield lets the model schedule the
-        // producer, which is exactly the interleaving the futex allows.
-        if self.epoch.load(Ordering::SeqCst) == seen {
-            loom::thread::yield_now();
-        }
-    }
-
     fn wake_all(&self) {
-        self.wake(i32::MAX as u32);
+        wake(&self.epoch, !self.shared, i32::MAX as u32);
     }
 
-    #[cfg(not(loom))]
     fn wake(&self, n: u32) {
-        let _ = rustix::thread::futex::wake(&self.epoch, self.flags(), n);
-    }
-
-    #[cfg(loom)]
-    fn wake(&self, _n: u32) {}
-
-    #[cfg(not(loom))]
-    fn flags(&self) -> rustix::thread::futex::Flags {
-        if self.shared {
-            rustix::thread::futex::Flags::empty()
-        } else {
-            rustix::thread::futex::Flags::PRIVATE
-        }
+        wake(&self.epoch, !self.shared, n);
     }
 }
+
+/// The consumer side of the eventcount protocol (see [`Event`]) over two
+/// words, shared by [`Event`] and [`SharedEvent`].
+fn wait_on(
+    epoch: &AtomicU32,
+    waiters: &AtomicU32,
+    private: bool,
+    mut idle: impl FnMut() -> bool,
+    deadline: Option<Instant>,
+) -> WaitOutcome {
+    if !idle() {
+        return WaitOutcome::Ready;
+    }
+    // SYNC: pairs with the waiters load in `notify`.
+    waiters.fetch_add(1, Ordering::SeqCst);
+    let outcome = loop {
+        // SYNC: pairs with the epoch increment in `notify`.
+        let seen = epoch.load(Ordering::SeqCst);
+        if !idle() {
+            break WaitOutcome::Ready;
+        }
+        let remaining = match deadline {
+            None => None,
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    break WaitOutcome::TimedOut;
+                }
+                Some(d - now)
+            }
+        };
+        sleep(epoch, private, seen, remaining);
+    };
+    // Saturating: in shared memory another process may have zeroed it.
+    let _ = waiters.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+        Some(w.saturating_sub(1))
+    });
+    outcome
+}
+
+#[cfg(not(loom))]
+fn flags(private: bool) -> rustix::thread::futex::Flags {
+    if private {
+        rustix::thread::futex::Flags::PRIVATE
+    } else {
+        rustix::thread::futex::Flags::empty()
+    }
+}
+
+#[cfg(not(loom))]
+fn sleep(epoch: &AtomicU32, private: bool, seen: u32, timeout: Option<std::time::Duration>) {
+    use rustix::thread::futex;
+    let ts = timeout.map(|d| futex::Timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: d.subsec_nanos() as _,
+    });
+    // The result is ignored on purpose: EAGAIN (the word changed),
+    // ETIMEDOUT and EINTR all mean "re-check", which the caller's loop does.
+    let _ = futex::wait(epoch, flags(private), seen, ts.as_ref());
+}
+
+#[cfg(loom)]
+fn sleep(epoch: &AtomicU32, _private: bool, seen: u32, _timeout: Option<std::time::Duration>) {
+    // loom cannot model a futex; a yield lets the model schedule the
+    // producer, which is exactly the interleaving the futex allows.
+    if epoch.load(Ordering::SeqCst) == seen {
+        loom::thread::yield_now();
+    }
+}
+
+#[cfg(not(loom))]
+fn wake(epoch: &AtomicU32, private: bool, n: u32) {
+    let _ = rustix::thread::futex::wake(epoch, flags(private), n);
+}
+
+#[cfg(loom)]
+fn wake(_epoch: &AtomicU32, _private: bool, _n: u32) {}
 
 /// An [`Event`] for memory shared between processes: two `u32` words and
 /// nothing else, so every bit pattern is a valid value (a hostile or
@@ -268,62 +283,13 @@ impl SharedEvent {
         // SYNC: as `Event::notify`.
         self.epoch.fetch_add(1, Ordering::SeqCst);
         if self.waiters.load(Ordering::SeqCst) > 0 {
-            #[cfg(not(loom))]
-            let _ = rustix::thread::futex::wake(
-                &self.epoch,
-                rustix::thread::futex::Flags::empty(),
-                i32::MAX as u32,
-            );
+            wake(&self.epoch, false, i32::MAX as u32);
         }
     }
 
     /// Sleep while `idle()` holds, until notified or `deadline`.
-    pub fn wait_while(
-        &self,
-        mut idle: impl FnMut() -> bool,
-        deadline: Option<Instant>,
-    ) -> WaitOutcome {
-        if !idle() {
-            return WaitOutcome::Ready;
-        }
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        let outcome = loop {
-            let seen = self.epoch.load(Ordering::SeqCst);
-            if !idle() {
-                break WaitOutcome::Ready;
-            }
-            let remaining = match deadline {
-                None => None,
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        break WaitOutcome::TimedOut;
-                    }
-                    Some(d - now)
-                }
-            };
-            #[cfg(not(loom))]
-            {
-                use rustix::thread::futex;
-                let ts = remaining.map(|d| futex::Timespec {
-                    tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
-                    tv_nsec: d.subsec_nanos() as _,
-                });
-                let _ = futex::wait(&self.epoch, futex::Flags::empty(), seen, ts.as_ref());
-            }
-            #[cfg(loom)]
-            {
-                let _ = (seen, remaining);
-                loom::thread::yield_now();
-            }
-        };
-        // A hostile process may have zeroed the counter: never underflow.
-        let _ = self
-            .waiters
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
-                Some(w.saturating_sub(1))
-            });
-        outcome
+    pub fn wait_while(&self, idle: impl FnMut() -> bool, deadline: Option<Instant>) -> WaitOutcome {
+        wait_on(&self.epoch, &self.waiters, false, idle, deadline)
     }
 }
 
