@@ -182,7 +182,7 @@ impl<E: Send + 'static> Executable for EventQueue<E> {
                 message: crate::executor::panic_message(&p),
             });
         }
-        self.queued.store(false, Ordering::SeqCst);
+        self.queued.swap(false, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if !self.queue.is_empty() {
             self.signal();

@@ -336,7 +336,7 @@ impl<Req: Message, Resp: Message> Executable for ServiceInner<Req, Resp> {
             self.serve(&mut h, r);
         }
         // SYNC: as in a subscription: clear, then re-check.
-        self.queued.store(false, Ordering::SeqCst);
+        self.queued.swap(false, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         self.kick();
         Ok(())

@@ -209,7 +209,7 @@ pub(crate) struct SubInner<T> {
     /// Set from the moment this subscription is put in its executor's ready
     /// queue until its callback has returned: a burst of messages enqueues it
     /// once, and no second worker can run it concurrently.
-    // SYNC: SeqCst swap in `signal` pairs with the SeqCst store + fence +
+    // SYNC: SeqCst swap in `signal` pairs with the SeqCst swap(false) + fence +
     // re-check at the end of `execute`.
     queued: AtomicBool,
     group: Arc<GroupInner>,
@@ -488,7 +488,7 @@ impl<T: Message> SubInner<T> {
     fn signal(self: &Arc<Self>) {
         if self.callback.is_some() {
             if let Some(exec) = self.target.get() {
-                // SYNC: pairs with the store(false) + fence in `execute`.
+                // SYNC: pairs with the swap(false) + fence in `execute`.
                 if !self.queued.swap(true, Ordering::SeqCst) {
                     exec.enqueue(self.clone());
                 }
@@ -545,7 +545,7 @@ impl<T: Message> Executable for SubInner<T> {
         }
         // SYNC: pairs with the swap in `signal`: a push that saw the mark set
         // did not enqueue us, so re-check after clearing it.
-        self.queued.store(false, Ordering::SeqCst);
+        self.queued.swap(false, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         // More messages: back to the end of the (current) executor's queue.
         self.kick();

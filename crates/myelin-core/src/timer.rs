@@ -28,7 +28,7 @@ pub(crate) struct TimerInner {
     missed: AtomicU64,
     pub(crate) node: Arc<NodeInner>,
     /// Set from the moment a tick is queued until its callback returned.
-    // SYNC: SeqCst swap in `mark_queued`, SeqCst store in `execute`.
+    // SYNC: SeqCst swap in `mark_queued`, SeqCst swap(false) in `execute`.
     queued: AtomicBool,
     group: Arc<GroupInner>,
 }
@@ -40,7 +40,7 @@ impl Executable for TimerInner {
         } else {
             self.fire()
         };
-        self.queued.store(false, Ordering::SeqCst);
+        self.queued.swap(false, Ordering::SeqCst);
         r
     }
 

@@ -88,3 +88,80 @@ fn try_lock_admits_one_holder() {
         }
     });
 }
+
+/// The subscription "queued" protocol of myelin-core's executors:
+/// producers push then `swap(queued, true)` and enqueue the subscription only
+/// if it was false; the executor takes the entry, handles one message,
+/// clears `queued` with a `swap(false)`, fences, and re-enqueues if the
+/// buffer is not empty. No message may be left behind with nobody queued.
+///
+/// The buffer is modelled by its length with SeqCst operations, as the real
+/// one (crossbeam's queues push with a SeqCst CAS on the tail; `is_empty`
+/// loads with SeqCst). This model found that clearing with a plain
+/// `store(false)` lets loom produce an execution where a message is left
+/// with the flag set and nobody queued; with the clear as an RMW
+/// (`swap(false)`, the same `xchg` on x86) no execution loses one, and the
+/// executors use `swap(false)`.
+#[test]
+fn queued_flag_protocol_loses_no_message() {
+    use myelin_sync::atomic::{AtomicBool, fence};
+
+    fn run_entry(buffer: &AtomicU32, queued: &AtomicBool, ready: &AtomicU32, handled: &AtomicU32) {
+        // Handle one message.
+        if buffer
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            handled.fetch_add(1, Ordering::SeqCst);
+        }
+        // Clear, fence, re-check (subscription.rs `execute` + `kick`).
+        queued.swap(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if buffer.load(Ordering::SeqCst) > 0 && !queued.swap(true, Ordering::SeqCst) {
+            ready.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn take(ready: &AtomicU32) -> bool {
+        ready
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    loom::model(|| {
+        let buffer = Arc::new(AtomicU32::new(0)); // messages buffered
+        let queued = Arc::new(AtomicBool::new(false));
+        let ready = Arc::new(AtomicU32::new(0)); // entries in the ready queue
+        let handled = Arc::new(AtomicU32::new(0));
+
+        let (b, q, r) = (buffer.clone(), queued.clone(), ready.clone());
+        let producer = loom::thread::spawn(move || {
+            for _ in 0..2 {
+                b.fetch_add(1, Ordering::SeqCst); // push
+                if !q.swap(true, Ordering::SeqCst) {
+                    r.fetch_add(1, Ordering::SeqCst); // enqueue
+                }
+            }
+        });
+        // Run entries while the producer works.
+        for _ in 0..3 {
+            if take(&ready) {
+                run_entry(&buffer, &queued, &ready, &handled);
+            } else {
+                loom::thread::yield_now();
+            }
+        }
+        producer.join().unwrap();
+        // Then drain: every remaining message must be reachable from a
+        // ready entry.
+        while take(&ready) {
+            run_entry(&buffer, &queued, &ready, &handled);
+        }
+        assert_eq!(
+            handled.load(Ordering::SeqCst),
+            2,
+            "a message was left with nobody queued"
+        );
+        assert_eq!(buffer.load(Ordering::SeqCst), 0);
+    });
+}
