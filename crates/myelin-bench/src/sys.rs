@@ -11,62 +11,19 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-/// Raw `getrusage(2)` binding.
-///
-/// rustix 1.x has no `getrusage` wrapper (only `getrlimit`/`prlimit`), and
-/// `libc` is not a workspace dependency, so the one call needed is declared
-/// here. `CLOCK_PROCESS_CPUTIME_ID` (via rustix) would give CPU time, but
-/// only `getrusage(RUSAGE_SELF)` gives process-wide context-switch counts
-/// that include threads that have already exited.
+/// `getrusage(RUSAGE_SELF)`: process-wide CPU split, context switches
+/// (including threads that already exited) and peak RSS.
 #[cfg(target_os = "linux")]
 mod ffi {
-    use core::ffi::{c_int, c_long};
-
-    /// `struct timeval` as used by the `getrusage` symbol (glibc and musl):
-    /// two C `long`s.
-    #[repr(C)]
-    #[derive(Default, Clone, Copy)]
-    pub(super) struct Timeval {
-        pub tv_sec: c_long,
-        pub tv_usec: c_long,
-    }
-
-    /// `struct rusage` on Linux: two `timeval`s followed by 14 `long`s.
-    #[repr(C)]
-    #[derive(Default, Clone, Copy)]
-    pub(super) struct Rusage {
-        pub ru_utime: Timeval,
-        pub ru_stime: Timeval,
-        pub ru_maxrss: c_long,
-        pub ru_ixrss: c_long,
-        pub ru_idrss: c_long,
-        pub ru_isrss: c_long,
-        pub ru_minflt: c_long,
-        pub ru_majflt: c_long,
-        pub ru_nswap: c_long,
-        pub ru_inblock: c_long,
-        pub ru_oublock: c_long,
-        pub ru_msgsnd: c_long,
-        pub ru_msgrcv: c_long,
-        pub ru_nsignals: c_long,
-        pub ru_nvcsw: c_long,
-        pub ru_nivcsw: c_long,
-    }
-
-    /// `RUSAGE_SELF`: the calling process, all its threads, live or exited.
-    const RUSAGE_SELF: c_int = 0;
-
-    unsafe extern "C" {
-        fn getrusage(who: c_int, usage: *mut Rusage) -> c_int;
-    }
+    pub(super) use libc::{rusage as Rusage, timeval as Timeval};
 
     /// `getrusage(RUSAGE_SELF)`, or `None` if the call fails.
     pub(super) fn rusage_self() -> Option<Rusage> {
-        let mut ru = Rusage::default();
-        // SAFETY: `ru` is a valid, writable, properly aligned `struct rusage`
-        // (same layout as the C definition on Linux: 2 timevals + 14 longs)
-        // that outlives the call; getrusage only writes into it.
-        let rc = unsafe { getrusage(RUSAGE_SELF, &mut ru) };
+        // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+        let mut ru: Rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a valid, writable `struct rusage` that outlives the
+        // call; getrusage only writes into it.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
         (rc == 0).then_some(ru)
     }
 }

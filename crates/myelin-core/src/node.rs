@@ -345,7 +345,10 @@ impl Node {
             group: group.clone(),
             events,
         }));
-        self.inner.ctx.graph.register_waiter(inner.waitpoint());
+        if !inner.has_callback() {
+            // Only polling subscriptions have waiters to wake at shutdown.
+            self.inner.ctx.graph.register_waiter(inner.waitpoint());
+        }
         if inner.has_callback() && !inline {
             // Attach before the graph can deliver, so nothing is pushed
             // without waking the executor; history replay then wakes it.
@@ -383,6 +386,20 @@ impl Node {
         Ok(Subscription { inner })
     }
 
+    /// Resolve a service name and check the context is alive.
+    fn service_name(&self, name: &str) -> Result<String, CreateServiceError> {
+        let name = names::expand_topic_name(
+            name,
+            &self.inner.name,
+            &self.inner.namespace,
+            NameKind::Service,
+        )?;
+        if self.inner.ctx.is_shut_down() {
+            return Err(CreateServiceError::ContextShutDown(name));
+        }
+        Ok(name)
+    }
+
     /// Create a service server; its callback (run by the node's executor)
     /// turns each request into a response. See [`crate::service`].
     pub fn create_service<Req: Message, Resp: Message>(
@@ -401,15 +418,7 @@ impl Node {
         options: ServiceOptions,
         callback: impl FnMut(Req) -> Resp + Send + 'static,
     ) -> Result<Service<Req, Resp>, CreateServiceError> {
-        let name = names::expand_topic_name(
-            name,
-            &self.inner.name,
-            &self.inner.namespace,
-            NameKind::Service,
-        )?;
-        if self.inner.ctx.is_shut_down() {
-            return Err(CreateServiceError::ContextShutDown(name));
-        }
+        let name = self.service_name(name)?;
         let group = options
             .callback_group
             .as_ref()
@@ -437,15 +446,7 @@ impl Node {
         &self,
         name: &str,
     ) -> Result<Client<Req, Resp>, CreateServiceError> {
-        let name = names::expand_topic_name(
-            name,
-            &self.inner.name,
-            &self.inner.namespace,
-            NameKind::Service,
-        )?;
-        if self.inner.ctx.is_shut_down() {
-            return Err(CreateServiceError::ContextShutDown(name));
-        }
+        let name = self.service_name(name)?;
         let inner = Arc::new(ClientInner::new(
             self.inner.ctx.new_id(),
             name,

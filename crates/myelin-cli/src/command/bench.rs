@@ -55,26 +55,17 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
     let sys = systems(args)?;
     let q = args.quick;
     let size = parse_size(&args.size)?;
+    // relay and rpc share their flags.
+    let chain = RelayParams {
+        hops: args.hops,
+        rate: args.rate.unwrap_or(100.0),
+        count: args.count.unwrap_or(if q { 100 } else { 1000 }),
+        size,
+    };
     Ok(match args.scenario {
         Scenario::Suite => scenarios::suite(q, &sys)?,
-        Scenario::Relay => scenarios::relay::plan(
-            RelayParams {
-                hops: args.hops,
-                rate: args.rate.unwrap_or(100.0),
-                count: args.count.unwrap_or(if q { 100 } else { 1000 }),
-                size,
-            },
-            &sys,
-        )?,
-        Scenario::Rpc => scenarios::rpc::plan(
-            RelayParams {
-                hops: args.hops,
-                rate: args.rate.unwrap_or(100.0),
-                count: args.count.unwrap_or(if q { 100 } else { 1000 }),
-                size,
-            },
-            &sys,
-        )?,
+        Scenario::Relay => scenarios::relay::plan(chain, &sys)?,
+        Scenario::Rpc => scenarios::rpc::plan(chain, &sys)?,
         Scenario::Ipc => scenarios::ipc::plan(
             scenarios::ipc::IpcParams {
                 count: args.count.unwrap_or(if q { 2_000 } else { 20_000 }),

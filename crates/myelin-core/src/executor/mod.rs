@@ -135,7 +135,13 @@ impl ReadyQueue {
         self.ring.is_empty() && self.overflow.is_empty()
     }
     fn len(&self) -> usize {
-        self.ring.len() + self.overflow.len()
+        // The overflow is almost always empty; its `len` walks indices.
+        let spill = if self.overflow.is_empty() {
+            0
+        } else {
+            self.overflow.len()
+        };
+        self.ring.len() + spill
     }
 }
 
