@@ -17,17 +17,85 @@ use std::sync::Arc;
 use crossbeam_queue::{ArrayQueue, SegQueue};
 use myelin_sync::atomic::{AtomicUsize, Ordering};
 
+use crate::message::Message;
 use crate::qos::{History, QoS};
+use crate::wire::{SharedBytes, Wire, WireError};
 
 /// A message as stored in a buffer and handed out by
-/// [`Subscription::take`](crate::Subscription::take): either owned (moved or
-/// copied for this subscription) or shared with other subscriptions.
+/// [`Subscription::take`](crate::Subscription::take): owned (moved or
+/// copied for this subscription), shared with other subscriptions, or read
+/// in place from shared memory.
 #[derive(Debug)]
 pub enum Received<T> {
     /// This subscription owns the message.
     Owned(T),
     /// The message is shared, zero-copy, with other subscriptions.
     Shared(Arc<T>),
+    /// Plain old data read in place from a loaned chunk (shared memory):
+    /// zero copies, whatever the size. The chunk goes back to its pool when
+    /// this is dropped.
+    InPlace(InPlace<T>),
+}
+
+/// A plain-old-data message viewed in place in bytes it keeps alive.
+pub struct InPlace<T> {
+    ptr: *const T,
+    bytes: SharedBytes,
+}
+
+// SAFETY: `ptr` points into `bytes`, which is `Send + Sync` and immutable;
+// handing out `&T` across threads needs `T: Sync`, moving needs `T: Send`.
+unsafe impl<T: Send + Sync> Send for InPlace<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for InPlace<T> {}
+
+impl<T: Message> InPlace<T> {
+    /// View `bytes` as a `T` (`None` unless `T` is plain old data and the
+    /// size and alignment fit).
+    pub fn new(bytes: SharedBytes) -> Option<InPlace<T>> {
+        let ptr = T::wire_view(&bytes)? as *const T;
+        Some(InPlace { ptr, bytes })
+    }
+
+    /// The bytes the message is read from.
+    pub fn bytes(&self) -> &SharedBytes {
+        &self.bytes
+    }
+}
+
+impl<T> Deref for InPlace<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: `ptr` came from `T::wire_view(&bytes)` (size and alignment
+        // checked, `T` valid for any bit pattern), and `bytes` keeps the
+        // memory alive and unmodified for our lifetime; `SharedBytes`'s
+        // pointer does not move when it does.
+        unsafe { &*self.ptr }
+    }
+}
+
+impl<T> std::fmt::Debug for InPlace<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InPlace")
+            .field("len", &self.bytes.len())
+            .finish()
+    }
+}
+
+/// A message from bytes another process (or a loan) wrote: viewed in place
+/// when the type allows it, decoded otherwise.
+pub(crate) fn from_wire<T: Message>(bytes: SharedBytes) -> Result<Received<T>, WireError> {
+    if T::WIRE == Wire::Pod {
+        let len = bytes.len();
+        return InPlace::new(bytes)
+            .map(Received::InPlace)
+            .ok_or(WireError::Decode {
+                type_name: T::TYPE_NAME,
+                len,
+                why: format!("expected {} bytes", std::mem::size_of::<T>()),
+            });
+    }
+    T::wire_decode(bytes).map(Received::Owned)
 }
 
 impl<T: Clone> Received<T> {
@@ -37,6 +105,7 @@ impl<T: Clone> Received<T> {
         match self {
             Received::Owned(t) => t,
             Received::Shared(a) => Arc::try_unwrap(a).unwrap_or_else(|a| (*a).clone()),
+            Received::InPlace(v) => (*v).clone(),
         }
     }
 
@@ -46,6 +115,7 @@ impl<T: Clone> Received<T> {
         match self {
             Received::Owned(t) => Arc::new(t),
             Received::Shared(a) => a,
+            Received::InPlace(v) => Arc::new((*v).clone()),
         }
     }
 }
@@ -56,6 +126,7 @@ impl<T> Deref for Received<T> {
         match self {
             Received::Owned(t) => t,
             Received::Shared(a) => a,
+            Received::InPlace(v) => v,
         }
     }
 }

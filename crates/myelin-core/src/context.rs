@@ -36,6 +36,9 @@ pub(crate) struct ContextInner {
     pub(crate) next_id: AtomicU64,
     /// Timers are phase-aligned to this instant (see `executor` docs).
     pub(crate) epoch: std::time::Instant,
+    /// The shared-memory transport (None when off or unavailable).
+    #[cfg(feature = "shm")]
+    pub(crate) shm: Option<Arc<crate::transport::shm::ShmDomain>>,
 }
 
 impl ContextInner {
@@ -53,6 +56,7 @@ impl ContextInner {
 pub struct ContextBuilder {
     domain_id: u32,
     handle_signals: bool,
+    shared_memory: bool,
 }
 
 impl Default for ContextBuilder {
@@ -60,6 +64,7 @@ impl Default for ContextBuilder {
         ContextBuilder {
             domain_id: 0,
             handle_signals: true,
+            shared_memory: crate::transport::shared_memory_enabled(),
         }
     }
 }
@@ -78,6 +83,15 @@ impl ContextBuilder {
         self
     }
 
+    /// Whether endpoints reach other processes on this host through shared
+    /// memory. On by default when the `shm` feature is compiled in, unless
+    /// `MYELIN_TRANSPORT` is set without `shm` in it (e.g.
+    /// `MYELIN_TRANSPORT=intra`).
+    pub fn shared_memory(mut self, on: bool) -> Self {
+        self.shared_memory = on;
+        self
+    }
+
     /// Create the context.
     pub fn build(self) -> Result<Context, ContextError> {
         if self.domain_id > MAX_DOMAIN_ID {
@@ -91,6 +105,21 @@ impl ContextBuilder {
             executors: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             epoch: std::time::Instant::now(),
+            #[cfg(feature = "shm")]
+            shm: if self.shared_memory && cfg!(feature = "shm") {
+                match crate::transport::shm::ShmDomain::start(self.domain_id) {
+                    Ok(d) => Some(d),
+                    Err(e) => {
+                        tracing::warn!(
+                            "domain {}: shared memory unavailable, staying in-process: {e}",
+                            self.domain_id
+                        );
+                        None
+                    }
+                }
+            } else {
+                None
+            },
         });
         if self.handle_signals {
             signals::register(&inner);
@@ -115,6 +144,15 @@ impl Context {
     /// The domain id.
     pub fn domain_id(&self) -> u32 {
         self.inner.domain_id
+    }
+
+    /// Whether this context's endpoints reach other processes through
+    /// shared memory.
+    pub fn uses_shared_memory(&self) -> bool {
+        #[cfg(feature = "shm")]
+        return self.inner.shm.is_some();
+        #[cfg(not(feature = "shm"))]
+        false
     }
 
     /// Create a node in the root namespace.
@@ -171,6 +209,10 @@ impl Default for Context {
 impl ContextInner {
     pub(crate) fn shutdown(&self) {
         self.shut_down.store(true, Ordering::Release);
+        #[cfg(feature = "shm")]
+        if let Some(d) = &self.shm {
+            d.shutdown();
+        }
         let execs: Vec<_> = self
             .executors
             .lock()

@@ -46,6 +46,32 @@ pub enum CreateEndpointError {
         /// Its schema hash.
         requested_hash: crate::TypeHash,
     },
+    /// An endpoint in another process has the topic with another type.
+    #[error(
+        "topic {topic:?} carries type {remote} (hash {remote_hash:016x}) in process {pid}, not {requested} (hash {requested_hash})"
+    )]
+    RemoteTypeMismatch {
+        /// The topic.
+        topic: String,
+        /// The other process's type name.
+        remote: String,
+        /// Its schema hash.
+        remote_hash: u64,
+        /// The other process.
+        pid: u32,
+        /// The type of the refused endpoint.
+        requested: &'static str,
+        /// Its schema hash.
+        requested_hash: crate::TypeHash,
+    },
+    /// Shared memory could not be set up for the endpoint.
+    #[error("topic {topic:?}: shared memory: {why}")]
+    SharedMemory {
+        /// The topic.
+        topic: String,
+        /// What failed.
+        why: String,
+    },
     /// The context was shut down.
     #[error("cannot create an endpoint on topic {0:?}: the context is shut down")]
     ContextShutDown(String),
@@ -85,6 +111,26 @@ pub enum PublishError {
     /// The context was shut down.
     #[error("cannot publish on {0:?}: the context is shut down")]
     ContextShutDown(String),
+    /// The message could not be encoded for subscriptions in other
+    /// processes (local ones got it).
+    #[error("topic {topic:?}: {why}")]
+    Wire {
+        /// The topic.
+        topic: String,
+        /// What failed.
+        why: String,
+    },
+    /// Shared memory for the message could not be had (pool exhausted, or
+    /// the message is larger than a chunk can be).
+    #[error("topic {topic:?}: no shared memory for a {len}-byte message: {why}")]
+    OutOfMemory {
+        /// The topic.
+        topic: String,
+        /// The message size.
+        len: usize,
+        /// Why.
+        why: String,
+    },
     /// An inline subscription's callback panicked while handling the
     /// message (caught; the subscription stays usable).
     #[error("inline callback of {entity} panicked: {message}")]

@@ -49,10 +49,12 @@ pub mod qos;
 pub mod service;
 pub mod subscription;
 mod timer;
+pub mod transport;
 mod waitpoint;
 pub mod waitset;
+pub mod wire;
 
-pub use buffer::Received;
+pub use buffer::{InPlace, Received};
 pub use context::{Context, ContextBuilder, MAX_DOMAIN_ID};
 pub use error::{
     AddNodeError, ContextError, CreateEndpointError, CreateNodeError, CreatePublisherError,
@@ -66,7 +68,7 @@ pub use group::{CallbackGroup, CallbackGroupKind};
 pub use message::{Message, TypeHash};
 pub use names::NameError;
 pub use node::Node;
-pub use publisher::{Publisher, PublisherOptions};
+pub use publisher::{Loan, LoanUninit, Publisher, PublisherOptions, SliceLoan};
 pub use qos::{
     Durability, History, IncompatibleQosStatus, Liveliness, LivelinessKind, QoS, QosPolicy,
     Reliability,
@@ -77,4 +79,6 @@ pub use subscription::{
     SubscriptionStream, WaitError,
 };
 pub use timer::Timer;
+pub use transport::shared_memory_enabled;
 pub use waitset::{GuardCondition, WaitSet, WaitSetError, WaitSetReady};
+pub use wire::{Blob, SharedBytes, Wire, WireError};

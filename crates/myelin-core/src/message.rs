@@ -22,12 +22,15 @@
 //! `bool`, the integer and float primitives, `String` and `Vec<u8>` implement
 //! it out of the box.
 //!
-//! Crossing a process boundary (the shared-memory and zenoh transports) adds
-//! one of two encodings, chosen by the type: plain old data read in place
-//! (zero-copy), or serde into CDR, the encoding ROS 2 uses on the wire. Those
-//! arrive with the transports; the identity above is what they build on.
+//! Crossing a process boundary (the shared-memory transport) needs one of
+//! the encodings of [`Wire`](crate::wire::Wire), chosen by the type: plain
+//! old data read in place (zero-copy, `#[message(pod)]`), a [`Blob`](crate::Blob)
+//! of bytes, or serde into CDR, the encoding ROS 2 uses on the wire
+//! (`#[message(cdr)]`). A type without one stays in its process.
 
 use std::fmt;
+
+use crate::wire::{SharedBytes, Wire, WireError};
 
 /// A 64-bit hash of a message type's schema (field names, types and order).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,26 +70,92 @@ pub trait Message: Clone + Send + Sync + 'static {
     /// The hash of the type's schema; endpoints with different hashes never
     /// connect.
     const TYPE_HASH: TypeHash;
+
+    /// How the type crosses a process boundary (default: it does not).
+    const WIRE: Wire = Wire::Local;
+
+    /// Bytes [`wire_encode`](Self::wire_encode) will write.
+    fn wire_len(&self) -> Result<usize, WireError> {
+        Err(WireError::Local(Self::TYPE_NAME))
+    }
+
+    /// Encode into `out` (exactly [`wire_len`](Self::wire_len) bytes).
+    fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
+        let _ = out;
+        Err(WireError::Local(Self::TYPE_NAME))
+    }
+
+    /// Decode from bytes another process wrote (untrusted: a bad encoding
+    /// is an error, never a panic).
+    fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
+        let _ = bytes;
+        Err(WireError::Local(Self::TYPE_NAME))
+    }
+
+    /// View bytes in place as this type (plain old data only): the
+    /// zero-copy path. `None` if the type cannot, or size or alignment do
+    /// not fit.
+    fn wire_view(bytes: &[u8]) -> Option<&Self> {
+        let _ = bytes;
+        None
+    }
 }
 
-macro_rules! builtin_message {
+macro_rules! builtin_pod {
     ($($t:ty => $name:literal),* $(,)?) => {
         $(
             impl Message for $t {
                 const TYPE_NAME: &'static str = $name;
                 const TYPE_HASH: TypeHash = TypeHash::of_schema(concat!("builtin:", $name));
+                const WIRE: Wire = Wire::Pod;
+                fn wire_len(&self) -> Result<usize, WireError> {
+                    Ok(std::mem::size_of::<$t>())
+                }
+                fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
+                    crate::wire::pod_codec::encode(self, out)
+                }
+                fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
+                    crate::wire::pod_codec::decode(bytes, $name)
+                }
+                fn wire_view(bytes: &[u8]) -> Option<&Self> {
+                    crate::wire::pod_codec::view(bytes)
+                }
             }
         )*
     };
 }
 
-builtin_message! {
-    bool => "bool",
+macro_rules! builtin_cdr {
+    ($($t:ty => $name:literal),* $(,)?) => {
+        $(
+            impl Message for $t {
+                const TYPE_NAME: &'static str = $name;
+                const TYPE_HASH: TypeHash = TypeHash::of_schema(concat!("builtin:", $name));
+                const WIRE: Wire = Wire::Cdr;
+                fn wire_len(&self) -> Result<usize, WireError> {
+                    crate::wire::cdr_codec::len(self)
+                }
+                fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
+                    crate::wire::cdr_codec::encode(self, out, $name)
+                }
+                fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
+                    crate::wire::cdr_codec::decode(&bytes, $name)
+                }
+            }
+        )*
+    };
+}
+
+builtin_pod! {
     u8 => "uint8", i8 => "int8",
     u16 => "uint16", i16 => "int16",
     u32 => "uint32", i32 => "int32",
     u64 => "uint64", i64 => "int64",
     f32 => "float32", f64 => "float64",
+}
+
+builtin_cdr! {
+    bool => "bool",
     () => "empty",
     String => "string",
     Vec<u8> => "bytes",
@@ -101,5 +170,33 @@ mod tests {
         assert_ne!(TypeHash::of_schema("a:i32"), TypeHash::of_schema("a:i64"));
         assert_ne!(<u8 as Message>::TYPE_HASH, <i8 as Message>::TYPE_HASH);
         assert_eq!(TypeHash::of_schema(""), TypeHash(0xcbf2_9ce4_8422_2325));
+    }
+
+    fn round_trip<T: Message + PartialEq + std::fmt::Debug>(v: T) {
+        let mut buf = vec![0u8; v.wire_len().unwrap()];
+        v.wire_encode(&mut buf).unwrap();
+        assert_eq!(T::wire_decode(SharedBytes::copy_from(&buf)).unwrap(), v);
+    }
+
+    #[test]
+    fn builtins_round_trip_on_the_wire() {
+        round_trip(7u8);
+        round_trip(-3i64);
+        round_trip(1.5f64);
+        round_trip(true);
+        round_trip(());
+        round_trip(String::from("héllo"));
+        round_trip(vec![1u8, 2, 3]);
+        // CDR: encapsulation header (CDR_LE), length incl. NUL, bytes, NUL.
+        let mut buf = vec![0u8; "hi".to_string().wire_len().unwrap()];
+        "hi".to_string().wire_encode(&mut buf).unwrap();
+        assert_eq!(buf, [0, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0]);
+    }
+
+    #[test]
+    fn bad_bytes_are_an_error_not_a_panic() {
+        assert!(String::wire_decode(SharedBytes::copy_from(&[0, 1, 0, 0, 200, 0])).is_err());
+        assert!(u64::wire_decode(SharedBytes::copy_from(&[1, 2, 3])).is_err());
+        assert!(u64::wire_view(&[0u8; 3]).is_none());
     }
 }

@@ -169,14 +169,18 @@ impl Node {
             .inner
             .clone();
         let id = self.inner.ctx.new_id();
+        #[cfg(feature = "shm")]
+        let remote = self.remote_side::<T, _>(&topic, |d| {
+            crate::transport::shm::PubShm::new::<T>(d, &topic, &self.inner.fqn, &qos)
+        })?;
         let events = self.event_queue(&options.event_callback, &group, "publisher", &topic);
-        let inner = Arc::new(PubInner::new(
-            id,
-            topic.clone(),
-            qos,
-            self.inner.clone(),
-            events,
-        ));
+        #[allow(unused_mut)]
+        let mut p = PubInner::new(id, topic.clone(), qos, self.inner.clone(), events);
+        #[cfg(feature = "shm")]
+        {
+            p.remote = remote;
+        }
+        let inner = Arc::new(p);
         if let Some(d) = qos.deadline {
             let w = Arc::downgrade(&inner);
             let mut last = 0;
@@ -192,6 +196,12 @@ impl Node {
                 .push(t);
         }
         self.inner.ctx.graph.add_publisher(inner.clone())?;
+        #[cfg(feature = "shm")]
+        if let (Some(d), Some(_)) = (&self.inner.ctx.shm, &inner.remote) {
+            let weak: std::sync::Weak<dyn crate::transport::shm::Discovered> =
+                Arc::downgrade(&(inner.clone() as Arc<dyn crate::transport::shm::Discovered>));
+            d.register(weak);
+        }
         Ok(Publisher { inner })
     }
 
@@ -333,6 +343,16 @@ impl Node {
         let topic = self.resolve_topic_name(topic)?;
         self.check_ctx(&topic)?;
         let id = self.inner.ctx.new_id();
+        #[cfg(feature = "shm")]
+        let remote = if inline {
+            // Inline callbacks run in the publisher's thread; messages from
+            // other processes have no such thread (see README).
+            None
+        } else {
+            self.remote_side::<T, _>(&topic, |d| {
+                crate::transport::shm::SubShm::new::<T>(d, &topic, &self.inner.fqn, &qos)
+            })?
+        };
         let events = self.event_queue(&options.event_callback, &group, "subscription", &topic);
         let inner = Arc::new(SubInner::new(SubSpec {
             id,
@@ -344,6 +364,8 @@ impl Node {
             inline,
             group: group.clone(),
             events,
+            #[cfg(feature = "shm")]
+            remote,
         }));
         if !inner.has_callback() {
             // Only polling subscriptions have waiters to wake at shutdown.
@@ -383,7 +405,37 @@ impl Node {
         }
         *inner.checkers.lock().unwrap_or_else(|e| e.into_inner()) = checkers;
         self.inner.ctx.graph.add_subscription(inner.clone())?;
+        #[cfg(feature = "shm")]
+        if let (Some(d), Some(_)) = (&self.inner.ctx.shm, &inner.remote) {
+            let weak: std::sync::Weak<dyn crate::transport::shm::Discovered> =
+                Arc::downgrade(&(inner.clone() as Arc<dyn crate::transport::shm::Discovered>));
+            d.register(weak);
+        }
         Ok(Subscription { inner })
+    }
+
+    /// The shared-memory side of a new endpoint: none when the context has
+    /// no shared memory or the type cannot cross; an error when another
+    /// process has the topic with another type.
+    #[cfg(feature = "shm")]
+    fn remote_side<T: Message, R>(
+        &self,
+        topic: &str,
+        make: impl FnOnce(&Arc<crate::transport::shm::ShmDomain>) -> Result<R, String>,
+    ) -> Result<Option<R>, CreateEndpointError> {
+        let Some(d) = &self.inner.ctx.shm else {
+            return Ok(None);
+        };
+        d.check_type::<T>(topic)?;
+        if T::WIRE == crate::wire::Wire::Local {
+            return Ok(None);
+        }
+        make(d)
+            .map(Some)
+            .map_err(|why| CreateEndpointError::SharedMemory {
+                topic: topic.to_string(),
+                why,
+            })
     }
 
     /// Resolve a service name and check the context is alive.

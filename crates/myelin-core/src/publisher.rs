@@ -29,6 +29,7 @@ use crate::node::NodeInner;
 use crate::qos::LivelinessKind;
 use crate::qos::{Durability, IncompatibleQosStatus, QoS, QosPolicy};
 use crate::subscription::SharedEventCallback;
+use crate::wire::SharedBytes;
 
 /// Shared incompatible-QoS status of an endpoint.
 #[derive(Default)]
@@ -126,6 +127,11 @@ pub(crate) struct PubInner<T> {
     pub(crate) matched_status: Status<MatchedStatus>,
     pub(crate) events: Option<Arc<EventQueue<PublisherEvent>>>,
     pub(crate) checkers: Mutex<Vec<crate::Timer>>,
+    /// Matched subscriptions in this context (set by the graph).
+    local_matched: myelin_sync::atomic::AtomicU32,
+    /// The shared-memory side (subscriptions in other processes).
+    #[cfg(feature = "shm")]
+    pub(crate) remote: Option<crate::transport::shm::PubShm>,
 }
 
 /// Publishes messages of type `T` on one topic. Created by
@@ -166,6 +172,51 @@ impl<T: Message> PubInner<T> {
             matched_status: Status::new(),
             events,
             checkers: Mutex::new(Vec::new()),
+            local_matched: myelin_sync::atomic::AtomicU32::new(0),
+            #[cfg(feature = "shm")]
+            remote: None,
+        }
+    }
+
+    /// Subscriptions in other processes this publisher feeds.
+    pub(crate) fn remote_count(&self) -> usize {
+        #[cfg(feature = "shm")]
+        if let Some(r) = &self.remote {
+            return r.connected();
+        }
+        0
+    }
+
+    /// Send to the subscriptions in other processes (before local delivery
+    /// moves the message).
+    #[cfg(feature = "shm")]
+    #[inline]
+    fn send_remote(&self, msg: &T, full: &mut Full) -> Result<(), PublishError> {
+        let Some(r) = &self.remote else {
+            return Ok(());
+        };
+        if !r.has_remote() {
+            return Ok(());
+        }
+        let (chunk, len) = r.encode(msg).map_err(|e| self.name_error(e))?;
+        let sent = r.send(&chunk, len);
+        full.add_remote(sent.full, sent.limit);
+        Ok(())
+    }
+
+    #[cfg(feature = "shm")]
+    fn name_error(&self, e: PublishError) -> PublishError {
+        match e {
+            PublishError::Wire { why, .. } => PublishError::Wire {
+                topic: self.topic.clone(),
+                why,
+            },
+            PublishError::OutOfMemory { len, why, .. } => PublishError::OutOfMemory {
+                topic: self.topic.clone(),
+                len,
+                why,
+            },
+            e => e,
         }
     }
 
@@ -190,9 +241,20 @@ impl<T: Message> PubInner<T> {
         *last_seen = n;
     }
 
-    /// The graph counted `current` matched subscriptions.
+    /// The graph counted `current` matched subscriptions in this context.
     pub(crate) fn update_matched(&self, current: u32) {
-        if let Some(st) = self.matched_status.set_current(current) {
+        self.local_matched
+            .store(current, myelin_sync::atomic::Ordering::Relaxed);
+        self.refresh_matched();
+    }
+
+    /// Publish the matched status: local plus remote subscriptions.
+    pub(crate) fn refresh_matched(&self) {
+        let n = self
+            .local_matched
+            .load(myelin_sync::atomic::Ordering::Relaxed)
+            + self.remote_count() as u32;
+        if let Some(st) = self.matched_status.set_current(n) {
             self.emit(PublisherEvent::Matched(st));
         }
     }
@@ -313,6 +375,43 @@ impl<T: Message> PubInner<T> {
     }
 }
 
+#[cfg(feature = "shm")]
+impl<T: Message> crate::transport::shm::Discovered for PubInner<T> {
+    fn rescan(self: Arc<Self>, found: &[myelin_shm::endpoint::Found]) {
+        let Some(r) = &self.remote else { return };
+        let on_refused = |why: crate::qos::Incompatibility| {
+            self.incompatible.record(why.policy);
+            self.emit(PublisherEvent::IncompatibleQos(self.incompatible.get()));
+        };
+        let changed = match &self.history {
+            None => r.rescan::<T>(&self.topic, &self.qos, found, on_refused),
+            Some(h) => {
+                // Under the history lock, which `publish` holds while it
+                // sends: a new subscription gets the history and then every
+                // later message, each once.
+                let h = h.lock().unwrap_or_else(|e| e.into_inner());
+                let before = r.inboxes();
+                let changed = r.rescan::<T>(&self.topic, &self.qos, found, on_refused);
+                if changed.is_some() {
+                    let new: Vec<String> = r
+                        .inboxes()
+                        .into_iter()
+                        .filter(|i| !before.contains(i))
+                        .collect();
+                    if !new.is_empty() {
+                        let mut items = h.iter().filter_map(|(_, m, _)| r.encode(&**m).ok());
+                        r.send_history_to_new(&new, &mut items);
+                    }
+                }
+                changed
+            }
+        };
+        if changed.is_some() {
+            self.refresh_matched();
+        }
+    }
+}
+
 /// Subscriptions that refused a message (keep_all at its limit).
 #[derive(Default)]
 struct Full {
@@ -322,6 +421,18 @@ struct Full {
 }
 
 impl Full {
+    #[cfg(feature = "shm")]
+    fn add_remote(&mut self, full: usize, limit: usize) {
+        if full > 0 {
+            self.limit = if self.count == 0 {
+                limit
+            } else {
+                self.limit.min(limit)
+            };
+            self.count += full;
+        }
+    }
+
     #[inline]
     fn note(&mut self, p: Pushed, limit: usize) {
         match p {
@@ -352,16 +463,36 @@ impl<T: Message> Publisher<T> {
         let exp = p.on_publish();
         match &p.history {
             None => {
+                #[cfg(feature = "shm")]
+                let mut remote = Full::default();
+                #[cfg(feature = "shm")]
+                let wire = p.send_remote(&msg, &mut remote);
                 let m = p.matched.load();
-                let full = p.deliver_owned(&m, msg, None, exp);
+                #[allow(unused_mut)]
+                let mut full = p.deliver_owned(&m, msg, None, exp);
+                #[cfg(feature = "shm")]
+                {
+                    full.add_remote(remote.count, remote.limit);
+                    wire?;
+                }
                 p.finish(&m, full)
             }
             Some(h) => {
                 // Deliver under the history lock so a late joiner sees each
                 // message exactly once (see `Graph::add_subscription`).
                 let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
+                #[cfg(feature = "shm")]
+                let mut remote = Full::default();
+                #[cfg(feature = "shm")]
+                let wire = p.send_remote(&msg, &mut remote);
                 let m = p.matched.load();
-                let full = p.deliver_owned(&m, msg, Some(&mut h), exp);
+                #[allow(unused_mut)]
+                let mut full = p.deliver_owned(&m, msg, Some(&mut h), exp);
+                #[cfg(feature = "shm")]
+                {
+                    full.add_remote(remote.count, remote.limit);
+                    wire?;
+                }
                 p.finish(&m, full)
             }
         }
@@ -381,25 +512,33 @@ impl<T: Message> Publisher<T> {
         let p = &*self.inner;
         p.check_alive()?;
         let exp = p.on_publish();
-        match &p.history {
-            None => {
-                let m = p.matched.load();
-                let full = p.deliver_shared(&m, msg, None, exp);
-                p.finish(&m, full)
-            }
-            Some(h) => {
-                let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
-                let m = p.matched.load();
-                let full = p.deliver_shared(&m, msg, Some(&mut h), exp);
-                p.finish(&m, full)
-            }
-        }
+        let mut h = p
+            .history
+            .as_ref()
+            .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()));
+        #[allow(unused_mut)]
+        let mut full = Full::default();
+        #[cfg(feature = "shm")]
+        p.send_remote(&msg, &mut full)?;
+        let m = p.matched.load();
+        let local = p.deliver_shared(&m, msg, h.as_deref_mut(), exp);
+        full.count += local.count;
+        full.limit = if full.count == local.count {
+            local.limit
+        } else {
+            full.limit.min(local.limit.max(1))
+        };
+        full.panicked |= local.panicked;
+        p.finish(&m, full)
     }
 
     /// Publish a borrowed message: copies it once (only if anyone receives or
     /// the publisher keeps history), then follows [`publish`](Self::publish).
     pub fn publish_copy(&self, msg: &T) -> Result<(), PublishError> {
-        if self.inner.history.is_none() && self.inner.matched.load().is_empty() {
+        if self.inner.history.is_none()
+            && self.inner.matched.load().is_empty()
+            && self.inner.remote_count() == 0
+        {
             return self.inner.check_alive();
         }
         self.publish(msg.clone())
@@ -415,9 +554,21 @@ impl<T: Message> Publisher<T> {
         self.inner.qos
     }
 
-    /// How many subscriptions this publisher currently delivers to.
+    /// How many subscriptions this publisher currently delivers to (in
+    /// this context and, through shared memory, in other processes).
     pub fn subscription_count(&self) -> usize {
-        self.inner.matched.load().len()
+        self.inner.matched.load().len() + self.inner.remote_count()
+    }
+
+    /// Shared-memory chunks of this publisher in use: loaned, queued for
+    /// subscriptions in other processes, or held by them. Returns to 0 when
+    /// every reader has dropped its messages (or died).
+    pub fn shared_memory_in_use(&self) -> usize {
+        #[cfg(feature = "shm")]
+        if let Some(r) = &self.inner.remote {
+            return r.chunks_in_use();
+        }
+        0
     }
 
     /// Assert this publisher's liveliness (manual-by-topic liveliness;
@@ -480,5 +631,270 @@ impl<T: Message> std::fmt::Debug for Publisher<T> {
             .field("type", &T::TYPE_NAME)
             .field("qos", &self.inner.qos)
             .finish()
+    }
+}
+
+#[cfg(feature = "shm")]
+type Frozen = crate::transport::shm::Chunk;
+#[cfg(not(feature = "shm"))]
+type Frozen = ();
+
+/// Memory for one message, loaned from the publisher's shared-memory pool
+/// (or the heap when shared memory is off).
+enum LoanMem {
+    #[cfg(feature = "shm")]
+    Shm(crate::transport::shm::Chunk),
+    Heap(Vec<u128>),
+}
+
+impl LoanMem {
+    fn new<T: Message>(p: &PubInner<T>, len: usize) -> Result<LoanMem, PublishError> {
+        p.check_alive()?;
+        #[cfg(feature = "shm")]
+        if let Some(r) = &p.remote {
+            let chunk =
+                r.pools
+                    .alloc(len, || r.reclaim())
+                    .map_err(|why| PublishError::OutOfMemory {
+                        topic: p.topic.clone(),
+                        len,
+                        why,
+                    })?;
+            return Ok(LoanMem::Shm(chunk));
+        }
+        Ok(LoanMem::Heap(vec![0u128; len.div_ceil(16)]))
+    }
+
+    fn ptr(&mut self) -> *mut u8 {
+        match self {
+            #[cfg(feature = "shm")]
+            LoanMem::Shm(c) => c.ptr,
+            LoanMem::Heap(v) => v.as_mut_ptr() as *mut u8,
+        }
+    }
+
+    /// Hand the memory over to readers: immutable from now on.
+    fn freeze(self, len: usize) -> (SharedBytes, Option<Frozen>) {
+        match self {
+            #[cfg(feature = "shm")]
+            LoanMem::Shm(c) => {
+                // SAFETY: the chunk holds at least `len` bytes, is not
+                // written after this point (the loan is consumed), and the
+                // lease keeps it out of the free list while the bytes live.
+                let b = unsafe { SharedBytes::from_raw(c.ptr, len, c.lease.clone()) };
+                (b, Some(c))
+            }
+            LoanMem::Heap(v) => {
+                let v = Arc::new(v);
+                let ptr = v.as_ptr() as *const u8;
+                // SAFETY: the vector has at least `len` bytes, is owned by
+                // the Arc and never written again.
+                (unsafe { SharedBytes::from_raw(ptr, len, v) }, None)
+            }
+        }
+    }
+}
+
+impl<T: Message> PubInner<T> {
+    /// Publish bytes written into a loan: in place to every subscription.
+    fn publish_loaned(&self, mem: LoanMem, len: usize) -> Result<(), PublishError> {
+        self.check_alive()?;
+        let exp = self.on_publish();
+        let (bytes, _chunk) = mem.freeze(len);
+        let mut h = self
+            .history
+            .as_ref()
+            .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut full = Full::default();
+        #[cfg(feature = "shm")]
+        if let (Some(r), Some(chunk)) = (&self.remote, &_chunk)
+            && r.has_remote()
+        {
+            let sent = r.send(chunk, len);
+            full.add_remote(sent.full, sent.limit);
+        }
+        let m = self.matched.load();
+        for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
+            let r =
+                crate::buffer::from_wire::<T>(bytes.clone()).map_err(|e| PublishError::Wire {
+                    topic: self.topic.clone(),
+                    why: e.to_string(),
+                })?;
+            full.note(s.push_received(r, exp), s.limit());
+        }
+        if let Some(h) = h.as_deref_mut() {
+            if let Ok(r) = crate::buffer::from_wire::<T>(bytes) {
+                self.remember(h, r.into_shared(), exp);
+            }
+        }
+        self.finish(&m, full)
+    }
+}
+
+/// A loaned, not yet written message (first step of a zero-copy publish):
+/// [`write`](Self::write) it, or fill it in place after
+/// [`assume_init`](Self::assume_init).
+pub struct LoanUninit<'a, T: Message> {
+    publisher: &'a Publisher<T>,
+    mem: LoanMem,
+}
+
+/// A loaned message ready to be filled in place and published
+/// ([`publish`](Self::publish)). Dropping it unpublished returns the memory.
+pub struct Loan<'a, T: Message> {
+    publisher: &'a Publisher<T>,
+    mem: LoanMem,
+}
+
+impl<T: Message + bytemuck::Pod> Publisher<T> {
+    /// Loan memory for one message in this publisher's shared-memory pool
+    /// (zero-copy: subscriptions in every process read it in place). The
+    /// type must be plain old data.
+    ///
+    /// ```
+    /// # use myelin_core::{Context, QoS};
+    /// # let ctx = Context::builder().handle_signals(false).shared_memory(false).build().unwrap();
+    /// # let node = ctx.create_node("n").unwrap();
+    /// let publisher = node.create_publisher::<u64>("/count", QoS::default()).unwrap();
+    /// let loan = publisher.loan_uninit().unwrap().write(42);
+    /// loan.publish().unwrap();
+    /// ```
+    pub fn loan_uninit(&self) -> Result<LoanUninit<'_, T>, PublishError> {
+        Ok(LoanUninit {
+            publisher: self,
+            mem: LoanMem::new(&self.inner, std::mem::size_of::<T>())?,
+        })
+    }
+
+    /// [`loan_uninit`](Self::loan_uninit) then
+    /// [`assume_init`](LoanUninit::assume_init): for filling a large
+    /// message field by field without building it on the stack.
+    pub fn loan(&self) -> Result<Loan<'_, T>, PublishError> {
+        Ok(self.loan_uninit()?.assume_init())
+    }
+}
+
+impl<'a, T: Message + bytemuck::Pod> LoanUninit<'a, T> {
+    /// Move `value` into the loan.
+    pub fn write(mut self, value: T) -> Loan<'a, T> {
+        // SAFETY: the memory holds at least size_of::<T>() bytes, aligned
+        // for T (chunks are 64-byte aligned, heap loans 16; bytemuck::Pod
+        // types asking more are refused by `wire_view` at the reader), and
+        // this loan is its only user.
+        unsafe { std::ptr::write_unaligned(self.mem.ptr() as *mut T, value) };
+        Loan {
+            publisher: self.publisher,
+            mem: self.mem,
+        }
+    }
+
+    /// Use the memory as it is: whatever it held before (zeros, or an
+    /// earlier message). Safe because `T` is plain old data: every bit
+    /// pattern is a valid `T`, and the memory is always initialised.
+    pub fn assume_init(self) -> Loan<'a, T> {
+        Loan {
+            publisher: self.publisher,
+            mem: self.mem,
+        }
+    }
+}
+
+impl<T: Message + bytemuck::Pod> std::ops::Deref for Loan<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        let len = std::mem::size_of::<T>();
+        let ptr = match &self.mem {
+            #[cfg(feature = "shm")]
+            LoanMem::Shm(c) => c.ptr as *const u8,
+            LoanMem::Heap(v) => v.as_ptr() as *const u8,
+        };
+        // SAFETY: `len` initialised bytes that only this loan uses.
+        bytemuck::from_bytes(unsafe { std::slice::from_raw_parts(ptr, len) })
+    }
+}
+
+impl<T: Message + bytemuck::Pod> std::ops::DerefMut for Loan<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        let len = std::mem::size_of::<T>();
+        // SAFETY: as `deref`, and `&mut self` makes the access exclusive.
+        bytemuck::from_bytes_mut(unsafe { std::slice::from_raw_parts_mut(self.mem.ptr(), len) })
+    }
+}
+
+impl<T: Message> Loan<'_, T> {
+    /// Publish the loaned message: no copy, to every subscription in this
+    /// and other processes.
+    pub fn publish(self) -> Result<(), PublishError> {
+        self.publisher
+            .inner
+            .publish_loaned(self.mem, std::mem::size_of::<T>())
+    }
+}
+
+/// A loaned byte buffer of a fixed length for a [`Blob`](crate::Blob)
+/// message: fill it, then [`publish`](Self::publish).
+pub struct SliceLoan<'a> {
+    publisher: &'a Publisher<crate::Blob>,
+    mem: LoanMem,
+    len: usize,
+}
+
+impl Publisher<crate::Blob> {
+    /// Loan `len` bytes in shared memory (zero-copy: subscribers in every
+    /// process read them in place). The contents start as whatever the
+    /// memory held before.
+    pub fn loan_slice(&self, len: usize) -> Result<SliceLoan<'_>, PublishError> {
+        Ok(SliceLoan {
+            publisher: self,
+            mem: LoanMem::new(&self.inner, len)?,
+            len,
+        })
+    }
+}
+
+impl std::ops::Deref for SliceLoan<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        let ptr = match &self.mem {
+            #[cfg(feature = "shm")]
+            LoanMem::Shm(c) => c.ptr as *const u8,
+            LoanMem::Heap(v) => v.as_ptr() as *const u8,
+        };
+        // SAFETY: `len` initialised bytes used only by this loan.
+        unsafe { std::slice::from_raw_parts(ptr, self.len) }
+    }
+}
+
+impl std::ops::DerefMut for SliceLoan<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `deref`, exclusive through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.ptr(), self.len) }
+    }
+}
+
+impl SliceLoan<'_> {
+    /// Publish the bytes: no copy.
+    pub fn publish(self) -> Result<(), PublishError> {
+        self.publisher.inner.publish_loaned(self.mem, self.len)
+    }
+}
+
+impl<T: Message> std::fmt::Debug for LoanUninit<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoanUninit")
+            .field("type", &T::TYPE_NAME)
+            .finish()
+    }
+}
+
+impl<T: Message> std::fmt::Debug for Loan<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loan").field("type", &T::TYPE_NAME).finish()
+    }
+}
+
+impl std::fmt::Debug for SliceLoan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SliceLoan").field("len", &self.len).finish()
     }
 }

@@ -236,6 +236,13 @@ pub(crate) struct SubInner<T> {
     /// The panic message of the last inline callback that panicked.
     inline_panic: std::sync::Mutex<Option<String>>,
     pub(crate) incompatible: IncompatibleQos,
+    /// Matched publishers in this context (set by the graph).
+    local_matched: myelin_sync::atomic::AtomicU32,
+    /// Matched publishers in other processes (set by discovery).
+    remote_matched: myelin_sync::atomic::AtomicU32,
+    /// The shared-memory side (publishers in other processes).
+    #[cfg(feature = "shm")]
+    pub(crate) remote: Option<crate::transport::shm::SubShm>,
 }
 
 /// Everything a subscription is made of, resolved by the node.
@@ -249,6 +256,8 @@ pub(crate) struct SubSpec<T> {
     pub(crate) inline: bool,
     pub(crate) group: Arc<GroupInner>,
     pub(crate) events: Option<Arc<EventQueue<SubscriptionEvent>>>,
+    #[cfg(feature = "shm")]
+    pub(crate) remote: Option<crate::transport::shm::SubShm>,
 }
 
 impl<T: Message> SubInner<T> {
@@ -263,7 +272,21 @@ impl<T: Message> SubInner<T> {
             inline,
             group,
             events,
+            #[cfg(feature = "shm")]
+            remote,
         } = spec;
+        #[cfg(feature = "shm")]
+        let waitpoint = if remote.is_some() && callback.is_none() {
+            WaitPoint::with_event(crate::transport::wake::WakeEvent::remote_capable())
+        } else {
+            WaitPoint::new()
+        };
+        #[cfg(not(feature = "shm"))]
+        let waitpoint = WaitPoint::new();
+        #[cfg(feature = "shm")]
+        if let Some(r) = &remote {
+            r.set_wake_slot(waitpoint.event.slot());
+        }
         SubInner {
             id,
             topic,
@@ -275,7 +298,7 @@ impl<T: Message> SubInner<T> {
             queued: AtomicBool::new(false),
             group,
             target: RetainCell::new(),
-            waitpoint: WaitPoint::new(),
+            waitpoint,
             inline: inline && callback.is_some(),
             callback: callback.map(TryLock::new),
             inline_panic: std::sync::Mutex::new(None),
@@ -288,6 +311,37 @@ impl<T: Message> SubInner<T> {
             events,
             checkers: std::sync::Mutex::new(Vec::new()),
             incompatible: IncompatibleQos::default(),
+            local_matched: myelin_sync::atomic::AtomicU32::new(0),
+            remote_matched: myelin_sync::atomic::AtomicU32::new(0),
+            #[cfg(feature = "shm")]
+            remote,
+        }
+    }
+
+    /// Move messages other processes sent into the buffer (polling
+    /// subscriptions call this before looking at the buffer).
+    #[inline]
+    pub(crate) fn pump_now(self: &Arc<Self>) {
+        #[cfg(feature = "shm")]
+        if let Some(r) = &self.remote {
+            self.waitpoint.event.take_pending();
+            if r.has_data() {
+                self.clone().pump_inner(false);
+            }
+        }
+    }
+
+    #[cfg(feature = "shm")]
+    fn pump_inner(self: Arc<Self>, check_dead: bool) {
+        let Some(r) = &self.remote else { return };
+        let lost = r.pump::<T>(
+            |m| {
+                self.push(m, 0);
+            },
+            check_dead,
+        );
+        if lost > 0 {
+            self.lost.fetch_add(lost, Ordering::Relaxed);
         }
     }
 
@@ -397,9 +451,17 @@ impl<T: Message> SubInner<T> {
         }
     }
 
-    /// The graph counted `current` matched publishers.
+    /// The graph counted `current` matched publishers in this context.
     pub(crate) fn update_matched(self: &Arc<Self>, current: u32) {
-        if let Some(st) = self.matched_status.set_current(current) {
+        self.local_matched.store(current, Ordering::Relaxed);
+        self.refresh_matched();
+    }
+
+    /// Publish the matched status: local plus remote publishers.
+    pub(crate) fn refresh_matched(self: &Arc<Self>) {
+        let n = self.local_matched.load(Ordering::Relaxed)
+            + self.remote_matched.load(Ordering::Relaxed);
+        if let Some(st) = self.matched_status.set_current(n) {
             self.emit(SubscriptionEvent::Matched(st));
         }
     }
@@ -407,6 +469,11 @@ impl<T: Message> SubInner<T> {
     #[inline]
     pub(crate) fn push_owned(self: &Arc<Self>, msg: T, expires: u64) -> Pushed {
         self.push(Received::Owned(msg), expires)
+    }
+
+    #[inline]
+    pub(crate) fn push_received(self: &Arc<Self>, msg: Received<T>, expires: u64) -> Pushed {
+        self.push(msg, expires)
     }
 
     #[inline]
@@ -553,12 +620,51 @@ impl<T: Message> Executable for SubInner<T> {
     }
 
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {
+        #[cfg(feature = "shm")]
+        if let Some(r) = &self.remote {
+            if let Some(old) = self.target.get() {
+                old.remove_pump(Arc::as_ptr(&self) as *const ());
+            }
+            r.set_wake_slot(exec.as_ref().and_then(|e| e.event.slot()));
+            if let Some(e) = &exec {
+                let weak: std::sync::Weak<dyn crate::executor::Pump> =
+                    Arc::downgrade(&(self.clone() as Arc<dyn crate::executor::Pump>));
+                e.add_pump(weak);
+            }
+        }
         self.set_target(exec);
+        #[cfg(feature = "shm")]
+        if self.remote.is_some() {
+            // Messages that arrived before the executor did.
+            self.clone().pump_inner(false);
+        }
         self.kick();
     }
 
     fn group(&self) -> &Arc<GroupInner> {
         &self.group
+    }
+}
+
+#[cfg(feature = "shm")]
+impl<T: Message> crate::executor::Pump for SubInner<T> {
+    fn pump(self: Arc<Self>) {
+        self.pump_inner(false);
+    }
+}
+
+#[cfg(feature = "shm")]
+impl<T: Message> crate::transport::shm::Discovered for SubInner<T> {
+    fn rescan(self: Arc<Self>, found: &[myelin_shm::endpoint::Found]) {
+        let Some(r) = &self.remote else { return };
+        let n = r.count_publishers::<T>(&self.topic, &self.qos, found, |why| {
+            self.incompatible.record(why.policy);
+            self.emit(SubscriptionEvent::IncompatibleQos(self.incompatible.get()));
+        });
+        self.remote_matched.store(n, Ordering::Relaxed);
+        self.refresh_matched();
+        // Drain and free the connections of publishers that died.
+        self.clone().pump_inner(true);
     }
 }
 
@@ -602,6 +708,7 @@ impl<T: Message> futures_core::Stream for SubscriptionStream<'_, T> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Received<T>>> {
         let inner = &self.sub.inner;
+        inner.pump_now();
         if let Some(m) = inner.pop_live() {
             return Poll::Ready(Some(m));
         }
@@ -634,6 +741,7 @@ impl<T: Message> Subscription<T> {
     /// with a callback this competes with the executor; it is meant for
     /// polling subscriptions.
     pub fn take(&self) -> Option<Received<T>> {
+        self.inner.pump_now();
         self.inner.pop_live()
     }
 
@@ -655,6 +763,7 @@ impl<T: Message> Subscription<T> {
         let mut got = None;
         wp.event.wait_while(
             || {
+                self.inner.pump_now();
                 got = self.inner.pop_live();
                 got.is_none() && !ctx.is_shut_down() && wp.gone_count() == gone_at_start
             },
@@ -791,6 +900,10 @@ impl<T: Message> Drop for Subscription<T> {
             .ctx
             .graph
             .remove_subscription::<T>(&self.inner.topic, self.inner.id);
+        #[cfg(feature = "shm")]
+        if let Some(old) = self.inner.target.get() {
+            old.remove_pump(Arc::as_ptr(&self.inner) as *const ());
+        }
         self.inner.set_target(None);
     }
 }

@@ -6,11 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::task::Waker;
 
 use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
-use myelin_sync::{Event, RetainCell, Scope};
+use myelin_sync::{Event, RetainCell};
+
+use crate::transport::wake::WakeEvent;
 
 pub(crate) struct WaitPoint {
-    /// Blocked threads sleep on this.
-    pub(crate) event: Event,
+    /// Blocked threads sleep on this (a slot other processes can signal, for
+    /// a subscription fed through shared memory).
+    pub(crate) event: WakeEvent,
     /// An async task's waker.
     waker: Mutex<Option<Waker>>,
     // SYNC: SeqCst store in `register_waker` pairs with the fence + SeqCst
@@ -27,8 +30,12 @@ pub(crate) struct WaitPoint {
 
 impl WaitPoint {
     pub(crate) fn new() -> Arc<Self> {
+        Self::with_event(WakeEvent::local())
+    }
+
+    pub(crate) fn with_event(event: WakeEvent) -> Arc<Self> {
         Arc::new(WaitPoint {
-            event: Event::new(Scope::Process),
+            event,
             waker: Mutex::new(None),
             has_waker: AtomicBool::new(false),
             listener: RetainCell::new(),

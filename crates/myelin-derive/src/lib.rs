@@ -8,6 +8,11 @@
 //! #[message(name = "nav_msgs/msg/Odometry")]
 //! struct Odometry { x: f64, y: f64, theta: f64 }
 //! ```
+//!
+//! To cross processes a type names its wire encoding:
+//! * `#[message(pod)]`: plain old data (`#[repr(C)]` + `bytemuck::Pod`),
+//!   read in place from shared memory (zero copies);
+//! * `#[message(cdr)]`: `serde::Serialize + Deserialize`, sent as CDR.
 #![warn(missing_docs)]
 
 use proc_macro::TokenStream;
@@ -46,14 +51,23 @@ fn fields_schema(fields: &Fields) -> String {
 fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
     let ident = &input.ident;
     let mut name_override: Option<LitStr> = None;
+    let mut wire: Option<&'static str> = None;
     for attr in &input.attrs {
         if attr.path().is_ident("message") {
             attr.parse_nested_meta(|meta| {
                 if meta.path.is_ident("name") {
                     name_override = Some(meta.value()?.parse()?);
                     Ok(())
+                } else if meta.path.is_ident("pod") {
+                    wire = Some("pod");
+                    Ok(())
+                } else if meta.path.is_ident("cdr") {
+                    wire = Some("cdr");
+                    Ok(())
                 } else {
-                    Err(meta.error("unknown message attribute: expected `name = \"pkg/msg/Type\"`"))
+                    Err(meta.error(
+                        "unknown message attribute: expected `name = \"pkg/msg/Type\"`, `pod` or `cdr`",
+                    ))
                 }
             })?;
         }
@@ -83,10 +97,41 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         }
     };
     let (impl_g, ty_g, where_c) = input.generics.split_for_impl();
+    let wire_items = match wire {
+        None => quote!(),
+        Some("pod") => quote! {
+            const WIRE: ::myelin::Wire = ::myelin::Wire::Pod;
+            fn wire_len(&self) -> ::core::result::Result<usize, ::myelin::WireError> {
+                Ok(::core::mem::size_of::<Self>())
+            }
+            fn wire_encode(&self, out: &mut [u8]) -> ::core::result::Result<(), ::myelin::WireError> {
+                ::myelin::wire::pod_codec::encode(self, out)
+            }
+            fn wire_decode(bytes: ::myelin::SharedBytes) -> ::core::result::Result<Self, ::myelin::WireError> {
+                ::myelin::wire::pod_codec::decode(bytes, <Self as ::myelin::Message>::TYPE_NAME)
+            }
+            fn wire_view(bytes: &[u8]) -> ::core::option::Option<&Self> {
+                ::myelin::wire::pod_codec::view(bytes)
+            }
+        },
+        Some(_) => quote! {
+            const WIRE: ::myelin::Wire = ::myelin::Wire::Cdr;
+            fn wire_len(&self) -> ::core::result::Result<usize, ::myelin::WireError> {
+                ::myelin::wire::cdr_codec::len(self)
+            }
+            fn wire_encode(&self, out: &mut [u8]) -> ::core::result::Result<(), ::myelin::WireError> {
+                ::myelin::wire::cdr_codec::encode(self, out, <Self as ::myelin::Message>::TYPE_NAME)
+            }
+            fn wire_decode(bytes: ::myelin::SharedBytes) -> ::core::result::Result<Self, ::myelin::WireError> {
+                ::myelin::wire::cdr_codec::decode(&bytes, <Self as ::myelin::Message>::TYPE_NAME)
+            }
+        },
+    };
     Ok(quote! {
         impl #impl_g ::myelin::Message for #ident #ty_g #where_c {
             const TYPE_NAME: &'static str = #type_name;
             const TYPE_HASH: ::myelin::TypeHash = ::myelin::TypeHash::of_schema(#schema);
+            #wire_items
         }
     })
 }

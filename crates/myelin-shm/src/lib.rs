@@ -49,11 +49,17 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod endpoint;
+pub mod inbox;
+pub mod pool;
 mod ring;
 mod segment;
+pub mod wake;
 
 pub use ring::{RecvInfo, RingReader, RingWriter};
-pub use segment::{SegmentName, TypeId, cleanup_stale, segment_dir};
+pub use segment::{
+    SegmentName, TypeId, cleanup_stale, cleanup_stale_host, process_alive, segment_dir,
+};
 
 /// Shared-memory errors. Each names the segment (its path) and what is
 /// wrong.

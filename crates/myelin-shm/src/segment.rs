@@ -5,7 +5,10 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
 use memmap2::MmapMut;
+use myelin_sync::SharedEvent;
 
 use crate::ShmError;
 
@@ -13,6 +16,11 @@ use crate::ShmError;
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"MYELINR1");
 pub(crate) const VERSION: u32 = 1;
 pub(crate) const KIND_RING: u32 = 1;
+pub(crate) const KIND_POOL: u32 = 2;
+pub(crate) const KIND_INBOX: u32 = 3;
+pub(crate) const KIND_WAKE: u32 = 4;
+pub(crate) const KIND_ANNOUNCE: u32 = 5;
+pub(crate) const KIND_GRAPH: u32 = 6;
 /// Bytes of the segment header; slots start here.
 pub(crate) const HEADER_SIZE: usize = 256;
 /// Bytes of a slot's own header (stamp, length).
@@ -80,6 +88,35 @@ fn prefix(domain: u32) -> String {
     format!("myelin_{}_{domain}_", uid())
 }
 
+/// The prefix of per-process segments that belong to no domain (wake-up
+/// tables).
+fn host_prefix() -> String {
+    format!("myelin_{}_h_", uid())
+}
+
+impl SegmentName {
+    /// `myelin_<uid>_h_<name>`: a per-user segment that belongs to no domain
+    /// (a process's wake-up table, shared by its contexts).
+    pub fn host(name: &str) -> Result<SegmentName, ShmError> {
+        let mut n = SegmentName::new(0, name)?;
+        n.file = format!("{}{name}", host_prefix());
+        Ok(n)
+    }
+
+    /// The file name (without the directory).
+    pub fn file_name(&self) -> &str {
+        &self.file
+    }
+
+    /// A name from a file name found in the segment directory (no checks
+    /// beyond those of the file system; opening validates the contents).
+    pub(crate) fn from_file(file: &str) -> SegmentName {
+        SegmentName {
+            file: file.to_string(),
+        }
+    }
+}
+
 /// A message type as a segment records it: name and schema hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TypeId {
@@ -124,6 +161,14 @@ impl Segment {
         })
     }
 
+    /// Create a segment whose name carries this process's pid: a file of
+    /// that name can only be left over from a dead process that had the
+    /// same pid, so it is removed first.
+    pub(crate) fn create_fresh(name: &SegmentName, len: usize) -> Result<Segment, ShmError> {
+        let _ = std::fs::remove_file(name.path());
+        Segment::create(name, len)
+    }
+
     /// Open an existing segment for reading and waking.
     pub(crate) fn open(name: &SegmentName) -> Result<Segment, ShmError> {
         let path = name.path();
@@ -162,6 +207,117 @@ impl Segment {
     pub(crate) fn path_str(&self) -> String {
         self.path.display().to_string()
     }
+
+    /// Keep the file when this mapping is dropped (readers of a segment
+    /// whose creator is gone, and the domain-wide graph segment).
+    pub(crate) fn disown(&mut self) {
+        self.owner = false;
+    }
+
+    /// A 64-bit word of the mapping viewed as an atomic.
+    ///
+    /// Panics if `off` is out of bounds or not 8-byte aligned: offsets are
+    /// computed from validated layouts, so a panic here is a myelin bug,
+    /// never a consequence of what another process wrote.
+    pub(crate) fn atomic_u64(&self, off: usize) -> &AtomicU64 {
+        assert!(off + 8 <= self.len() && off % 8 == 0, "offset {off}");
+        // SAFETY: in bounds and aligned (asserted; the mapping is page
+        // aligned); `AtomicU64` has the layout of `u64` and accepts every
+        // bit pattern; every process accesses this word atomically; the
+        // mapping outlives `&self`.
+        unsafe { &*(self.base().add(off) as *const AtomicU64) }
+    }
+
+    /// A 32-bit word of the mapping viewed as an atomic (see
+    /// [`atomic_u64`](Self::atomic_u64)).
+    pub(crate) fn atomic_u32(&self, off: usize) -> &AtomicU32 {
+        assert!(off + 4 <= self.len() && off % 4 == 0, "offset {off}");
+        // SAFETY: as `atomic_u64`.
+        unsafe { &*(self.base().add(off) as *const AtomicU32) }
+    }
+
+    /// Two words at `off` as a cross-process futex event.
+    pub(crate) fn event(&self, off: usize) -> &SharedEvent {
+        assert!(off + 8 <= self.len() && off % 8 == 0, "offset {off}");
+        // SAFETY: 8 bytes in bounds, aligned (asserted), accessed only
+        // atomically by every process.
+        unsafe { SharedEvent::from_words(self.base().add(off) as *mut u32) }
+    }
+
+    /// Copy `len` bytes at `off` out of the mapping (foreign memory: the
+    /// caller validates what it gets).
+    pub(crate) fn read_bytes(&self, off: usize, len: usize) -> Vec<u8> {
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.len()));
+        let mut out = vec![0u8; len];
+        // SAFETY: in bounds (asserted); a raw copy of foreign bytes into a
+        // private buffer.
+        unsafe { std::ptr::copy_nonoverlapping(self.base().add(off), out.as_mut_ptr(), len) };
+        out
+    }
+
+    /// Copy bytes into the mapping at `off`.
+    pub(crate) fn write_bytes(&self, off: usize, bytes: &[u8]) {
+        assert!(
+            off.checked_add(bytes.len())
+                .is_some_and(|e| e <= self.len())
+        );
+        // SAFETY: in bounds (asserted); the caller owns this region (it
+        // created the segment and has not published it yet, or it holds the
+        // chunk).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base().add(off), bytes.len()) };
+    }
+
+    /// Write the common header (all but the magic), then the magic with
+    /// Release ordering so a reader never accepts a half-written header.
+    pub(crate) fn publish_header(&self, kind: u32, owner_pid: u32) {
+        self.atomic_u32(OFF_VERSION)
+            .store(VERSION, Ordering::Relaxed);
+        self.atomic_u32(OFF_KIND).store(kind, Ordering::Relaxed);
+        self.atomic_u64(OFF_TOTAL_LEN)
+            .store(self.len() as u64, Ordering::Relaxed);
+        self.atomic_u32(OFF_OWNER_PID)
+            .store(owner_pid, Ordering::Relaxed);
+        // SYNC: Release: the header (and everything the creator wrote
+        // before) happens-before a reader's Acquire load of the magic.
+        self.atomic_u64(OFF_MAGIC).store(MAGIC, Ordering::Release);
+    }
+
+    /// Open `name` and check the common header: magic, version, `kind`, and
+    /// that the recorded length is the file's length.
+    pub(crate) fn open_kind(name: &SegmentName, kind: u32) -> Result<Segment, ShmError> {
+        let mut seg = Segment::open(name)?;
+        seg.disown();
+        let bad = |what: String| ShmError::BadHeader {
+            path: seg.path_str(),
+            what,
+        };
+        if seg.len() < HEADER_SIZE {
+            return Err(bad(format!(
+                "file is {} bytes, shorter than a header",
+                seg.len()
+            )));
+        }
+        // SYNC: pairs with the Release store in `publish_header`.
+        let magic = seg.atomic_u64(OFF_MAGIC).load(Ordering::Acquire);
+        if magic != MAGIC {
+            return Err(bad(format!("magic {magic:016x} is not a myelin segment")));
+        }
+        let version = seg.atomic_u32(OFF_VERSION).load(Ordering::Relaxed);
+        let found = seg.atomic_u32(OFF_KIND).load(Ordering::Relaxed);
+        if version != VERSION || found != kind {
+            return Err(bad(format!(
+                "version {version} kind {found}, expected version {VERSION} kind {kind}"
+            )));
+        }
+        let total = seg.atomic_u64(OFF_TOTAL_LEN).load(Ordering::Relaxed);
+        if total != seg.len() as u64 {
+            return Err(bad(format!(
+                "recorded length {total} differs from the file's {}",
+                seg.len()
+            )));
+        }
+        Ok(seg)
+    }
 }
 
 impl Drop for Segment {
@@ -173,7 +329,7 @@ impl Drop for Segment {
 }
 
 /// Whether process `pid` exists (as seen from this process).
-fn alive(pid: u32) -> bool {
+pub fn process_alive(pid: u32) -> bool {
     match rustix::process::Pid::from_raw(pid as i32) {
         None => false,
         Some(p) => match rustix::process::test_kill_process(p) {
@@ -187,14 +343,40 @@ fn alive(pid: u32) -> bool {
 /// (e.g. after `kill -9`). Returns the removed paths. Segments whose header
 /// cannot be read are left alone (they may be being created right now).
 pub fn cleanup_stale(domain: u32) -> Result<Vec<PathBuf>, ShmError> {
+    cleanup_prefix(&prefix(domain))
+}
+
+/// [`cleanup_stale`] for the per-process segments that belong to no domain
+/// (wake-up tables).
+pub fn cleanup_stale_host() -> Result<Vec<PathBuf>, ShmError> {
+    cleanup_prefix(&host_prefix())
+}
+
+/// The segment files of `domain` whose names start with `kind_prefix`
+/// (after the domain prefix), sorted.
+pub(crate) fn list(domain: u32, kind_prefix: &str) -> Vec<SegmentName> {
+    let full = format!("{}{kind_prefix}", prefix(domain));
+    let Ok(entries) = std::fs::read_dir(segment_dir()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<SegmentName> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n.starts_with(&full))
+        .map(|n| SegmentName::from_file(&n))
+        .collect();
+    out.sort_by(|a, b| a.file.cmp(&b.file));
+    out
+}
+
+fn cleanup_prefix(prefix: &str) -> Result<Vec<PathBuf>, ShmError> {
     let dir = segment_dir();
-    let prefix = prefix(domain);
     let mut removed = Vec::new();
     let entries = std::fs::read_dir(&dir).map_err(|e| io(&dir, e))?;
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if !name.starts_with(&prefix) {
+        if !name.starts_with(prefix) {
             continue;
         }
         let path = entry.path();
@@ -214,7 +396,8 @@ pub fn cleanup_stale(domain: u32) -> Result<Vec<PathBuf>, ShmError> {
                 .try_into()
                 .expect("4 bytes"),
         );
-        if !alive(pid) && std::fs::remove_file(&path).is_ok() {
+        // pid 0: a domain-wide segment owned by nobody (never stale).
+        if pid != 0 && !process_alive(pid) && std::fs::remove_file(&path).is_ok() {
             removed.push(path);
         }
     }

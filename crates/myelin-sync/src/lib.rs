@@ -287,6 +287,15 @@ impl SharedEvent {
         }
     }
 
+    /// Wake at most one waiter (as [`Event::notify_one`]).
+    pub fn notify_one(&self) {
+        // SYNC: as `Event::notify`.
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            wake(&self.epoch, false, 1);
+        }
+    }
+
     /// Sleep while `idle()` holds, until notified or `deadline`.
     pub fn wait_while(&self, idle: impl FnMut() -> bool, deadline: Option<Instant>) -> WaitOutcome {
         wait_on(&self.epoch, &self.waiters, false, idle, deadline)

@@ -47,7 +47,11 @@ struct Rig {
 }
 
 fn rig(kinds: &[Kind]) -> Rig {
-    let ctx = Context::builder().handle_signals(false).build().unwrap();
+    let ctx = Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .unwrap();
     let node = ctx.create_node("copies").unwrap();
     let mut seen = Vec::new();
     let mut subs = Vec::new();

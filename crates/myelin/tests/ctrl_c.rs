@@ -14,7 +14,7 @@ fn ctrl_c_child() {
     if std::env::var_os(CHILD_ENV).is_none() {
         return; // only meaningful as the child of the test below
     }
-    let ctx = Context::new();
+    let ctx = Context::builder().shared_memory(false).build().unwrap();
     let node = ctx.create_node("sleeper").unwrap();
     let _sub = node
         .create_subscription("t", QoS::default(), |_m: u8| {})

@@ -9,7 +9,11 @@ use myelin::prelude::*;
 use myelin::{AddNodeError, SpinError};
 
 fn ctx() -> Context {
-    Context::builder().handle_signals(false).build().unwrap()
+    Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .unwrap()
 }
 
 /// CPU time (user + system) consumed by the calling thread.

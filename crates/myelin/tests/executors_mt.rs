@@ -12,7 +12,11 @@ use myelin::{
 };
 
 fn ctx() -> Context {
-    Context::builder().handle_signals(false).build().unwrap()
+    Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .unwrap()
 }
 
 /// A callback body that records how many callbacks of a set run at once.

@@ -9,7 +9,11 @@ use myelin::PublishError;
 use myelin::prelude::*;
 
 fn ctx() -> Context {
-    Context::builder().handle_signals(false).build().unwrap()
+    Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .unwrap()
 }
 
 #[test]

@@ -22,7 +22,11 @@ fn process_cpu() -> Duration {
 
 #[test]
 fn an_idle_multi_threaded_executor_with_four_threads_sleeps() {
-    let ctx = Context::builder().handle_signals(false).build().unwrap();
+    let ctx = Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .unwrap();
     let node = ctx.create_node("idle").unwrap();
     let _subs: Vec<_> = (0..50)
         .map(|i| {

@@ -5,7 +5,11 @@ use myelin::{ContextError, CreateEndpointError, CreateNodeError, CreateTimerErro
 use std::time::Duration;
 
 fn ctx() -> Context {
-    Context::builder().handle_signals(false).build().unwrap()
+    Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .unwrap()
 }
 
 #[test]

@@ -6,7 +6,11 @@ use myelin::prelude::*;
 use myelin::{PublishError, QosPolicy};
 
 fn ctx() -> Context {
-    Context::builder().handle_signals(false).build().unwrap()
+    Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .unwrap()
 }
 
 fn collector() -> (Arc<Mutex<Vec<u32>>>, impl FnMut(u32) + Send + 'static) {

@@ -11,7 +11,11 @@ use myelin::{
 };
 
 fn ctx() -> Context {
-    Context::builder().handle_signals(false).build().unwrap()
+    Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .unwrap()
 }
 
 fn ms(n: u64) -> Duration {

@@ -8,7 +8,11 @@ use myelin::prelude::*;
 use myelin::{CallError, CreateServiceError, MultiThreadedExecutor, ServiceOptions};
 
 fn ctx() -> Context {
-    Context::builder().handle_signals(false).build().unwrap()
+    Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .unwrap()
 }
 
 /// Spin `exec` on a thread until dropped.

@@ -99,6 +99,7 @@ fn rig(idle: usize) -> Result<(Context, Node, Vec<Subscription<u64>>), BenchErro
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
     let ctx = Context::builder()
         .handle_signals(false)
+        .shared_memory(false)
         .build()
         .map_err(|e| setup(&e))?;
     let node = ctx.create_node("dispatch").map_err(|e| setup(&e))?;

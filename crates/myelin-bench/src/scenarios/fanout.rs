@@ -111,6 +111,7 @@ fn myelin_fanout(p: FanoutParams, nodes: usize, inline: bool) -> Result<Outcome,
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
     let ctx = Context::builder()
         .handle_signals(false)
+        .shared_memory(false)
         .build()
         .map_err(|e| setup(&e))?;
     let rec = Arc::new(Mutex::new(LatencyRecorder::new()));
@@ -201,6 +202,7 @@ fn myelin_nopub(p: FanoutParams) -> Result<Outcome, BenchError> {
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
     let ctx = Context::builder()
         .handle_signals(false)
+        .shared_memory(false)
         .build()
         .map_err(|e| setup(&e))?;
     let fired = Arc::new(AtomicU64::new(0));

@@ -169,6 +169,7 @@ fn myelin_image(
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
     let ctx = Context::builder()
         .handle_signals(false)
+        .shared_memory(false)
         .build()
         .map_err(|e| setup(&e))?;
     let camera = ctx.create_node("camera").map_err(|e| setup(&e))?;

@@ -218,6 +218,7 @@ fn myelin_chain(p: RelayParams, arrangement: Arrangement) -> Result<Outcome, Ben
     let setup = |e: &dyn std::fmt::Display| BenchError::setup(system, e);
     let ctx = Context::builder()
         .handle_signals(false)
+        .shared_memory(false)
         .build()
         .map_err(|e| setup(&e))?;
     let qos = QoS::keep_last(100);

@@ -86,6 +86,7 @@ fn myelin_rpc(p: RelayParams, a: RpcArrangement) -> Result<Outcome, BenchError> 
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
     let ctx = Context::builder()
         .handle_signals(false)
+        .shared_memory(false)
         .build()
         .map_err(|e| setup(&e))?;
     let hops = p.hops as usize;

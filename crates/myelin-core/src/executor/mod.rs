@@ -2,7 +2,7 @@
 //!
 //! A push into a subscription's buffer puts that subscription (once, however
 //! many messages follow) into its executor's ready queue and notifies the
-//! executor's [`Event`]. A due timer is put into the same queue. A worker pops
+//! executor's event. A due timer is put into the same queue. A worker pops
 //! the queue and runs one callback per ready entry; a subscription whose
 //! buffer still holds messages goes back to the end of the queue. So:
 //! * dispatch costs O(ready work), not O(entities): 200 idle subscriptions
@@ -52,14 +52,15 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::{ArrayQueue, SegQueue};
+use myelin_sync::TryLock;
 use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use myelin_sync::{Event, Scope, TryLock};
 
 use crate::context::ContextInner;
 use crate::error::{AddNodeError, SpinError};
 use crate::group::GroupInner;
 use crate::node::{Node, NodeInner};
 use crate::timer::TimerInner;
+use crate::transport::wake::WakeEvent;
 
 thread_local! {
     /// The executor (by address, never dereferenced), whether it runs
@@ -104,6 +105,12 @@ pub(crate) trait Executable: Send + Sync {
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>);
     /// The entity's callback group.
     fn group(&self) -> &Arc<GroupInner>;
+}
+
+/// A subscription fed from other processes.
+pub(crate) trait Pump: Send + Sync {
+    /// Move what other processes sent into the subscription's buffer.
+    fn pump(self: Arc<Self>);
 }
 
 /// Capacity of the fast ready ring. An entity is queued at most once at a
@@ -183,7 +190,12 @@ struct Wheel {
 /// The part of an executor that producers and workers share.
 pub(crate) struct ExecShared {
     ready: ReadyQueue,
-    pub(crate) event: Event,
+    /// What idle workers sleep on; with shared memory, a slot other
+    /// processes signal too (one wait for local and remote work).
+    pub(crate) event: WakeEvent,
+    /// Subscriptions fed from other processes: drained when the event's
+    /// slot was signalled.
+    pumps: Mutex<Vec<Weak<dyn Pump>>>,
     stop: AtomicBool,
     /// Set when the context shuts down.
     down: AtomicBool,
@@ -207,7 +219,8 @@ impl ExecShared {
                 ring: ArrayQueue::new(READY_RING),
                 overflow: SegQueue::new(),
             },
-            event: Event::new(Scope::Process),
+            event: WakeEvent::remote_capable(),
+            pumps: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             down: AtomicBool::new(false),
             timers: Mutex::new(Vec::new()),
@@ -223,6 +236,39 @@ impl ExecShared {
     pub(crate) fn enqueue(&self, e: Arc<dyn Executable>) {
         self.ready.push(e);
         self.event.notify_one();
+    }
+
+    /// Drain remote inboxes into `p`'s buffer whenever this executor's slot
+    /// is signalled.
+    #[cfg_attr(not(feature = "shm"), allow(dead_code))]
+    pub(crate) fn add_pump(&self, p: Weak<dyn Pump>) {
+        let mut pumps = self.pumps.lock().unwrap_or_else(|e| e.into_inner());
+        pumps.retain(|w| w.strong_count() > 0);
+        pumps.push(p);
+    }
+
+    /// Stop draining for `p`.
+    #[cfg_attr(not(feature = "shm"), allow(dead_code))]
+    pub(crate) fn remove_pump(&self, p: *const ()) {
+        let mut pumps = self.pumps.lock().unwrap_or_else(|e| e.into_inner());
+        pumps.retain(|w| w.strong_count() > 0 && w.as_ptr() as *const () != p);
+    }
+
+    /// A remote process signalled: move what it sent into the buffers.
+    #[inline]
+    fn pump_remote(&self) {
+        if self.event.take_pending() {
+            let pumps: Vec<_> = self
+                .pumps
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter_map(Weak::upgrade)
+                .collect();
+            for p in pumps {
+                p.pump();
+            }
+        }
     }
 
     /// Queue without waking (the caller notifies).
@@ -370,6 +416,7 @@ impl ExecShared {
         enough: &dyn Fn() -> bool,
     ) -> Result<bool, SpinError> {
         loop {
+            self.pump_remote();
             self.poll_timers();
             if let Some(e) = self.ready.pop() {
                 self.run_entry(e, grouped)?;
@@ -392,6 +439,7 @@ impl ExecShared {
             self.event.wait_while(
                 || {
                     self.ready.is_empty()
+                        && !self.event.is_pending()
                         && !self.halted()
                         && !enough()
                         && self.timers_gen.load(Ordering::Acquire) == seen_gen

@@ -1,0 +1,281 @@
+//! How messages cross a process boundary.
+//!
+//! A [`Message`](crate::Message) type says how with [`Message::WIRE`](crate::Message::WIRE):
+//!
+//! * [`Wire::Pod`]: plain old data (`#[repr(C)]`, `bytemuck::Pod`: no
+//!   padding, every bit pattern valid). Read **in place** from shared
+//!   memory: zero copies, whatever the size. `#[message(pod)]` in the derive.
+//! * [`Wire::Bytes`]: [`Blob`], a byte buffer handed around by reference
+//!   count; loaned with `Publisher::<Blob>::loan_slice`, read in place.
+//! * [`Wire::Cdr`]: any serde type, serialised into CDR (the OMG Common Data
+//!   Representation, little endian, with its 4-byte encapsulation header:
+//!   what ROS 2 puts on the wire). `#[message(cdr)]` in the derive.
+//! * [`Wire::Local`]: the type never leaves its process (the default for a
+//!   type that says nothing): remote endpoints of its topic are not
+//!   connected.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// How a message type crosses a process boundary. See the [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// Stays in its process.
+    Local,
+    /// Plain old data, read in place.
+    Pod,
+    /// A [`Blob`]'s bytes, read in place.
+    Bytes,
+    /// Serialised with serde into CDR.
+    Cdr,
+}
+
+/// Encoding or decoding a message failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// The type has no wire encoding ([`Wire::Local`]).
+    #[error(
+        "message type {0} cannot leave its process (no wire encoding; derive it with #[message(pod)] or #[message(cdr)])"
+    )]
+    Local(&'static str),
+    /// The bytes do not decode as the type.
+    #[error("cannot decode a {type_name} from {len} bytes: {why}")]
+    Decode {
+        /// The type.
+        type_name: &'static str,
+        /// How many bytes came.
+        len: usize,
+        /// What went wrong.
+        why: String,
+    },
+    /// The value does not encode.
+    #[error("cannot encode a {type_name}: {why}")]
+    Encode {
+        /// The type.
+        type_name: &'static str,
+        /// What went wrong.
+        why: String,
+    },
+}
+
+/// Immutable bytes shared by reference count: a heap buffer, or a chunk
+/// of shared memory that returns to its pool when the last holder drops it.
+#[derive(Clone)]
+pub struct SharedBytes {
+    ptr: *const u8,
+    len: usize,
+    _owner: Arc<dyn Send + Sync>,
+}
+
+// SAFETY: the bytes are immutable while any `SharedBytes` refers to them
+// (a chunk is rewritten only after its last reference is gone), and the
+// owner that keeps them alive is `Send + Sync`.
+unsafe impl Send for SharedBytes {}
+// SAFETY: as above; only shared (`&[u8]`) access is ever given out.
+unsafe impl Sync for SharedBytes {}
+
+impl SharedBytes {
+    /// Bytes copied into a fresh heap buffer aligned to 16 bytes (so POD
+    /// types up to that alignment can be viewed in place).
+    pub fn copy_from(bytes: &[u8]) -> SharedBytes {
+        let mut buf = vec![0u128; bytes.len().div_ceil(16)];
+        bytemuck::cast_slice_mut::<u128, u8>(&mut buf)[..bytes.len()].copy_from_slice(bytes);
+        let buf: Arc<Vec<u128>> = Arc::new(buf);
+        let ptr = buf.as_ptr() as *const u8;
+        SharedBytes {
+            ptr,
+            len: bytes.len(),
+            _owner: buf,
+        }
+    }
+
+    /// Take ownership of a vector (no copy).
+    pub fn from_vec(v: Vec<u8>) -> SharedBytes {
+        let v = Arc::new(v);
+        SharedBytes {
+            ptr: v.as_ptr(),
+            len: v.len(),
+            _owner: v,
+        }
+    }
+
+    /// Bytes owned by `owner`.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must stay valid and unmodified for as long as `owner`
+    /// is alive.
+    pub(crate) unsafe fn from_raw(
+        ptr: *const u8,
+        len: usize,
+        owner: Arc<dyn Send + Sync>,
+    ) -> SharedBytes {
+        SharedBytes {
+            ptr,
+            len,
+            _owner: owner,
+        }
+    }
+
+    /// Whether the bytes live in shared memory.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Deref for SharedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `ptr..ptr+len` is valid and immutable while `_owner` lives
+        // (constructor contracts).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl std::fmt::Debug for SharedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedBytes")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// A byte buffer message, cheap to clone (reference counted) and read in
+/// place across processes: the type for camera frames, point clouds and
+/// anything you lay out yourself. Loan one in shared memory with
+/// [`Publisher::loan_slice`](crate::Publisher::loan_slice).
+///
+/// ```
+/// use myelin_core::Blob;
+/// let b = Blob::from(vec![1u8, 2, 3]);
+/// assert_eq!(&b[..], &[1, 2, 3]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Blob(pub(crate) SharedBytes);
+
+impl Blob {
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The shared bytes behind this blob.
+    pub fn shared_bytes(&self) -> &SharedBytes {
+        &self.0
+    }
+}
+
+impl Deref for Blob {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Vec<u8>> for Blob {
+    fn from(v: Vec<u8>) -> Blob {
+        Blob(SharedBytes::from_vec(v))
+    }
+}
+
+impl From<&[u8]> for Blob {
+    fn from(v: &[u8]) -> Blob {
+        Blob(SharedBytes::copy_from(v))
+    }
+}
+
+impl PartialEq for Blob {
+    fn eq(&self, other: &Blob) -> bool {
+        self[..] == other[..]
+    }
+}
+
+impl crate::Message for Blob {
+    const TYPE_NAME: &'static str = "myelin/msg/Blob";
+    const TYPE_HASH: crate::TypeHash = crate::TypeHash::of_schema("builtin:blob");
+    const WIRE: Wire = Wire::Bytes;
+    fn wire_len(&self) -> Result<usize, WireError> {
+        Ok(self.len())
+    }
+    fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
+        out.copy_from_slice(self);
+        Ok(())
+    }
+    fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
+        Ok(Blob(bytes))
+    }
+}
+
+/// The [`Message`](crate::Message) methods of a [`Wire::Cdr`] type (what
+/// `#[message(cdr)]` expands to).
+pub mod cdr_codec {
+    use super::WireError;
+
+    /// CDR size including the encapsulation header.
+    pub fn len<T: serde::Serialize>(v: &T) -> Result<usize, WireError> {
+        Ok(cdr::calc_serialized_size(v) as usize)
+    }
+
+    /// Serialise into `out` (exactly [`len`] bytes).
+    pub fn encode<T: serde::Serialize>(
+        v: &T,
+        out: &mut [u8],
+        type_name: &'static str,
+    ) -> Result<(), WireError> {
+        let mut w: &mut [u8] = out;
+        cdr::serialize_into::<_, _, _, cdr::CdrLe>(&mut w, v, cdr::Infinite).map_err(|e| {
+            WireError::Encode {
+                type_name,
+                why: e.to_string(),
+            }
+        })
+    }
+
+    /// Deserialise.
+    pub fn decode<T: serde::de::DeserializeOwned>(
+        bytes: &[u8],
+        type_name: &'static str,
+    ) -> Result<T, WireError> {
+        cdr::deserialize::<T>(bytes).map_err(|e| WireError::Decode {
+            type_name,
+            len: bytes.len(),
+            why: e.to_string(),
+        })
+    }
+}
+
+/// The [`Message`](crate::Message) methods of a [`Wire::Pod`] type (what
+/// `#[message(pod)]` expands to).
+pub mod pod_codec {
+    use super::{SharedBytes, WireError};
+
+    /// Copy the value's bytes into `out`.
+    pub fn encode<T: bytemuck::Pod>(v: &T, out: &mut [u8]) -> Result<(), WireError> {
+        out.copy_from_slice(bytemuck::bytes_of(v));
+        Ok(())
+    }
+
+    /// Read a value (copy) from `bytes`.
+    pub fn decode<T: bytemuck::Pod>(
+        bytes: SharedBytes,
+        type_name: &'static str,
+    ) -> Result<T, WireError> {
+        bytemuck::try_pod_read_unaligned(&bytes).map_err(|e| WireError::Decode {
+            type_name,
+            len: bytes.len(),
+            why: format!("{e:?}"),
+        })
+    }
+
+    /// View `bytes` as a `T` in place (right size and alignment).
+    pub fn view<T: bytemuck::Pod>(bytes: &[u8]) -> Option<&T> {
+        bytemuck::try_from_bytes(bytes).ok()
+    }
+}

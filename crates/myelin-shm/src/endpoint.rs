@@ -1,0 +1,236 @@
+//! Discovery without a daemon: every endpoint is a segment whose header
+//! describes it, and one domain-wide segment carries a futex that any
+//! process bumps when its endpoints change.
+//!
+//! * a publisher announces itself with `p_<pid>_<id>`;
+//! * a subscription's inbox `s_<pid>_<id>` (see [`crate::inbox`]) is its
+//!   announcement;
+//! * `graph` holds the change counter every process waits on.
+//!
+//! A process that exits is forgotten when its segments go (clean exit) or
+//! when a scanner finds its pid dead (crash).
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crate::ShmError;
+use crate::segment::*;
+
+/// Where the endpoint description starts in a segment.
+pub(crate) const INFO_OFF: usize = HEADER_SIZE;
+/// Bytes reserved for it.
+pub(crate) const INFO_LEN: usize = 1024;
+const MAX_STR: usize = 255;
+/// Bytes of opaque QoS (encoded by the core).
+pub const QOS_BYTES: usize = 64;
+
+/// Publisher or subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndpointKind {
+    /// A publisher.
+    Publisher,
+    /// A subscription.
+    Subscription,
+}
+
+/// What an endpoint tells other processes about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointInfo {
+    /// Publisher or subscription.
+    pub kind: EndpointKind,
+    /// The owning process.
+    pub pid: u32,
+    /// The owning context (unique within the process).
+    pub context: u64,
+    /// The endpoint (unique within the process).
+    pub id: u64,
+    /// The fully qualified topic name.
+    pub topic: String,
+    /// The message type name.
+    pub type_name: String,
+    /// The message schema hash.
+    pub type_hash: u64,
+    /// The fully qualified node name.
+    pub node: String,
+    /// The QoS, encoded by the core (opaque here).
+    pub qos: [u8; QOS_BYTES],
+}
+
+fn put_str(seg: &Segment, off: usize, len_off: usize, s: &str) {
+    let mut n = s.len().min(MAX_STR);
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    seg.atomic_u32(len_off).store(n as u32, Ordering::Relaxed);
+    seg.write_bytes(off, &s.as_bytes()[..n]);
+}
+
+fn get_str(seg: &Segment, off: usize, len_off: usize) -> Result<String, String> {
+    let n = seg.atomic_u32(len_off).load(Ordering::Relaxed) as usize;
+    if n > MAX_STR {
+        return Err(format!("string length {n} at offset {off}"));
+    }
+    String::from_utf8(seg.read_bytes(off, n)).map_err(|_| format!("non-UTF-8 string at {off}"))
+}
+
+impl EndpointInfo {
+    pub(crate) fn write(&self, seg: &Segment) {
+        let b = INFO_OFF;
+        let kind = match self.kind {
+            EndpointKind::Publisher => 1,
+            EndpointKind::Subscription => 2,
+        };
+        seg.atomic_u32(b).store(kind, Ordering::Relaxed);
+        seg.atomic_u32(b + 4).store(self.pid, Ordering::Relaxed);
+        seg.atomic_u64(b + 8).store(self.context, Ordering::Relaxed);
+        seg.atomic_u64(b + 16).store(self.id, Ordering::Relaxed);
+        seg.atomic_u64(b + 24)
+            .store(self.type_hash, Ordering::Relaxed);
+        seg.write_bytes(b + 32, &self.qos);
+        put_str(seg, b + 128, b + 96, &self.topic);
+        put_str(seg, b + 384, b + 100, &self.type_name);
+        put_str(seg, b + 640, b + 104, &self.node);
+    }
+
+    pub(crate) fn read(seg: &Segment) -> Result<EndpointInfo, ShmError> {
+        let b = INFO_OFF;
+        let bad = |what: String| ShmError::BadHeader {
+            path: seg.path_str(),
+            what,
+        };
+        if seg.len() < INFO_OFF + INFO_LEN {
+            return Err(bad("too short for an endpoint description".into()));
+        }
+        let kind = match seg.atomic_u32(b).load(Ordering::Relaxed) {
+            1 => EndpointKind::Publisher,
+            2 => EndpointKind::Subscription,
+            k => return Err(bad(format!("endpoint kind {k}"))),
+        };
+        let mut qos = [0u8; QOS_BYTES];
+        qos.copy_from_slice(&seg.read_bytes(b + 32, QOS_BYTES));
+        Ok(EndpointInfo {
+            kind,
+            pid: seg.atomic_u32(b + 4).load(Ordering::Relaxed),
+            context: seg.atomic_u64(b + 8).load(Ordering::Relaxed),
+            id: seg.atomic_u64(b + 16).load(Ordering::Relaxed),
+            type_hash: seg.atomic_u64(b + 24).load(Ordering::Relaxed),
+            qos,
+            topic: get_str(seg, b + 128, b + 96).map_err(bad)?,
+            type_name: get_str(seg, b + 384, b + 100).map_err(bad)?,
+            node: get_str(seg, b + 640, b + 104).map_err(bad)?,
+        })
+    }
+}
+
+/// A publisher's announcement; removed when dropped.
+pub struct Announcement {
+    _seg: Segment,
+}
+
+impl Announcement {
+    /// Announce a publisher of `domain`.
+    pub fn publish(domain: u32, info: &EndpointInfo) -> Result<Announcement, ShmError> {
+        let name = SegmentName::new(domain, &format!("p_{}_{}", info.pid, info.id))?;
+        let seg = Segment::create_fresh(&name, INFO_OFF + INFO_LEN)?;
+        info.write(&seg);
+        seg.publish_header(KIND_ANNOUNCE, info.pid);
+        Ok(Announcement { _seg: seg })
+    }
+}
+
+impl std::fmt::Debug for Announcement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Announcement")
+            .field("path", &self._seg.path_str())
+            .finish()
+    }
+}
+
+/// An endpoint found by [`scan`].
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// Its segment (for a subscription: the inbox to connect to).
+    pub name: SegmentName,
+    /// What it says about itself.
+    pub info: EndpointInfo,
+    /// Whether its process is alive.
+    pub alive: bool,
+}
+
+/// Every endpoint of `domain` on this host whose segment reads correctly.
+/// Segments that fail validation are skipped (they may be half-created or
+/// damaged); `errors` gets one line per skipped segment.
+pub fn scan(domain: u32, errors: &mut Vec<String>) -> Vec<Found> {
+    let mut out = Vec::new();
+    for (prefix, kind) in [("p_", KIND_ANNOUNCE), ("s_", KIND_INBOX)] {
+        for name in list(domain, prefix) {
+            match Segment::open_kind(&name, kind).and_then(|s| EndpointInfo::read(&s)) {
+                Ok(info) => {
+                    let alive = process_alive(info.pid);
+                    out.push(Found { name, info, alive });
+                }
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+    }
+    out
+}
+
+/// The domain-wide change counter (`graph` segment, owned by nobody).
+pub struct GraphEvent {
+    seg: Segment,
+}
+
+const OFF_GRAPH_EVENT: usize = HEADER_SIZE;
+
+impl GraphEvent {
+    /// Open `domain`'s counter, creating it if this is the first process.
+    pub fn open_or_create(domain: u32) -> Result<GraphEvent, ShmError> {
+        let name = SegmentName::new(domain, "graph")?;
+        let deadline = Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            match Segment::create(&name, HEADER_SIZE + 64) {
+                Ok(mut seg) => {
+                    seg.disown();
+                    seg.publish_header(KIND_GRAPH, 0);
+                    return Ok(GraphEvent { seg });
+                }
+                Err(ShmError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+            match Segment::open_kind(&name, KIND_GRAPH) {
+                Ok(seg) => return Ok(GraphEvent { seg }),
+                // Being created by another process right now: retry briefly.
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            }
+        }
+    }
+
+    /// Tell every process that the endpoints changed.
+    pub fn bump(&self) {
+        self.seg.event(OFF_GRAPH_EVENT).notify();
+    }
+
+    /// The current change count.
+    pub fn epoch(&self) -> u32 {
+        // The event's first word is its epoch.
+        self.seg.atomic_u32(OFF_GRAPH_EVENT).load(Ordering::SeqCst)
+    }
+
+    /// Sleep until the count differs from `seen` or `deadline` passes.
+    pub fn wait(&self, seen: u32, deadline: Instant) {
+        self.seg
+            .event(OFF_GRAPH_EVENT)
+            .wait_while(|| self.epoch() == seen, Some(deadline));
+    }
+}
+
+impl std::fmt::Debug for GraphEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphEvent")
+            .field("path", &self.seg.path_str())
+            .finish()
+    }
+}

@@ -1,0 +1,586 @@
+//! A subscription's inbox: the per-subscription buffer of seed 000 carried
+//! across processes.
+//!
+//! The subscriber process creates `s_<pid>_<id>`: its endpoint description
+//! (see [`crate::endpoint`]), the wake-up slot its executor sleeps on, and
+//! [`MAX_CONNECTIONS`] connection blocks. A publisher in another process
+//! claims a free block and then owns its writing side:
+//!
+//! * a **descriptor ring** (publisher → subscriber) of `u64` descriptors
+//!   (pool, chunk, length). `head` is written by the publisher only; `tail`
+//!   is advanced by compare-and-swap by the reader *and*, for keep-last when
+//!   the ring is full, by the publisher, which thereby takes the oldest
+//!   descriptor back (counted lost). Whoever wins the CAS owns that
+//!   descriptor, so a descriptor is consumed exactly once and the publisher
+//!   never waits for the reader.
+//! * a **return ring** (subscriber → publisher) through which the reader
+//!   hands back the chunks it is done with, tagged with the connection's
+//!   generation so a return can never land in a later connection.
+//!
+//! The publisher keeps, in its private memory, the set of chunks lent on
+//! each connection: a return of anything else is ignored, and when the
+//! subscriber's process dies the whole set is reclaimed.
+//!
+//! Everything read from the segment is untrusted on both sides: indices are
+//! masked by capacities each side knows privately, counters are checked, and
+//! a bad value is reported and skipped.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::ShmError;
+use crate::endpoint::{EndpointInfo, INFO_LEN, INFO_OFF};
+use crate::segment::*;
+
+/// Publishers one inbox can take at once.
+pub const MAX_CONNECTIONS: usize = 16;
+const OFF_WAKE_SLOT: usize = INFO_OFF + INFO_LEN;
+const OFF_DESC_CAP: usize = OFF_WAKE_SLOT + 4;
+const OFF_RET_CAP: usize = OFF_WAKE_SLOT + 8;
+const OFF_TL: usize = OFF_WAKE_SLOT + 12;
+const CONN_BASE: usize = 4096;
+const CTRL: usize = 256;
+// Connection block fields (relative to the block).
+const C_CLAIM: usize = 0;
+const C_GEN: usize = 8;
+const C_PUB_ID: usize = 16;
+const C_HEAD: usize = 64;
+const C_LOST: usize = 72;
+const C_TAIL: usize = 128;
+const C_RET_HEAD: usize = 192;
+const C_RET_TAIL: usize = 200;
+/// Most descriptors per connection ring.
+pub const MAX_DESC: u32 = 1 << 16;
+
+const STATE_CLAIMING: u64 = 1;
+const STATE_ACTIVE: u64 = 2;
+const STATE_CLOSED: u64 = 3;
+
+/// A descriptor: where a message's bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Desc {
+    /// Which of the publisher's pools.
+    pub pool: u8,
+    /// The chunk in that pool (< 2^24).
+    pub chunk: u32,
+    /// The message's length in bytes.
+    pub len: u32,
+}
+
+impl Desc {
+    /// Pack into one word.
+    pub fn pack(self) -> u64 {
+        (u64::from(self.len) << 32)
+            | (u64::from(self.pool) << 24)
+            | u64::from(self.chunk & 0xff_ffff)
+    }
+
+    /// Unpack (any word gives some descriptor; the pool checks it).
+    pub fn unpack(w: u64) -> Desc {
+        Desc {
+            len: (w >> 32) as u32,
+            pool: (w >> 24) as u8,
+            chunk: (w & 0xff_ffff) as u32,
+        }
+    }
+
+    /// The chunk's identity within the publisher (pool and index).
+    pub fn key(self) -> u32 {
+        (u32::from(self.pool) << 24) | (self.chunk & 0xff_ffff)
+    }
+}
+
+fn layout(desc_cap: u32, ret_cap: u32) -> usize {
+    (CTRL + 8 * (desc_cap as usize + ret_cap as usize)).div_ceil(64) * 64
+}
+
+/// The state of a connection block as the reader sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnState {
+    /// Nobody.
+    Free,
+    /// A publisher is setting it up.
+    Claiming,
+    /// A publisher (process `pid`, endpoint `pub_id`) writes it; `generation`
+    /// changes with every new claim.
+    Active {
+        /// The publisher's process.
+        pid: u32,
+        /// The publisher endpoint id.
+        pub_id: u64,
+        /// The claim generation.
+        generation: u32,
+    },
+    /// The publisher is gone; drain, then [`Inbox::free`].
+    Closed {
+        /// The publisher's process.
+        pid: u32,
+        /// The publisher endpoint id.
+        pub_id: u64,
+        /// The claim generation.
+        generation: u32,
+    },
+}
+
+struct Geometry {
+    desc_cap: u32,
+    ret_cap: u32,
+    stride: usize,
+}
+
+impl Geometry {
+    fn conn(&self, i: usize) -> usize {
+        CONN_BASE + i * self.stride
+    }
+    fn desc(&self, i: usize, seq: u64) -> usize {
+        self.conn(i) + CTRL + 8 * (seq % u64::from(self.desc_cap)) as usize
+    }
+    fn ret(&self, i: usize, seq: u64) -> usize {
+        self.conn(i)
+            + CTRL
+            + 8 * (self.desc_cap as usize + (seq % u64::from(self.ret_cap)) as usize)
+    }
+}
+
+/// The subscriber's side: owns the segment.
+pub struct Inbox {
+    seg: Segment,
+    geo: Geometry,
+}
+
+impl Inbox {
+    /// Create the inbox of subscription `info.id` in `domain`, with rings
+    /// of `desc_cap` descriptors and `ret_cap` returns per connection.
+    pub fn create(
+        domain: u32,
+        info: &EndpointInfo,
+        desc_cap: u32,
+        ret_cap: u32,
+    ) -> Result<Inbox, ShmError> {
+        let name = SegmentName::new(domain, &format!("s_{}_{}", info.pid, info.id))?;
+        let desc_cap = desc_cap.clamp(1, MAX_DESC);
+        let ret_cap = ret_cap.clamp(1, 4 * MAX_DESC);
+        let stride = layout(desc_cap, ret_cap);
+        let seg = Segment::create_fresh(&name, CONN_BASE + MAX_CONNECTIONS * stride)?;
+        info.write(&seg);
+        seg.atomic_u32(OFF_WAKE_SLOT)
+            .store(u32::MAX, Ordering::Relaxed);
+        seg.atomic_u32(OFF_DESC_CAP)
+            .store(desc_cap, Ordering::Relaxed);
+        seg.atomic_u32(OFF_RET_CAP)
+            .store(ret_cap, Ordering::Relaxed);
+        seg.publish_header(KIND_INBOX, info.pid);
+        Ok(Inbox {
+            seg,
+            geo: Geometry {
+                desc_cap,
+                ret_cap,
+                stride,
+            },
+        })
+    }
+
+    /// The segment's name (what publishers connect to).
+    pub fn path(&self) -> String {
+        self.seg.path_str()
+    }
+
+    /// Tell publishers which slot of this process's wake table to signal
+    /// (`u32::MAX`: none, the subscription is polled).
+    pub fn set_wake_slot(&self, slot: u32) {
+        // SYNC: SeqCst: a publisher that pushes after this store signals the
+        // new slot; one that read the old slot signalled the old executor,
+        // which the caller re-checks after moving.
+        self.seg
+            .atomic_u32(OFF_WAKE_SLOT)
+            .store(slot, Ordering::SeqCst);
+    }
+
+    /// Ask publishers for their transient-local history (set before the
+    /// inbox is announced).
+    pub fn set_wants_history(&self, yes: bool) {
+        self.seg
+            .atomic_u32(OFF_TL)
+            .store(u32::from(yes), Ordering::Relaxed);
+    }
+
+    /// The state of connection block `i` (< [`MAX_CONNECTIONS`]).
+    pub fn state(&self, i: usize) -> ConnState {
+        // SYNC: Acquire pairs with the publisher's Release store of the
+        // claim word: the block's reset happens-before.
+        let claim = self
+            .seg
+            .atomic_u64(self.geo.conn(i) + C_CLAIM)
+            .load(Ordering::Acquire);
+        let pid = (claim >> 32) as u32;
+        let pub_id = self
+            .seg
+            .atomic_u64(self.geo.conn(i) + C_PUB_ID)
+            .load(Ordering::Relaxed);
+        let generation = self
+            .seg
+            .atomic_u32(self.geo.conn(i) + C_GEN)
+            .load(Ordering::Relaxed);
+        match claim & 0xff {
+            0 => ConnState::Free,
+            STATE_CLAIMING => ConnState::Claiming,
+            STATE_ACTIVE => ConnState::Active {
+                pid,
+                pub_id,
+                generation,
+            },
+            _ => ConnState::Closed {
+                pid,
+                pub_id,
+                generation,
+            },
+        }
+    }
+
+    /// Take the oldest descriptor of connection `i`. A bad ring state
+    /// (written by a broken publisher) is reported, and the reader skips
+    /// to a sane position.
+    pub fn pop(&self, i: usize) -> Result<Option<Desc>, ShmError> {
+        let c = self.geo.conn(i);
+        let tail = self.seg.atomic_u64(c + C_TAIL);
+        let head = self.seg.atomic_u64(c + C_HEAD);
+        loop {
+            // SYNC: Acquire on both: pairs with the publisher's Release
+            // store of head (descriptor and chunk written before) and with
+            // its tail CAS.
+            let t = tail.load(Ordering::Acquire);
+            let h = head.load(Ordering::Acquire);
+            if t == h {
+                return Ok(None);
+            }
+            let cap = u64::from(self.geo.desc_cap);
+            if t > h || h - t > cap {
+                let _ = tail.compare_exchange(t, h, Ordering::AcqRel, Ordering::Acquire);
+                return Err(ShmError::Corrupt {
+                    path: self.seg.path_str(),
+                    what: "ring indices (head - tail)",
+                    value: h.wrapping_sub(t),
+                    limit: cap,
+                });
+            }
+            let d = self
+                .seg
+                .atomic_u64(self.geo.desc(i, t))
+                .load(Ordering::Relaxed);
+            // SYNC: AcqRel: the descriptor load above is ordered before the
+            // claim (release), so a publisher that reuses the slot after
+            // seeing our new tail cannot have written what we read.
+            if tail
+                .compare_exchange(t, t + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return Ok(Some(Desc::unpack(d)));
+            }
+        }
+    }
+
+    /// Whether connection `i` has descriptors waiting.
+    pub fn has_data(&self, i: usize) -> bool {
+        let c = self.geo.conn(i);
+        self.seg.atomic_u64(c + C_TAIL).load(Ordering::Acquire)
+            != self.seg.atomic_u64(c + C_HEAD).load(Ordering::Acquire)
+    }
+
+    /// Messages the publisher of connection `i` dropped for this inbox.
+    pub fn lost(&self, i: usize) -> u64 {
+        self.seg
+            .atomic_u64(self.geo.conn(i) + C_LOST)
+            .load(Ordering::Relaxed)
+    }
+
+    /// Hand chunk `key` back to the publisher of connection `i`, claim
+    /// generation `generation`. Returns false (and the chunk stays lent until the
+    /// publisher reclaims the connection) if the connection changed hands
+    /// or its return ring is full. The caller serialises calls per
+    /// connection.
+    pub fn give_back(&self, i: usize, generation: u32, key: u32) -> bool {
+        let c = self.geo.conn(i);
+        match self.state(i) {
+            ConnState::Active { generation: g, .. } if g == generation => {}
+            _ => return false,
+        }
+        let rh = self.seg.atomic_u64(c + C_RET_HEAD);
+        let h = rh.load(Ordering::Relaxed);
+        // SYNC: Acquire pairs with the publisher's Release store of ret_tail
+        // (it has read the slots before).
+        let t = self.seg.atomic_u64(c + C_RET_TAIL).load(Ordering::Acquire);
+        if h.wrapping_sub(t) >= u64::from(self.geo.ret_cap) {
+            return false;
+        }
+        self.seg.atomic_u64(self.geo.ret(i, h)).store(
+            (u64::from(generation) << 32) | u64::from(key),
+            Ordering::Relaxed,
+        );
+        // SYNC: Release: the slot above before the publisher's Acquire load.
+        rh.store(h.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// Release connection block `i` after its publisher closed or died (the
+    /// caller has drained it). Only if it is still in state `expected`.
+    pub fn free(&self, i: usize, expected: ConnState) {
+        let w = self.seg.atomic_u64(self.geo.conn(i) + C_CLAIM);
+        let cur = w.load(Ordering::Acquire);
+        if self.state(i) == expected {
+            let _ = w.compare_exchange(cur, 0, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox").field("path", &self.path()).finish()
+    }
+}
+
+/// What [`InboxWriter::push`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// Stored.
+    Stored,
+    /// Stored after taking back the oldest descriptor (keep-last), which the
+    /// caller releases.
+    Replaced(Desc),
+    /// Refused: the ring is full (keep-all), or the subscriber holds as many
+    /// chunks as it may.
+    Full,
+}
+
+/// The publisher's side of one connection block.
+pub struct InboxWriter {
+    seg: Segment,
+    geo: Geometry,
+    idx: usize,
+    generation: u32,
+    claim: u64,
+    /// What this writer put in each ring slot (the segment's copy is not
+    /// trusted).
+    shadow: Vec<u64>,
+    head: u64,
+    ret_tail: u64,
+    info: EndpointInfo,
+    wants_history: bool,
+}
+
+impl InboxWriter {
+    /// Claim a connection block in the inbox `name` for publisher `pub_id`
+    /// of this process. Checks the inbox's type; `Ok(None)` if all blocks
+    /// are taken.
+    pub fn connect(
+        name: &SegmentName,
+        pub_id: u64,
+        type_hash: u64,
+    ) -> Result<Option<InboxWriter>, ShmError> {
+        let seg = Segment::open_kind(name, KIND_INBOX)?;
+        let info = EndpointInfo::read(&seg)?;
+        if info.type_hash != type_hash {
+            return Err(ShmError::TypeMismatch {
+                path: seg.path_str(),
+                expected: String::new(),
+                expected_hash: type_hash,
+                found: info.type_name,
+                found_hash: info.type_hash,
+            });
+        }
+        let desc_cap = seg.atomic_u32(OFF_DESC_CAP).load(Ordering::Relaxed);
+        let ret_cap = seg.atomic_u32(OFF_RET_CAP).load(Ordering::Relaxed);
+        let stride = layout(desc_cap.max(1), ret_cap.max(1));
+        if desc_cap == 0
+            || desc_cap > MAX_DESC
+            || ret_cap == 0
+            || ret_cap > 4 * MAX_DESC
+            || seg.len() != CONN_BASE + MAX_CONNECTIONS * stride
+        {
+            return Err(ShmError::BadHeader {
+                path: seg.path_str(),
+                what: format!("inbox of {desc_cap}/{ret_cap} in {} bytes", seg.len()),
+            });
+        }
+        let geo = Geometry {
+            desc_cap,
+            ret_cap,
+            stride,
+        };
+        let pid = u64::from(std::process::id());
+        for idx in 0..MAX_CONNECTIONS {
+            let c = geo.conn(idx);
+            let w = seg.atomic_u64(c + C_CLAIM);
+            let claiming = (pid << 32) | STATE_CLAIMING;
+            if w.compare_exchange(0, claiming, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let generation = seg
+                .atomic_u32(c + C_GEN)
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_add(1);
+            for off in [C_HEAD, C_LOST, C_TAIL, C_RET_HEAD, C_RET_TAIL] {
+                seg.atomic_u64(c + off).store(0, Ordering::Relaxed);
+            }
+            seg.atomic_u64(c + C_PUB_ID)
+                .store(pub_id, Ordering::Relaxed);
+            let claim = (pid << 32) | STATE_ACTIVE;
+            // SYNC: Release: the reset above happens-before a reader's
+            // Acquire load of the claim word.
+            w.store(claim, Ordering::Release);
+            let wants_history = seg.atomic_u32(OFF_TL).load(Ordering::Relaxed) == 1;
+            return Ok(Some(InboxWriter {
+                shadow: vec![0; desc_cap as usize],
+                seg,
+                geo,
+                idx,
+                generation,
+                claim,
+                head: 0,
+                ret_tail: 0,
+                info,
+                wants_history,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// The subscription this connection feeds.
+    pub fn info(&self) -> &EndpointInfo {
+        &self.info
+    }
+
+    /// Whether the subscription asked for transient-local history.
+    pub fn wants_history(&self) -> bool {
+        self.wants_history
+    }
+
+    /// The descriptor ring's capacity.
+    pub fn capacity(&self) -> u32 {
+        self.geo.desc_cap
+    }
+
+    /// Most chunks the subscriber may hold at once on this connection
+    /// (the return ring's capacity).
+    pub fn max_lent(&self) -> u32 {
+        self.geo.ret_cap
+    }
+
+    /// The wake slot the subscriber asks to be signalled on.
+    pub fn wake_slot(&self) -> u32 {
+        self.seg.atomic_u32(OFF_WAKE_SLOT).load(Ordering::SeqCst)
+    }
+
+    /// Whether the block is still ours (a broken subscriber could have
+    /// cleared it).
+    pub fn still_ours(&self) -> bool {
+        self.seg
+            .atomic_u64(self.geo.conn(self.idx) + C_CLAIM)
+            .load(Ordering::Relaxed)
+            == self.claim
+    }
+
+    /// Push a descriptor. With `overwrite` (keep-last) a full ring gives
+    /// back its oldest descriptor instead of refusing.
+    pub fn push(&mut self, d: Desc, overwrite: bool) -> Pushed {
+        let c = self.geo.conn(self.idx);
+        let cap = u64::from(self.geo.desc_cap);
+        let tail = self.seg.atomic_u64(c + C_TAIL);
+        let mut replaced = None;
+        loop {
+            // SYNC: Acquire pairs with the reader's AcqRel tail CAS: its read
+            // of a slot happens-before we overwrite that slot.
+            let t = tail.load(Ordering::Acquire);
+            if self.head.saturating_sub(t) < cap {
+                break;
+            }
+            if !overwrite {
+                return Pushed::Full;
+            }
+            if tail
+                .compare_exchange(t, t + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                self.seg
+                    .atomic_u64(c + C_LOST)
+                    .fetch_add(1, Ordering::Relaxed);
+                replaced = Some(Desc::unpack(self.shadow[(t % cap) as usize]));
+                break;
+            }
+        }
+        let w = d.pack();
+        self.shadow[(self.head % cap) as usize] = w;
+        self.seg
+            .atomic_u64(self.geo.desc(self.idx, self.head))
+            .store(w, Ordering::Relaxed);
+        self.head += 1;
+        // SYNC: Release: the chunk's bytes and the slot happen-before the
+        // reader's Acquire load of head.
+        self.seg
+            .atomic_u64(c + C_HEAD)
+            .store(self.head, Ordering::Release);
+        match replaced {
+            Some(r) => Pushed::Replaced(r),
+            None => Pushed::Stored,
+        }
+    }
+
+    /// Count a message this subscriber did not get.
+    pub fn count_lost(&self) {
+        self.seg
+            .atomic_u64(self.geo.conn(self.idx) + C_LOST)
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Hand every chunk the subscriber returned to `f` (as its key). Entries
+    /// of another generation are skipped; `f` must check the key against
+    /// what was lent.
+    pub fn drain_returns(&mut self, mut f: impl FnMut(u32)) {
+        let c = self.geo.conn(self.idx);
+        // SYNC: Acquire pairs with the reader's Release store of ret_head.
+        let h = self.seg.atomic_u64(c + C_RET_HEAD).load(Ordering::Acquire);
+        let cap = u64::from(self.geo.ret_cap);
+        if h.wrapping_sub(self.ret_tail) > cap {
+            // Corrupt (or a reset by a broken reader): resynchronise.
+            self.ret_tail = h;
+        }
+        while self.ret_tail != h {
+            let e = self
+                .seg
+                .atomic_u64(self.geo.ret(self.idx, self.ret_tail))
+                .load(Ordering::Relaxed);
+            self.ret_tail = self.ret_tail.wrapping_add(1);
+            if (e >> 32) as u32 == self.generation {
+                f(e as u32);
+            }
+        }
+        // SYNC: Release: our reads of the slots happen-before the reader
+        // reuses them.
+        self.seg
+            .atomic_u64(c + C_RET_TAIL)
+            .store(self.ret_tail, Ordering::Release);
+    }
+
+    /// The subscriber's process.
+    pub fn subscriber_pid(&self) -> u32 {
+        self.info.pid
+    }
+}
+
+impl Drop for InboxWriter {
+    fn drop(&mut self) {
+        let w: &AtomicU64 = self.seg.atomic_u64(self.geo.conn(self.idx) + C_CLAIM);
+        let closed = (self.claim & !0xff) | STATE_CLOSED;
+        // Only if still ours; the reader frees it after draining.
+        let _ = w.compare_exchange(self.claim, closed, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for InboxWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InboxWriter")
+            .field("path", &self.seg.path_str())
+            .field("connection", &self.idx)
+            .finish()
+    }
+}

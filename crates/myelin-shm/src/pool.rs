@@ -1,0 +1,225 @@
+//! Chunk pools: the memory zero-copy messages live in.
+//!
+//! A publisher owns one or more pool segments (`k_<pid>_<publisher>_<n>`),
+//! each of `count` chunks of `chunk_size` bytes. The reference counts and
+//! the free list live in the publisher's *private* memory: a subscriber
+//! process can only return a chunk through its connection (see
+//! [`crate::inbox`]), which the publisher checks against what it lent on
+//! that connection. So a crashed or hostile reader can leak nothing and free
+//! nothing it was not given.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::ShmError;
+use crate::segment::*;
+
+/// Chunks start at this offset (page aligned).
+const DATA: usize = 4096;
+/// Chunk alignment (and stride granularity).
+pub const CHUNK_ALIGN: usize = 64;
+/// The largest chunk.
+pub const MAX_CHUNK: u32 = 256 << 20;
+/// The most chunks in one pool.
+pub const MAX_CHUNKS: u32 = 1 << 16;
+
+fn stride_for(chunk_size: u32) -> usize {
+    (chunk_size as usize).div_ceil(CHUNK_ALIGN).max(1) * CHUNK_ALIGN
+}
+
+/// The writing side of a pool (in the publisher's process).
+pub struct PoolWriter {
+    seg: Segment,
+    chunk_size: u32,
+    count: u32,
+    stride: usize,
+    refs: Box<[AtomicU32]>,
+    free: Mutex<Vec<u32>>,
+    keep: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for PoolWriter {
+    fn drop(&mut self) {
+        if self.keep.load(Ordering::Relaxed) {
+            self.seg.disown();
+        }
+    }
+}
+
+impl PoolWriter {
+    /// Create a pool of `count` chunks of `chunk_size` bytes for type
+    /// `type_hash`.
+    pub fn create(
+        name: &SegmentName,
+        type_hash: u64,
+        chunk_size: u32,
+        count: u32,
+    ) -> Result<PoolWriter, ShmError> {
+        let chunk_size = chunk_size.clamp(1, MAX_CHUNK);
+        let count = count.clamp(1, MAX_CHUNKS);
+        let stride = stride_for(chunk_size);
+        let seg = Segment::create_fresh(name, DATA + stride * count as usize)?;
+        seg.atomic_u32(OFF_SLOT_COUNT)
+            .store(count, Ordering::Relaxed);
+        seg.atomic_u32(OFF_SLOT_SIZE)
+            .store(chunk_size, Ordering::Relaxed);
+        seg.atomic_u64(OFF_TYPE_HASH)
+            .store(type_hash, Ordering::Relaxed);
+        seg.publish_header(KIND_POOL, std::process::id());
+        Ok(PoolWriter {
+            seg,
+            chunk_size,
+            count,
+            stride,
+            refs: (0..count).map(|_| AtomicU32::new(0)).collect(),
+            free: Mutex::new((0..count).rev().collect()),
+            keep: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// Bytes per chunk.
+    pub fn chunk_size(&self) -> u32 {
+        self.chunk_size
+    }
+
+    /// Chunks in the pool.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Chunks currently free.
+    pub fn free_count(&self) -> usize {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Leave the file in place when this pool is dropped (readers still
+    /// have descriptors into it); [`crate::cleanup_stale`] removes it once
+    /// this process is gone.
+    pub fn keep_file(&self) {
+        self.keep.store(true, Ordering::Relaxed);
+    }
+
+    /// Take a free chunk with one reference, or `None` if all are in use.
+    pub fn alloc(&self) -> Option<u32> {
+        let idx = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+        self.refs[idx as usize].store(1, Ordering::Relaxed);
+        Some(idx)
+    }
+
+    /// Add a reference to a chunk in use.
+    pub fn retain(&self, idx: u32) {
+        // SYNC: Relaxed, like `Arc::clone`: the caller already holds a
+        // reference.
+        self.refs[idx as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drop a reference; the last one returns the chunk to the free list.
+    pub fn release(&self, idx: u32) {
+        // SYNC: AcqRel, like `Arc::drop`: every use of the chunk
+        // happens-before its reuse.
+        let prev = self.refs[idx as usize].fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(prev > 0, "chunk {idx} released too often");
+        if prev == 1 {
+            self.free
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(idx);
+        }
+    }
+
+    /// The chunk's memory (`chunk_size` bytes, [`CHUNK_ALIGN`] aligned).
+    /// Writing is for the holder of the only reference.
+    pub fn chunk_ptr(&self, idx: u32) -> *mut u8 {
+        assert!(idx < self.count, "chunk {idx} of {}", self.count);
+        // SAFETY: DATA + idx * stride + stride <= len (layout fixed at
+        // creation, idx checked).
+        unsafe { self.seg.base().add(DATA + idx as usize * self.stride) }
+    }
+}
+
+impl std::fmt::Debug for PoolWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolWriter")
+            .field("path", &self.seg.path_str())
+            .field("chunk_size", &self.chunk_size)
+            .field("count", &self.count)
+            .finish()
+    }
+}
+
+/// A pool mapped by a reader process.
+pub struct PoolReader {
+    seg: Segment,
+    chunk_size: u32,
+    count: u32,
+    stride: usize,
+}
+
+impl PoolReader {
+    /// Open a pool, checking its header and type hash.
+    pub fn open(name: &SegmentName, type_hash: u64) -> Result<PoolReader, ShmError> {
+        let seg = Segment::open_kind(name, KIND_POOL)?;
+        let count = seg.atomic_u32(OFF_SLOT_COUNT).load(Ordering::Relaxed);
+        let chunk_size = seg.atomic_u32(OFF_SLOT_SIZE).load(Ordering::Relaxed);
+        let found = seg.atomic_u64(OFF_TYPE_HASH).load(Ordering::Relaxed);
+        let path = seg.path_str();
+        if found != type_hash {
+            return Err(ShmError::BadHeader {
+                path,
+                what: format!("pool for type hash {found:016x}, expected {type_hash:016x}"),
+            });
+        }
+        if count == 0 || count > MAX_CHUNKS || chunk_size == 0 || chunk_size > MAX_CHUNK {
+            return Err(ShmError::BadHeader {
+                path,
+                what: format!("{count} chunks of {chunk_size} bytes"),
+            });
+        }
+        let stride = stride_for(chunk_size);
+        if seg.len() != DATA + stride * count as usize {
+            return Err(ShmError::BadHeader {
+                path,
+                what: format!("{} bytes for {count} chunks of {chunk_size}", seg.len()),
+            });
+        }
+        Ok(PoolReader {
+            seg,
+            chunk_size,
+            count,
+            stride,
+        })
+    }
+
+    /// The memory of chunk `idx` holding `len` bytes. Both come from a
+    /// descriptor in shared memory and are checked here.
+    pub fn chunk(&self, idx: u32, len: u32) -> Result<*const u8, ShmError> {
+        if idx >= self.count {
+            return Err(self.corrupt("chunk index", idx, self.count - 1));
+        }
+        if len > self.chunk_size {
+            return Err(self.corrupt("chunk length", len, self.chunk_size));
+        }
+        // SAFETY: in bounds: idx < count and the length was validated
+        // against the layout at open.
+        Ok(unsafe { self.seg.base().add(DATA + idx as usize * self.stride) })
+    }
+
+    fn corrupt(&self, what: &'static str, value: u32, limit: u32) -> ShmError {
+        ShmError::Corrupt {
+            path: self.seg.path_str(),
+            what,
+            value: u64::from(value),
+            limit: u64::from(limit),
+        }
+    }
+}
+
+impl std::fmt::Debug for PoolReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolReader")
+            .field("path", &self.seg.path_str())
+            .field("chunk_size", &self.chunk_size)
+            .field("count", &self.count)
+            .finish()
+    }
+}
