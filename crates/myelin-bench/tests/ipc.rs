@@ -4,8 +4,18 @@
 use myelin_bench::scenarios::System;
 use myelin_bench::scenarios::ipc::{IpcParams, plan};
 
+/// The pong process of the API ping-pong is this test binary run again
+/// with `MYELIN_BENCH_PONG` set.
 #[test]
-fn ipc_round_trips_complete_for_the_ring_and_the_raw_limits() {
+fn pong_role() {
+    myelin_bench::scenarios::shm_api::pong_if_requested();
+}
+
+#[test]
+fn ipc_round_trips_complete_for_the_api_the_ring_and_the_raw_limits() {
+    if std::env::var_os("MYELIN_BENCH_PONG").is_some() {
+        return; // we are the pong process: `pong_role` runs instead
+    }
     let jobs = plan(
         IpcParams {
             count: 200,
@@ -14,7 +24,7 @@ fn ipc_round_trips_complete_for_the_ring_and_the_raw_limits() {
         &[System::Myelin, System::Raw],
     )
     .unwrap();
-    assert_eq!(jobs.len(), 4);
+    assert_eq!(jobs.len(), 6);
     for j in jobs {
         let name = j.name.clone();
         let r = (j.run)().unwrap_or_else(|e| panic!("{name}: {e}")).record;

@@ -61,6 +61,16 @@ pub fn plan(p: IpcParams, systems: &[System]) -> Result<Vec<Job>, BenchError> {
     for s in systems {
         match s {
             System::Myelin => {
+                for (w, label) in [
+                    (super::shm_api::Wait::Block, "block"),
+                    (super::shm_api::Wait::Poll, "poll"),
+                ] {
+                    let size = p.size;
+                    jobs.push(Job::new(
+                        format!("ipc/myelin/api {label} {}", size_label(size)),
+                        move || super::shm_api::run(p.count, size, w),
+                    ));
+                }
                 for w in [Wait::Block, Wait::Poll] {
                     let label = if w == Wait::Block { "block" } else { "poll" };
                     jobs.push(Job::new(

@@ -22,6 +22,7 @@ pub mod ipc;
 pub mod raw;
 pub mod relay;
 pub mod rpc;
+pub mod shm_api;
 #[cfg(feature = "zenoh")]
 pub mod zenoh_peer;
 

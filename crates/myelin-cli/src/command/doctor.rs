@@ -14,7 +14,8 @@ pub fn run(args: DoctorArgs) -> Result<(), Box<dyn std::error::Error>> {
     let dir = myelin_shm::segment_dir();
     println!("shared memory: {}", dir.display());
     if args.clean {
-        let removed = myelin_shm::cleanup_stale(args.domain)?;
+        let mut removed = myelin_shm::cleanup_stale(args.domain)?;
+        removed.extend(myelin_shm::cleanup_stale_host()?);
         if removed.is_empty() {
             println!("domain {}: no stale segments", args.domain);
         }

@@ -145,6 +145,10 @@ impl ShmDomain {
     /// Set up the domain and start the discovery thread.
     pub(crate) fn start(domain: u32) -> Result<Arc<ShmDomain>, String> {
         let graph = Arc::new(GraphEvent::open_or_create(domain).map_err(|e| e.to_string())?);
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| {
+            let _ = myelin_shm::cleanup_stale_host();
+        });
         wake_table().ok_or("no wake-up table")?;
         let stop = Arc::new(AtomicBool::new(false));
         let dom = Arc::new(ShmDomain {
@@ -218,8 +222,11 @@ impl ShmDomain {
         };
         if periodic || found.iter().any(|f| !f.alive) {
             // A process died without cleaning up: remove its segments
-            // (mappings held by survivors stay valid).
+            // (mappings held by survivors stay valid), and the wake-up
+            // tables of exited processes (a table lives as long as its
+            // process, so it is never removed by its owner).
             let _ = cleanup_stale(self.domain);
+            let _ = myelin_shm::cleanup_stale_host();
         }
         let locals: Vec<Arc<dyn Discovered>> = {
             let mut l = self.locals.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,0 +1,309 @@
+//! Ping-pong between two processes through myelin's public API over shared
+//! memory: the number a user gets from `Publisher` / `Subscription` across
+//! processes, beside the raw limits of the `ipc` scenario.
+//!
+//! The pong side is this same executable started again with
+//! `MYELIN_BENCH_PONG` set (see [`pong_if_requested`]); it echoes every ping
+//! from an executor callback (blocking mode) or a busy `take()` loop
+//! (polling mode). Messages up to 64 bytes are a plain-old-data type loaned
+//! and read in place; larger ones are loaned [`Blob`]s (zero-copy, the
+//! contents are not rewritten per message, as in iceoryx2's benchmark).
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use myelin::prelude::*;
+use myelin::{Blob, Publisher, Subscription};
+
+use super::{BenchError, Meter, Outcome, now_ns, size_label};
+use crate::stats::LatencyRecorder;
+
+const ENV: &str = "MYELIN_BENCH_PONG";
+
+/// The 64-byte plain-old-data ping.
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable, myelin::Message)]
+#[repr(C)]
+#[message(pod, name = "myelin_bench/msg/Ping64")]
+pub struct Ping64 {
+    /// Round-trip number.
+    pub seq: u64,
+    /// Payload.
+    pub pad: [u8; 56],
+}
+
+/// Blocking (futex) or polling (busy loop) on both sides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Sleep in the kernel until woken.
+    Block,
+    /// Spin on `take()`.
+    Poll,
+}
+
+fn err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::setup("ipc", e)
+}
+
+fn context(domain: u32) -> Result<Context, BenchError> {
+    Context::builder()
+        .domain_id(domain)
+        .handle_signals(false)
+        .shared_memory(true)
+        .build()
+        .map_err(err)
+}
+
+/// Run as the pong process if this process was started as one (call first
+/// thing in `main`; returns only if not).
+pub fn pong_if_requested() {
+    let Ok(spec) = std::env::var(ENV) else {
+        return;
+    };
+    let code = match pong(&spec) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("pong: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+/// `domain,size,block|poll`
+fn pong(spec: &str) -> Result<(), BenchError> {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [domain, size, wait] = parts[..] else {
+        return Err(err(format!("bad {ENV} {spec:?}")));
+    };
+    let domain: u32 = domain.parse().map_err(err)?;
+    let size: usize = size.parse().map_err(err)?;
+    let wait = if wait == "poll" {
+        Wait::Poll
+    } else {
+        Wait::Block
+    };
+    let ctx = context(domain)?;
+    let node = ctx.create_node("pong").map_err(err)?;
+    if size <= 64 {
+        let p = node
+            .create_publisher::<Ping64>("pong", QoS::keep_last(1))
+            .map_err(err)?;
+        echo(&ctx, &node, p, wait, |p: &Publisher<Ping64>, m: &Ping64| {
+            let _ = p.loan_uninit().map(|l| l.write(*m).publish());
+        })
+    } else {
+        let p = node
+            .create_publisher::<Blob>("pong", QoS::keep_last(1))
+            .map_err(err)?;
+        echo(
+            &ctx,
+            &node,
+            p,
+            wait,
+            move |p: &Publisher<Blob>, m: &Blob| {
+                if let Ok(mut l) = p.loan_slice(size) {
+                    l[..8].copy_from_slice(&m[..8]);
+                    let _ = l.publish();
+                }
+            },
+        )
+    }
+}
+
+fn echo<T: myelin::Message>(
+    ctx: &Context,
+    node: &Node,
+    p: Publisher<T>,
+    wait: Wait,
+    reply: impl Fn(&Publisher<T>, &T) + Send + 'static,
+) -> Result<(), BenchError> {
+    // Stop when the parent goes away (stdin closes).
+    let c = ctx.clone();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::stdin().read_line(&mut s);
+        c.shutdown();
+    });
+    match wait {
+        Wait::Block => {
+            let _sub = node
+                .create_subscription("ping", QoS::keep_last(1), move |m: &T| reply(&p, m))
+                .map_err(err)?;
+            let mut exec = Executor::new();
+            exec.add_node(node).map_err(err)?;
+            println!("ready");
+            exec.spin().map_err(err)
+        }
+        Wait::Poll => {
+            let sub: Subscription<T> = node
+                .create_polling_subscription("ping", QoS::keep_last(1), Default::default())
+                .map_err(err)?;
+            println!("ready");
+            while !ctx.is_shut_down() {
+                match sub.take() {
+                    Some(m) => reply(&p, &m),
+                    None => std::hint::spin_loop(),
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+struct Pong(Child);
+
+impl Drop for Pong {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One ping-pong run: `count` measured round trips after a warm-up.
+pub fn run(count: u64, size: usize, wait: Wait) -> Result<Outcome, BenchError> {
+    // A domain of its own, so concurrent runs and user graphs are not
+    // disturbed (and do not disturb).
+    let domain = 200 + (std::process::id() % 30);
+    let label = if wait == Wait::Block { "block" } else { "poll" };
+    let mut child = Command::new(std::env::current_exe().map_err(err)?)
+        // Ignored by the `myelin` binary (the pong starts before argument
+        // parsing); lets a test binary run only its pong test, uncaptured.
+        .args(["pong_role", "--exact", "--nocapture"])
+        .env(ENV, format!("{domain},{size},{label}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(err)?;
+    let out = child.stdout.take().expect("piped");
+    let _pong = Pong(child);
+    let mut out = std::io::BufReader::new(out);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if std::io::BufRead::read_line(&mut out, &mut line).map_err(err)? == 0 {
+            return Err(err("the pong process exited before it was ready"));
+        }
+        if line.contains("ready") {
+            break;
+        }
+    }
+    let ctx = context(domain)?;
+    let node = ctx.create_node("ping").map_err(err)?;
+    let warm = (count / 10).clamp(10, 1000);
+    let total = count + warm;
+    let mut rec = LatencyRecorder::with_time_series();
+    let meter;
+    let t_start;
+    if size <= 64 {
+        let p = node
+            .create_publisher::<Ping64>("ping", QoS::keep_last(1))
+            .map_err(err)?;
+        let s = node
+            .create_polling_subscription::<Ping64>("pong", QoS::keep_last(1), Default::default())
+            .map_err(err)?;
+        wait_matched(&p, &s)?;
+        meter = Meter::start();
+        t_start = now_ns();
+        for i in 0..total {
+            let t0 = now_ns();
+            p.loan_uninit()
+                .map_err(err)?
+                .write(Ping64 {
+                    seq: i,
+                    pad: [0; 56],
+                })
+                .publish()
+                .map_err(err)?;
+            let m = receive(&s, wait)?;
+            let t1 = now_ns();
+            if m.seq != i {
+                return Err(err(format!("pong {} for ping {i}", m.seq)));
+            }
+            if i >= warm {
+                rec.record_at((t0 - t_start) as f64 / 1e9, (t1 - t0) / 2);
+            }
+        }
+    } else {
+        let p = node
+            .create_publisher::<Blob>("ping", QoS::keep_last(1))
+            .map_err(err)?;
+        let s = node
+            .create_polling_subscription::<Blob>("pong", QoS::keep_last(1), Default::default())
+            .map_err(err)?;
+        wait_matched(&p, &s)?;
+        meter = Meter::start();
+        t_start = now_ns();
+        for i in 0..total {
+            let t0 = now_ns();
+            let mut l = p.loan_slice(size).map_err(err)?;
+            l[..8].copy_from_slice(&i.to_le_bytes());
+            l.publish().map_err(err)?;
+            let m = receive(&s, wait)?;
+            let t1 = now_ns();
+            if m[..8] != i.to_le_bytes() {
+                return Err(err(format!("wrong pong for ping {i}")));
+            }
+            if i >= warm {
+                rec.record_at((t0 - t_start) as f64 / 1e9, (t1 - t0) / 2);
+            }
+        }
+    }
+    let kind = if size <= 64 { "pod" } else { "loaned blob" };
+    Ok(meter.finish(
+        "ipc",
+        "myelin",
+        format!("api {label} {} {kind}", size_label(size.max(64))),
+        rec,
+        total * 2,
+        0,
+        None,
+        vec![
+            "one way = round trip / 2 between two processes through Publisher/Subscription over shared memory (zero-copy loans); CPU is the ping side's".into(),
+        ],
+    ))
+}
+
+fn wait_matched<A: myelin::Message, B: myelin::Message>(
+    p: &Publisher<A>,
+    s: &Subscription<B>,
+) -> Result<(), BenchError> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while p.subscription_count() == 0 || s.matched_count() == 0 {
+        if Instant::now() > deadline {
+            return Err(err(
+                "the pong process never matched (is /dev/shm writable?)",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+fn receive<T: myelin::Message>(
+    s: &Subscription<T>,
+    wait: Wait,
+) -> Result<myelin::Received<T>, BenchError> {
+    match wait {
+        Wait::Block => s.wait_for_message(Duration::from_secs(30)).map_err(err),
+        Wait::Poll => {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Some(m) = s.take() {
+                    return Ok(m);
+                }
+                if Instant::now() > deadline {
+                    return Err(err("no pong within 30 s"));
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! Inboxes and pools: the descriptor protocol, keep-last overwrite by the
+//! publisher, returns, and untrusted contents (a broken peer's writes are
+//! reported and skipped, never followed out of bounds).
+
+use std::os::unix::fs::FileExt;
+
+use myelin_shm::endpoint::{EndpointInfo, EndpointKind, QOS_BYTES};
+use myelin_shm::inbox::{ConnState, Desc, Inbox, InboxWriter, Pushed};
+use myelin_shm::pool::{PoolReader, PoolWriter};
+use myelin_shm::{SegmentName, ShmError};
+use proptest::prelude::*;
+
+const DOMAIN: u32 = 229;
+
+fn info(id: u64) -> EndpointInfo {
+    EndpointInfo {
+        kind: EndpointKind::Subscription,
+        pid: std::process::id(),
+        context: 1,
+        id,
+        topic: "/t".into(),
+        type_name: "test/msg/T".into(),
+        type_hash: 7,
+        node: "/n".into(),
+        qos: [0; QOS_BYTES],
+    }
+}
+
+fn pair(id: u64, cap: u32) -> (Inbox, InboxWriter, SegmentName) {
+    let inbox = Inbox::create(DOMAIN, &info(id), cap, cap * 2).unwrap();
+    let name = SegmentName::new(DOMAIN, &format!("s_{}_{id}", std::process::id())).unwrap();
+    let w = InboxWriter::connect(&name, 99, 7)
+        .unwrap()
+        .expect("a free block");
+    (inbox, w, name)
+}
+
+fn d(chunk: u32) -> Desc {
+    Desc {
+        pool: 0,
+        chunk,
+        len: 8,
+    }
+}
+
+#[test]
+fn descriptors_arrive_in_order_and_keep_last_gives_back_the_oldest() {
+    let (inbox, mut w, _) = pair(1, 3);
+    assert!(matches!(
+        inbox.state(0),
+        ConnState::Active { pub_id: 99, .. }
+    ));
+    for c in 0..3 {
+        assert_eq!(w.push(d(c), true), Pushed::Stored);
+    }
+    assert_eq!(w.push(d(3), true), Pushed::Replaced(d(0)));
+    assert_eq!(inbox.lost(0), 1);
+    let got: Vec<u32> = std::iter::from_fn(|| inbox.pop(0).unwrap())
+        .map(|d| d.chunk)
+        .collect();
+    assert_eq!(got, vec![1, 2, 3]);
+}
+
+#[test]
+fn keep_all_refuses_when_full_instead_of_overwriting() {
+    let (inbox, mut w, _) = pair(2, 2);
+    assert_eq!(w.push(d(0), false), Pushed::Stored);
+    assert_eq!(w.push(d(1), false), Pushed::Stored);
+    assert_eq!(w.push(d(2), false), Pushed::Full);
+    assert_eq!(inbox.pop(0).unwrap(), Some(d(0)));
+    assert_eq!(w.push(d(2), false), Pushed::Stored);
+}
+
+#[test]
+fn returns_reach_the_writer_only_for_its_own_generation() {
+    let (inbox, mut w, _) = pair(3, 4);
+    w.push(d(5), true);
+    let ConnState::Active { generation, .. } = inbox.state(0) else {
+        panic!("active")
+    };
+    assert_eq!(inbox.pop(0).unwrap(), Some(d(5)));
+    assert!(inbox.give_back(0, generation, d(5).key()));
+    assert!(
+        !inbox.give_back(0, generation + 1, d(6).key()),
+        "stale generation refused"
+    );
+    let mut back = Vec::new();
+    w.drain_returns(|k| back.push(k));
+    assert_eq!(back, vec![d(5).key()]);
+}
+
+#[test]
+fn a_closed_connection_is_drained_then_freed() {
+    let (inbox, mut w, _) = pair(4, 4);
+    w.push(d(1), true);
+    drop(w);
+    let st = inbox.state(0);
+    assert!(matches!(st, ConnState::Closed { .. }));
+    assert_eq!(inbox.pop(0).unwrap(), Some(d(1)));
+    inbox.free(0, st);
+    assert_eq!(inbox.state(0), ConnState::Free);
+}
+
+#[test]
+fn a_corrupt_ring_index_is_reported_and_skipped() {
+    let (inbox, mut w, name) = pair(5, 4);
+    w.push(d(1), true);
+    // A broken publisher writes a huge head index (block 0's head word).
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(name.path())
+        .unwrap();
+    f.write_all_at(&u64::MAX.to_ne_bytes(), 4096 + 64).unwrap();
+    let e = inbox.pop(0).unwrap_err();
+    assert!(matches!(e, ShmError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("ring indices"), "{e}");
+    // The reader resynchronised: no crash, no out-of-bounds read after.
+    assert!(matches!(
+        inbox.pop(0),
+        Ok(None) | Err(ShmError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn a_descriptor_outside_the_pool_is_refused() {
+    let name = SegmentName::new(DOMAIN, &format!("k_{}_1_0", std::process::id())).unwrap();
+    let w = PoolWriter::create(&name, 7, 100, 4).unwrap();
+    assert_eq!(w.count(), 4);
+    let r = PoolReader::open(&name, 7).unwrap();
+    assert!(r.chunk(3, 100).is_ok());
+    assert!(matches!(r.chunk(4, 1), Err(ShmError::Corrupt { .. })));
+    assert!(matches!(r.chunk(0, 10_000), Err(ShmError::Corrupt { .. })));
+    assert!(PoolReader::open(&name, 8).is_err(), "type hash checked");
+}
+
+#[test]
+fn pool_chunks_return_to_the_free_list_with_their_last_reference() {
+    let name = SegmentName::new(DOMAIN, &format!("k_{}_2_0", std::process::id())).unwrap();
+    let w = PoolWriter::create(&name, 7, 64, 2).unwrap();
+    let a = w.alloc().unwrap();
+    let b = w.alloc().unwrap();
+    assert!(w.alloc().is_none(), "exhausted");
+    w.retain(a);
+    w.release(a);
+    assert_eq!(w.free_count(), 0);
+    w.release(a);
+    w.release(b);
+    assert_eq!(w.free_count(), 2);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #[test]
+    fn random_corruption_of_an_inbox_never_breaks_its_reader(
+        writes in proptest::collection::vec((0usize..16384, any::<u8>()), 0..24),
+        pushes in 0u32..8,
+        case in any::<u32>(),
+    ) {
+        let id = 1000 + u64::from(case);
+        let (inbox, mut w, name) = pair(id, 4);
+        for c in 0..pushes {
+            w.push(d(c), true);
+        }
+        let len = std::fs::metadata(name.path()).unwrap().len() as usize;
+        let f = std::fs::OpenOptions::new().write(true).open(name.path()).unwrap();
+        for (off, b) in &writes {
+            f.write_all_at(&[*b], (*off % len) as u64).unwrap();
+        }
+        for i in 0..myelin_shm::inbox::MAX_CONNECTIONS {
+            let _ = inbox.state(i);
+            for _ in 0..8 {
+                match inbox.pop(i) {
+                    Ok(Some(desc)) => prop_assert!(desc.chunk < (1 << 24)),
+                    Ok(None) => break,
+                    Err(e) => {
+                        let corrupt = matches!(e, ShmError::Corrupt { .. });
+                        prop_assert!(corrupt, "unexpected error {}", e);
+                    }
+                }
+            }
+            let _ = inbox.give_back(i, 0, 0);
+        }
+        // The writer side never trusts the segment either.
+        let _ = w.push(d(1), true);
+        w.drain_returns(|_| {});
+    }
+
+    #[test]
+    fn descriptors_pack_and_unpack(pool in any::<u8>(), chunk in 0u32..(1 << 24), len in any::<u32>()) {
+        let x = Desc { pool, chunk, len };
+        prop_assert_eq!(Desc::unpack(x.pack()), x);
+    }
+}
