@@ -194,6 +194,9 @@ pub enum CreateServiceError {
         /// The refused endpoint's `Request -> Response` type names.
         requested: String,
     },
+    /// The service's endpoints for other processes could not be created.
+    #[error("service endpoint for other processes: {0}")]
+    Transport(String),
     /// The context was shut down.
     #[error("cannot create service endpoint {0:?}: the context is shut down")]
     ContextShutDown(String),

@@ -47,6 +47,8 @@ mod node;
 pub mod publisher;
 pub mod qos;
 pub mod service;
+#[cfg(feature = "shm")]
+mod service_remote;
 pub mod subscription;
 mod timer;
 pub mod transport;

@@ -490,7 +490,27 @@ impl Node {
             self.adopt(inner.clone());
         }
         self.inner.ctx.graph.add_server(inner.clone())?;
-        Ok(Service { inner })
+        #[cfg(feature = "shm")]
+        let remote = if self.inner.ctx.shm.is_some()
+            && crate::service_remote::transportable::<Req, Resp>()
+        {
+            Some(
+                crate::service_remote::ServerRemote::new(
+                    self,
+                    &inner.name,
+                    Arc::downgrade(&inner),
+                    options.callback_group.as_ref(),
+                )
+                .map_err(|e| CreateServiceError::Transport(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        Ok(Service {
+            inner,
+            #[cfg(feature = "shm")]
+            _remote: remote,
+        })
     }
 
     /// Create a service client.
@@ -499,11 +519,16 @@ impl Node {
         name: &str,
     ) -> Result<Client<Req, Resp>, CreateServiceError> {
         let name = self.service_name(name)?;
-        let inner = Arc::new(ClientInner::new(
-            self.inner.ctx.new_id(),
-            name,
-            self.inner.clone(),
-        ));
+        #[allow(unused_mut)]
+        let mut c = ClientInner::new(self.inner.ctx.new_id(), name, self.inner.clone());
+        #[cfg(feature = "shm")]
+        if self.inner.ctx.shm.is_some() && crate::service_remote::transportable::<Req, Resp>() {
+            c.remote = Some(
+                crate::service_remote::ClientRemote::new(self, &c.name)
+                    .map_err(|e| CreateServiceError::Transport(e.to_string()))?,
+            );
+        }
+        let inner = Arc::new(c);
         self.inner.ctx.graph.add_client(inner.clone())?;
         Ok(Client { inner })
     }

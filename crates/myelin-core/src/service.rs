@@ -116,7 +116,7 @@ pub trait Responder<Resp>: Send {
 }
 
 /// A reply slot: filled once, waited on by a thread or a task.
-struct Slot<Resp> {
+pub(crate) struct Slot<Resp> {
     answer: Mutex<Option<Result<Resp, CallError>>>,
     // SYNC: Release store in `fill` pairs with Acquire loads by waiters.
     filled: AtomicBool,
@@ -130,7 +130,7 @@ struct Slot<Resp> {
 }
 
 impl<Resp> Slot<Resp> {
-    fn new(nested: Option<Arc<ExecShared>>) -> Arc<Self> {
+    pub(crate) fn new(nested: Option<Arc<ExecShared>>) -> Arc<Self> {
         Arc::new(Slot {
             answer: Mutex::new(None),
             filled: AtomicBool::new(false),
@@ -141,7 +141,7 @@ impl<Resp> Slot<Resp> {
         })
     }
 
-    fn fill(&self, answer: Result<Resp, CallError>) {
+    pub(crate) fn fill(&self, answer: Result<Resp, CallError>) {
         *self.answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(answer);
         self.filled.store(true, Ordering::Release);
         self.event.notify();
@@ -156,11 +156,11 @@ impl<Resp> Slot<Resp> {
         }
     }
 
-    fn is_filled(&self) -> bool {
+    pub(crate) fn is_filled(&self) -> bool {
         self.filled.load(Ordering::Acquire)
     }
 
-    fn take(&self) -> Option<Result<Resp, CallError>> {
+    pub(crate) fn take(&self) -> Option<Result<Resp, CallError>> {
         self.answer.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }
@@ -265,6 +265,12 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
         r.reply.respond(answer);
     }
 
+    /// A request from another process (see `service_remote`).
+    #[cfg(feature = "shm")]
+    pub(crate) fn submit_remote(self: &Arc<Self>, req: Req, reply: Box<dyn Responder<Resp>>) {
+        self.submit(Request { req, reply });
+    }
+
     /// Queue a request and make sure someone serves it.
     fn submit(self: &Arc<Self>, r: Request<Req, Resp>) {
         self.queue.push(r);
@@ -357,6 +363,9 @@ impl<Req: Message, Resp: Message> Executable for ServiceInner<Req, Resp> {
 /// it, and pending requests get [`CallError::ServiceUnavailable`].
 pub struct Service<Req: Message, Resp: Message> {
     pub(crate) inner: Arc<ServiceInner<Req, Resp>>,
+    /// Requests from other processes.
+    #[cfg(feature = "shm")]
+    pub(crate) _remote: Option<crate::service_remote::ServerRemote>,
 }
 
 impl<Req: Message, Resp: Message> Service<Req, Resp> {
@@ -389,7 +398,7 @@ impl<Req: Message, Resp: Message> std::fmt::Debug for Service<Req, Resp> {
     }
 }
 
-pub(crate) struct ClientInner<Req, Resp> {
+pub(crate) struct ClientInner<Req: Message, Resp: Message> {
     pub(crate) id: u64,
     pub(crate) name: String,
     pub(crate) node: Arc<NodeInner>,
@@ -397,9 +406,12 @@ pub(crate) struct ClientInner<Req, Resp> {
     rr: AtomicUsize,
     /// Notified when the server list changes.
     pub(crate) changed: Event,
+    /// Servers in other processes.
+    #[cfg(feature = "shm")]
+    pub(crate) remote: Option<crate::service_remote::ClientRemote<Req, Resp>>,
 }
 
-impl<Req, Resp> ClientInner<Req, Resp> {
+impl<Req: Message, Resp: Message> ClientInner<Req, Resp> {
     pub(crate) fn new(id: u64, name: String, node: Arc<NodeInner>) -> Self {
         ClientInner {
             id,
@@ -408,7 +420,18 @@ impl<Req, Resp> ClientInner<Req, Resp> {
             servers: ArcSwap::from_pointee(Vec::new()),
             rr: AtomicUsize::new(0),
             changed: Event::new(Scope::Process),
+            #[cfg(feature = "shm")]
+            remote: None,
         }
+    }
+
+    /// A server in another process can answer.
+    pub(crate) fn remote_ready(&self) -> bool {
+        #[cfg(feature = "shm")]
+        if let Some(r) = &self.remote {
+            return r.ready();
+        }
+        false
     }
 }
 
@@ -425,22 +448,31 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
         &self.inner.name
     }
 
-    /// Whether a server exists now.
+    /// Whether a server exists now (in this context, or in another process
+    /// through shared memory).
     pub fn service_is_ready(&self) -> bool {
-        !self.inner.servers.load().is_empty()
+        !self.inner.servers.load().is_empty() || self.inner.remote_ready()
     }
 
     /// Wait until a server exists; returns whether one did within `timeout`.
     pub fn wait_for_service(&self, timeout: Duration) -> bool {
         let ctx = &self.inner.node.ctx;
-        self.inner
-            .changed
-            .wait_while(
-                || self.inner.servers.load().is_empty() && !ctx.is_shut_down(),
-                Some(Instant::now() + timeout),
-            )
-            .is_ready()
-            && self.service_is_ready()
+        let deadline = Instant::now() + timeout;
+        loop {
+            // Local servers wake us; remote ones are polled (discovery
+            // takes a few milliseconds anyway).
+            let step = (Instant::now() + Duration::from_millis(5)).min(deadline);
+            let _ = self.inner.changed.wait_while(
+                || !self.service_is_ready() && !ctx.is_shut_down(),
+                Some(step),
+            );
+            if self.service_is_ready() {
+                return true;
+            }
+            if ctx.is_shut_down() || Instant::now() >= deadline {
+                return false;
+            }
+        }
     }
 
     fn pick(&self) -> Option<Arc<ServiceInner<Req, Resp>>> {
@@ -470,8 +502,15 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
                         waited: start.elapsed(),
                     });
                 }
-                self.pick()
-                    .ok_or_else(|| CallError::ServiceUnavailable(name.clone()))?
+                match self.pick() {
+                    Some(s) => s,
+                    #[cfg(feature = "shm")]
+                    None if self.inner.remote_ready() => {
+                        let r = self.inner.remote.as_ref().expect("remote_ready");
+                        return r.call(name, req, deadline, timeout);
+                    }
+                    None => return Err(CallError::ServiceUnavailable(name.clone())),
+                }
             }
         };
         // Called from inside a callback of the executor that serves it?
@@ -621,7 +660,7 @@ impl<Resp> std::fmt::Debug for ResponseFuture<Resp> {
 }
 
 /// The per-name registry entry kept by the graph.
-pub(crate) struct ServiceEntities<Req, Resp> {
+pub(crate) struct ServiceEntities<Req: Message, Resp: Message> {
     pub(crate) servers: Vec<Arc<ServiceInner<Req, Resp>>>,
     pub(crate) clients: Vec<Arc<ClientInner<Req, Resp>>>,
 }

@@ -318,6 +318,16 @@ impl<T: Message> SubInner<T> {
         }
     }
 
+    /// Publishers in other processes connected to this subscription now.
+    #[cfg_attr(not(feature = "shm"), allow(dead_code))]
+    pub(crate) fn remote_publishers(&self) -> usize {
+        #[cfg(feature = "shm")]
+        if let Some(r) = &self.remote {
+            return r.connected();
+        }
+        0
+    }
+
     /// Move messages other processes sent into the buffer (polling
     /// subscriptions call this before looking at the buffer).
     #[inline]

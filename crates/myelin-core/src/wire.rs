@@ -116,7 +116,19 @@ impl SharedBytes {
         }
     }
 
-    /// Whether the bytes live in shared memory.
+    /// The bytes from `start` on, sharing the same owner (no copy).
+    pub fn slice_from(&self, start: usize) -> SharedBytes {
+        let start = start.min(self.len);
+        SharedBytes {
+            // SAFETY: `start <= len`, so the pointer stays inside (or one
+            // past the end of) the owned bytes.
+            ptr: unsafe { self.ptr.add(start) },
+            len: self.len - start,
+            _owner: self._owner.clone(),
+        }
+    }
+
+    /// The number of bytes.
     pub fn len(&self) -> usize {
         self.len
     }

@@ -219,6 +219,29 @@ fn child_role() {
                 .create_publisher::<Other>("poses", QoS::default())
                 .unwrap();
             println!("ready");
+            let _ = std::io::stdin().read_line(&mut line);
+        }
+        "server" | "slow_server" => {
+            let slow = role == "slow_server";
+            let _srv = node
+                .create_service::<i64, i64>("double", move |x| {
+                    if slow {
+                        println!("got request");
+                        std::thread::sleep(Duration::from_secs(120));
+                    }
+                    2 * x
+                })
+                .unwrap();
+            let mut exec = Executor::new();
+            exec.add_node(&node).unwrap();
+            let stop = exec.stop_handle();
+            std::thread::spawn(move || {
+                let mut l = String::new();
+                let _ = std::io::stdin().read_line(&mut l);
+                stop.stop();
+            });
+            println!("ready");
+            exec.spin().unwrap();
         }
         other => panic!("unknown role {other}"),
     }
@@ -536,4 +559,37 @@ fn shared_memory_objects_are_owner_only() {
 
 fn myelin_shm_dir() -> std::path::PathBuf {
     std::env::var_os("MYELIN_SHM_DIR").map_or_else(|| "/dev/shm".into(), Into::into)
+}
+
+#[test]
+fn a_service_is_called_across_processes() {
+    let c = ctx(161);
+    let node = c.create_node("caller").unwrap();
+    let client = node.create_client::<i64, i64>("double").unwrap();
+    let mut peer = Peer::spawn("server", 161, 0);
+    peer.expect("ready");
+    assert!(client.wait_for_service(LONG), "the server process is found");
+    for x in [21, -4, 1 << 40] {
+        assert_eq!(client.call(x, LONG).unwrap(), 2 * x);
+    }
+    peer.finish();
+}
+
+#[test]
+fn a_server_killed_mid_call_gives_the_caller_an_error_not_a_hang() {
+    let c = ctx(162);
+    let node = c.create_node("caller").unwrap();
+    let client = std::sync::Arc::new(node.create_client::<i64, i64>("double").unwrap());
+    let mut peer = Peer::spawn("slow_server", 162, 0);
+    peer.expect("ready");
+    assert!(client.wait_for_service(LONG));
+    let cl = client.clone();
+    let call = std::thread::spawn(move || cl.call(1, Duration::from_secs(300)));
+    peer.expect("got request");
+    peer.kill9();
+    let err = call.join().unwrap().unwrap_err();
+    assert!(
+        matches!(err, myelin::CallError::ServiceUnavailable(ref s) if s == "/double"),
+        "{err}"
+    );
 }

@@ -967,6 +967,13 @@ impl SubShm {
         n
     }
 
+    /// Publishers in other processes connected to this inbox now.
+    pub(crate) fn connected(&self) -> usize {
+        (0..MAX_CONNECTIONS)
+            .filter(|i| matches!(self.inbox.inbox.state(*i), ConnState::Active { .. }))
+            .count()
+    }
+
     /// Whether any connection has a message waiting.
     pub(crate) fn has_data(&self) -> bool {
         (0..MAX_CONNECTIONS).any(|i| self.inbox.inbox.has_data(i))

@@ -1,0 +1,335 @@
+//! Services across processes, over the shared-memory transport.
+//!
+//! A service `/s` with a server in another process is reached through two
+//! internal topics: requests on `/_srv/s/request` (every client publishes,
+//! the servers subscribe) and replies on `/_srv/s/reply` (the servers
+//! publish, every client subscribes and keeps the replies addressed to it:
+//! each request carries its client's id and a sequence number). The server
+//! side feeds requests into the service's own queue, so callback groups,
+//! inline services and panics behave as for a local call.
+//!
+//! A client prefers a server in its own context; it calls a remote one when
+//! it has none. A server process that dies with a call pending gives the
+//! caller [`CallError::ServiceUnavailable`] once discovery notices (within
+//! about half a second), never a hang.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crate::message::{Message, TypeHash};
+use crate::publisher::Publisher;
+use crate::qos::QoS;
+use crate::service::{CallError, Responder, Slot};
+use crate::subscription::{Subscription, WaitError};
+use crate::wire::{SharedBytes, Wire, WireError};
+
+/// A request as it crosses processes.
+#[derive(Clone)]
+pub(crate) struct WireRequest<Req> {
+    client: u64,
+    seq: u64,
+    req: Req,
+}
+
+const fn mix(h: TypeHash, k: u64) -> TypeHash {
+    TypeHash(h.0.rotate_left(17) ^ k)
+}
+
+const fn wire_of(w: Wire) -> Wire {
+    match w {
+        Wire::Local => Wire::Local,
+        _ => Wire::Cdr,
+    }
+}
+
+fn short(type_name: &'static str, len: usize) -> WireError {
+    WireError::Decode {
+        type_name,
+        len,
+        why: "shorter than its header".into(),
+    }
+}
+
+impl<Req: Message> Message for WireRequest<Req> {
+    const TYPE_NAME: &'static str = "myelin/srv/Request";
+    const TYPE_HASH: TypeHash = mix(Req::TYPE_HASH, 0x7265_7175_6573_7400);
+    const WIRE: Wire = wire_of(Req::WIRE);
+    fn wire_len(&self) -> Result<usize, WireError> {
+        Ok(16 + self.req.wire_len()?)
+    }
+    fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
+        out[0..8].copy_from_slice(&self.client.to_le_bytes());
+        out[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        self.req.wire_encode(&mut out[16..])
+    }
+    fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
+        if bytes.len() < 16 {
+            return Err(short(Self::TYPE_NAME, bytes.len()));
+        }
+        Ok(WireRequest {
+            client: u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes")),
+            seq: u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")),
+            req: Req::wire_decode(bytes.slice_from(16))?,
+        })
+    }
+}
+
+/// A reply as it crosses processes: `status` 0 = answer, 1 = the server
+/// panicked (`message`), 2 = the server went away.
+#[derive(Clone)]
+pub(crate) struct WireReply<Resp> {
+    client: u64,
+    seq: u64,
+    status: u8,
+    message: String,
+    resp: Option<Resp>,
+}
+
+impl<Resp: Message> Message for WireReply<Resp> {
+    const TYPE_NAME: &'static str = "myelin/srv/Reply";
+    const TYPE_HASH: TypeHash = mix(Resp::TYPE_HASH, 0x7265_706c_7900_0000);
+    const WIRE: Wire = wire_of(Resp::WIRE);
+    fn wire_len(&self) -> Result<usize, WireError> {
+        let body = match &self.resp {
+            Some(r) => r.wire_len()?,
+            None => 0,
+        };
+        Ok(21 + self.message.len() + body)
+    }
+    fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
+        out[0..8].copy_from_slice(&self.client.to_le_bytes());
+        out[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        out[16] = self.status;
+        let n = self.message.len();
+        out[17..21].copy_from_slice(&(n as u32).to_le_bytes());
+        out[21..21 + n].copy_from_slice(self.message.as_bytes());
+        match &self.resp {
+            Some(r) => r.wire_encode(&mut out[21 + n..]),
+            None => Ok(()),
+        }
+    }
+    fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
+        if bytes.len() < 21 {
+            return Err(short(Self::TYPE_NAME, bytes.len()));
+        }
+        let n = u32::from_le_bytes(bytes[17..21].try_into().expect("4 bytes")) as usize;
+        if bytes.len() < 21 + n {
+            return Err(short(Self::TYPE_NAME, bytes.len()));
+        }
+        let status = bytes[16];
+        Ok(WireReply {
+            client: u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes")),
+            seq: u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")),
+            status,
+            message: String::from_utf8_lossy(&bytes[21..21 + n]).into_owned(),
+            resp: if status == 0 {
+                Some(Resp::wire_decode(bytes.slice_from(21 + n))?)
+            } else {
+                None
+            },
+        })
+    }
+}
+
+pub(crate) fn request_topic(service: &str) -> String {
+    format!("/_srv{service}/request")
+}
+
+pub(crate) fn reply_topic(service: &str) -> String {
+    format!("/_srv{service}/reply")
+}
+
+/// Whether a service of these types can cross processes.
+pub(crate) fn transportable<Req: Message, Resp: Message>() -> bool {
+    Req::WIRE != Wire::Local && Resp::WIRE != Wire::Local
+}
+
+/// Sends a server's answer back to the calling process.
+pub(crate) struct RemoteResponder<Resp: Message> {
+    pub(crate) reply: Arc<Publisher<WireReply<Resp>>>,
+    pub(crate) client: u64,
+    pub(crate) seq: u64,
+}
+
+impl<Resp: Message> Responder<Resp> for RemoteResponder<Resp> {
+    fn respond(self: Box<Self>, answer: Result<Resp, CallError>) {
+        let (status, message, resp) = match answer {
+            Ok(r) => (0, String::new(), Some(r)),
+            Err(CallError::ServerPanicked { message, .. }) => (1, message, None),
+            Err(e) => (2, e.to_string(), None),
+        };
+        let r = WireReply {
+            client: self.client,
+            seq: self.seq,
+            status,
+            message,
+            resp,
+        };
+        if let Err(e) = self.reply.publish(r) {
+            tracing::warn!("reply to process {}: {e}", self.client >> 32);
+        }
+    }
+}
+
+/// The server side: requests from other processes into the service's queue.
+pub(crate) struct ServerRemote {
+    _requests: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl ServerRemote {
+    pub(crate) fn new<Req: Message, Resp: Message>(
+        node: &crate::Node,
+        service: &str,
+        server: Weak<crate::service::ServiceInner<Req, Resp>>,
+        group: Option<&crate::CallbackGroup>,
+    ) -> Result<ServerRemote, crate::CreateEndpointError> {
+        let reply = Arc::new(
+            node.create_publisher::<WireReply<Resp>>(&reply_topic(service), QoS::keep_all())?,
+        );
+        let opts = crate::SubscriptionOptions {
+            callback_group: group.cloned(),
+            ..Default::default()
+        };
+        let sub = node.create_subscription_with(
+            &request_topic(service),
+            QoS::keep_all(),
+            opts,
+            move |w: WireRequest<Req>| {
+                if let Some(s) = server.upgrade() {
+                    s.submit_remote(
+                        w.req,
+                        Box::new(RemoteResponder {
+                            reply: reply.clone(),
+                            client: w.client,
+                            seq: w.seq,
+                        }),
+                    );
+                }
+            },
+        )?;
+        Ok(ServerRemote {
+            _requests: Box::new(sub),
+        })
+    }
+}
+
+/// The client side.
+pub(crate) struct ClientRemote<Req: Message, Resp: Message> {
+    id: u64,
+    seq: AtomicU64,
+    requests: Publisher<WireRequest<Req>>,
+    replies: Subscription<WireReply<Resp>>,
+    pending: Mutex<HashMap<u64, Arc<Slot<Resp>>>>,
+}
+
+impl<Req: Message, Resp: Message> ClientRemote<Req, Resp> {
+    pub(crate) fn new(
+        node: &crate::Node,
+        service: &str,
+    ) -> Result<Self, crate::CreateEndpointError> {
+        Ok(ClientRemote {
+            id: (u64::from(std::process::id()) << 32)
+                | (crate::transport::shm::next_id() & 0xffff_ffff),
+            seq: AtomicU64::new(1),
+            requests: node
+                .create_publisher::<WireRequest<Req>>(&request_topic(service), QoS::keep_all())?,
+            replies: node.create_polling_subscription::<WireReply<Resp>>(
+                &reply_topic(service),
+                QoS::keep_all(),
+                Default::default(),
+            )?,
+            pending: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A server in another process can take requests and answer us.
+    pub(crate) fn ready(&self) -> bool {
+        self.requests.subscription_count() > 0 && self.replies.inner.remote_publishers() > 0
+    }
+
+    /// Hand out one reply to its caller's slot.
+    fn route(&self, m: &WireReply<Resp>, service: &str) {
+        if m.client != self.id {
+            return;
+        }
+        let slot = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&m.seq);
+        if let Some(slot) = slot {
+            slot.fill(match m.status {
+                0 => m
+                    .resp
+                    .clone()
+                    .ok_or_else(|| CallError::ServiceUnavailable(service.to_string())),
+                1 => Err(CallError::ServerPanicked {
+                    service: service.to_string(),
+                    message: m.message.clone(),
+                }),
+                _ => Err(CallError::ServiceUnavailable(service.to_string())),
+            });
+        }
+    }
+
+    pub(crate) fn call(
+        &self,
+        service: &str,
+        req: Req,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Resp, CallError> {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let slot = Slot::new(None);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(seq, slot.clone());
+        let forget = || {
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&seq);
+        };
+        if let Err(e) = self.requests.publish(WireRequest {
+            client: self.id,
+            seq,
+            req,
+        }) {
+            forget();
+            tracing::warn!("request to {service:?}: {e}");
+            return Err(CallError::ServiceUnavailable(service.to_string()));
+        }
+        while !slot.is_filled() {
+            let now = Instant::now();
+            if now >= deadline {
+                forget();
+                return Err(CallError::Timeout {
+                    service: service.to_string(),
+                    timeout,
+                });
+            }
+            if !self.ready() {
+                forget();
+                return Err(CallError::ServiceUnavailable(service.to_string()));
+            }
+            // Short waits: another thread may take our reply and fill our
+            // slot meanwhile.
+            match self
+                .replies
+                .wait_for_message((deadline - now).min(Duration::from_millis(20)))
+            {
+                Ok(m) => self.route(&m, service),
+                Err(WaitError::ContextShutDown(_)) => {
+                    forget();
+                    return Err(CallError::ContextShutDown(service.to_string()));
+                }
+                Err(_) => {}
+            }
+        }
+        slot.take()
+            .unwrap_or_else(|| Err(CallError::ServiceUnavailable(service.to_string())))
+    }
+}
