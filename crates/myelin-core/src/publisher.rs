@@ -408,6 +408,9 @@ impl<T: Message> crate::transport::shm::Discovered for PubInner<T> {
         };
         if changed.is_some() {
             self.refresh_matched();
+            // Tell the subscribers' processes: their matched count is the
+            // number of publishers actually connected to them.
+            r.dom.bump();
         }
     }
 }

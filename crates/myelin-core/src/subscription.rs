@@ -667,14 +667,17 @@ impl<T: Message> crate::executor::Pump for SubInner<T> {
 impl<T: Message> crate::transport::shm::Discovered for SubInner<T> {
     fn rescan(self: Arc<Self>, found: &[myelin_shm::endpoint::Found]) {
         let Some(r) = &self.remote else { return };
-        let n = r.count_publishers::<T>(&self.topic, &self.qos, found, |why| {
+        // Announced publishers with incompatible QoS raise the event here.
+        r.count_publishers::<T>(&self.topic, &self.qos, found, |why| {
             self.incompatible.record(why.policy);
             self.emit(SubscriptionEvent::IncompatibleQos(self.incompatible.get()));
         });
-        self.remote_matched.store(n, Ordering::Relaxed);
-        self.refresh_matched();
         // Drain and free the connections of publishers that died.
         self.clone().pump_inner(true);
+        // Matched = connected: once counted, messages flow.
+        self.remote_matched
+            .store(r.connected() as u32, Ordering::Relaxed);
+        self.refresh_matched();
     }
 }
 

@@ -934,7 +934,8 @@ impl SubShm {
         crate::buffer::from_wire(bytes).map_err(|e| e.to_string())
     }
 
-    /// Count remote publishers this subscription matches.
+    /// Count remote publishers this subscription matches (and report the
+    /// incompatible ones once).
     pub(crate) fn count_publishers<T: Message>(
         &self,
         topic: &str,
