@@ -23,7 +23,7 @@
 //! it out of the box.
 //!
 //! Crossing a process boundary (the shared-memory transport) needs one of
-//! the encodings of [`Wire`](crate::wire::Wire), chosen by the type: plain
+//! the encodings of [`Wire`], chosen by the type: plain
 //! old data read in place (zero-copy, `#[message(pod)]`), a [`Blob`](crate::Blob)
 //! of bytes, or serde into CDR, the encoding ROS 2 uses on the wire
 //! (`#[message(cdr)]`). A type without one stays in its process.

@@ -1,6 +1,6 @@
 //! Transports: how messages leave the process.
 //!
-//! The intra-process manager ([`crate::graph`]) delivers within a context;
+//! The intra-process manager delivers within a context;
 //! the shared-memory transport (feature `shm`, on by default) connects
 //! contexts in other processes (and other contexts of this process) on the
 //! same host. `MYELIN_TRANSPORT=intra` turns it off at run time (any value
