@@ -11,10 +11,40 @@ fn pong_role() {
     myelin_bench::scenarios::shm_api::pong_if_requested();
 }
 
+/// A relay process of `relay --processes` (`MYELIN_BENCH_RELAY`).
+#[test]
+fn relay_role() {
+    myelin_bench::scenarios::relay_procs::relay_if_requested();
+}
+
+fn helper() -> bool {
+    std::env::var_os("MYELIN_BENCH_PONG").is_some()
+        || std::env::var_os("MYELIN_BENCH_RELAY").is_some()
+}
+
+#[test]
+fn a_relay_chain_across_processes_delivers_every_message() {
+    if helper() {
+        return;
+    }
+    let p = myelin_bench::scenarios::relay::RelayParams {
+        hops: 3,
+        rate: 500.0,
+        count: 100,
+        size: 64,
+    };
+    let mut jobs = myelin_bench::scenarios::relay_procs::plan(p, &[System::Myelin]).unwrap();
+    assert_eq!(jobs.len(), 1);
+    let job = jobs.remove(0);
+    let r = (job.run)().unwrap().record;
+    assert_eq!((r.count, r.lost), (100, 0));
+    assert_eq!(r.hops, Some(3));
+}
+
 #[test]
 fn ipc_round_trips_complete_for_the_api_the_ring_and_the_raw_limits() {
-    if std::env::var_os("MYELIN_BENCH_PONG").is_some() {
-        return; // we are the pong process: `pong_role` runs instead
+    if helper() {
+        return; // we are a helper process: its role test runs instead
     }
     let jobs = plan(
         IpcParams {

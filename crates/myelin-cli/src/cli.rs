@@ -88,6 +88,10 @@ pub struct BenchArgs {
     /// fanout: seconds to run.
     #[arg(long)]
     pub duration: Option<f64>,
+    /// relay: every relay in its own process over shared memory (myelin),
+    /// beside the raw two-process futex ping-pong of the same run.
+    #[arg(long)]
+    pub processes: bool,
     /// Internal: run only job N of the plan and print its record as JSON.
     /// The parent runs every job in its own child process, so CPU, RSS and
     /// background threads (zenoh's runtime) never leak between systems.

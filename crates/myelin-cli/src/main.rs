@@ -12,8 +12,9 @@ mod command;
 use clap::Parser;
 
 fn main() {
-    // Started by `myelin bench ipc` as the other process of a ping-pong.
-    myelin_bench::scenarios::shm_api::pong_if_requested();
+    // Started by `myelin bench ipc` / `relay --processes` as a helper
+    // process (pong, relay stage).
+    myelin_bench::scenarios::shm_api::child_if_requested();
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Bench(args) => command::bench::run(args),

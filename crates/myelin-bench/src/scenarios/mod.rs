@@ -21,6 +21,7 @@ pub mod image;
 pub mod ipc;
 pub mod raw;
 pub mod relay;
+pub mod relay_procs;
 pub mod rpc;
 pub mod shm_api;
 #[cfg(feature = "zenoh")]

@@ -53,6 +53,14 @@ fn context(domain: u32) -> Result<Context, BenchError> {
         .map_err(err)
 }
 
+/// Run as a helper process of a multi-process benchmark (a pong, or a
+/// relay of `relay --processes`) if this process was started as one. Call
+/// it first thing in `main`; it returns only if not.
+pub fn child_if_requested() {
+    super::relay_procs::relay_if_requested();
+    pong_if_requested();
+}
+
 /// Run as the pong process if this process was started as one (call first
 /// thing in `main`; returns only if not).
 pub fn pong_if_requested() {

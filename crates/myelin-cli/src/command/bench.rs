@@ -64,6 +64,7 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
     };
     Ok(match args.scenario {
         Scenario::Suite => scenarios::suite(q, &sys)?,
+        Scenario::Relay if args.processes => scenarios::relay_procs::plan(chain, &sys)?,
         Scenario::Relay => scenarios::relay::plan(chain, &sys)?,
         Scenario::Rpc => scenarios::rpc::plan(chain, &sys)?,
         Scenario::Ipc => scenarios::ipc::plan(

@@ -14,12 +14,13 @@ pub fn run(args: DoctorArgs) -> Result<(), Box<dyn std::error::Error>> {
     let dir = myelin_shm::segment_dir();
     println!("shared memory: {}", dir.display());
     if args.clean {
-        let mut removed = myelin_shm::cleanup_stale(args.domain)?;
-        removed.extend(myelin_shm::cleanup_stale_host()?);
+        let removed = myelin_shm::cleanup_stale(args.domain)?;
         if removed.is_empty() {
             println!("domain {}: no stale segments", args.domain);
         }
-        for p in removed {
+        // Wake-up tables belong to processes, not domains.
+        let host = myelin_shm::cleanup_stale_host()?;
+        for p in removed.iter().chain(&host) {
             println!("removed {} (owner process is gone)", p.display());
         }
     } else {

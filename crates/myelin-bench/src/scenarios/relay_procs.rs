@@ -1,0 +1,261 @@
+//! Seed 002's relay chain with every relay in its own process (the
+//! multi-process table of seed 002): Source => Relay_0 .. => Sink over
+//! myelin's shared-memory transport, executors blocking on their futex.
+//!
+//! The source and the sink share the run's process (one monotonic clock
+//! anyway); each relay is this executable started again with
+//! `MYELIN_BENCH_RELAY` set. Messages are `Blob`s: the source loans one and
+//! writes a 16-byte stamp; each relay reads the incoming chunk in place and
+//! loans its own to forward it (a process cannot lend another's chunk, so a
+//! relay copies `--size` bytes once). CPU is the source+sink process's.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use myelin::Blob;
+use myelin::prelude::*;
+
+use super::relay::RelayParams;
+use super::{BenchError, Meter, Outcome, now_ns, period_of, rate_label, size_label, sleep_until};
+use crate::stats::LatencyRecorder;
+
+const ENV: &str = "MYELIN_BENCH_RELAY";
+
+fn err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::setup("relay --processes", e)
+}
+
+fn context(domain: u32) -> Result<Context, BenchError> {
+    Context::builder()
+        .domain_id(domain)
+        .handle_signals(false)
+        .shared_memory(true)
+        .build()
+        .map_err(err)
+}
+
+/// Run as a relay process if started as one (returns only if not).
+pub fn relay_if_requested() {
+    let Ok(spec) = std::env::var(ENV) else {
+        return;
+    };
+    let code = match relay(&spec) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("relay: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+/// `domain,index`: subscribe `hop_<index>`, publish `hop_<index+1>`.
+fn relay(spec: &str) -> Result<(), BenchError> {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [domain, index] = parts[..] else {
+        return Err(err(format!("bad {ENV} {spec:?}")));
+    };
+    let domain: u32 = domain.parse().map_err(err)?;
+    let i: usize = index.parse().map_err(err)?;
+    let ctx = context(domain)?;
+    let node = ctx.create_node(&format!("relay_{i}")).map_err(err)?;
+    let out = Arc::new(
+        node.create_publisher::<Blob>(&format!("hop_{}", i + 1), QoS::keep_last(100))
+            .map_err(err)?,
+    );
+    let o = out.clone();
+    let _sub = node
+        .create_subscription(&format!("hop_{i}"), QoS::keep_last(100), move |m: &Blob| {
+            if let Ok(mut l) = o.loan_slice(m.len()) {
+                l.copy_from_slice(m);
+                let _ = l.publish();
+            }
+        })
+        .map_err(err)?;
+    let c = ctx.clone();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::stdin().read_line(&mut s);
+        c.shutdown();
+    });
+    println!("ready");
+    // Tell the parent when the next stage is connected.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while out.subscription_count() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    println!("linked");
+    let mut exec = Executor::new();
+    exec.add_node(&node).map_err(err)?;
+    exec.spin().map_err(err)
+}
+
+struct Relays(Vec<Child>);
+
+impl Drop for Relays {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            drop(c.stdin.take());
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for c in &mut self.0 {
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn expect(out: &mut impl std::io::BufRead, what: &str) -> Result<(), BenchError> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if out.read_line(&mut line).map_err(err)? == 0 {
+            return Err(err(format!("a relay process exited before {what:?}")));
+        }
+        if line.contains(what) {
+            return Ok(());
+        }
+    }
+}
+
+/// Plan: myelin's multi-process chain (blocking), and the raw two-process
+/// futex and spin ping-pongs as the limits of the same run.
+pub fn plan(p: RelayParams, systems: &[super::System]) -> Result<Vec<super::Job>, BenchError> {
+    p.validate()?;
+    let mut jobs = Vec::new();
+    for s in systems {
+        match s {
+            super::System::Myelin => jobs.push(super::Job::new(
+                format!(
+                    "relay/myelin/processes-shm block {} {}",
+                    rate_label(p.rate),
+                    size_label(p.size)
+                ),
+                move || run(p),
+            )),
+            super::System::Raw => {
+                jobs.extend(super::ipc::plan(
+                    super::ipc::IpcParams {
+                        count: p.count.max(1000),
+                        size: 64,
+                    },
+                    &[super::System::Raw],
+                )?);
+            }
+            _ => {}
+        }
+    }
+    Ok(jobs)
+}
+
+/// The chain: `p.hops` transfers, `p.hops - 1` relay processes.
+pub fn run(p: RelayParams) -> Result<Outcome, BenchError> {
+    let domain = 200 + ((std::process::id() + 7) % 30);
+    let ctx = context(domain)?;
+    let hops = p.hops as usize;
+    let node = ctx.create_node("source_sink").map_err(err)?;
+    let warm = super::warmup_for(p.count);
+    let total = p.count + warm;
+    // Sink first.
+    let received = Arc::new(AtomicU64::new(0));
+    let samples = Arc::new(std::sync::Mutex::new(Vec::with_capacity(total as usize)));
+    let (r, s) = (received.clone(), samples.clone());
+    let _sink = node
+        .create_subscription(
+            &format!("hop_{}", hops - 1),
+            QoS::keep_last(100),
+            move |m: &Blob| {
+                let t = now_ns();
+                let stamp = u64::from_le_bytes(m[0..8].try_into().expect("16-byte header"));
+                let seq = u64::from_le_bytes(m[8..16].try_into().expect("16-byte header"));
+                s.lock().unwrap_or_else(|e| e.into_inner()).push((
+                    seq,
+                    stamp,
+                    t.saturating_sub(stamp),
+                ));
+                r.fetch_add(1, Ordering::Release);
+            },
+        )
+        .map_err(err)?;
+    let mut children = Relays(Vec::new());
+    let mut outs = Vec::new();
+    for i in 0..hops - 1 {
+        let mut c = Command::new(std::env::current_exe().map_err(err)?)
+            .args(["relay_role", "--exact", "--nocapture"])
+            .env(ENV, format!("{domain},{i}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(err)?;
+        let mut out = std::io::BufReader::new(c.stdout.take().expect("piped"));
+        children.0.push(c);
+        expect(&mut out, "ready")?;
+        outs.push(out);
+    }
+    let source = node
+        .create_publisher::<Blob>("hop_0", QoS::keep_last(100))
+        .map_err(err)?;
+    for out in &mut outs {
+        expect(out, "linked")?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while (source.subscription_count() == 0 || _sink.matched_count() == 0)
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut exec = Executor::new();
+    exec.add_node(&node).map_err(err)?;
+    let stop = exec.stop_handle();
+    let spinner = std::thread::spawn(move || exec.spin());
+    let period = period_of(p.rate)?;
+    let meter = Meter::start();
+    let t0 = now_ns();
+    let start = Instant::now();
+    for seq in 0..total {
+        sleep_until(start + period * seq as u32);
+        let mut l = source.loan_slice(p.size).map_err(err)?;
+        l[8..16].copy_from_slice(&seq.to_le_bytes());
+        l[0..8].copy_from_slice(&now_ns().to_le_bytes());
+        l.publish().map_err(err)?;
+    }
+    let patience = Instant::now() + Duration::from_secs(10);
+    while received.load(Ordering::Acquire) < total && Instant::now() < patience {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    stop.stop();
+    let _ = spinner.join();
+    let got = received.load(Ordering::Acquire);
+    let mut rec = LatencyRecorder::with_time_series();
+    for &(seq, stamp, lat) in samples.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        if seq >= warm {
+            rec.record_at(stamp.saturating_sub(t0) as f64 / 1e9, lat);
+        }
+    }
+    drop(children);
+    Ok(meter.finish(
+        "relay",
+        "myelin",
+        format!(
+            "processes-shm block {} {}",
+            rate_label(p.rate),
+            size_label(p.size)
+        ),
+        rec,
+        got * u64::from(p.hops),
+        total - got,
+        Some(p.hops),
+        vec![format!(
+            "every relay its own process ({} relays), shared memory, executors blocking; CPU is the source+sink process's",
+            hops - 1
+        )],
+    ))
+}
