@@ -17,9 +17,43 @@ fn relay_role() {
     myelin_bench::scenarios::relay_procs::relay_if_requested();
 }
 
+/// The iceoryx2 pong (`MYELIN_BENCH_IOX2`).
+#[cfg(feature = "iceoryx2")]
+#[test]
+fn iox2_role() {
+    myelin_bench::scenarios::iceoryx2_peer::pong_if_requested();
+}
+
 fn helper() -> bool {
-    std::env::var_os("MYELIN_BENCH_PONG").is_some()
-        || std::env::var_os("MYELIN_BENCH_RELAY").is_some()
+    [
+        "MYELIN_BENCH_PONG",
+        "MYELIN_BENCH_RELAY",
+        "MYELIN_BENCH_IOX2",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some())
+}
+
+#[cfg(feature = "iceoryx2")]
+#[test]
+fn the_iceoryx2_peer_ping_pongs_in_both_modes() {
+    if helper() {
+        return;
+    }
+    let jobs = plan(
+        IpcParams {
+            count: 200,
+            size: 64,
+        },
+        &[System::Iceoryx2],
+    )
+    .unwrap();
+    assert_eq!(jobs.len(), 2);
+    for j in jobs {
+        let name = j.name.clone();
+        let r = (j.run)().unwrap_or_else(|e| panic!("{name}: {e}")).record;
+        assert_eq!((r.count, r.lost), (200, 0), "{name}");
+    }
 }
 
 #[test]

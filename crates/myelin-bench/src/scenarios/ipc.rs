@@ -88,6 +88,19 @@ pub fn plan(p: IpcParams, systems: &[System]) -> Result<Vec<Job>, BenchError> {
                     ));
                 }
             }
+            System::Iceoryx2 => {
+                #[cfg(feature = "iceoryx2")]
+                for (w, label) in [
+                    (super::shm_api::Wait::Block, "block"),
+                    (super::shm_api::Wait::Poll, "poll"),
+                ] {
+                    let size = p.size;
+                    jobs.push(Job::new(
+                        format!("ipc/iceoryx2/{label} {}", size_label(size)),
+                        move || super::iceoryx2_peer::run(p.count, size, w),
+                    ));
+                }
+            }
             System::Channel | System::Zenoh | System::Grpc => {}
         }
     }

@@ -17,6 +17,8 @@ pub mod dispatch;
 pub mod fanout;
 #[cfg(feature = "grpc")]
 mod grpc;
+#[cfg(feature = "iceoryx2")]
+pub mod iceoryx2_peer;
 pub mod image;
 pub mod ipc;
 pub mod raw;
@@ -156,14 +158,17 @@ pub enum System {
     Zenoh,
     /// gRPC (tonic) over TCP loopback (feature `grpc`; `rpc` only).
     Grpc,
+    /// iceoryx2 0.10 zero-copy IPC (feature `iceoryx2`; `ipc` only).
+    Iceoryx2,
 }
 
 impl System {
     /// Every system this crate knows, in report order.
-    pub const KNOWN: [System; 5] = [
+    pub const KNOWN: [System; 6] = [
         System::Myelin,
         System::Zenoh,
         System::Grpc,
+        System::Iceoryx2,
         System::Channel,
         System::Raw,
     ];
@@ -181,6 +186,7 @@ impl System {
         match self {
             System::Zenoh => cfg!(feature = "zenoh"),
             System::Grpc => cfg!(feature = "grpc"),
+            System::Iceoryx2 => cfg!(feature = "iceoryx2"),
             _ => true,
         }
     }
@@ -193,6 +199,7 @@ impl System {
             System::Raw => "raw",
             System::Zenoh => "zenoh",
             System::Grpc => "grpc",
+            System::Iceoryx2 => "iceoryx2",
         }
     }
 
