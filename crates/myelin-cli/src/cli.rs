@@ -89,7 +89,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub duration: Option<f64>,
     /// relay: every relay in its own process over shared memory (myelin),
-    /// beside the raw two-process futex ping-pong of the same run.
+    /// beside the raw two-process futex ping-pong of the same run; image:
+    /// the viewer in another process than the camera (loaned frames).
     #[arg(long)]
     pub processes: bool,
     /// Internal: run only job N of the plan and print its record as JSON.

@@ -82,6 +82,26 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
             },
             &sys,
         )?,
+        Scenario::Image if args.processes => {
+            // Camera => a stage in another process => viewer (back in the
+            // camera's process): two cross-process hops per frame.
+            let mut jobs = Vec::new();
+            for size in [1440 * 1080 * 3, 320 * 240 * 3] {
+                jobs.extend(scenarios::relay_procs::plan(
+                    scenarios::relay::RelayParams {
+                        hops: 2,
+                        rate: args.rate.unwrap_or(30.0),
+                        count: args.count.unwrap_or(if q { 20 } else { 300 }),
+                        size,
+                    },
+                    &sys.iter()
+                        .copied()
+                        .filter(|s| *s == System::Myelin)
+                        .collect::<Vec<_>>(),
+                )?);
+            }
+            jobs
+        }
         Scenario::Image => scenarios::image::plan(
             ImageParams {
                 rate: args.rate.unwrap_or(30.0),
