@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 mod buffer;
+mod cdr_de;
 mod context;
 mod error;
 pub mod events;

@@ -255,7 +255,9 @@ pub mod cdr_codec {
         bytes: &[u8],
         type_name: &'static str,
     ) -> Result<T, WireError> {
-        cdr::deserialize::<T>(bytes).map_err(|e| WireError::Decode {
+        // Our own decoder: lengths are checked before allocating (see
+        // `cdr_de`).
+        crate::cdr_de::from_bytes::<T>(bytes).map_err(|e| WireError::Decode {
             type_name,
             len: bytes.len(),
             why: e.to_string(),
