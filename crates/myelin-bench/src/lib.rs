@@ -57,6 +57,7 @@
 //! assert!(json.contains("\"p99\""));
 //! ```
 
+pub mod perf;
 pub mod plot;
 pub mod report;
 pub mod stats;
@@ -64,7 +65,7 @@ pub mod sys;
 
 pub mod scenarios;
 
-pub use plot::{PlotError, sanitize_stem, write_plots};
+pub use plot::{PlotError, RowPoint, sanitize_stem, write_plots, write_rows_plot};
 pub use report::{Record, Report, ReportError, format_ns, render_table};
 pub use stats::{LatencyRecorder, LatencySummary};
 pub use sys::{CpuSnapshot, CpuUsage, MachineInfo, current_rss_bytes, peak_rss_bytes};

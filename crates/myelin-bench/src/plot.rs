@@ -429,6 +429,85 @@ fn draw_time_series(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> Draw
     Ok(())
 }
 
+/// One per-second row of a `perf ping` run, for [`write_rows_plot`].
+#[derive(Debug, Clone, Copy)]
+pub struct RowPoint {
+    /// Seconds since the measurement started (end of the row's second).
+    pub t: f64,
+    /// Median (ns).
+    pub p50: u64,
+    /// 99th percentile (ns).
+    pub p99: u64,
+    /// Maximum (ns).
+    pub max: u64,
+}
+
+/// Per-second P50 / P99 / max lines (the figures of seed 003), as an SVG.
+pub fn write_rows_plot(path: &Path, rows: &[RowPoint], title: &str) -> Result<(), PlotError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| PlotError::Dir {
+            path: dir.to_owned(),
+            source,
+        })?;
+    }
+    draw_to(path, |root| draw_rows(root, rows, title))
+}
+
+fn draw_rows(root: &Root<'_>, rows: &[RowPoint], title: &str) -> DrawResult {
+    let title = format!("{title}: per-second latency");
+    if rows.is_empty() {
+        return no_samples(root, &title, "no rows");
+    }
+    let t_hi = rows.iter().map(|r| r.t).fold(1.0, f64::max);
+    let y_lo = rows.iter().map(|r| r.p50).min().unwrap_or(1).max(1);
+    let y_hi = rows.iter().map(|r| r.max).max().unwrap_or(1).max(y_lo + 1);
+    let y_range = (us(y_lo) / 1.5)..(us(y_hi) * 1.5);
+    let mut chart = ChartBuilder::on(root)
+        .caption(&title, (FONT, 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            0.0..t_hi,
+            y_range
+                .clone()
+                .log_scale()
+                .with_key_points(log_ticks(y_range.start, y_range.end)),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("time since start (s)")
+        .y_desc("one-way latency (log scale)")
+        .x_label_formatter(&|v| format!("{v:.1}"))
+        .y_label_formatter(&|v| us_label(*v))
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+    type Line = (&'static str, RGBColor, fn(&RowPoint) -> u64);
+    let lines: [Line; 3] = [
+        ("P50", BLUE, |r| r.p50),
+        ("P99", RGBColor(230, 120, 0), |r| r.p99),
+        ("max", RED, |r| r.max),
+    ];
+    for (label, color, pick) in lines {
+        chart
+            .draw_series(LineSeries::new(
+                rows.iter().map(|r| (r.t, us(pick(r)))),
+                color.stroke_width(2),
+            ))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,3 +98,20 @@ fn ipc_round_trips_complete_for_the_api_the_ring_and_the_raw_limits() {
     let err = plan(IpcParams { count: 1, size: 0 }, &[System::Myelin]).unwrap_err();
     assert!(err.to_string().contains("--size"), "{err}");
 }
+
+#[test]
+fn ddsperf_runs_on_loopback_and_its_rows_become_a_record() {
+    if helper() {
+        return;
+    }
+    if !myelin_bench::scenarios::ddsperf::available() {
+        eprintln!(
+            "skipped: ddsperf is not installed (Debian: cyclonedds-tools; .ci/run installs it)"
+        );
+        return;
+    }
+    let r = myelin_bench::scenarios::ddsperf::run(64, 3).unwrap().record;
+    assert_eq!(r.system, "cyclonedds");
+    assert!(r.count > 0);
+    assert!(r.latency_ns.p50 > 0 && r.latency_ns.p50 <= r.latency_ns.max);
+}

@@ -20,6 +20,96 @@ pub enum Command {
     Bench(BenchArgs),
     /// Check and repair this host's myelin state (stale shared memory).
     Doctor(DoctorArgs),
+    /// ddsperf-style latency between two processes: `perf pong` in one
+    /// terminal, `perf ping` in another (or `perf ping --local`).
+    #[command(subcommand)]
+    Perf(PerfCommand),
+}
+
+/// `myelin perf` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PerfCommand {
+    /// Send pings, print one latency row per second and a summary.
+    Ping(PingArgs),
+    /// Echo pings until Ctrl-C.
+    Pong(PerfCommon),
+}
+
+/// Flags both sides take.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PerfCommon {
+    /// How the sides connect: shm (two processes), intra (with --local), zenoh.
+    #[arg(long, value_enum, default_value_t = TransportArg::Shm)]
+    pub transport: TransportArg,
+    /// block: sleep in the kernel until woken; poll: spin.
+    #[arg(long, value_enum, default_value_t = WaitArg::Block)]
+    pub wait: WaitArg,
+    /// The ROS 2 domain id (0..=232).
+    #[arg(long, default_value_t = 0)]
+    pub domain: u32,
+    /// Pin this process to CPU N (sched_setaffinity).
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<usize>,
+    /// Run at SCHED_FIFO priority P (1..=99); refused with an error without
+    /// permission.
+    #[arg(long, value_name = "P")]
+    pub rt_priority: Option<i32>,
+    /// Build messages in private memory and let publish copy them (default:
+    /// loan them in shared memory).
+    #[arg(long)]
+    pub copy: bool,
+    /// Message size in bytes (0 to 8 MiB; e.g. 64, 4KiB, 1MiB, 4665600).
+    #[arg(long, default_value = "64")]
+    pub size: String,
+}
+
+/// `myelin perf ping` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PingArgs {
+    /// Shared flags.
+    #[command(flatten)]
+    pub common: PerfCommon,
+    /// Pings per second, or `unlimited` (back to back).
+    #[arg(long, default_value = "unlimited")]
+    pub rate: String,
+    /// Seconds measured.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Seconds of unmeasured warm-up first.
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup: f64,
+    /// Run the pong in this process too.
+    #[arg(long)]
+    pub local: bool,
+    /// Seconds to wait for a pong to appear.
+    #[arg(long, default_value_t = 10.0)]
+    pub timeout: f64,
+    /// Write every row and the summary to this JSON file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write latency plots (histogram, over time, per-second lines) here.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+}
+
+/// `--transport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// The intra-process manager (`--local` only).
+    Intra,
+    /// Shared memory.
+    Shm,
+    /// zenoh (not built yet).
+    Zenoh,
+}
+
+/// `--wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WaitArg {
+    /// Sleep in the kernel.
+    Block,
+    /// Spin.
+    Poll,
 }
 
 /// `myelin doctor` arguments.
@@ -50,6 +140,8 @@ pub enum Scenario {
     Rpc,
     /// Two processes: round trips over the shared-memory ring vs the raw futex/spin limits.
     Ipc,
+    /// Seed 003's ping-pong between processes: myelin (shm, block and poll) beside CycloneDDS ddsperf.
+    Pingpong,
 }
 
 /// `myelin bench` arguments.
@@ -79,9 +171,10 @@ pub struct BenchArgs {
     /// Messages (relay), frames (image) or samples (dispatch) measured.
     #[arg(long)]
     pub count: Option<u64>,
-    /// relay: message size, e.g. 64, 4KiB, 1MiB (16 B to 64 MiB).
-    #[arg(long, default_value = "64")]
-    pub size: String,
+    /// Message size, e.g. 64, 4KiB, 1MiB (relay/ipc: default 64; pingpong:
+    /// default 64 B, 4 KiB, 1 MiB and 4,665,600 B).
+    #[arg(long)]
+    pub size: Option<String>,
     /// fanout: 1 or 10 nodes (default: both).
     #[arg(long)]
     pub nodes: Option<usize>,

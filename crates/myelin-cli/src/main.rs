@@ -19,6 +19,7 @@ fn main() {
     let result = match cli.command {
         cli::Command::Bench(args) => command::bench::run(args),
         cli::Command::Doctor(args) => command::doctor::run(args),
+        cli::Command::Perf(cmd) => command::perf::run(cmd),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

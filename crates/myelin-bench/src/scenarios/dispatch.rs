@@ -80,7 +80,7 @@ pub fn plan(p: DispatchParams, systems: &[System]) -> Result<Vec<Job>, BenchErro
                     move || channel_frame(n),
                 ));
             }
-            System::Zenoh | System::Grpc | System::Iceoryx2 => {} // not measured in this scenario
+            System::Zenoh | System::Grpc | System::Iceoryx2 | System::CycloneDds => {} // not measured in this scenario
             System::Raw => {
                 jobs.push(Job::new("dispatch/raw/clock-read".into(), move || {
                     clock_floor(n)

@@ -81,7 +81,7 @@ pub fn plan(p: ImageParams, systems: &[System]) -> Result<Vec<Job>, BenchError> 
                         move || channel_image(p, label, bytes),
                     ));
                 }
-                System::Zenoh | System::Grpc | System::Iceoryx2 => {} // not measured in this scenario
+                System::Zenoh | System::Grpc | System::Iceoryx2 | System::CycloneDds => {} // not measured in this scenario
                 System::Raw => {
                     jobs.push(Job::new(format!("image/raw/memcpy {label}"), move || {
                         memcpy(p, label, bytes)

@@ -101,7 +101,7 @@ pub fn plan(p: IpcParams, systems: &[System]) -> Result<Vec<Job>, BenchError> {
                     ));
                 }
             }
-            System::Channel | System::Zenoh | System::Grpc => {}
+            System::Channel | System::Zenoh | System::Grpc | System::CycloneDds => {}
         }
     }
     Ok(jobs)

@@ -13,6 +13,7 @@ use crate::report::Record;
 use crate::stats::LatencyRecorder;
 use crate::sys::{CpuSnapshot, CpuUsage, peak_rss_bytes};
 
+pub mod ddsperf;
 pub mod dispatch;
 pub mod fanout;
 #[cfg(feature = "grpc")]
@@ -21,6 +22,7 @@ mod grpc;
 pub mod iceoryx2_peer;
 pub mod image;
 pub mod ipc;
+pub mod pingpong;
 pub mod raw;
 pub mod relay;
 pub mod relay_procs;
@@ -160,15 +162,19 @@ pub enum System {
     Grpc,
     /// iceoryx2 0.10 zero-copy IPC (feature `iceoryx2`; `ipc` only).
     Iceoryx2,
+    /// CycloneDDS's `ddsperf` over UDP loopback (when installed;
+    /// `pingpong` only).
+    CycloneDds,
 }
 
 impl System {
     /// Every system this crate knows, in report order.
-    pub const KNOWN: [System; 6] = [
+    pub const KNOWN: [System; 7] = [
         System::Myelin,
         System::Zenoh,
         System::Grpc,
         System::Iceoryx2,
+        System::CycloneDds,
         System::Channel,
         System::Raw,
     ];
@@ -187,6 +193,7 @@ impl System {
             System::Zenoh => cfg!(feature = "zenoh"),
             System::Grpc => cfg!(feature = "grpc"),
             System::Iceoryx2 => cfg!(feature = "iceoryx2"),
+            System::CycloneDds => ddsperf::available(),
             _ => true,
         }
     }
@@ -200,6 +207,7 @@ impl System {
             System::Zenoh => "zenoh",
             System::Grpc => "grpc",
             System::Iceoryx2 => "iceoryx2",
+            System::CycloneDds => "cyclonedds",
         }
     }
 
@@ -214,9 +222,14 @@ impl System {
                 reason: format!("unknown system {s:?}; known: {}", known()),
             })?;
         if !sys.available() {
+            let how = if sys == System::CycloneDds {
+                "install ddsperf (Debian: apt-get install cyclonedds-tools)".to_string()
+            } else {
+                format!("enable the `{s}` feature")
+            };
             return Err(BenchError::InvalidArg {
                 flag: "system",
-                reason: format!("{s:?} is not compiled into this build (enable the `{s}` feature)"),
+                reason: format!("{s:?} is not available in this build: {how}"),
             });
         }
         Ok(sys)

@@ -117,7 +117,7 @@ pub fn plan(p: RelayParams, systems: &[System]) -> Result<Vec<Job>, BenchError> 
                     ));
                 }
             }
-            System::Grpc | System::Iceoryx2 => {} // rpc / ipc only
+            System::Grpc | System::Iceoryx2 | System::CycloneDds => {} // rpc / ipc only
             System::Raw => {
                 for mode in [super::raw::Handoff::Spin, super::raw::Handoff::Futex] {
                     jobs.push(Job::new(format!("relay/raw/{}", mode.name()), move || {

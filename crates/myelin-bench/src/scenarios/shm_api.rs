@@ -285,12 +285,14 @@ fn wait_matched<A: myelin::Message, B: myelin::Message>(
     p: &Publisher<A>,
     s: &Subscription<B>,
 ) -> Result<(), BenchError> {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while p.subscription_count() == 0 || s.matched_count() == 0 {
         if Instant::now() > deadline {
-            return Err(err(
-                "the pong process never matched (is /dev/shm writable?)",
-            ));
+            return Err(err(format!(
+                "the pong process never matched within 30 s (ping reaches {} subscription(s), {} publisher(s) reach the ping)",
+                p.subscription_count(),
+                s.matched_count()
+            )));
         }
         std::thread::sleep(Duration::from_millis(1));
     }

@@ -54,7 +54,7 @@ fn duration(args: &BenchArgs, default: f64) -> Result<Duration, BenchError> {
 pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
     let sys = systems(args)?;
     let q = args.quick;
-    let size = parse_size(&args.size)?;
+    let size = parse_size(args.size.as_deref().unwrap_or("64"))?;
     // relay and rpc share their flags.
     let chain = RelayParams {
         hops: args.hops,
@@ -67,6 +67,18 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
         Scenario::Relay if args.processes => scenarios::relay_procs::plan(chain, &sys)?,
         Scenario::Relay => scenarios::relay::plan(chain, &sys)?,
         Scenario::Rpc => scenarios::rpc::plan(chain, &sys)?,
+        Scenario::Pingpong => scenarios::pingpong::plan(
+            scenarios::pingpong::PingPongParams {
+                count: args.count.unwrap_or(if q { 2_000 } else { 20_000 }),
+                sizes: if args.size.is_some() {
+                    vec![size]
+                } else {
+                    vec![64, 4096, 1 << 20, 4_665_600]
+                },
+                ddsperf_secs: if q { 3 } else { 10 },
+            },
+            &sys,
+        )?,
         Scenario::Ipc => scenarios::ipc::plan(
             scenarios::ipc::IpcParams {
                 count: args.count.unwrap_or(if q { 2_000 } else { 20_000 }),

@@ -1,3 +1,4 @@
 //! One module per subcommand.
 pub mod bench;
 pub mod doctor;
+pub mod perf;
