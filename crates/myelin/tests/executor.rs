@@ -399,3 +399,36 @@ fn shutdown_wakes_a_blocked_waiter() {
     assert!(matches!(err, myelin::WaitError::ContextShutDown(_)));
     t.join().unwrap();
 }
+
+#[test]
+fn a_busy_polling_executor_runs_callbacks_and_still_stops() {
+    let ctx = ctx();
+    let node = ctx.create_node("busy").unwrap();
+    let got = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let g = got.clone();
+    let _sub = node
+        .create_subscription("busy", QoS::keep_all(), move |m: u64| {
+            g.fetch_add(m, std::sync::atomic::Ordering::SeqCst);
+        })
+        .unwrap();
+    let p = node
+        .create_publisher::<u64>("busy", QoS::keep_all())
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.set_busy_poll(true);
+    exec.add_node(&node).unwrap();
+    let stop = exec.stop_handle();
+    let h = std::thread::spawn(move || exec.spin());
+    for i in 1..=100u64 {
+        p.publish(i).unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while got.load(std::sync::atomic::Ordering::SeqCst) < 5050
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    stop.stop();
+    h.join().unwrap().unwrap();
+    assert_eq!(got.load(std::sync::atomic::Ordering::SeqCst), 5050);
+}
