@@ -56,7 +56,10 @@ impl ContextInner {
 pub struct ContextBuilder {
     domain_id: u32,
     handle_signals: bool,
-    shared_memory: bool,
+    /// `None`: the default (on when available; a failure falls back to
+    /// in-process with a warning). `Some(true)`: required (a failure is an
+    /// error).
+    shared_memory: Option<bool>,
 }
 
 impl Default for ContextBuilder {
@@ -64,7 +67,7 @@ impl Default for ContextBuilder {
         ContextBuilder {
             domain_id: 0,
             handle_signals: true,
-            shared_memory: crate::transport::shared_memory_enabled(),
+            shared_memory: None,
         }
     }
 }
@@ -87,8 +90,12 @@ impl ContextBuilder {
     /// memory. On by default when the `shm` feature is compiled in, unless
     /// `MYELIN_TRANSPORT` is set without `shm` in it (e.g.
     /// `MYELIN_TRANSPORT=intra`).
+    ///
+    /// Asked for explicitly (`shared_memory(true)`), a failure to set it up
+    /// is a [`ContextError::SharedMemory`]; by default it falls back to
+    /// in-process delivery with a warning.
     pub fn shared_memory(mut self, on: bool) -> Self {
-        self.shared_memory = on;
+        self.shared_memory = Some(on);
         self
     }
 
@@ -96,6 +103,39 @@ impl ContextBuilder {
     pub fn build(self) -> Result<Context, ContextError> {
         if self.domain_id > MAX_DOMAIN_ID {
             return Err(ContextError::DomainOutOfRange(self.domain_id));
+        }
+        #[cfg(feature = "shm")]
+        let shm = {
+            let wanted = self
+                .shared_memory
+                .unwrap_or_else(crate::transport::shared_memory_enabled);
+            if !wanted {
+                None
+            } else {
+                match crate::transport::shm::ShmDomain::start(self.domain_id) {
+                    Ok(d) => Some(d),
+                    Err(why) if self.shared_memory == Some(true) => {
+                        return Err(ContextError::SharedMemory {
+                            domain: self.domain_id,
+                            why,
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "domain {}: shared memory unavailable, staying in-process: {e}",
+                            self.domain_id
+                        );
+                        None
+                    }
+                }
+            }
+        };
+        #[cfg(not(feature = "shm"))]
+        if self.shared_memory == Some(true) {
+            return Err(ContextError::SharedMemory {
+                domain: self.domain_id,
+                why: "myelin was built without the `shm` feature".into(),
+            });
         }
         let inner = Arc::new(ContextInner {
             domain_id: self.domain_id,
@@ -106,20 +146,7 @@ impl ContextBuilder {
             next_id: AtomicU64::new(1),
             epoch: std::time::Instant::now(),
             #[cfg(feature = "shm")]
-            shm: if self.shared_memory && cfg!(feature = "shm") {
-                match crate::transport::shm::ShmDomain::start(self.domain_id) {
-                    Ok(d) => Some(d),
-                    Err(e) => {
-                        tracing::warn!(
-                            "domain {}: shared memory unavailable, staying in-process: {e}",
-                            self.domain_id
-                        );
-                        None
-                    }
-                }
-            } else {
-                None
-            },
+            shm,
         });
         if self.handle_signals {
             signals::register(&inner);

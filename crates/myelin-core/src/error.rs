@@ -8,6 +8,14 @@ pub enum ContextError {
     /// Domain ids follow ROS 2: 0 to 232.
     #[error("domain id {0} is out of range: ROS 2 domain ids are 0 to 232")]
     DomainOutOfRange(u32),
+    /// Shared memory was asked for explicitly and could not be set up.
+    #[error("domain {domain}: shared memory could not be set up: {why}")]
+    SharedMemory {
+        /// The domain.
+        domain: u32,
+        /// What failed.
+        why: String,
+    },
 }
 
 /// Creating a node failed.
