@@ -72,6 +72,8 @@ pub fn pong_if_requested() {
     let code = match pong(&spec) {
         Ok(()) => 0,
         Err(e) => {
+            // On stdout too: the ping reads it and reports it.
+            println!("pong error: {e}");
             eprintln!("pong: {e}");
             1
         }
@@ -196,13 +198,20 @@ pub fn run(count: u64, size: usize, wait: Wait) -> Result<Outcome, BenchError> {
     let _pong = Pong(child);
     let mut out = std::io::BufReader::new(out);
     let mut line = String::new();
+    let mut said = String::new();
     loop {
         line.clear();
         if std::io::BufRead::read_line(&mut out, &mut line).map_err(err)? == 0 {
-            return Err(err("the pong process exited before it was ready"));
+            return Err(err(format!(
+                "the pong process exited before it was ready: {}",
+                said.trim()
+            )));
         }
         if line.contains("ready") {
             break;
+        }
+        if line.contains("error") {
+            said.push_str(&line);
         }
     }
     let ctx = context(domain)?;
