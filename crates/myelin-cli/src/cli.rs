@@ -20,10 +20,100 @@ pub enum Command {
     Bench(BenchArgs),
     /// Check and repair this host's myelin state (stale shared memory).
     Doctor(DoctorArgs),
+    /// Topics of a domain on this host: list, info, echo, hz.
+    #[command(subcommand)]
+    Topic(TopicCommand),
+    /// Nodes of a domain on this host: list, info.
+    #[command(subcommand)]
+    Node(NodeCommand),
     /// ddsperf-style latency between two processes: `perf pong` in one
     /// terminal, `perf ping` in another (or `perf ping --local`).
     #[command(subcommand)]
     Perf(PerfCommand),
+}
+
+/// `myelin topic` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TopicCommand {
+    /// The topics with a publisher or subscription.
+    List {
+        /// Show each topic's type.
+        #[arg(short = 't', long = "show-types")]
+        show_types: bool,
+        /// The ROS 2 domain id.
+        #[arg(long, default_value_t = 0)]
+        domain: u32,
+    },
+    /// A topic's type, publishers and subscriptions (node, process, QoS).
+    Info {
+        /// The topic (`chatter` means `/chatter`).
+        topic: String,
+        /// The ROS 2 domain id.
+        #[arg(long, default_value_t = 0)]
+        domain: u32,
+    },
+    /// Print the messages of a topic (decoded for the standard types, as
+    /// hex for others).
+    Echo {
+        /// The topic.
+        topic: String,
+        /// Stop after N messages.
+        #[arg(long)]
+        count: Option<u64>,
+        /// The ROS 2 domain id.
+        #[arg(long, default_value_t = 0)]
+        domain: u32,
+    },
+    /// Publish a message of a standard type, once or at a rate.
+    Pub {
+        /// The topic.
+        topic: String,
+        /// The type, e.g. `std_msgs/msg/String` (the standard types of
+        /// myelin-msgs and the builtins).
+        type_name: String,
+        /// The message as YAML, e.g. `"data: hello"` (`{}` for defaults).
+        #[arg(default_value = "{}")]
+        value: String,
+        /// Publish at this rate (Hz) until Ctrl-C or --count; default once.
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Stop after N messages.
+        #[arg(long)]
+        count: Option<u64>,
+        /// The ROS 2 domain id.
+        #[arg(long, default_value_t = 0)]
+        domain: u32,
+    },
+    /// Print a topic's message rate every second.
+    Hz {
+        /// The topic.
+        topic: String,
+        /// Stop after this many seconds (default: until Ctrl-C).
+        #[arg(long)]
+        duration: Option<f64>,
+        /// The ROS 2 domain id.
+        #[arg(long, default_value_t = 0)]
+        domain: u32,
+    },
+}
+
+/// `myelin node` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// The nodes with a publisher or subscription.
+    List {
+        /// The ROS 2 domain id.
+        #[arg(long, default_value_t = 0)]
+        domain: u32,
+    },
+    /// A node's publishers and subscriptions.
+    Info {
+        /// The fully qualified node name (e.g. `/talker`).
+        node: String,
+        /// The ROS 2 domain id.
+        #[arg(long, default_value_t = 0)]
+        domain: u32,
+    },
 }
 
 /// `myelin perf` subcommands.

@@ -20,6 +20,8 @@ fn main() {
         cli::Command::Bench(args) => command::bench::run(args),
         cli::Command::Doctor(args) => command::doctor::run(args),
         cli::Command::Perf(cmd) => command::perf::run(cmd),
+        cli::Command::Topic(cmd) => command::topic::run(cmd),
+        cli::Command::Node(cmd) => command::topic::run_node(cmd),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -82,6 +82,6 @@ pub use subscription::{
     SubscriptionStream, WaitError,
 };
 pub use timer::Timer;
-pub use transport::shared_memory_enabled;
+pub use transport::{DiscoveredEndpoint, endpoints, shared_memory_enabled};
 pub use waitset::{GuardCondition, WaitSet, WaitSetError, WaitSetReady};
-pub use wire::{Blob, SharedBytes, Wire, WireError};
+pub use wire::{AnyMessage, Blob, SharedBytes, Wire, WireError};

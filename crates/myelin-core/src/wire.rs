@@ -225,6 +225,42 @@ impl crate::Message for Blob {
     }
 }
 
+/// Any message's bytes, whatever its type: a subscription of `AnyMessage`
+/// in another process than the publisher receives every message of its
+/// topic as the publisher's wire bytes (POD bytes or CDR). For tools
+/// (`myelin topic echo`, `hz`, `bw`); publishing one is not supported.
+#[derive(Clone, Debug)]
+pub struct AnyMessage(pub Blob);
+
+impl AnyMessage {
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl crate::Message for AnyMessage {
+    const TYPE_NAME: &'static str = "*";
+    const TYPE_HASH: crate::TypeHash = crate::TypeHash(0);
+    const WIRE: Wire = Wire::Bytes;
+    fn wire_len(&self) -> Result<usize, WireError> {
+        Ok(self.0.len())
+    }
+    fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
+        out.copy_from_slice(&self.0);
+        Ok(())
+    }
+    fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
+        Ok(AnyMessage(Blob(bytes)))
+    }
+}
+
+/// Whether `T` is [`AnyMessage`] (matches every type).
+#[cfg_attr(not(feature = "shm"), allow(dead_code))]
+pub(crate) fn is_any<T: crate::Message>() -> bool {
+    T::TYPE_NAME == "*" && T::TYPE_HASH.0 == 0
+}
+
 /// The [`Message`](crate::Message) methods of a [`Wire::Cdr`] type (what
 /// `#[message(cdr)]` expands to).
 pub mod cdr_codec {

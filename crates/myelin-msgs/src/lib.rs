@@ -35,6 +35,7 @@ macro_rules! msg {
         $(#[$doc])*
         #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, myelin::Message)]
         #[message(cdr, name = $ros)]
+        #[serde(default)]
         pub struct $name {
             $($(#[$fdoc])* pub $field: $ty,)*
         }

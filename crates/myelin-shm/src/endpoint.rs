@@ -23,6 +23,11 @@ pub(crate) const INFO_LEN: usize = 1024;
 const MAX_STR: usize = 255;
 /// Bytes of opaque QoS (encoded by the core).
 pub const QOS_BYTES: usize = 64;
+/// The type hash of a subscription that takes any type as bytes (`myelin
+/// topic echo` and friends); its type name is `*`.
+pub const ANY_TYPE: u64 = 0;
+/// The type name that goes with [`ANY_TYPE`].
+pub const ANY_TYPE_NAME: &str = "*";
 
 /// Publisher or subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -377,7 +377,9 @@ impl InboxWriter {
     ) -> Result<Option<InboxWriter>, ShmError> {
         let seg = Segment::open_kind(name, KIND_INBOX)?;
         let info = EndpointInfo::read(&seg)?;
-        if info.type_hash != type_hash {
+        let any = info.type_hash == crate::endpoint::ANY_TYPE
+            && info.type_name == crate::endpoint::ANY_TYPE_NAME;
+        if info.type_hash != type_hash && !any {
             return Err(ShmError::TypeMismatch {
                 path: seg.path_str(),
                 expected: String::new(),

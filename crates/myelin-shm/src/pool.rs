@@ -156,14 +156,15 @@ pub struct PoolReader {
 }
 
 impl PoolReader {
-    /// Open a pool, checking its header and type hash.
+    /// Open a pool, checking its header and type hash (`ANY_TYPE` accepts
+    /// any: a tool that only looks at bytes).
     pub fn open(name: &SegmentName, type_hash: u64) -> Result<PoolReader, ShmError> {
         let seg = Segment::open_kind(name, KIND_POOL)?;
         let count = seg.atomic_u32(OFF_SLOT_COUNT).load(Ordering::Relaxed);
         let chunk_size = seg.atomic_u32(OFF_SLOT_SIZE).load(Ordering::Relaxed);
         let found = seg.atomic_u64(OFF_TYPE_HASH).load(Ordering::Relaxed);
         let path = seg.path_str();
-        if found != type_hash {
+        if found != type_hash && type_hash != crate::endpoint::ANY_TYPE {
             return Err(ShmError::BadHeader {
                 path,
                 what: format!("pool for type hash {found:016x}, expected {type_hash:016x}"),

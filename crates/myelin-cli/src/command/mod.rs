@@ -2,3 +2,4 @@
 pub mod bench;
 pub mod doctor;
 pub mod perf;
+pub mod topic;

@@ -126,6 +126,12 @@ pub(crate) fn decode_qos(b: &[u8; QOS_BYTES]) -> QoS {
     }
 }
 
+/// A subscription that takes any type (`AnyMessage`).
+fn is_any_info(i: &EndpointInfo) -> bool {
+    i.type_hash == myelin_shm::endpoint::ANY_TYPE
+        && i.type_name == myelin_shm::endpoint::ANY_TYPE_NAME
+}
+
 /// An endpoint the discovery thread keeps up to date.
 pub(crate) trait Discovered: Send + Sync {
     fn rescan(self: Arc<Self>, found: &[Found]);
@@ -243,9 +249,13 @@ impl ShmDomain {
         &self,
         topic: &str,
     ) -> Result<(), crate::CreateEndpointError> {
+        if crate::wire::is_any::<T>() {
+            return Ok(());
+        }
         for f in self.foreign() {
             if f.alive
                 && f.info.topic == topic
+                && !is_any_info(&f.info)
                 && (f.info.type_name != T::TYPE_NAME || f.info.type_hash != T::TYPE_HASH.0)
             {
                 return Err(crate::CreateEndpointError::RemoteTypeMismatch {
@@ -617,7 +627,9 @@ impl PubShm {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(f.name.file_name().to_string());
-            if f.info.type_name != T::TYPE_NAME || f.info.type_hash != T::TYPE_HASH.0 {
+            if !is_any_info(&f.info)
+                && (f.info.type_name != T::TYPE_NAME || f.info.type_hash != T::TYPE_HASH.0)
+            {
                 if first_time {
                     tracing::warn!(
                         "topic {topic:?}: subscription in process {} has type {} (hash {:016x}), this publisher {} ({}); not connected",
@@ -948,7 +960,9 @@ impl SubShm {
             if !f.alive || f.info.kind != EndpointKind::Publisher || f.info.topic != topic {
                 continue;
             }
-            if f.info.type_name != T::TYPE_NAME || f.info.type_hash != T::TYPE_HASH.0 {
+            if !crate::wire::is_any::<T>()
+                && (f.info.type_name != T::TYPE_NAME || f.info.type_hash != T::TYPE_HASH.0)
+            {
                 continue;
             }
             match decode_qos(&f.info.qos).compatible_with(qos) {

@@ -1,0 +1,421 @@
+//! `myelin topic ...` and `myelin node ...`: what runs on this host, over
+//! shared-memory discovery (other hosts join with the zenoh transport).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use myelin::{AnyMessage, DiscoveredEndpoint, Message, QoS, SharedBytes};
+use myelin_msgs::{builtin_interfaces, geometry_msgs, sensor_msgs, std_msgs};
+
+use crate::cli::{NodeCommand, TopicCommand};
+
+type Res = Result<(), Box<dyn std::error::Error>>;
+
+fn check_domain(domain: u32) -> Result<(), String> {
+    if domain > myelin::MAX_DOMAIN_ID {
+        return Err(format!(
+            "invalid --domain {domain}: ROS 2 domain ids are 0 to 232"
+        ));
+    }
+    Ok(())
+}
+
+/// User endpoints (not the internal service topics).
+fn visible(domain: u32) -> Result<Vec<DiscoveredEndpoint>, String> {
+    check_domain(domain)?;
+    Ok(myelin::endpoints(domain)
+        .into_iter()
+        .filter(|e| !e.topic.starts_with("/_srv/") && e.type_name != "*")
+        .collect())
+}
+
+fn absolute(topic: &str) -> String {
+    if topic.starts_with('/') {
+        topic.to_string()
+    } else {
+        format!("/{topic}")
+    }
+}
+
+fn find(topic: &str, domain: u32) -> Result<(String, Vec<DiscoveredEndpoint>), String> {
+    let t = absolute(topic);
+    let eps: Vec<_> = visible(domain)?
+        .into_iter()
+        .filter(|e| e.topic == t)
+        .collect();
+    if eps.is_empty() {
+        return Err(format!(
+            "topic {t:?}: nothing publishes or subscribes to it on domain {domain} (`myelin topic list --domain {domain}` shows what exists)"
+        ));
+    }
+    Ok((t, eps))
+}
+
+fn qos_line(q: &QoS) -> String {
+    format!(
+        "{:?}, {:?}, {:?}{}",
+        q.history,
+        q.reliability,
+        q.durability,
+        q.deadline
+            .map_or(String::new(), |d| format!(", deadline {d:?}"))
+    )
+}
+
+/// `myelin topic ...`.
+pub fn run(cmd: TopicCommand) -> Res {
+    match cmd {
+        TopicCommand::List { show_types, domain } => {
+            let mut topics: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+            for e in visible(domain)? {
+                topics.entry(e.topic).or_default().insert(e.type_name);
+            }
+            if topics.is_empty() {
+                eprintln!("no topics on domain {domain} (is anything running with shared memory?)");
+            }
+            for (t, types) in topics {
+                if show_types {
+                    let types: Vec<_> = types.into_iter().collect();
+                    println!("{t} [{}]", types.join(", "));
+                } else {
+                    println!("{t}");
+                }
+            }
+            Ok(())
+        }
+        TopicCommand::Info { topic, domain } => {
+            let (t, eps) = find(&topic, domain)?;
+            let types: BTreeSet<_> = eps.iter().map(|e| e.type_name.clone()).collect();
+            println!("Topic: {t}");
+            println!("Type: {}", types.into_iter().collect::<Vec<_>>().join(", "));
+            for (label, is_pub) in [("Publisher", true), ("Subscription", false)] {
+                let of: Vec<_> = eps.iter().filter(|e| e.is_publisher == is_pub).collect();
+                println!("{label} count: {}", of.len());
+                for e in of {
+                    println!("  node {} (pid {}): {}", e.node, e.pid, qos_line(&e.qos));
+                }
+            }
+            Ok(())
+        }
+        TopicCommand::Echo {
+            topic,
+            count,
+            domain,
+        } => echo(&topic, count, domain),
+        TopicCommand::Hz {
+            topic,
+            duration,
+            domain,
+        } => hz(&topic, duration, domain),
+        TopicCommand::Pub {
+            topic,
+            type_name,
+            value,
+            rate,
+            count,
+            domain,
+        } => publish(&topic, &type_name, &value, rate, count, domain),
+    }
+}
+
+/// Parse `yaml` as `T` and publish it.
+fn pub_as<T: Message + serde::de::DeserializeOwned>(
+    node: &myelin::Node,
+    topic: &str,
+    type_name: &str,
+    yaml: &str,
+    rate: Option<f64>,
+    count: Option<u64>,
+    ctx: &myelin::Context,
+) -> Res {
+    let msg: T = serde_yaml::from_str(yaml)
+        .map_err(|e| format!("the value is not a {type_name} in YAML: {e}"))?;
+    let p = node.create_publisher::<T>(topic, QoS::keep_last(10))?;
+    // Give subscribers a moment to connect (discovery is event-driven).
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while p.subscription_count() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let period = rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    let total = count.unwrap_or(if period.is_some() { u64::MAX } else { 1 });
+    let start = Instant::now();
+    let mut n = 0u64;
+    while n < total && !ctx.is_shut_down() {
+        p.publish(msg.clone())?;
+        n += 1;
+        println!("publishing #{n}: {type_name}");
+        match period {
+            Some(per) => {
+                let next = start + per * n as u32;
+                while Instant::now() < next && !ctx.is_shut_down() {
+                    std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
+                }
+            }
+            None if n < total => std::thread::sleep(Duration::from_millis(100)),
+            None => {}
+        }
+    }
+    // Let subscriptions in other processes read the last message before
+    // the publisher (and its shared memory) goes away.
+    std::thread::sleep(Duration::from_millis(200));
+    Ok(())
+}
+
+fn publish(
+    topic: &str,
+    type_name: &str,
+    yaml: &str,
+    rate: Option<f64>,
+    count: Option<u64>,
+    domain: u32,
+) -> Res {
+    check_domain(domain)?;
+    if let Some(r) = rate
+        && !(r.is_finite() && r > 0.0 && r <= 1e5)
+    {
+        return Err(format!("invalid --rate {r}: must be above 0 and at most 100000 Hz").into());
+    }
+    let t = absolute(topic);
+    let ctx = myelin::Context::builder().domain_id(domain).build()?;
+    let node = ctx.create_node(&format!("myelin_cli_pub_{}", std::process::id()))?;
+    macro_rules! known {
+        ($($t:ty),* $(,)?) => {
+            $(
+                if type_name == <$t as Message>::TYPE_NAME {
+                    return pub_as::<$t>(&node, &t, type_name, yaml, rate, count, &ctx);
+                }
+            )*
+        };
+    }
+    known!(
+        builtin_interfaces::Time,
+        builtin_interfaces::Duration,
+        std_msgs::Header,
+        std_msgs::String,
+        std_msgs::Bool,
+        std_msgs::Int32,
+        std_msgs::Int64,
+        std_msgs::Float32,
+        std_msgs::Float64,
+        std_msgs::Empty,
+        geometry_msgs::Point,
+        geometry_msgs::Vector3,
+        geometry_msgs::Quaternion,
+        geometry_msgs::Pose,
+        geometry_msgs::PoseStamped,
+        geometry_msgs::Twist,
+        geometry_msgs::TwistStamped,
+        geometry_msgs::Transform,
+        geometry_msgs::TransformStamped,
+        sensor_msgs::Imu,
+        sensor_msgs::LaserScan,
+        sensor_msgs::CameraInfo,
+    );
+    Err(format!(
+        "unknown type {type_name:?}: `topic pub` knows the standard types (e.g. std_msgs/msg/String, geometry_msgs/msg/Twist)"
+    )
+    .into())
+}
+
+/// What `echo` and `hz` read from: the context, topic, its type, and an
+/// any-type subscription.
+type Tap = (
+    myelin::Context,
+    String,
+    String,
+    myelin::Subscription<AnyMessage>,
+);
+
+fn subscribe(topic: &str, domain: u32) -> Result<Tap, Box<dyn std::error::Error>> {
+    let (t, eps) = find(topic, domain)?;
+    let type_name = eps
+        .iter()
+        .find(|e| e.is_publisher)
+        .or(eps.first())
+        .map(|e| e.type_name.clone())
+        .unwrap_or_default();
+    let ctx = myelin::Context::builder()
+        .domain_id(domain)
+        .shared_memory(true)
+        .build()?;
+    let node = ctx.create_node(&format!("myelin_cli_{}", std::process::id()))?;
+    // Best effort and volatile: compatible with every publisher.
+    let sub = node.create_polling_subscription::<AnyMessage>(
+        &t,
+        QoS::keep_last(100).best_effort().volatile(),
+        Default::default(),
+    )?;
+    Ok((ctx, t, type_name, sub))
+}
+
+/// Decode and pretty-print a message of a known type; `None` if unknown.
+fn render(type_name: &str, bytes: &[u8]) -> Option<Result<String, String>> {
+    fn show<T: Message + std::fmt::Debug>(bytes: &[u8]) -> Result<String, String> {
+        T::wire_decode(SharedBytes::copy_from(bytes))
+            .map(|m| format!("{m:#?}"))
+            .map_err(|e| e.to_string())
+    }
+    macro_rules! known {
+        ($($t:ty),* $(,)?) => {
+            $(
+                if type_name == <$t as Message>::TYPE_NAME {
+                    return Some(show::<$t>(bytes));
+                }
+            )*
+        };
+    }
+    known!(
+        builtin_interfaces::Time,
+        builtin_interfaces::Duration,
+        std_msgs::Header,
+        std_msgs::String,
+        std_msgs::Bool,
+        std_msgs::Int32,
+        std_msgs::Int64,
+        std_msgs::Float32,
+        std_msgs::Float64,
+        std_msgs::Empty,
+        geometry_msgs::Point,
+        geometry_msgs::Vector3,
+        geometry_msgs::Quaternion,
+        geometry_msgs::Pose,
+        geometry_msgs::PoseStamped,
+        geometry_msgs::Twist,
+        geometry_msgs::TwistStamped,
+        geometry_msgs::Transform,
+        geometry_msgs::TransformStamped,
+        sensor_msgs::Image,
+        sensor_msgs::CompressedImage,
+        sensor_msgs::Imu,
+        sensor_msgs::LaserScan,
+        sensor_msgs::PointField,
+        sensor_msgs::PointCloud2,
+        sensor_msgs::CameraInfo,
+        String,
+        bool,
+        u8,
+        i8,
+        u16,
+        i16,
+        u32,
+        i32,
+        u64,
+        i64,
+        f32,
+        f64,
+        Vec<u8>,
+    );
+    None
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let shown: Vec<String> = bytes.iter().take(64).map(|b| format!("{b:02x}")).collect();
+    let more = if bytes.len() > 64 { " ..." } else { "" };
+    format!("{} bytes: {}{more}", bytes.len(), shown.join(" "))
+}
+
+fn echo(topic: &str, count: Option<u64>, domain: u32) -> Res {
+    let (ctx, t, type_name, sub) = subscribe(topic, domain)?;
+    eprintln!("echoing {t} [{type_name}] on domain {domain}; Ctrl-C to stop");
+    let mut n = 0u64;
+    while count.is_none_or(|c| n < c) {
+        match sub.wait_for_message(Duration::from_millis(500)) {
+            Ok(m) => {
+                let text = match render(&type_name, m.bytes()) {
+                    Some(Ok(s)) => s,
+                    Some(Err(e)) => {
+                        format!("(cannot decode as {type_name}: {e}) {}", hex(m.bytes()))
+                    }
+                    None => hex(m.bytes()),
+                };
+                println!("{text}\n---");
+                n += 1;
+            }
+            Err(myelin::WaitError::ContextShutDown(_)) => break,
+            Err(_) if ctx.is_shut_down() => break,
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn hz(topic: &str, duration: Option<f64>, domain: u32) -> Res {
+    let (ctx, t, type_name, sub) = subscribe(topic, domain)?;
+    eprintln!("measuring the rate of {t} [{type_name}]; Ctrl-C to stop");
+    let end = duration.map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
+    let mut stamps: Vec<Instant> = Vec::new();
+    let mut next_print = Instant::now() + Duration::from_secs(1);
+    while !ctx.is_shut_down() && end.is_none_or(|e| Instant::now() < e) {
+        if sub.wait_for_message(Duration::from_millis(100)).is_ok() {
+            stamps.push(Instant::now());
+            if stamps.len() > 10_000 {
+                stamps.drain(..stamps.len() - 10_000);
+            }
+        }
+        if Instant::now() >= next_print {
+            next_print += Duration::from_secs(1);
+            if stamps.len() < 2 {
+                println!("no new messages");
+                continue;
+            }
+            let periods: Vec<f64> = stamps
+                .windows(2)
+                .map(|w| w[1].duration_since(w[0]).as_secs_f64())
+                .collect();
+            let mean = periods.iter().sum::<f64>() / periods.len() as f64;
+            let var =
+                periods.iter().map(|p| (p - mean).powi(2)).sum::<f64>() / periods.len() as f64;
+            let min = periods.iter().cloned().fold(f64::INFINITY, f64::min);
+            let max = periods.iter().cloned().fold(0.0, f64::max);
+            println!(
+                "average rate: {:.3}\n\tmin: {:.6}s max: {:.6}s std dev: {:.6}s window: {}",
+                1.0 / mean,
+                min,
+                max,
+                var.sqrt(),
+                stamps.len()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `myelin node ...`.
+pub fn run_node(cmd: NodeCommand) -> Res {
+    match cmd {
+        NodeCommand::List { domain } => {
+            let nodes: BTreeSet<String> = visible(domain)?.into_iter().map(|e| e.node).collect();
+            if nodes.is_empty() {
+                eprintln!("no nodes on domain {domain}");
+            }
+            for n in nodes {
+                println!("{n}");
+            }
+            Ok(())
+        }
+        NodeCommand::Info { node, domain } => {
+            let name = absolute(&node);
+            let eps: Vec<_> = visible(domain)?
+                .into_iter()
+                .filter(|e| e.node == name)
+                .collect();
+            if eps.is_empty() {
+                return Err(format!(
+                    "node {name:?}: not found on domain {domain} (`myelin node list --domain {domain}`)"
+                )
+                .into());
+            }
+            println!("{name}");
+            for (label, is_pub) in [("Publishers", true), ("Subscribers", false)] {
+                println!("  {label}:");
+                let mut seen = BTreeSet::new();
+                for e in eps.iter().filter(|e| e.is_publisher == is_pub) {
+                    if seen.insert((e.topic.clone(), e.type_name.clone())) {
+                        println!("    {}: {}", e.topic, e.type_name);
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
