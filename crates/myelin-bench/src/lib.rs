@@ -62,6 +62,7 @@ pub mod plot;
 pub mod report;
 pub mod stats;
 pub mod sys;
+pub mod topology;
 
 pub mod scenarios;
 

@@ -230,6 +230,8 @@ pub enum Scenario {
     Rpc,
     /// Two processes: round trips over the shared-memory ring vs the raw futex/spin limits.
     Ipc,
+    /// A whole robot graph from a topology JSON file (`myelin bench topology FILE`).
+    Topology,
     /// Seed 003's ping-pong between processes: myelin (shm, block and poll) beside CycloneDDS ddsperf.
     Pingpong,
 }
@@ -240,6 +242,10 @@ pub struct BenchArgs {
     /// The scenario (default: the suite).
     #[arg(value_enum, default_value_t = Scenario::Suite)]
     pub scenario: Scenario,
+    /// topology: the topology file (iRobot ros2-performance JSON format;
+    /// see topologies/).
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
     /// Systems to measure (repeatable): myelin, channel, raw. Default: all.
     #[arg(long = "system", value_name = "SYSTEM")]
     pub systems: Vec<String>,

@@ -114,3 +114,49 @@ fn doctor_clean_runs_and_rejects_a_bad_domain() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("domain 229"));
     fails_naming(&["doctor", "--domain", "999"], "--domain");
 }
+
+#[test]
+fn bench_topology_runs_a_file_and_reports_json_and_errors() {
+    let dir = std::env::temp_dir().join(format!("myelin-topo-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("out.json");
+    let topo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../topologies/sierra_nevada.json"
+    );
+    let out = myelin()
+        .args(["bench", "topology", topo, "--duration", "1"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("total:") && stdout.contains("cpu:"),
+        "{stdout}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["subscriptions"].as_array().unwrap().len(), 17);
+    for k in ["late", "too_late", "lost", "received", "rss_bytes"] {
+        assert!(v[k].is_u64(), "{k}");
+    }
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{\n  \"nodes\": [ oops ]\n}\n").unwrap();
+    let out = myelin()
+        .args(["bench", "topology"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.json:2:"), "{err}");
+    let out = myelin().args(["bench", "topology"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a FILE"));
+}

@@ -67,6 +67,7 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
         Scenario::Relay if args.processes => scenarios::relay_procs::plan(chain, &sys)?,
         Scenario::Relay => scenarios::relay::plan(chain, &sys)?,
         Scenario::Rpc => scenarios::rpc::plan(chain, &sys)?,
+        Scenario::Topology => unreachable!("handled by `topology`"),
         Scenario::Pingpong => scenarios::pingpong::plan(
             scenarios::pingpong::PingPongParams {
                 count: args.count.unwrap_or(if q { 2_000 } else { 20_000 }),
@@ -182,6 +183,9 @@ fn run_child(index: usize, name: &str) -> Result<Record, String> {
 
 /// Run `myelin bench`.
 pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if args.scenario == Scenario::Topology {
+        return topology(&args);
+    }
     let jobs = plan(&args)?;
     if let Some(index) = args.job {
         let n = jobs.len();
@@ -244,6 +248,58 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             failures.join("\n  ")
         )
         .into());
+    }
+    Ok(())
+}
+
+/// `myelin bench topology FILE`: the graph in this process, with a progress
+/// bar; Ctrl-C stops early and reports what was measured.
+fn topology(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let file = args
+        .file
+        .as_ref()
+        .ok_or("myelin bench topology needs a FILE (e.g. topologies/sierra_nevada.json)")?;
+    let plans = myelin_bench::topology::load(file)?;
+    let secs = match args.duration {
+        Some(d) if d.is_finite() && d > 0.0 => d,
+        Some(d) => return Err(format!("invalid --duration {d}: must be above 0 seconds").into()),
+        None if args.quick => 3.0,
+        None => 10.0,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    ctrlc::set_handler(move || s.store(true, Ordering::Relaxed))
+        .map_err(|e| format!("cannot handle Ctrl-C: {e}"))?;
+    let bar = ProgressBar::new(1000);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {elapsed}/{duration}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(format!("{} ({} nodes)", file.display(), plans.len()));
+    let report = myelin_bench::topology::run_in_process(
+        &plans,
+        &file.display().to_string(),
+        Duration::from_secs_f64(secs),
+        stop,
+        |f| bar.set_position((f * 1000.0) as u64),
+    )?;
+    bar.finish_and_clear();
+    print!("{}", myelin_bench::topology::render(&report));
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .map_err(|e| format!("--json {}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(dir) = &args.plot {
+        let stem = file
+            .file_stem()
+            .map_or("topology".to_string(), |s| s.to_string_lossy().into_owned());
+        for f in write_plots(dir, &stem, &report.recorder, &stem)? {
+            println!("wrote {}", f.display());
+        }
     }
     Ok(())
 }

@@ -1,0 +1,205 @@
+//! Topology files: the shipped ones load and run; every validation error
+//! names the node and the field (line and column for syntax); the late /
+//! too-late / lost counters are right on a deliberately slow subscriber.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use myelin_bench::topology::{self, TopologyError};
+
+fn shipped(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../topologies")
+        .join(name)
+}
+
+fn run(text: &str, secs: f64) -> topology::TopologyReport {
+    let plans = topology::parse(text, "test.json").unwrap();
+    topology::run_in_process(
+        &plans,
+        "test.json",
+        Duration::from_secs_f64(secs),
+        Arc::new(AtomicBool::new(false)),
+        |_| {},
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_shipped_topologies_load_with_the_published_shapes() {
+    for (file, nodes, topics, subs) in [
+        ("sierra_nevada.json", 10, 13, 17),
+        ("mont_blanc.json", 20, 23, 35),
+        ("white_mountain.json", 20, 23, 35),
+        ("cedar.json", 9, 13, 19),
+    ] {
+        let plans = topology::load(&shipped(file)).unwrap();
+        assert_eq!(plans.len(), nodes, "{file}");
+        assert_eq!(
+            plans.iter().map(|n| n.publishers.len()).sum::<usize>(),
+            topics,
+            "{file}"
+        );
+        assert_eq!(
+            plans.iter().map(|n| n.subscribers.len()).sum::<usize>(),
+            subs,
+            "{file}"
+        );
+    }
+    for file in [
+        "relay_chain.json",
+        "fanout_20x10.json",
+        "image_pipeline_all_in_one.json",
+        "image_pipeline_with_two_image_view.json",
+    ] {
+        topology::load(&shipped(file)).unwrap();
+    }
+}
+
+#[test]
+fn shipped_topologies_run_in_one_process_with_nothing_lost() {
+    for file in [
+        "sierra_nevada.json",
+        "cedar.json",
+        "image_pipeline_all_in_one.json",
+    ] {
+        let text = std::fs::read_to_string(shipped(file)).unwrap();
+        let r = run(&text, 1.5);
+        assert_eq!(r.lost, 0, "{file}");
+        for s in &r.subscriptions {
+            // Every subscription hears its publisher, never more than the
+            // rate allows (timers skip, never burst).
+            assert!(
+                s.received >= 1 || s.expected == 0,
+                "{file}: {} {}",
+                s.node,
+                s.topic
+            );
+            assert!(
+                s.received <= s.expected + 2,
+                "{file}: {} {} {} > {}",
+                s.node,
+                s.topic,
+                s.received,
+                s.expected
+            );
+        }
+        assert!(r.rss_bytes > 0);
+    }
+}
+
+fn invalid(text: &str) -> (String, String, String) {
+    match topology::parse(text, "bad.json").unwrap_err() {
+        TopologyError::Invalid {
+            node, field, why, ..
+        } => (node, field, why),
+        e => panic!("expected Invalid, got {e}"),
+    }
+}
+
+#[test]
+fn validation_errors_name_the_node_and_the_field() {
+    let (node, field, why) = invalid(
+        r#"{"nodes":[{"node_name":"cam","publishers":[{"topic_name":"t","msg_type":"stamped_banana","period_ms":10}]}]}"#,
+    );
+    assert_eq!(
+        (node.as_str(), field.as_str()),
+        ("cam", "publishers[0].msg_type")
+    );
+    assert!(why.contains("stamped_banana"), "{why}");
+
+    let (node, field, why) = invalid(
+        r#"{"nodes":[{"node_name":"viewer","subscribers":[{"topic_name":"ghost","msg_type":"stamped_int64"}]}]}"#,
+    );
+    assert_eq!(
+        (node.as_str(), field.as_str()),
+        ("viewer", "subscribers[0].topic_name")
+    );
+    assert!(why.contains("nobody publishes /ghost"), "{why}");
+
+    let (node, field, why) = invalid(
+        r#"{"nodes":[
+            {"node_name":"a","publishers":[{"topic_name":"t","msg_type":"stamped_int64","period_ms":10}]},
+            {"node_name":"b","subscribers":[{"topic_name":"t","msg_type":"stamped4_int32"}]}]}"#,
+    );
+    assert_eq!(
+        (node.as_str(), field.as_str()),
+        ("b", "subscribers[0].msg_type")
+    );
+    assert!(
+        why.contains("stamped_int64") && why.contains("stamped4_int32"),
+        "{why}"
+    );
+
+    let (node, field, _) = invalid(
+        r#"{"nodes":[{"node_name":"a","publishers":[{"topic_name":"t","msg_type":"stamped_int64"}]}]}"#,
+    );
+    assert_eq!(
+        (node.as_str(), field.as_str()),
+        ("a", "publishers[0].period_ms")
+    );
+
+    let (node, field, _) = invalid(
+        r#"{"nodes":[{"node_name":"a","subscribers":[{"topic_name":"t","msg_type":"stamped_int64","qos_reliability":"sometimes"}],
+                      "publishers":[{"topic_name":"t","msg_type":"stamped_int64","period_ms":10}]}]}"#,
+    );
+    assert_eq!(
+        (node.as_str(), field.as_str()),
+        ("a", "subscribers[0].qos_reliability")
+    );
+}
+
+#[test]
+fn malformed_json_reports_line_and_column() {
+    let e = topology::parse(
+        "{\n  \"nodes\": [\n    {\"node_name\": \"a\",, }\n  ]\n}",
+        "x.json",
+    )
+    .unwrap_err();
+    match e {
+        TopologyError::Syntax { line, column, .. } => {
+            assert_eq!(line, 3);
+            assert!(column > 1);
+        }
+        e => panic!("{e}"),
+    }
+    let e =
+        topology::parse(r#"{"nodes":[{"node_name":"a","publishrs":[]}]}"#, "x.json").unwrap_err();
+    assert!(e.to_string().contains("publishrs"), "{e}");
+    assert!(e.to_string().starts_with("x.json:1:"), "{e}");
+}
+
+#[test]
+fn a_slow_subscriber_makes_its_neighbours_late_and_loses_its_own_messages() {
+    // The source on its own executor; `slow` and `bystander` share another.
+    // `slow` is busy 25 ms per message of a 100 Hz topic with depth 1, so
+    // its buffer overwrites (lost), and `bystander`'s messages wait behind
+    // it (late: > 2 ms, too late: > 10 ms).
+    let text = r#"{"nodes":[
+        {"node_name":"src","executor_id":1,"publishers":[
+            {"topic_name":"work","msg_type":"stamped_int64","period_ms":10},
+            {"topic_name":"news","msg_type":"stamped_int64","period_ms":10}]},
+        {"node_name":"slow","executor_id":2,"subscribers":[
+            {"topic_name":"work","msg_type":"stamped_int64","qos_depth":1,"callback_us":25000}]},
+        {"node_name":"bystander","executor_id":2,"subscribers":[
+            {"topic_name":"news","msg_type":"stamped_int64","qos_depth":100}]}]}"#;
+    let r = run(text, 1.5);
+    let slow = r.subscriptions.iter().find(|s| s.node == "slow").unwrap();
+    let by = r
+        .subscriptions
+        .iter()
+        .find(|s| s.node == "bystander")
+        .unwrap();
+    assert!(slow.lost > 0, "{slow:?}");
+    assert!(by.too_late > 0, "{by:?}");
+    assert!(by.late + by.too_late > 0);
+    assert_eq!(r.lost, slow.lost + by.lost);
+    // The counters are in the JSON.
+    let json = serde_json::to_value(&r).unwrap();
+    for key in ["late", "too_late", "lost"] {
+        assert!(json[key].is_u64(), "{key}");
+        assert!(json["subscriptions"][0][key].is_u64(), "{key}");
+    }
+}
