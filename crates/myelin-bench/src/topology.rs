@@ -516,7 +516,7 @@ pub fn load(path: &Path) -> Result<Vec<NodePlan>, TopologyError> {
 }
 
 /// One subscription's figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SubResult {
     /// The node.
     pub node: String,
@@ -619,35 +619,50 @@ fn header_bytes(b: &mut [u8], stamp: u64, tracking: u32, freq: f32, size: u32) {
     b[16..20].copy_from_slice(&size.to_le_bytes());
 }
 
-/// Run the graph in this process for `duration` (nodes with the same
-/// `executor_id` share an executor thread). `progress` is called about
-/// every 100 ms with the elapsed fraction; `stop` ends the run early.
-pub fn run_in_process(
-    plans: &[NodePlan],
-    file: &str,
+/// What one process measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PartResult {
+    /// Per subscription of this process's nodes.
+    pub subscriptions: Vec<SubResult>,
+    /// Every latency sample (ns) of on-time and late messages.
+    pub samples: Vec<(f64, u64)>,
+    /// CPU time of the process during the measurement (ns).
+    pub cpu_ns: u64,
+    /// Resident memory at the end (bytes).
+    pub rss_bytes: u64,
+    /// Seconds measured.
+    pub elapsed_s: f64,
+    /// Stopped early.
+    pub interrupted: bool,
+}
+
+/// Build `mine` (a subset of `all`) on `ctx`, start publishing at
+/// `start_at_ns` (monotonic clock, shared by every process of the host),
+/// measure for `duration`.
+fn run_nodes(
+    all: &[NodePlan],
+    mine: &[usize],
+    ctx: &Context,
+    start_at_ns: u64,
     duration: Duration,
-    stop: Arc<AtomicBool>,
-    mut progress: impl FnMut(f64),
-) -> Result<TopologyReport, TopologyError> {
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(f64),
+) -> Result<PartResult, TopologyError> {
     let err = |e: &dyn std::fmt::Display| TopologyError::Run(e.to_string());
-    let ctx = Context::builder()
-        .handle_signals(false)
-        .shared_memory(false)
-        .build()
-        .map_err(|e| err(&e))?;
     let mut nodes = Vec::new();
     let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
     // (node, topic, message size, tracker, period) per subscription.
     type Tracked = (String, String, usize, Arc<Mutex<Tracker>>, Duration);
     let mut trackers: Vec<Tracked> = Vec::new();
     let mut periods: HashMap<String, (Duration, usize)> = HashMap::new();
-    for n in plans {
+    for n in all {
         for p in &n.publishers {
             periods.insert(p.topic.clone(), (p.period, p.size));
         }
     }
     let running = Arc::new(AtomicBool::new(false));
-    for n in plans {
+    for &i in mine {
+        let n = &all[i];
         let node = ctx
             .create_node_in(&n.name, &n.namespace)
             .map_err(|e| err(&e))?;
@@ -733,12 +748,15 @@ pub fn run_in_process(
         stops.push(exec.stop_handle());
         threads.push(std::thread::spawn(move || exec.spin()));
     }
+    while crate::scenarios::now_ns() < start_at_ns && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
     let cpu0 = CpuSnapshot::now();
     let start = Instant::now();
     running.store(true, Ordering::Relaxed);
     let mut interrupted = false;
     while start.elapsed() < duration {
-        if stop.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) || ctx.is_shut_down() {
             interrupted = true;
             break;
         }
@@ -758,16 +776,11 @@ pub fn run_in_process(
     for t in threads {
         let _ = t.join();
     }
-    let mut total = LatencyRecorder::new();
     let mut subs = Vec::new();
-    let (mut rx, mut late, mut too_late, mut lost) = (0, 0, 0, 0);
+    let mut samples = Vec::new();
     for (node, topic, size, t, period) in trackers {
         let t = t.lock().unwrap_or_else(|e| e.into_inner());
-        total.merge(&t.rec);
-        rx += t.received;
-        late += t.late;
-        too_late += t.too_late;
-        lost += t.lost;
+        samples.extend_from_slice(t.rec.time_series());
         subs.push(SubResult {
             node,
             topic,
@@ -780,25 +793,222 @@ pub fn run_in_process(
             expected: (elapsed.as_secs_f64() / period.as_secs_f64()) as u64,
         });
     }
+    Ok(PartResult {
+        subscriptions: subs,
+        samples,
+        cpu_ns: usage.cpu_ns,
+        rss_bytes: crate::sys::current_rss_bytes(),
+        elapsed_s: elapsed.as_secs_f64(),
+        interrupted,
+    })
+}
+
+fn report_of(file: &str, placement: String, parts: Vec<PartResult>) -> TopologyReport {
+    let mut rec = LatencyRecorder::with_time_series();
+    let mut subs = Vec::new();
+    let (mut cpu_ns, mut rss, mut elapsed, mut interrupted) = (0u64, 0u64, 0f64, false);
+    for p in parts {
+        for (t, ns) in &p.samples {
+            rec.record_at(*t, *ns);
+        }
+        subs.extend(p.subscriptions);
+        cpu_ns += p.cpu_ns;
+        rss += p.rss_bytes;
+        elapsed = elapsed.max(p.elapsed_s);
+        interrupted |= p.interrupted;
+    }
+    let sum = |f: fn(&SubResult) -> u64| subs.iter().map(f).sum::<u64>();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let one = usage.cpu_ns as f64 / elapsed.as_nanos().max(1) as f64 * 100.0;
-    Ok(TopologyReport {
+    let one = cpu_ns as f64 / (elapsed * 1e9).max(1.0) * 100.0;
+    TopologyReport {
         machine: MachineInfo::detect(),
         file: file.into(),
-        placement: "one process".into(),
-        duration_s: elapsed.as_secs_f64(),
+        placement,
+        duration_s: elapsed,
+        received: sum(|s| s.received),
+        late: sum(|s| s.late),
+        too_late: sum(|s| s.too_late),
+        lost: sum(|s| s.lost),
         subscriptions: subs,
-        total: total.summary(),
-        received: rx,
-        late,
-        too_late,
-        lost,
+        total: rec.summary(),
         cpu_percent_of_one_core: one,
         cpu_percent_of_all_cores: one / cores,
-        rss_bytes: crate::sys::current_rss_bytes(),
+        rss_bytes: rss,
         interrupted,
-        recorder: total,
-    })
+        recorder: rec,
+    }
+}
+
+/// Run the graph in this process for `duration` (nodes with the same
+/// `executor_id` share an executor thread). `progress` is called about
+/// every 100 ms with the elapsed fraction; `stop` ends the run early.
+pub fn run_in_process(
+    plans: &[NodePlan],
+    file: &str,
+    duration: Duration,
+    stop: Arc<AtomicBool>,
+    mut progress: impl FnMut(f64),
+) -> Result<TopologyReport, TopologyError> {
+    let ctx = Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .map_err(|e| TopologyError::Run(e.to_string()))?;
+    let all: Vec<usize> = (0..plans.len()).collect();
+    let part = run_nodes(
+        plans,
+        &all,
+        &ctx,
+        crate::scenarios::now_ns(),
+        duration,
+        &stop,
+        &mut progress,
+    )?;
+    Ok(report_of(file, "one process".into(), vec![part]))
+}
+
+/// How nodes are spread over processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Every node its own process.
+    PerNode,
+    /// Nodes with the same `executor_id` in one process.
+    PerExecutor,
+}
+
+const CHILD_ENV: &str = "MYELIN_TOPOLOGY_CHILD";
+const RESULT_MARK: &str = "MYELIN_TOPOLOGY_RESULT ";
+
+/// Run as one process of a multi-process topology run if started as one
+/// (call first thing in `main`; returns only if not).
+pub fn child_if_requested() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let code = match child(&spec) {
+        Ok(part) => {
+            println!(
+                "{RESULT_MARK}{}",
+                serde_json::to_string(&part).unwrap_or_default()
+            );
+            0
+        }
+        Err(e) => {
+            println!("topology child error: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+/// `file|domain|i,j,k|start_at_ns|duration_s`
+fn child(spec: &str) -> Result<PartResult, TopologyError> {
+    let bad = || TopologyError::Run(format!("bad {CHILD_ENV} {spec:?}"));
+    let parts: Vec<&str> = spec.split('|').collect();
+    let [file, domain, nodes, start, secs] = parts[..] else {
+        return Err(bad());
+    };
+    let plans = load(Path::new(file))?;
+    let domain: u32 = domain.parse().map_err(|_| bad())?;
+    let mine: Vec<usize> = nodes
+        .split(',')
+        .map(|x| x.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    let start: u64 = start.parse().map_err(|_| bad())?;
+    let secs: f64 = secs.parse().map_err(|_| bad())?;
+    let ctx = Context::builder()
+        .domain_id(domain)
+        .handle_signals(true)
+        .shared_memory(true)
+        .build()
+        .map_err(|e| TopologyError::Run(e.to_string()))?;
+    let stop = AtomicBool::new(false);
+    run_nodes(
+        &plans,
+        &mine,
+        &ctx,
+        start,
+        Duration::from_secs_f64(secs),
+        &stop,
+        &mut |_| {},
+    )
+}
+
+/// Run the graph across processes over shared memory: one process per node
+/// or per executor id, all started together after a discovery head start.
+pub fn run_in_processes(
+    plans: &[NodePlan],
+    path: &Path,
+    placement: Placement,
+    duration: Duration,
+    mut progress: impl FnMut(f64),
+) -> Result<TopologyReport, TopologyError> {
+    let err = |e: &dyn std::fmt::Display| TopologyError::Run(e.to_string());
+    let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, n) in plans.iter().enumerate() {
+        let key = match placement {
+            Placement::PerNode => format!("{i:04}"),
+            Placement::PerExecutor => format!("{:010}", n.executor_id),
+        };
+        groups.entry(key).or_default().push(i);
+    }
+    let domain = 200 + ((std::process::id() + 13) % 30);
+    // Discovery head start: every process connects before publishing.
+    let head = Duration::from_millis(1500 + 50 * groups.len() as u64);
+    let start_at = crate::scenarios::now_ns() + head.as_nanos() as u64;
+    let exe = std::env::current_exe().map_err(|e| err(&e))?;
+    let mut children = Vec::new();
+    for nodes in groups.values() {
+        let list: Vec<String> = nodes.iter().map(|i| i.to_string()).collect();
+        let spec = format!(
+            "{}|{domain}|{}|{start_at}|{}",
+            path.display(),
+            list.join(","),
+            duration.as_secs_f64()
+        );
+        let child = std::process::Command::new(&exe)
+            .args(["topology_role", "--exact", "--nocapture"])
+            .env(CHILD_ENV, spec)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| err(&e))?;
+        children.push(child);
+    }
+    let t0 = Instant::now();
+    let total = head + duration;
+    let mut outputs = Vec::new();
+    // Progress while the children run; then collect their results.
+    loop {
+        let done = children
+            .iter_mut()
+            .all(|c| matches!(c.try_wait(), Ok(Some(_))));
+        if done || t0.elapsed() > total + Duration::from_secs(30) {
+            break;
+        }
+        progress((t0.elapsed().as_secs_f64() / total.as_secs_f64()).min(1.0));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for mut c in children {
+        let _ = c.kill();
+        let out = c.wait_with_output().map_err(|e| err(&e))?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let part = text
+            .lines()
+            .find_map(|l| l.strip_prefix(RESULT_MARK))
+            .ok_or_else(|| {
+                let why = text
+                    .lines()
+                    .find(|l| l.contains("error"))
+                    .unwrap_or("no result");
+                TopologyError::Run(format!("a topology process failed: {why}"))
+            })?;
+        outputs.push(serde_json::from_str::<PartResult>(part).map_err(|e| err(&e))?);
+    }
+    let label = match placement {
+        Placement::PerNode => format!("{} processes (per node)", outputs.len()),
+        Placement::PerExecutor => format!("{} processes (per executor)", outputs.len()),
+    };
+    Ok(report_of(&path.display().to_string(), label, outputs))
 }
 
 /// The report as a table (one row per subscription, then the total).

@@ -9,6 +9,16 @@ use std::time::Duration;
 
 use myelin_bench::topology::{self, TopologyError};
 
+/// A process of a multi-process run (`MYELIN_TOPOLOGY_CHILD`).
+#[test]
+fn topology_role() {
+    topology::child_if_requested();
+}
+
+fn helper() -> bool {
+    std::env::var_os("MYELIN_TOPOLOGY_CHILD").is_some()
+}
+
 fn shipped(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../topologies")
@@ -201,5 +211,29 @@ fn a_slow_subscriber_makes_its_neighbours_late_and_loses_its_own_messages() {
     for key in ["late", "too_late", "lost"] {
         assert!(json[key].is_u64(), "{key}");
         assert!(json["subscriptions"][0][key].is_u64(), "{key}");
+    }
+}
+
+#[test]
+fn sierra_nevada_runs_with_every_node_in_its_own_process() {
+    if helper() {
+        return;
+    }
+    let path = shipped("sierra_nevada.json");
+    let plans = topology::load(&path).unwrap();
+    let r = topology::run_in_processes(
+        &plans,
+        &path,
+        topology::Placement::PerNode,
+        Duration::from_secs_f64(2.0),
+        |_| {},
+    )
+    .unwrap();
+    assert!(r.placement.starts_with("10 processes"), "{}", r.placement);
+    assert_eq!(r.subscriptions.len(), 17);
+    assert_eq!(r.lost, 0);
+    for s in &r.subscriptions {
+        assert!(s.received >= 1, "{} {}", s.node, s.topic);
+        assert!(s.received <= s.expected + 2, "{} {}", s.node, s.topic);
     }
 }

@@ -277,11 +277,12 @@ pub struct BenchArgs {
     /// fanout: seconds to run.
     #[arg(long)]
     pub duration: Option<f64>,
-    /// relay: every relay in its own process over shared memory (myelin),
-    /// beside the raw two-process futex ping-pong of the same run; image:
-    /// the viewer in another process than the camera (loaned frames).
-    #[arg(long)]
-    pub processes: bool,
+    /// Stages in separate processes over shared memory. relay: every relay
+    /// its own process (beside the raw two-process futex ping-pong); image:
+    /// the stage in another process than the camera; topology: `per-node`
+    /// (the default) or `per-executor`.
+    #[arg(long, value_name = "PLACEMENT", num_args = 0..=1, default_missing_value = "per-node")]
+    pub processes: Option<String>,
     /// Internal: run only job N of the plan and print its record as JSON.
     /// The parent runs every job in its own child process, so CPU, RSS and
     /// background threads (zenoh's runtime) never leak between systems.

@@ -58,6 +58,7 @@ fn context(domain: u32) -> Result<Context, BenchError> {
 /// it first thing in `main`; it returns only if not.
 pub fn child_if_requested() {
     super::relay_procs::relay_if_requested();
+    crate::topology::child_if_requested();
     #[cfg(feature = "iceoryx2")]
     super::iceoryx2_peer::pong_if_requested();
     pong_if_requested();

@@ -64,7 +64,7 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
     };
     Ok(match args.scenario {
         Scenario::Suite => scenarios::suite(q, &sys)?,
-        Scenario::Relay if args.processes => scenarios::relay_procs::plan(chain, &sys)?,
+        Scenario::Relay if args.processes.is_some() => scenarios::relay_procs::plan(chain, &sys)?,
         Scenario::Relay => scenarios::relay::plan(chain, &sys)?,
         Scenario::Rpc => scenarios::rpc::plan(chain, &sys)?,
         Scenario::Topology => unreachable!("handled by `topology`"),
@@ -95,7 +95,7 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
             },
             &sys,
         )?,
-        Scenario::Image if args.processes => {
+        Scenario::Image if args.processes.is_some() => {
             // Camera => a stage in another process => viewer (back in the
             // camera's process): two cross-process hops per frame.
             let mut jobs = Vec::new();
@@ -279,13 +279,33 @@ fn topology(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_message(format!("{} ({} nodes)", file.display(), plans.len()));
-    let report = myelin_bench::topology::run_in_process(
-        &plans,
-        &file.display().to_string(),
-        Duration::from_secs_f64(secs),
-        stop,
-        |f| bar.set_position((f * 1000.0) as u64),
-    )?;
+    let placement = match args.processes.as_deref() {
+        None => None,
+        Some("per-node") => Some(myelin_bench::topology::Placement::PerNode),
+        Some("per-executor") => Some(myelin_bench::topology::Placement::PerExecutor),
+        Some(other) => {
+            return Err(format!(
+                "invalid --processes {other:?}: use per-node or per-executor (placement files are not supported yet)"
+            )
+            .into());
+        }
+    };
+    let report = match placement {
+        None => myelin_bench::topology::run_in_process(
+            &plans,
+            &file.display().to_string(),
+            Duration::from_secs_f64(secs),
+            stop,
+            |f| bar.set_position((f * 1000.0) as u64),
+        )?,
+        Some(p) => myelin_bench::topology::run_in_processes(
+            &plans,
+            file,
+            p,
+            Duration::from_secs_f64(secs),
+            |f| bar.set_position((f * 1000.0) as u64),
+        )?,
+    };
     bar.finish_and_clear();
     print!("{}", myelin_bench::topology::render(&report));
     if let Some(path) = &args.json {
