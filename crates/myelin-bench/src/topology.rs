@@ -976,21 +976,22 @@ pub fn run_in_processes(
     }
     let t0 = Instant::now();
     let total = head + duration;
-    let mut outputs = Vec::new();
-    // Progress while the children run; then collect their results.
-    loop {
-        let done = children
-            .iter_mut()
-            .all(|c| matches!(c.try_wait(), Ok(Some(_))));
-        if done || t0.elapsed() > total + Duration::from_secs(30) {
-            break;
-        }
+    // Read every child's output while it runs (a result bigger than the
+    // pipe buffer must not block its writer).
+    let waiters: Vec<_> = children
+        .into_iter()
+        .map(|c| std::thread::spawn(move || c.wait_with_output()))
+        .collect();
+    while !waiters.iter().all(|w| w.is_finished()) {
         progress((t0.elapsed().as_secs_f64() / total.as_secs_f64()).min(1.0));
         std::thread::sleep(Duration::from_millis(100));
     }
-    for mut c in children {
-        let _ = c.kill();
-        let out = c.wait_with_output().map_err(|e| err(&e))?;
+    let mut outputs = Vec::new();
+    for w in waiters {
+        let out = w
+            .join()
+            .map_err(|_| err(&"a waiter thread panicked"))?
+            .map_err(|e| err(&e))?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let part = text
             .lines()

@@ -155,6 +155,9 @@ impl ShmDomain {
         SWEPT.call_once(|| {
             let _ = myelin_shm::cleanup_stale_host();
         });
+        // Segments of processes that died in this domain (a crash, or an
+        // exit that skipped destructors) go before anyone matches them.
+        let _ = cleanup_stale(domain);
         wake_table().ok_or("no wake-up table")?;
         let stop = Arc::new(AtomicBool::new(false));
         let dom = Arc::new(ShmDomain {
