@@ -156,6 +156,38 @@ pub struct QosSpec {
     pub qos_liveliness_lease_duration: Option<serde_json::Value>,
 }
 
+/// A client entry.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSpec {
+    /// The service.
+    pub service_name: String,
+    /// The service type (`stamped10b`).
+    pub srv_type: String,
+    /// Period in milliseconds (or `freq_hz`).
+    #[serde(default)]
+    pub period_ms: Option<f64>,
+    /// Frequency in Hz (or `period_ms`).
+    #[serde(default)]
+    pub freq_hz: Option<f64>,
+    /// QoS fields (accepted; services use myelin's service QoS).
+    #[serde(flatten)]
+    pub qos: QosSpec,
+}
+
+/// A server entry.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// The service.
+    pub service_name: String,
+    /// The service type (`stamped10b`).
+    pub srv_type: String,
+    /// QoS fields (accepted).
+    #[serde(flatten)]
+    pub qos: QosSpec,
+}
+
 /// A node entry.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -177,12 +209,12 @@ pub struct NodeSpec {
     /// Subscribers.
     #[serde(default)]
     pub subscribers: Vec<SubSpec>,
-    /// Service clients (not supported yet: refused with an error).
+    /// Service clients: call at a period.
     #[serde(default)]
-    pub clients: Vec<serde_json::Value>,
-    /// Service servers (not supported yet: refused with an error).
+    pub clients: Vec<ClientSpec>,
+    /// Service servers.
     #[serde(default)]
-    pub servers: Vec<serde_json::Value>,
+    pub servers: Vec<ServerSpec>,
 }
 
 /// A topology file.
@@ -251,6 +283,15 @@ pub struct SubPlan {
     pub qos: QoS,
 }
 
+/// One client, resolved.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientPlan {
+    /// Fully qualified service name.
+    pub service: String,
+    /// Call period.
+    pub period: Duration,
+}
+
 /// One node, resolved (copies expanded).
 #[derive(Debug, Clone, Serialize)]
 pub struct NodePlan {
@@ -264,6 +305,10 @@ pub struct NodePlan {
     pub publishers: Vec<PubPlan>,
     /// Subscribers.
     pub subscribers: Vec<SubPlan>,
+    /// Service clients.
+    pub clients: Vec<ClientPlan>,
+    /// Served services (fully qualified).
+    pub servers: Vec<String>,
 }
 
 fn qos_of(q: &QosSpec, file: &str, node: &str, field: &str) -> Result<QoS, TopologyError> {
@@ -358,16 +403,21 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<NodePlan>, TopologyError> {
             field,
             why,
         };
-        if !n.clients.is_empty() || !n.servers.is_empty() {
-            return Err(invalid(
-                if n.clients.is_empty() {
-                    "servers"
-                } else {
-                    "clients"
-                }
-                .into(),
-                "services in topologies are not supported yet".into(),
-            ));
+        for (i, c) in n.clients.iter().enumerate() {
+            if c.srv_type.rsplit("::").next() != Some("stamped10b") {
+                return Err(invalid(
+                    format!("clients[{i}].srv_type"),
+                    format!("unknown service type {:?} (known: stamped10b)", c.srv_type),
+                ));
+            }
+        }
+        for (i, c) in n.servers.iter().enumerate() {
+            if c.srv_type.rsplit("::").next() != Some("stamped10b") {
+                return Err(invalid(
+                    format!("servers[{i}].srv_type"),
+                    format!("unknown service type {:?} (known: stamped10b)", c.srv_type),
+                ));
+            }
         }
         let copies = n.number.unwrap_or(1);
         if copies == 0 {
@@ -450,12 +500,40 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<NodePlan>, TopologyError> {
                     qos: qos_of(&s.qos, file, &n.node_name, &format!("subscribers[{i}]"))?,
                 });
             }
+            let mut clients = Vec::new();
+            for (i, c) in n.clients.iter().enumerate() {
+                let period = match (c.period_ms, c.freq_hz) {
+                    (Some(ms), None) if ms > 0.0 && ms.is_finite() => {
+                        Duration::from_secs_f64(ms / 1000.0)
+                    }
+                    (None, Some(hz)) if hz > 0.0 && hz.is_finite() => {
+                        Duration::from_secs_f64(1.0 / hz)
+                    }
+                    _ => {
+                        return Err(invalid(
+                            format!("clients[{i}].period_ms"),
+                            "give one positive period_ms or freq_hz".into(),
+                        ));
+                    }
+                };
+                clients.push(ClientPlan {
+                    service: fq(&namespace, &c.service_name),
+                    period,
+                });
+            }
+            let servers = n
+                .servers
+                .iter()
+                .map(|s| fq(&namespace, &s.service_name))
+                .collect();
             plans.push(NodePlan {
                 name,
                 namespace,
                 executor_id: n.executor_id.unwrap_or(0),
                 publishers,
                 subscribers,
+                clients,
+                servers,
             });
         }
     }
@@ -474,6 +552,22 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<NodePlan>, TopologyError> {
                 });
             }
             published.insert(&p.topic, (&p.msg_type, &n.name));
+        }
+    }
+    let served: std::collections::HashSet<&str> = plans
+        .iter()
+        .flat_map(|n| n.servers.iter().map(String::as_str))
+        .collect();
+    for n in &plans {
+        for (i, c) in n.clients.iter().enumerate() {
+            if !served.contains(c.service.as_str()) {
+                return Err(TopologyError::Invalid {
+                    file: file.into(),
+                    node: n.name.clone(),
+                    field: format!("clients[{i}].service_name"),
+                    why: format!("nobody serves {}", c.service),
+                });
+            }
         }
     }
     for n in &plans {
@@ -727,6 +821,65 @@ fn run_nodes(
                     );
                     tracking = tracking.wrapping_add(1);
                     let _ = publisher.publish(Blob::from(msg));
+                })
+                .map_err(|e| err(&e))?,
+            ));
+        }
+        for srv in &n.servers {
+            // Echo the request's header in a stamped10b response.
+            keep.push(Box::new(
+                node.create_service::<Blob, Blob>(srv, |req: Blob| {
+                    let mut resp = vec![0u8; HEADER + 10];
+                    let n = req.len().min(HEADER);
+                    resp[..n].copy_from_slice(&req[..n]);
+                    Blob::from(resp)
+                })
+                .map_err(|e| err(&e))?,
+            ));
+        }
+        for c in &n.clients {
+            let client = node
+                .create_client::<Blob, Blob>(&c.service)
+                .map_err(|e| err(&e))?;
+            let t = Arc::new(Mutex::new(Tracker {
+                period_ns: c.period.as_nanos() as u64,
+                received: 0,
+                late: 0,
+                too_late: 0,
+                lost: 0,
+                next_tracking: None,
+                rec: LatencyRecorder::with_time_series(),
+            }));
+            trackers.push((
+                n.name.clone(),
+                format!("{} (service)", c.service),
+                HEADER + 10,
+                t.clone(),
+                c.period,
+            ));
+            let on = running.clone();
+            let freq = (1.0 / c.period.as_secs_f64()) as f32;
+            let timeout = c.period.max(Duration::from_millis(100)) * 10;
+            let mut tracking = 0u32;
+            keep.push(Box::new(
+                node.create_timer(c.period, move || {
+                    if !on.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let mut req = vec![0u8; HEADER + 10];
+                    let t0 = crate::scenarios::now_ns();
+                    header_bytes(&mut req, t0, tracking, freq, (HEADER + 10) as u32);
+                    let seq = tracking;
+                    tracking = tracking.wrapping_add(1);
+                    // A call's latency: request sent to response received.
+                    let answered = client.call(Blob::from(req), timeout).is_ok();
+                    let mut g = t.lock().unwrap_or_else(|e| e.into_inner());
+                    if answered {
+                        g.on(crate::scenarios::now_ns(), t0, seq, freq);
+                    } else {
+                        g.next_tracking = Some(seq.wrapping_add(1));
+                        g.lost += 1;
+                    }
                 })
                 .map_err(|e| err(&e))?,
             ));

@@ -237,3 +237,51 @@ fn sierra_nevada_runs_with_every_node_in_its_own_process() {
         assert!(s.received <= s.expected + 2, "{} {}", s.node, s.topic);
     }
 }
+
+const SERVICES: &str = r#"{"nodes":[
+    {"node_name":"asker","clients":[{"service_name":"add","srv_type":"stamped10b","period_ms":20}]},
+    {"node_name":"answerer","servers":[{"service_name":"add","srv_type":"stamped10b"}]}]}"#;
+
+#[test]
+fn services_in_a_topology_are_called_at_their_rate_in_one_process() {
+    let r = run(SERVICES, 1.0);
+    let c = &r.subscriptions[0];
+    assert_eq!(c.topic, "/add (service)");
+    assert!(c.received >= 1 && c.received <= c.expected + 2, "{c:?}");
+    assert_eq!(c.lost, 0);
+}
+
+#[test]
+fn services_in_a_topology_work_across_processes() {
+    if helper() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("myelin-topo-srv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("services.json");
+    std::fs::write(&path, SERVICES).unwrap();
+    let plans = topology::load(&path).unwrap();
+    let r = topology::run_in_processes(
+        &plans,
+        &path,
+        topology::Placement::PerNode,
+        Duration::from_secs_f64(1.5),
+        |_| {},
+    )
+    .unwrap();
+    let c = &r.subscriptions[0];
+    assert!(c.received >= 1, "{c:?}");
+    assert_eq!(c.lost, 0, "{c:?}");
+}
+
+#[test]
+fn a_client_without_a_server_is_refused() {
+    let (node, field, why) = invalid(
+        r#"{"nodes":[{"node_name":"asker","clients":[{"service_name":"nope","srv_type":"stamped10b","period_ms":10}]}]}"#,
+    );
+    assert_eq!(
+        (node.as_str(), field.as_str()),
+        ("asker", "clients[0].service_name")
+    );
+    assert!(why.contains("nobody serves /nope"), "{why}");
+}
