@@ -1021,12 +1021,62 @@ pub fn run_in_process(
 }
 
 /// How nodes are spread over processes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placement {
     /// Every node its own process.
     PerNode,
     /// Nodes with the same `executor_id` in one process.
     PerExecutor,
+    /// Named processes and their nodes (see [`load_placement`]).
+    Groups(BTreeMap<String, Vec<String>>),
+}
+
+/// Read a placement file: a JSON object from process name to the node
+/// names it runs, e.g. `{"perception": ["camera", "watermark"], "ui":
+/// ["view"]}`. Every node of the topology must be placed exactly once.
+pub fn load_placement(path: &Path, plans: &[NodePlan]) -> Result<Placement, TopologyError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| TopologyError::Io {
+        file: file.clone(),
+        source,
+    })?;
+    let groups: BTreeMap<String, Vec<String>> =
+        serde_json::from_str(&text).map_err(|e| TopologyError::Syntax {
+            file: file.clone(),
+            line: e.line(),
+            column: e.column(),
+            why: e.to_string(),
+        })?;
+    let mut seen = std::collections::HashSet::new();
+    for (process, nodes) in &groups {
+        for n in nodes {
+            if !plans.iter().any(|p| &p.name == n) {
+                return Err(TopologyError::Invalid {
+                    file: file.clone(),
+                    node: n.clone(),
+                    field: format!("process {process:?}"),
+                    why: "no such node in the topology".into(),
+                });
+            }
+            if !seen.insert(n.clone()) {
+                return Err(TopologyError::Invalid {
+                    file: file.clone(),
+                    node: n.clone(),
+                    field: format!("process {process:?}"),
+                    why: "placed twice".into(),
+                });
+            }
+        }
+    }
+    if let Some(missing) = plans.iter().find(|p| !seen.contains(&p.name)) {
+        return Err(TopologyError::Invalid {
+            file,
+            node: missing.name.clone(),
+            field: "placement".into(),
+            why: "not placed in any process".into(),
+        });
+    }
+    Ok(Placement::Groups(groups))
 }
 
 const CHILD_ENV: &str = "MYELIN_TOPOLOGY_CHILD";
@@ -1099,9 +1149,13 @@ pub fn run_in_processes(
     let err = |e: &dyn std::fmt::Display| TopologyError::Run(e.to_string());
     let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, n) in plans.iter().enumerate() {
-        let key = match placement {
+        let key = match &placement {
             Placement::PerNode => format!("{i:04}"),
             Placement::PerExecutor => format!("{:010}", n.executor_id),
+            Placement::Groups(g) => g
+                .iter()
+                .find(|(_, nodes)| nodes.contains(&n.name))
+                .map_or_else(|| format!("unplaced {i}"), |(k, _)| k.clone()),
         };
         groups.entry(key).or_default().push(i);
     }
@@ -1161,6 +1215,7 @@ pub fn run_in_processes(
     let label = match placement {
         Placement::PerNode => format!("{} processes (per node)", outputs.len()),
         Placement::PerExecutor => format!("{} processes (per executor)", outputs.len()),
+        Placement::Groups(_) => format!("{} processes (placement file)", outputs.len()),
     };
     Ok(report_of(&path.display().to_string(), label, outputs))
 }

@@ -285,3 +285,50 @@ fn a_client_without_a_server_is_refused() {
     );
     assert!(why.contains("nobody serves /nope"), "{why}");
 }
+
+#[test]
+fn a_placement_file_groups_nodes_into_named_processes_and_is_checked() {
+    if helper() {
+        return;
+    }
+    let topo = shipped("image_pipeline_all_in_one.json");
+    let plans = topology::load(&topo).unwrap();
+    let placement = topology::load_placement(
+        &shipped("image_pipeline_two_processes.placement.json"),
+        &plans,
+    )
+    .unwrap();
+    let r = topology::run_in_processes(
+        &plans,
+        &topo,
+        placement,
+        Duration::from_secs_f64(1.5),
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(r.placement, "2 processes (placement file)");
+    assert_eq!(r.lost, 0);
+    assert!(
+        r.subscriptions.iter().all(|s| s.received >= 1),
+        "{:?}",
+        r.subscriptions
+    );
+
+    let dir = std::env::temp_dir().join(format!("myelin-place-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"{"a": ["camera", "watermark"]}"#).unwrap();
+    let e = topology::load_placement(&bad, &plans)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("\"view\"") && e.contains("not placed"), "{e}");
+    std::fs::write(
+        &bad,
+        r#"{"a": ["camera", "ghost"], "b": ["watermark", "view"]}"#,
+    )
+    .unwrap();
+    let e = topology::load_placement(&bad, &plans)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("\"ghost\"") && e.contains("no such node"), "{e}");
+}

@@ -280,7 +280,8 @@ pub struct BenchArgs {
     /// Stages in separate processes over shared memory. relay: every relay
     /// its own process (beside the raw two-process futex ping-pong); image:
     /// the stage in another process than the camera; topology: `per-node`
-    /// (the default) or `per-executor`.
+    /// (the default), `per-executor`, or a placement FILE (JSON: process
+    /// name -> node names).
     #[arg(long, value_name = "PLACEMENT", num_args = 0..=1, default_missing_value = "per-node")]
     pub processes: Option<String>,
     /// Internal: run only job N of the plan and print its record as JSON.

@@ -283,12 +283,10 @@ fn topology(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         None => None,
         Some("per-node") => Some(myelin_bench::topology::Placement::PerNode),
         Some("per-executor") => Some(myelin_bench::topology::Placement::PerExecutor),
-        Some(other) => {
-            return Err(format!(
-                "invalid --processes {other:?}: use per-node or per-executor (placement files are not supported yet)"
-            )
-            .into());
-        }
+        Some(path) => Some(myelin_bench::topology::load_placement(
+            std::path::Path::new(path),
+            &plans,
+        )?),
     };
     let report = match placement {
         None => myelin_bench::topology::run_in_process(
