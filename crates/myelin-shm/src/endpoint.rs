@@ -181,6 +181,16 @@ pub fn scan(domain: u32, errors: &mut Vec<String>) -> Vec<Found> {
     out
 }
 
+/// Whether a segment file that does not validate was last written more than
+/// a few seconds ago (so nobody is still creating it).
+fn abandoned(name: &SegmentName) -> bool {
+    std::fs::metadata(name.path())
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > std::time::Duration::from_secs(3))
+}
+
 /// The domain-wide change counter (`graph` segment, owned by nobody).
 pub struct GraphEvent {
     seg: Segment,
@@ -194,19 +204,35 @@ impl GraphEvent {
         let name = SegmentName::new(domain, "graph")?;
         let deadline = Instant::now() + std::time::Duration::from_secs(2);
         loop {
-            match Segment::create(&name, HEADER_SIZE + 64) {
-                Ok(mut seg) => {
-                    seg.disown();
-                    seg.publish_header(KIND_GRAPH, 0);
-                    return Ok(GraphEvent { seg });
+            // Build the segment under a private name and link it into
+            // place: the shared name never shows a half-written header,
+            // even if this process dies midway.
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let tmp = SegmentName::new(domain, &format!("graphtmp_{}_{n}", std::process::id()))?;
+            let mut seg = Segment::create_fresh(&tmp, HEADER_SIZE + 64)?;
+            seg.disown();
+            seg.publish_header(KIND_GRAPH, 0);
+            let linked = std::fs::hard_link(tmp.path(), name.path());
+            let _ = std::fs::remove_file(tmp.path());
+            match linked {
+                Ok(()) => return Ok(GraphEvent { seg }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    return Err(ShmError::Io {
+                        path: name.path().display().to_string(),
+                        source: e,
+                    });
                 }
-                Err(ShmError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e),
             }
+            drop(seg);
             match Segment::open_kind(&name, KIND_GRAPH) {
                 Ok(seg) => return Ok(GraphEvent { seg }),
-                // Being created by another process right now: retry briefly.
+                Err(ShmError::BadHeader { .. }) if abandoned(&name) => {
+                    // Left half-written by a process that died while
+                    // creating it (before creation was atomic): replace.
+                    let _ = std::fs::remove_file(name.path());
+                }
                 Err(e) if Instant::now() > deadline => return Err(e),
                 Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
             }

@@ -389,6 +389,17 @@ fn cleanup_prefix(prefix: &str) -> Result<Vec<PathBuf>, ShmError> {
         }
         let magic = u64::from_ne_bytes(head[OFF_MAGIC..OFF_MAGIC + 8].try_into().expect("8 bytes"));
         if magic != MAGIC {
+            // Half-created by a process that died before writing its
+            // header: remove once it is clearly not being created now.
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > std::time::Duration::from_secs(10));
+            if old && std::fs::remove_file(&path).is_ok() {
+                removed.push(path);
+            }
             continue;
         }
         let pid = u32::from_ne_bytes(
