@@ -55,7 +55,10 @@ impl IncompatibleQos {
 
 /// A transient-local publisher's history: (publish sequence, message,
 /// expiry).
-pub(crate) type History<T> = Mutex<VecDeque<(u64, Arc<T>, u64)>>;
+pub(crate) type History<T> = Mutex<HistoryQueue<T>>;
+
+/// The contents of a [`History`].
+pub(crate) type HistoryQueue<T> = VecDeque<(u64, Arc<T>, u64)>;
 
 /// A publisher's liveliness as its subscriptions see it.
 pub(crate) struct LivelinessToken {
@@ -189,19 +192,49 @@ impl<T: Message> PubInner<T> {
 
     /// Send to the subscriptions in other processes (before local delivery
     /// moves the message).
-    #[cfg(feature = "shm")]
+    /// Returns the subscriptions that refused it.
     #[inline]
-    fn send_remote(&self, msg: &T, full: &mut Full) -> Result<(), PublishError> {
-        let Some(r) = &self.remote else {
-            return Ok(());
-        };
-        if !r.has_remote() {
-            return Ok(());
+    fn send_remote(&self, msg: &T) -> Result<Full, PublishError> {
+        #[cfg(feature = "shm")]
+        if let Some(r) = &self.remote
+            && r.has_remote()
+        {
+            let (chunk, len) = r.encode(msg).map_err(|e| self.name_error(e))?;
+            let sent = r.send(&chunk, len);
+            return Ok(Full::refused(sent.full, sent.limit));
         }
-        let (chunk, len) = r.encode(msg).map_err(|e| self.name_error(e))?;
-        let sent = r.send(&chunk, len);
-        full.add_remote(sent.full, sent.limit);
-        Ok(())
+        let _ = msg;
+        Ok(Full::default())
+    }
+
+    /// Lock the transient-local history (if any): `publish` delivers under
+    /// it so a late joiner sees each message exactly once (see
+    /// `Graph::add_subscription`).
+    #[inline]
+    fn lock_history(&self) -> Option<std::sync::MutexGuard<'_, HistoryQueue<T>>> {
+        self.history
+            .as_ref()
+            .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Report local refusals plus the remote outcome: local delivery has
+    /// happened either way, so a wire error is returned after it.
+    fn conclude(
+        &self,
+        m: &Matched<T>,
+        mut full: Full,
+        remote: Result<Full, PublishError>,
+    ) -> Result<(), PublishError> {
+        match remote {
+            Ok(r) => {
+                full.merge(r);
+                self.finish(m, full)
+            }
+            Err(e) => {
+                self.finish(m, full)?;
+                Err(e)
+            }
+        }
     }
 
     #[cfg(feature = "shm")]
@@ -424,29 +457,32 @@ struct Full {
 }
 
 impl Full {
-    #[cfg(feature = "shm")]
-    fn add_remote(&mut self, full: usize, limit: usize) {
-        if full > 0 {
-            self.limit = if self.count == 0 {
-                limit
-            } else {
-                self.limit.min(limit)
-            };
-            self.count += full;
+    /// `count` subscriptions refused, the smallest limit being `limit`.
+    fn refused(count: usize, limit: usize) -> Full {
+        Full {
+            count,
+            limit,
+            panicked: false,
         }
+    }
+
+    /// Add another outcome (the reported limit is the smallest).
+    fn merge(&mut self, o: Full) {
+        if o.count > 0 {
+            self.limit = if self.count == 0 {
+                o.limit
+            } else {
+                self.limit.min(o.limit)
+            };
+            self.count += o.count;
+        }
+        self.panicked |= o.panicked;
     }
 
     #[inline]
     fn note(&mut self, p: Pushed, limit: usize) {
         match p {
-            Pushed::Refused => {
-                self.limit = if self.count == 0 {
-                    limit
-                } else {
-                    self.limit.min(limit)
-                };
-                self.count += 1;
-            }
+            Pushed::Refused => self.merge(Full::refused(1, limit)),
             Pushed::Panicked => self.panicked = true,
             Pushed::Stored | Pushed::Overwrote => {}
         }
@@ -464,41 +500,12 @@ impl<T: Message> Publisher<T> {
         let p = &*self.inner;
         p.check_alive()?;
         let exp = p.on_publish();
-        match &p.history {
-            None => {
-                #[cfg(feature = "shm")]
-                let mut remote = Full::default();
-                #[cfg(feature = "shm")]
-                let wire = p.send_remote(&msg, &mut remote);
-                let m = p.matched.load();
-                #[allow(unused_mut)]
-                let mut full = p.deliver_owned(&m, msg, None, exp);
-                #[cfg(feature = "shm")]
-                {
-                    full.add_remote(remote.count, remote.limit);
-                    wire?;
-                }
-                p.finish(&m, full)
-            }
-            Some(h) => {
-                // Deliver under the history lock so a late joiner sees each
-                // message exactly once (see `Graph::add_subscription`).
-                let mut h = h.lock().unwrap_or_else(|e| e.into_inner());
-                #[cfg(feature = "shm")]
-                let mut remote = Full::default();
-                #[cfg(feature = "shm")]
-                let wire = p.send_remote(&msg, &mut remote);
-                let m = p.matched.load();
-                #[allow(unused_mut)]
-                let mut full = p.deliver_owned(&m, msg, Some(&mut h), exp);
-                #[cfg(feature = "shm")]
-                {
-                    full.add_remote(remote.count, remote.limit);
-                    wire?;
-                }
-                p.finish(&m, full)
-            }
-        }
+        let mut h = p.lock_history();
+        // Remote first: local delivery moves the message.
+        let remote = p.send_remote(&msg);
+        let m = p.matched.load();
+        let full = p.deliver_owned(&m, msg, h.as_deref_mut(), exp);
+        p.conclude(&m, full, remote)
     }
 
     /// Publish a boxed message (moves it out of the box).
@@ -515,24 +522,11 @@ impl<T: Message> Publisher<T> {
         let p = &*self.inner;
         p.check_alive()?;
         let exp = p.on_publish();
-        let mut h = p
-            .history
-            .as_ref()
-            .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()));
-        #[allow(unused_mut)]
-        let mut full = Full::default();
-        #[cfg(feature = "shm")]
-        p.send_remote(&msg, &mut full)?;
+        let mut h = p.lock_history();
+        let remote = p.send_remote(&msg);
         let m = p.matched.load();
-        let local = p.deliver_shared(&m, msg, h.as_deref_mut(), exp);
-        full.count += local.count;
-        full.limit = if full.count == local.count {
-            local.limit
-        } else {
-            full.limit.min(local.limit.max(1))
-        };
-        full.panicked |= local.panicked;
-        p.finish(&m, full)
+        let full = p.deliver_shared(&m, msg, h.as_deref_mut(), exp);
+        p.conclude(&m, full, remote)
     }
 
     /// Publish a borrowed message: copies it once (only if anyone receives or
@@ -704,17 +698,14 @@ impl<T: Message> PubInner<T> {
         self.check_alive()?;
         let exp = self.on_publish();
         let (bytes, _chunk) = mem.freeze(len);
-        let mut h = self
-            .history
-            .as_ref()
-            .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut h = self.lock_history();
         let mut full = Full::default();
         #[cfg(feature = "shm")]
         if let (Some(r), Some(chunk)) = (&self.remote, &_chunk)
             && r.has_remote()
         {
             let sent = r.send(chunk, len);
-            full.add_remote(sent.full, sent.limit);
+            full.merge(Full::refused(sent.full, sent.limit));
         }
         let m = self.matched.load();
         for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
