@@ -375,6 +375,17 @@ fn qos_of(q: &QosSpec, file: &str, node: &str, field: &str) -> Result<QoS, Topol
     Ok(qos)
 }
 
+/// The period of a publisher or client: `period_ms` or `freq_hz`.
+fn rate(period_ms: Option<f64>, freq_hz: Option<f64>) -> Result<Duration, String> {
+    match (period_ms, freq_hz) {
+        (Some(ms), None) if ms > 0.0 && ms.is_finite() => Ok(Duration::from_secs_f64(ms / 1000.0)),
+        (None, Some(hz)) if hz > 0.0 && hz.is_finite() => Ok(Duration::from_secs_f64(1.0 / hz)),
+        (Some(_), Some(_)) => Err("give period_ms or freq_hz, not both".into()),
+        (None, None) => Err("missing: give period_ms or freq_hz".into()),
+        _ => Err("must be a positive number".into()),
+    }
+}
+
 fn fq(namespace: &str, topic: &str) -> String {
     if topic.starts_with('/') {
         topic.to_string()
@@ -446,27 +457,8 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<NodePlan>, TopologyError> {
                 let payload = payload_size(&p.msg_type, p.msg_size).ok_or_else(|| {
                     invalid(f("msg_type"), format!("unknown message type {:?} (known: stamped_int64, stamped4_int32, stamped_vector with msg_size, stamped1kb, stamped250kb, ...)", p.msg_type))
                 })?;
-                let period = match (p.period_ms, p.freq_hz) {
-                    (Some(ms), None) if ms > 0.0 && ms.is_finite() => {
-                        Duration::from_secs_f64(ms / 1000.0)
-                    }
-                    (None, Some(hz)) if hz > 0.0 && hz.is_finite() => {
-                        Duration::from_secs_f64(1.0 / hz)
-                    }
-                    (Some(_), Some(_)) => {
-                        return Err(invalid(
-                            f("period_ms"),
-                            "give period_ms or freq_hz, not both".into(),
-                        ));
-                    }
-                    (None, None) => {
-                        return Err(invalid(
-                            f("period_ms"),
-                            "missing: give period_ms or freq_hz".into(),
-                        ));
-                    }
-                    _ => return Err(invalid(f("period_ms"), "must be a positive number".into())),
-                };
+                let period =
+                    rate(p.period_ms, p.freq_hz).map_err(|why| invalid(f("period_ms"), why))?;
                 publishers.push(PubPlan {
                     topic: fq(&namespace, &p.topic_name),
                     msg_type: p
@@ -502,20 +494,8 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<NodePlan>, TopologyError> {
             }
             let mut clients = Vec::new();
             for (i, c) in n.clients.iter().enumerate() {
-                let period = match (c.period_ms, c.freq_hz) {
-                    (Some(ms), None) if ms > 0.0 && ms.is_finite() => {
-                        Duration::from_secs_f64(ms / 1000.0)
-                    }
-                    (None, Some(hz)) if hz > 0.0 && hz.is_finite() => {
-                        Duration::from_secs_f64(1.0 / hz)
-                    }
-                    _ => {
-                        return Err(invalid(
-                            format!("clients[{i}].period_ms"),
-                            "give one positive period_ms or freq_hz".into(),
-                        ));
-                    }
-                };
+                let period = rate(c.period_ms, c.freq_hz)
+                    .map_err(|why| invalid(format!("clients[{i}].period_ms"), why))?;
                 clients.push(ClientPlan {
                     service: fq(&namespace, &c.service_name),
                     period,
@@ -679,6 +659,18 @@ struct Tracker {
 }
 
 impl Tracker {
+    fn new(period: Duration) -> Arc<Mutex<Tracker>> {
+        Arc::new(Mutex::new(Tracker {
+            period_ns: period.as_nanos() as u64,
+            received: 0,
+            late: 0,
+            too_late: 0,
+            lost: 0,
+            next_tracking: None,
+            rec: LatencyRecorder::with_time_series(),
+        }))
+    }
+
     fn on(&mut self, now: u64, stamp: u64, tracking: u32, freq: f32) {
         let lat = now.saturating_sub(stamp);
         let period = if freq > 0.0 {
@@ -762,15 +754,7 @@ fn run_nodes(
             .map_err(|e| err(&e))?;
         for s in &n.subscribers {
             let (period, size) = periods[&s.topic];
-            let t = Arc::new(Mutex::new(Tracker {
-                period_ns: period.as_nanos() as u64,
-                received: 0,
-                late: 0,
-                too_late: 0,
-                lost: 0,
-                next_tracking: None,
-                rec: LatencyRecorder::with_time_series(),
-            }));
+            let t = Tracker::new(period);
             trackers.push((n.name.clone(), s.topic.clone(), size, t.clone(), period));
             let busy = s.callback;
             let on = running.clone();
@@ -841,15 +825,7 @@ fn run_nodes(
             let client = node
                 .create_client::<Blob, Blob>(&c.service)
                 .map_err(|e| err(&e))?;
-            let t = Arc::new(Mutex::new(Tracker {
-                period_ns: c.period.as_nanos() as u64,
-                received: 0,
-                late: 0,
-                too_late: 0,
-                lost: 0,
-                next_tracking: None,
-                rec: LatencyRecorder::with_time_series(),
-            }));
+            let t = Tracker::new(c.period);
             trackers.push((
                 n.name.clone(),
                 format!("{} (service)", c.service),
@@ -1085,23 +1061,14 @@ const RESULT_MARK: &str = "MYELIN_TOPOLOGY_RESULT ";
 /// Run as one process of a multi-process topology run if started as one
 /// (call first thing in `main`; returns only if not).
 pub fn child_if_requested() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let code = match child(&spec) {
-        Ok(part) => {
-            println!(
-                "{RESULT_MARK}{}",
-                serde_json::to_string(&part).unwrap_or_default()
-            );
-            0
-        }
-        Err(e) => {
-            println!("topology child error: {e}");
-            1
-        }
-    };
-    std::process::exit(code);
+    crate::scenarios::helper::run_role(CHILD_ENV, "topology child", |spec| {
+        let part = child(spec)?;
+        println!(
+            "{RESULT_MARK}{}",
+            serde_json::to_string(&part).map_err(|e| TopologyError::Run(e.to_string()))?
+        );
+        Ok::<(), TopologyError>(())
+    });
 }
 
 /// `file|domain|i,j,k|start_at_ns|duration_s`
@@ -1159,7 +1126,7 @@ pub fn run_in_processes(
         };
         groups.entry(key).or_default().push(i);
     }
-    let domain = 200 + ((std::process::id() + 13) % 30);
+    let domain = crate::scenarios::helper::domain(13);
     // Discovery head start: every process connects before publishing.
     let head = Duration::from_millis(1500 + 50 * groups.len() as u64);
     let start_at = crate::scenarios::now_ns() + head.as_nanos() as u64;

@@ -1,31 +1,10 @@
 //! `myelin perf ping` / `pong` as real processes: rows, summary, JSON,
 //! plots, and the errors a user meets (no pong, no permission).
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
-fn myelin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_myelin"))
-}
-
-struct Pong(Child);
-
-impl Drop for Pong {
-    fn drop(&mut self) {
-        // SIGINT: the pong's context shuts down and it exits cleanly.
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::{Background, myelin};
 
 fn tmp(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("myelin-perf-{}-{name}", std::process::id()))
@@ -34,7 +13,7 @@ fn tmp(name: &str) -> std::path::PathBuf {
 #[test]
 fn ping_and_pong_in_two_processes_print_rows_and_a_summary_that_agree_with_the_json() {
     let domain = "171";
-    let _pong = Pong(
+    let _pong = Background(
         myelin()
             .args(["perf", "pong", "--domain", domain])
             .stdout(Stdio::null())

@@ -1,30 +1,11 @@
 //! `myelin topic` / `myelin node` end to end against a publisher in another
 //! process (`myelin topic pub`), over shared-memory discovery.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-fn myelin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_myelin"))
-}
-
-struct Bg(Child);
-
-impl Drop for Bg {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::{Background, myelin};
 
 fn run(args: &[&str]) -> (bool, String, String) {
     let out = myelin().args(args).output().unwrap();
@@ -50,18 +31,20 @@ fn eventually(args: &[&str], ok: impl Fn(&str) -> bool) -> String {
 #[test]
 fn list_info_echo_hz_and_node_list_see_a_publisher_in_another_process() {
     let d = "181";
-    let _pub = Bg(myelin()
-        .args([
-            "topic",
-            "pub",
-            "/greeting",
-            "std_msgs/msg/String",
-            "data: hello there",
-        ])
-        .args(["--rate", "50", "--domain", d])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap());
+    let _pub = Background(
+        myelin()
+            .args([
+                "topic",
+                "pub",
+                "/greeting",
+                "std_msgs/msg/String",
+                "data: hello there",
+            ])
+            .args(["--rate", "50", "--domain", d])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let list = eventually(&["topic", "list", "-t", "--domain", d], |o| {
         o.contains("/greeting")
     });

@@ -8,7 +8,6 @@
 //!
 //! The pong is this executable started again with `MYELIN_BENCH_IOX2` set.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use iceoryx2::prelude::*;
@@ -148,17 +147,7 @@ fn with_waitset<R>(
 
 /// Run as the iceoryx2 pong if started as one (returns only if not).
 pub fn pong_if_requested() {
-    let Ok(spec) = std::env::var(ENV) else {
-        return;
-    };
-    let code = match pong(&spec) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("iceoryx2 pong: {e}");
-            1
-        }
-    };
-    std::process::exit(code);
+    super::helper::run_role(ENV, "iceoryx2 pong", pong);
 }
 
 fn pong(spec: &str) -> Result<(), BenchError> {
@@ -192,78 +181,51 @@ fn pong(spec: &str) -> Result<(), BenchError> {
 pub fn run(count: u64, size: usize, wait: Wait) -> Result<Outcome, BenchError> {
     iceoryx2::prelude::set_log_level(iceoryx2::prelude::LogLevel::Error);
     let tag = format!("{}-{}", std::process::id(), now_ns());
-    let label = if wait == Wait::Block { "block" } else { "poll" };
+    let label = wait.label();
     let warm = (count / 10).clamp(10, 1000);
     let total = count + warm;
-    let mut child: Child = Command::new(std::env::current_exe().map_err(err)?)
-        .args(["iox2_role", "--exact", "--nocapture"])
-        .env(ENV, format!("{tag},{size},{label},{total}"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(err)?;
-    let out = child.stdout.take().expect("piped");
-    let mut out = std::io::BufReader::new(out);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if std::io::BufRead::read_line(&mut out, &mut line).map_err(err)? == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(err("the iceoryx2 pong exited before it was ready"));
-        }
-        if line.contains("ready") {
-            break;
-        }
-    }
-    let result = (|| {
-        let node = NodeBuilder::new()
-            .create::<ipc::Service>()
-            .map_err(debug_err)?;
-        let port = Port::open(&node, &tag, "a2b", "b2a", size)?;
-        let mut rec = LatencyRecorder::with_time_series();
-        let meter = Meter::start();
-        let t_start = now_ns();
-        with_waitset(&port, wait, |ws| {
-            for i in 0..total {
-                let t0 = now_ns();
-                port.send(i, wait)?;
-                let seq = port.receive(ws, Instant::now() + Duration::from_secs(30))?;
-                let t1 = now_ns();
-                if seq != i {
-                    return Err(err(format!("pong {seq} for ping {i}")));
-                }
-                if i >= warm {
-                    rec.record_at((t0 - t_start) as f64 / 1e9, (t1 - t0) / 2);
-                }
+    // Dropped at the end: the pong has answered `total` pings and exits.
+    let mut pong =
+        super::helper::Helper::spawn("iox2_role", ENV, format!("{tag},{size},{label},{total}"))
+            .map_err(err)?;
+    pong.expect("ready").map_err(err)?;
+    let node = NodeBuilder::new()
+        .create::<ipc::Service>()
+        .map_err(debug_err)?;
+    let port = Port::open(&node, &tag, "a2b", "b2a", size)?;
+    let mut rec = LatencyRecorder::with_time_series();
+    let meter = Meter::start();
+    let t_start = now_ns();
+    with_waitset(&port, wait, |ws| {
+        for i in 0..total {
+            let t0 = now_ns();
+            port.send(i, wait)?;
+            let seq = port.receive(ws, Instant::now() + Duration::from_secs(30))?;
+            let t1 = now_ns();
+            if seq != i {
+                return Err(err(format!("pong {seq} for ping {i}")));
             }
-            Ok(())
-        })?;
-        Ok(meter.finish(
-            "ipc",
-            "iceoryx2",
-            format!("{label} {} loaned slice", size_label(size)),
-            rec,
-            total * 2,
-            0,
-            None,
-            vec![format!(
-                "iceoryx2 0.10 publish-subscribe between two processes, one way = round trip / 2; {}",
-                if wait == Wait::Block {
-                    "blocking in a WaitSet on an event listener per direction"
-                } else {
-                    "polling receive()"
-                }
-            )],
-        ))
-    })();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
+            if i >= warm {
+                rec.record_at((t0 - t_start) as f64 / 1e9, (t1 - t0) / 2);
+            }
         }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    result
+        Ok(())
+    })?;
+    Ok(meter.finish(
+        "ipc",
+        "iceoryx2",
+        format!("{label} {} loaned slice", size_label(size)),
+        rec,
+        total * 2,
+        0,
+        None,
+        vec![format!(
+            "iceoryx2 0.10 publish-subscribe between two processes, one way = round trip / 2; {}",
+            if wait == Wait::Block {
+                "blocking in a WaitSet on an event listener per direction"
+            } else {
+                "polling receive()"
+            }
+        )],
+    ))
 }

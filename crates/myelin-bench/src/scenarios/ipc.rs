@@ -61,16 +61,7 @@ pub fn plan(p: IpcParams, systems: &[System]) -> Result<Vec<Job>, BenchError> {
     for s in systems {
         match s {
             System::Myelin => {
-                for (w, label) in [
-                    (super::shm_api::Wait::Block, "block"),
-                    (super::shm_api::Wait::Poll, "poll"),
-                ] {
-                    let size = p.size;
-                    jobs.push(Job::new(
-                        format!("ipc/myelin/api {label} {}", size_label(size)),
-                        move || super::shm_api::run(p.count, size, w),
-                    ));
-                }
+                jobs.extend(super::shm_api::jobs("ipc", p.count, p.size));
                 for w in [Wait::Block, Wait::Poll] {
                     let label = if w == Wait::Block { "block" } else { "poll" };
                     jobs.push(Job::new(
@@ -88,15 +79,13 @@ pub fn plan(p: IpcParams, systems: &[System]) -> Result<Vec<Job>, BenchError> {
                     ));
                 }
             }
-            System::Iceoryx2 => {
+            System::Iceoryx2 =>
+            {
                 #[cfg(feature = "iceoryx2")]
-                for (w, label) in [
-                    (super::shm_api::Wait::Block, "block"),
-                    (super::shm_api::Wait::Poll, "poll"),
-                ] {
+                for w in super::shm_api::Wait::BOTH {
                     let size = p.size;
                     jobs.push(Job::new(
-                        format!("ipc/iceoryx2/{label} {}", size_label(size)),
+                        format!("ipc/iceoryx2/{} {}", w.label(), size_label(size)),
                         move || super::iceoryx2_peer::run(p.count, size, w),
                     ));
                 }

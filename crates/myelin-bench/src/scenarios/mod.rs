@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod fanout;
 #[cfg(feature = "grpc")]
 mod grpc;
+pub(crate) mod helper;
 #[cfg(feature = "iceoryx2")]
 pub mod iceoryx2_peer;
 pub mod image;

@@ -34,22 +34,7 @@ pub fn plan(p: PingPongParams, systems: &[System]) -> Result<Vec<Job>, BenchErro
         }
         for s in systems {
             match s {
-                System::Myelin => {
-                    for (w, label) in [
-                        (super::shm_api::Wait::Block, "block"),
-                        (super::shm_api::Wait::Poll, "poll"),
-                    ] {
-                        let count = p.count;
-                        jobs.push(Job::new(
-                            format!("pingpong/myelin/shm {label} {}", size_label(size)),
-                            move || {
-                                let mut o = super::shm_api::run(count, size, w)?;
-                                o.record.scenario = "pingpong".into();
-                                Ok(o)
-                            },
-                        ));
-                    }
-                }
+                System::Myelin => jobs.extend(super::shm_api::jobs("pingpong", p.count, size)),
                 System::CycloneDds => {
                     let secs = p.ddsperf_secs;
                     jobs.push(Job::new(

@@ -11,7 +11,6 @@
 //! stamp into a fresh frame, as a stage writing its own output would. CPU is
 //! the source+sink process's.
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -30,27 +29,12 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 }
 
 fn context(domain: u32) -> Result<Context, BenchError> {
-    Context::builder()
-        .domain_id(domain)
-        .handle_signals(false)
-        .shared_memory(true)
-        .build()
-        .map_err(err)
+    super::helper::shm_context(domain, "relay --processes")
 }
 
 /// Run as a relay process if started as one (returns only if not).
 pub fn relay_if_requested() {
-    let Ok(spec) = std::env::var(ENV) else {
-        return;
-    };
-    let code = match relay(&spec) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("relay: {e}");
-            1
-        }
-    };
-    std::process::exit(code);
+    super::helper::run_role(ENV, "relay", relay);
 }
 
 /// `domain,index`: subscribe `hop_<index>`, publish `hop_<index+1>`.
@@ -101,40 +85,6 @@ fn relay(spec: &str) -> Result<(), BenchError> {
     exec.spin().map_err(err)
 }
 
-struct Relays(Vec<Child>);
-
-impl Drop for Relays {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            drop(c.stdin.take());
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        for c in &mut self.0 {
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn expect(out: &mut impl std::io::BufRead, what: &str) -> Result<(), BenchError> {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if out.read_line(&mut line).map_err(err)? == 0 {
-            return Err(err(format!("a relay process exited before {what:?}")));
-        }
-        if line.contains(what) {
-            return Ok(());
-        }
-    }
-}
-
 /// Plan: myelin's multi-process chain (blocking), and the raw two-process
 /// futex and spin ping-pongs as the limits of the same run.
 pub fn plan(p: RelayParams, systems: &[super::System]) -> Result<Vec<super::Job>, BenchError> {
@@ -167,7 +117,7 @@ pub fn plan(p: RelayParams, systems: &[super::System]) -> Result<Vec<super::Job>
 
 /// The chain: `p.hops` transfers, `p.hops - 1` relay processes.
 pub fn run(p: RelayParams) -> Result<Outcome, BenchError> {
-    let domain = 200 + ((std::process::id() + 7) % 30);
+    let domain = super::helper::domain(7);
     let ctx = context(domain)?;
     let hops = p.hops as usize;
     let node = ctx.create_node("source_sink").map_err(err)?;
@@ -194,26 +144,18 @@ pub fn run(p: RelayParams) -> Result<Outcome, BenchError> {
             },
         )
         .map_err(err)?;
-    let mut children = Relays(Vec::new());
-    let mut outs = Vec::new();
+    let mut children = Vec::new();
     for i in 0..hops - 1 {
-        let mut c = Command::new(std::env::current_exe().map_err(err)?)
-            .args(["relay_role", "--exact", "--nocapture"])
-            .env(ENV, format!("{domain},{i}"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
+        let mut relay = super::helper::Helper::spawn("relay_role", ENV, format!("{domain},{i}"))
             .map_err(err)?;
-        let mut out = std::io::BufReader::new(c.stdout.take().expect("piped"));
-        children.0.push(c);
-        expect(&mut out, "ready")?;
-        outs.push(out);
+        relay.expect("ready").map_err(err)?;
+        children.push(relay);
     }
     let source = node
         .create_publisher::<Blob>("hop_0", QoS::keep_last(100))
         .map_err(err)?;
-    for out in &mut outs {
-        expect(out, "linked")?;
+    for relay in &mut children {
+        relay.expect("linked").map_err(err)?;
     }
     let deadline = Instant::now() + Duration::from_secs(20);
     while (source.subscription_count() == 0 || _sink.matched_count() == 0)

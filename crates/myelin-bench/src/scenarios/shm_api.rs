@@ -9,7 +9,6 @@
 //! and read in place; larger ones are loaned [`Blob`]s (zero-copy, the
 //! contents are not rewritten per message, as in iceoryx2's benchmark).
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use myelin::prelude::*;
@@ -40,17 +39,43 @@ pub enum Wait {
     Poll,
 }
 
+impl Wait {
+    /// Both modes, in report order.
+    pub const BOTH: [Wait; 2] = [Wait::Block, Wait::Poll];
+
+    /// `block` or `poll`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Wait::Block => "block",
+            Wait::Poll => "poll",
+        }
+    }
+}
+
+/// myelin's two-process ping-pong in both wait modes, reported under
+/// `scenario` (`ipc`, `pingpong`).
+pub fn jobs(scenario: &'static str, count: u64, size: usize) -> Vec<super::Job> {
+    Wait::BOTH
+        .into_iter()
+        .map(|w| {
+            super::Job::new(
+                format!("{scenario}/myelin/api {} {}", w.label(), size_label(size)),
+                move || {
+                    let mut o = run(count, size, w)?;
+                    o.record.scenario = scenario.into();
+                    Ok(o)
+                },
+            )
+        })
+        .collect()
+}
+
 fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError::setup("ipc", e)
 }
 
 fn context(domain: u32) -> Result<Context, BenchError> {
-    Context::builder()
-        .domain_id(domain)
-        .handle_signals(false)
-        .shared_memory(true)
-        .build()
-        .map_err(err)
+    super::helper::shm_context(domain, "ipc")
 }
 
 /// Run as a helper process of a multi-process benchmark (a pong, or a
@@ -67,19 +92,7 @@ pub fn child_if_requested() {
 /// Run as the pong process if this process was started as one (call first
 /// thing in `main`; returns only if not).
 pub fn pong_if_requested() {
-    let Ok(spec) = std::env::var(ENV) else {
-        return;
-    };
-    let code = match pong(&spec) {
-        Ok(()) => 0,
-        Err(e) => {
-            // On stdout too: the ping reads it and reports it.
-            println!("pong error: {e}");
-            eprintln!("pong: {e}");
-            1
-        }
-    };
-    std::process::exit(code);
+    super::helper::run_role(ENV, "pong", pong);
 }
 
 /// `domain,size,block|poll`
@@ -163,58 +176,16 @@ fn echo<T: myelin::Message>(
     }
 }
 
-struct Pong(Child);
-
-impl Drop for Pong {
-    fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// One ping-pong run: `count` measured round trips after a warm-up.
 pub fn run(count: u64, size: usize, wait: Wait) -> Result<Outcome, BenchError> {
     // A domain of its own, so concurrent runs and user graphs are not
     // disturbed (and do not disturb).
-    let domain = 200 + (std::process::id() % 30);
-    let label = if wait == Wait::Block { "block" } else { "poll" };
-    let mut child = Command::new(std::env::current_exe().map_err(err)?)
-        // Ignored by the `myelin` binary (the pong starts before argument
-        // parsing); lets a test binary run only its pong test, uncaptured.
-        .args(["pong_role", "--exact", "--nocapture"])
-        .env(ENV, format!("{domain},{size},{label}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(err)?;
-    let out = child.stdout.take().expect("piped");
-    let _pong = Pong(child);
-    let mut out = std::io::BufReader::new(out);
-    let mut line = String::new();
-    let mut said = String::new();
-    loop {
-        line.clear();
-        if std::io::BufRead::read_line(&mut out, &mut line).map_err(err)? == 0 {
-            return Err(err(format!(
-                "the pong process exited before it was ready: {}",
-                said.trim()
-            )));
-        }
-        if line.contains("ready") {
-            break;
-        }
-        if line.contains("error") {
-            said.push_str(&line);
-        }
-    }
+    let domain = super::helper::domain(0);
+    let label = wait.label();
+    let mut pong =
+        super::helper::Helper::spawn("pong_role", ENV, format!("{domain},{size},{label}"))
+            .map_err(err)?;
+    pong.expect("ready").map_err(err)?;
     let ctx = context(domain)?;
     let node = ctx.create_node("ping").map_err(err)?;
     let warm = (count / 10).clamp(10, 1000);

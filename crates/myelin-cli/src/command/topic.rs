@@ -11,6 +11,54 @@ use crate::cli::{NodeCommand, TopicCommand};
 
 type Res = Result<(), Box<dyn std::error::Error>>;
 
+/// Calls macro `$m` with every type `echo` decodes and `pub` parses: the
+/// standard messages of myelin-msgs and the builtins.
+macro_rules! standard_types {
+    ($m:ident) => {
+        $m!(
+            builtin_interfaces::Time,
+            builtin_interfaces::Duration,
+            std_msgs::Header,
+            std_msgs::String,
+            std_msgs::Bool,
+            std_msgs::Int32,
+            std_msgs::Int64,
+            std_msgs::Float32,
+            std_msgs::Float64,
+            std_msgs::Empty,
+            geometry_msgs::Point,
+            geometry_msgs::Vector3,
+            geometry_msgs::Quaternion,
+            geometry_msgs::Pose,
+            geometry_msgs::PoseStamped,
+            geometry_msgs::Twist,
+            geometry_msgs::TwistStamped,
+            geometry_msgs::Transform,
+            geometry_msgs::TransformStamped,
+            sensor_msgs::Image,
+            sensor_msgs::CompressedImage,
+            sensor_msgs::Imu,
+            sensor_msgs::LaserScan,
+            sensor_msgs::PointField,
+            sensor_msgs::PointCloud2,
+            sensor_msgs::CameraInfo,
+            String,
+            bool,
+            u8,
+            i8,
+            u16,
+            i16,
+            u32,
+            i32,
+            u64,
+            i64,
+            f32,
+            f64,
+            Vec<u8>,
+        )
+    };
+}
+
 fn check_domain(domain: u32) -> Result<(), String> {
     if domain > myelin::MAX_DOMAIN_ID {
         return Err(format!(
@@ -187,30 +235,7 @@ fn publish(
             )*
         };
     }
-    known!(
-        builtin_interfaces::Time,
-        builtin_interfaces::Duration,
-        std_msgs::Header,
-        std_msgs::String,
-        std_msgs::Bool,
-        std_msgs::Int32,
-        std_msgs::Int64,
-        std_msgs::Float32,
-        std_msgs::Float64,
-        std_msgs::Empty,
-        geometry_msgs::Point,
-        geometry_msgs::Vector3,
-        geometry_msgs::Quaternion,
-        geometry_msgs::Pose,
-        geometry_msgs::PoseStamped,
-        geometry_msgs::Twist,
-        geometry_msgs::TwistStamped,
-        geometry_msgs::Transform,
-        geometry_msgs::TransformStamped,
-        sensor_msgs::Imu,
-        sensor_msgs::LaserScan,
-        sensor_msgs::CameraInfo,
-    );
+    standard_types!(known);
     Err(format!(
         "unknown type {type_name:?}: `topic pub` knows the standard types (e.g. std_msgs/msg/String, geometry_msgs/msg/Twist)"
     )
@@ -264,47 +289,7 @@ fn render(type_name: &str, bytes: &[u8]) -> Option<Result<String, String>> {
             )*
         };
     }
-    known!(
-        builtin_interfaces::Time,
-        builtin_interfaces::Duration,
-        std_msgs::Header,
-        std_msgs::String,
-        std_msgs::Bool,
-        std_msgs::Int32,
-        std_msgs::Int64,
-        std_msgs::Float32,
-        std_msgs::Float64,
-        std_msgs::Empty,
-        geometry_msgs::Point,
-        geometry_msgs::Vector3,
-        geometry_msgs::Quaternion,
-        geometry_msgs::Pose,
-        geometry_msgs::PoseStamped,
-        geometry_msgs::Twist,
-        geometry_msgs::TwistStamped,
-        geometry_msgs::Transform,
-        geometry_msgs::TransformStamped,
-        sensor_msgs::Image,
-        sensor_msgs::CompressedImage,
-        sensor_msgs::Imu,
-        sensor_msgs::LaserScan,
-        sensor_msgs::PointField,
-        sensor_msgs::PointCloud2,
-        sensor_msgs::CameraInfo,
-        String,
-        bool,
-        u8,
-        i8,
-        u16,
-        i16,
-        u32,
-        i32,
-        u64,
-        i64,
-        f32,
-        f64,
-        Vec<u8>,
-    );
+    standard_types!(known);
     None
 }
 
