@@ -9,6 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use plotters::coord::Shift;
+use plotters::coord::combinators::WithKeyPoints;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::report::format_ns;
@@ -298,14 +300,7 @@ fn draw_histogram(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> DrawRe
             .label(label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FONT, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    legend(&mut chart)
 }
 
 /// Reduces the series to per-time-bin minimum and maximum points when it is
@@ -370,27 +365,7 @@ fn draw_time_series(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> Draw
     let t_hi = if t_max > t_lo { t_max } else { t_lo + 1e-3 };
     let y_range = (us(y_min) / 1.5)..(us(y_max) * 1.5);
 
-    let mut chart = ChartBuilder::on(root)
-        .caption(&title, (FONT, 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(
-            t_lo..t_hi,
-            y_range
-                .clone()
-                .log_scale()
-                .with_key_points(log_ticks(y_range.start, y_range.end)),
-        )?;
-    chart
-        .configure_mesh()
-        .x_desc("time since start (s)")
-        .y_desc("latency (log scale)")
-        .x_label_formatter(&|v| format!("{v:.2}"))
-        .y_label_formatter(&|v| us_label(*v))
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 16))
-        .draw()?;
+    let mut chart = time_chart(root, &title, t_lo..t_hi, y_range, "latency (log scale)", 2)?;
 
     // Overall p50 / p99 from the full histogram, not just the kept points;
     // drawn first so the samples stay visible on top.
@@ -419,6 +394,13 @@ fn draw_time_series(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> Draw
         })
         .legend(move |(x, y)| Circle::new((x + 10, y), 3, dot));
 
+    legend(&mut chart)
+}
+
+/// The series legend every plot draws in its upper right corner.
+fn legend<'a, 'b: 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+) -> DrawResult {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -427,6 +409,44 @@ fn draw_time_series(root: &Root<'_>, rec: &LatencyRecorder, title: &str) -> Draw
         .border_style(BLACK)
         .draw()?;
     Ok(())
+}
+
+/// Time (s) against latency (us, log scale).
+type TimeChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, WithKeyPoints<LogCoord<f64>>>>;
+
+/// A chart of time (s) against latency (us, log scale) with its mesh
+/// drawn: the frame of the latency-over-time and per-second plots.
+fn time_chart<'a, 'b>(
+    root: &'a Root<'b>,
+    title: &str,
+    t: std::ops::Range<f64>,
+    y_range: std::ops::Range<f64>,
+    y_desc: &str,
+    t_decimals: usize,
+) -> Result<TimeChart<'a, 'b>, DrawingAreaErrorKind<std::io::Error>> {
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FONT, 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            t,
+            y_range
+                .clone()
+                .log_scale()
+                .with_key_points(log_ticks(y_range.start, y_range.end)),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("time since start (s)")
+        .y_desc(y_desc)
+        .x_label_formatter(&|v| format!("{v:.t_decimals$}"))
+        .y_label_formatter(&|v| us_label(*v))
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+    Ok(chart)
 }
 
 /// One per-second row of a `perf ping` run, for [`write_rows_plot`].
@@ -462,27 +482,14 @@ fn draw_rows(root: &Root<'_>, rows: &[RowPoint], title: &str) -> DrawResult {
     let y_lo = rows.iter().map(|r| r.p50).min().unwrap_or(1).max(1);
     let y_hi = rows.iter().map(|r| r.max).max().unwrap_or(1).max(y_lo + 1);
     let y_range = (us(y_lo) / 1.5)..(us(y_hi) * 1.5);
-    let mut chart = ChartBuilder::on(root)
-        .caption(&title, (FONT, 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(
-            0.0..t_hi,
-            y_range
-                .clone()
-                .log_scale()
-                .with_key_points(log_ticks(y_range.start, y_range.end)),
-        )?;
-    chart
-        .configure_mesh()
-        .x_desc("time since start (s)")
-        .y_desc("one-way latency (log scale)")
-        .x_label_formatter(&|v| format!("{v:.1}"))
-        .y_label_formatter(&|v| us_label(*v))
-        .label_style((FONT, 14))
-        .axis_desc_style((FONT, 16))
-        .draw()?;
+    let mut chart = time_chart(
+        root,
+        &title,
+        0.0..t_hi,
+        y_range,
+        "one-way latency (log scale)",
+        1,
+    )?;
     type Line = (&'static str, RGBColor, fn(&RowPoint) -> u64);
     let lines: [Line; 3] = [
         ("P50", BLUE, |r| r.p50),
@@ -498,14 +505,7 @@ fn draw_rows(root: &Root<'_>, rows: &[RowPoint], title: &str) -> DrawResult {
             .label(label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FONT, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    legend(&mut chart)
 }
 
 #[cfg(test)]
