@@ -74,6 +74,12 @@ pub trait Message: Clone + Send + Sync + 'static {
     /// How the type crosses a process boundary (default: it does not).
     const WIRE: Wire = Wire::Local;
 
+    /// The ROS 2 type hash (REP 2011, `RIHS01_<64 hex>`) of a type that
+    /// mirrors a ROS 2 `.msg` definition. The zenoh transport puts it in the
+    /// key expression, as rmw_zenoh does, so ROS 2 nodes match the topic;
+    /// `None` (the default) uses myelin's own [`TYPE_HASH`](Self::TYPE_HASH).
+    const ROS_TYPE_HASH: Option<&'static str> = None;
+
     /// Bytes [`wire_encode`](Self::wire_encode) will write.
     fn wire_len(&self) -> Result<usize, WireError> {
         Err(WireError::Local(Self::TYPE_NAME))

@@ -13,6 +13,10 @@
 //! * `#[message(pod)]`: plain old data (`#[repr(C)]` + `bytemuck::Pod`),
 //!   read in place from shared memory (zero copies);
 //! * `#[message(cdr)]`: `serde::Serialize + Deserialize`, sent as CDR.
+//!
+//! A type that mirrors a ROS 2 `.msg` adds its REP-2011 hash,
+//! `#[message(ros_hash = "RIHS01_...")]`, so the zenoh transport names the
+//! topic as rmw_zenoh does and ROS 2 nodes match it.
 #![warn(missing_docs)]
 
 use proc_macro::TokenStream;
@@ -52,6 +56,7 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
     let ident = &input.ident;
     let mut name_override: Option<LitStr> = None;
     let mut wire: Option<&'static str> = None;
+    let mut ros_hash: Option<LitStr> = None;
     for attr in &input.attrs {
         if attr.path().is_ident("message") {
             attr.parse_nested_meta(|meta| {
@@ -64,9 +69,20 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
                 } else if meta.path.is_ident("cdr") {
                     wire = Some("cdr");
                     Ok(())
+                } else if meta.path.is_ident("ros_hash") {
+                    let h: LitStr = meta.value()?.parse()?;
+                    let v = h.value();
+                    if !(v.len() == 71
+                        && v.starts_with("RIHS01_")
+                        && v[7..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+                    {
+                        return Err(meta.error("`ros_hash` must be \"RIHS01_\" and 64 lowercase hex digits"));
+                    }
+                    ros_hash = Some(h);
+                    Ok(())
                 } else {
                     Err(meta.error(
-                        "unknown message attribute: expected `name = \"pkg/msg/Type\"`, `pod` or `cdr`",
+                        "unknown message attribute: expected `name = \"pkg/msg/Type\"`, `pod`, `cdr` or `ros_hash = \"RIHS01_...\"`",
                     ))
                 }
             })?;
@@ -127,10 +143,15 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
             }
         },
     };
+    let ros_hash_item = match ros_hash {
+        Some(h) => quote!(const ROS_TYPE_HASH: ::core::option::Option<&'static str> = ::core::option::Option::Some(#h);),
+        None => quote!(),
+    };
     Ok(quote! {
         impl #impl_g ::myelin::Message for #ident #ty_g #where_c {
             const TYPE_NAME: &'static str = #type_name;
             const TYPE_HASH: ::myelin::TypeHash = ::myelin::TypeHash::of_schema(#schema);
+            #ros_hash_item
             #wire_items
         }
     })

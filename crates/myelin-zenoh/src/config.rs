@@ -1,0 +1,108 @@
+//! zenoh session and router configurations.
+//!
+//! The default follows rmw_zenoh's, restricted to this host: a **peer**
+//! session with multicast scouting **off**, listening on
+//! `tcp/127.0.0.1:<any port>` and connecting to a router on
+//! [`DEFAULT_ROUTER`] when one runs (the attempt is retried in the
+//! background, so a process without a router keeps working on shared
+//! memory). Gossip scouting is on, as in rmw_zenoh: peers that meet at a
+//! router learn each other's (loopback) endpoints from it and then talk
+//! directly. Nothing leaves the host unless a router is pointed at another.
+//!
+//! [`CONFIG_ENV`] (`MYELIN_ZENOH_CONFIG=FILE`) or an explicit file replaces
+//! the default with any zenoh configuration, taken as written: zenoh's own
+//! defaults fill what it leaves out, multicast scouting included, so a
+//! deployment file should say `scouting: { multicast: { enabled: false } }`
+//! unless it wants the LAN scouted.
+
+use std::path::Path;
+
+use zenoh::{Config, Session, Wait};
+
+use crate::Error;
+
+/// The router every process tries to reach by default (rmw_zenoh's port).
+pub const DEFAULT_ROUTER: &str = "tcp/127.0.0.1:7447";
+
+/// The environment variable naming a zenoh configuration file.
+pub const CONFIG_ENV: &str = "MYELIN_ZENOH_CONFIG";
+
+fn set(c: &mut Config, key: &str, value: &str) -> Result<(), Error> {
+    c.insert_json5(key, value).map_err(|e| Error::Config {
+        file: None,
+        why: format!("setting {key} = {value}: {e}"),
+    })
+}
+
+fn list(endpoints: &[String]) -> String {
+    let quoted: Vec<String> = endpoints.iter().map(|e| format!("{e:?}")).collect();
+    format!("[{}]", quoted.join(","))
+}
+
+/// Load a zenoh configuration file (JSON5 or YAML, by extension).
+pub fn from_file(path: &Path) -> Result<Config, Error> {
+    Config::from_file(path).map_err(|e| Error::Config {
+        file: Some(path.to_path_buf()),
+        why: e.to_string(),
+    })
+}
+
+/// The configuration of a myelin session: `file` if given, else the file
+/// named by `MYELIN_ZENOH_CONFIG`, else the loopback default described in
+/// the module docs.
+pub fn session_config(file: Option<&Path>) -> Result<Config, Error> {
+    if let Some(f) = file {
+        return from_file(f);
+    }
+    if let Some(f) = std::env::var_os(CONFIG_ENV).filter(|f| !f.is_empty()) {
+        return from_file(Path::new(&f));
+    }
+    let mut c = Config::default();
+    set(&mut c, "mode", "\"peer\"")?;
+    set(&mut c, "scouting/multicast/enabled", "false")?;
+    set(&mut c, "scouting/gossip/enabled", "true")?;
+    set(&mut c, "listen/endpoints", &list(&["tcp/127.0.0.1:0".into()]))?;
+    set(&mut c, "connect/endpoints", &list(&[DEFAULT_ROUTER.into()]))?;
+    // Do not wait for the router at open, and keep retrying quietly.
+    set(&mut c, "connect/timeout_ms", "0")?;
+    set(&mut c, "connect/exit_on_failure", "false")?;
+    Ok(c)
+}
+
+/// The configuration of a router: `file` if given (then `listen` and
+/// `connect` are added to it when not empty), else a router listening on
+/// `listen` (default [`DEFAULT_ROUTER`]) and connected to the routers in
+/// `connect` (other hosts), multicast scouting off.
+pub fn router_config(
+    file: Option<&Path>,
+    listen: &[String],
+    connect: &[String],
+) -> Result<Config, Error> {
+    let mut c = match file {
+        Some(f) => from_file(f)?,
+        None => {
+            let mut c = Config::default();
+            set(&mut c, "scouting/multicast/enabled", "false")?;
+            c
+        }
+    };
+    set(&mut c, "mode", "\"router\"")?;
+    if !listen.is_empty() {
+        set(&mut c, "listen/endpoints", &list(listen))?;
+    } else if file.is_none() {
+        set(&mut c, "listen/endpoints", &list(&[DEFAULT_ROUTER.into()]))?;
+    }
+    if !connect.is_empty() {
+        set(&mut c, "connect/endpoints", &list(connect))?;
+        set(&mut c, "connect/exit_on_failure", "false")?;
+        set(&mut c, "connect/timeout_ms", "0")?;
+    }
+    Ok(c)
+}
+
+/// Open a session (or a router) with `config`.
+pub fn open(config: Config) -> Result<Session, Error> {
+    zenoh::open(config)
+        .wait()
+        .map_err(|e| Error::Open(e.to_string()))
+}
