@@ -27,14 +27,103 @@
 //!
 //! Your own types: `#[derive(Clone, serde::Serialize, serde::Deserialize,
 //! myelin::Message)]` with `#[message(cdr, name = "my_pkg/msg/MyType")]`.
+//!
+//! Each type also carries its ROS 2 type hash (REP 2011, `RIHS01_...`) in
+//! [`myelin::Message::ROS_TYPE_HASH`], so ROS 2 nodes (through
+//! `rmw_zenoh`) match its topics. The hashes are computed by [`idl`] from
+//! the types' `.msg` definitions, which [`definitions`] embeds; a test
+//! checks the two agree.
+//!
+//! ```
+//! use myelin::Message;
+//! use myelin_msgs::{idl, ros_hash_of, std_msgs};
+//!
+//! let spec = idl::parse_msg("std_msgs", "String", "string data  # the text").unwrap();
+//! assert_eq!(spec.fields[0].name, "data");
+//! let hash = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18";
+//! assert_eq!(ros_hash_of("std_msgs/msg/String").as_deref(), Some(hash));
+//! assert_eq!(std_msgs::String::ROS_TYPE_HASH, Some(hash));
+//! ```
 
 #![warn(missing_docs)]
 
+pub mod idl;
+
+macro_rules! definitions {
+    ($($pkg:literal / $name:literal),* $(,)?) => {
+        &[$((
+            concat!($pkg, "/msg/", $name),
+            include_str!(concat!("../msg/", $pkg, "/", $name, ".msg")),
+        )),*]
+    };
+}
+
+static DEFINITIONS: &[(&str, &str)] = definitions![
+    "builtin_interfaces" / "Time",
+    "builtin_interfaces" / "Duration",
+    "std_msgs" / "Header",
+    "std_msgs" / "String",
+    "std_msgs" / "Bool",
+    "std_msgs" / "Int32",
+    "std_msgs" / "Int64",
+    "std_msgs" / "Float32",
+    "std_msgs" / "Float64",
+    "std_msgs" / "Empty",
+    "geometry_msgs" / "Point",
+    "geometry_msgs" / "Vector3",
+    "geometry_msgs" / "Quaternion",
+    "geometry_msgs" / "Pose",
+    "geometry_msgs" / "PoseStamped",
+    "geometry_msgs" / "Twist",
+    "geometry_msgs" / "TwistStamped",
+    "geometry_msgs" / "Transform",
+    "geometry_msgs" / "TransformStamped",
+    "sensor_msgs" / "Image",
+    "sensor_msgs" / "CompressedImage",
+    "sensor_msgs" / "Imu",
+    "sensor_msgs" / "LaserScan",
+    "sensor_msgs" / "PointField",
+    "sensor_msgs" / "PointCloud2",
+    "sensor_msgs" / "RegionOfInterest",
+    "sensor_msgs" / "CameraInfo",
+];
+
+/// The ROS 2 (Jazzy) `.msg` definition of every type of this crate, as
+/// `("pkg/msg/Name", text)`, in the order of the modules.
+pub fn definitions() -> &'static [(&'static str, &'static str)] {
+    DEFINITIONS
+}
+
+/// The `.msg` text of `type_name` (`pkg/msg/Name`), if this crate has it.
+pub fn definition(type_name: &str) -> Option<&'static str> {
+    DEFINITIONS
+        .iter()
+        .find(|(name, _)| *name == type_name)
+        .map(|(_, text)| *text)
+}
+
+/// The parsed definition of `type_name` (`pkg/msg/Name`), if this crate
+/// has it: the lookup to give [`idl::type_hash`] to hash this crate's
+/// types, or your own types that use them.
+pub fn msg_spec(type_name: &str) -> Option<idl::MsgSpec> {
+    let (package, name) = idl::split_type_name(type_name)?;
+    idl::parse_msg(package, name, definition(type_name)?).ok()
+}
+
+/// The ROS 2 type hash (`RIHS01_...`) of `type_name` (`pkg/msg/Name`)
+/// computed from [`definitions`], if this crate has the type.
+pub fn ros_hash_of(type_name: &str) -> Option<String> {
+    idl::type_hash(type_name, msg_spec).ok()
+}
+
+/// `msg!(Name = "pkg/msg/Name", "RIHS01_..." { fields })`: a message type
+/// with its ROS name and ROS 2 type hash (the hash of `msg/pkg/Name.msg`;
+/// `tests/ros_hash.rs` checks it and prints the computed ones).
 macro_rules! msg {
-    ($(#[$doc:meta])* $name:ident = $ros:literal { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
+    ($(#[$doc:meta])* $name:ident = $ros:literal, $hash:literal { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
         $(#[$doc])*
         #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, myelin::Message)]
-        #[message(cdr, name = $ros)]
+        #[message(cdr, name = $ros, ros_hash = $hash)]
         #[serde(default)]
         pub struct $name {
             $($(#[$fdoc])* pub $field: $ty,)*
@@ -46,7 +135,8 @@ macro_rules! msg {
 pub mod builtin_interfaces {
     msg!(
         /// A point in time (seconds and nanoseconds since the epoch).
-        Time = "builtin_interfaces/msg/Time" {
+        Time = "builtin_interfaces/msg/Time",
+            "RIHS01_b106235e25a4c5ed35098aa0a61a3ee9c9b18d197f398b0e4206cea9acf9c197" {
             /// Seconds.
             sec: i32,
             /// Nanoseconds (0..1e9).
@@ -55,7 +145,8 @@ pub mod builtin_interfaces {
     );
     msg!(
         /// A span of time.
-        Duration = "builtin_interfaces/msg/Duration" {
+        Duration = "builtin_interfaces/msg/Duration",
+            "RIHS01_e8d009f659816f758b75334ee1a9ca5b5c0b859843261f14c7f937349599d93b" {
             /// Seconds.
             sec: i32,
             /// Nanoseconds (0..1e9).
@@ -83,7 +174,8 @@ pub mod std_msgs {
 
     msg!(
         /// Timestamp and coordinate frame of a stamped message.
-        Header = "std_msgs/msg/Header" {
+        Header = "std_msgs/msg/Header",
+            "RIHS01_f49fb3ae2cf070f793645ff749683ac6b06203e41c891e17701b1cb597ce6a01" {
             /// When the data was taken.
             stamp: Time,
             /// The coordinate frame.
@@ -92,49 +184,56 @@ pub mod std_msgs {
     );
     msg!(
         /// A string.
-        String = "std_msgs/msg/String" {
+        String = "std_msgs/msg/String",
+            "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18" {
             /// The text.
             data: std::string::String,
         }
     );
     msg!(
         /// A boolean.
-        Bool = "std_msgs/msg/Bool" {
+        Bool = "std_msgs/msg/Bool",
+            "RIHS01_feb91e995ff9ebd09c0cb3d2aed18b11077585839fb5db80193b62d74528f6c9" {
             /// The value.
             data: bool,
         }
     );
     msg!(
         /// A 32-bit signed integer.
-        Int32 = "std_msgs/msg/Int32" {
+        Int32 = "std_msgs/msg/Int32",
+            "RIHS01_b6578ded3c58c626cfe8d1a6fb6e04f706f97e9f03d2727c9ff4e74b1cef0deb" {
             /// The value.
             data: i32,
         }
     );
     msg!(
         /// A 64-bit signed integer.
-        Int64 = "std_msgs/msg/Int64" {
+        Int64 = "std_msgs/msg/Int64",
+            "RIHS01_8cd1048c2f186b6bd9a92472dc1ce51723c0833a221e2b7aecfff111774f4b49" {
             /// The value.
             data: i64,
         }
     );
     msg!(
         /// A 32-bit float.
-        Float32 = "std_msgs/msg/Float32" {
+        Float32 = "std_msgs/msg/Float32",
+            "RIHS01_7170d3d8f841f7be3172ce5f4f59f3a4d7f63b0447e8b33327601ad64d83d6e2" {
             /// The value.
             data: f32,
         }
     );
     msg!(
         /// A 64-bit float.
-        Float64 = "std_msgs/msg/Float64" {
+        Float64 = "std_msgs/msg/Float64",
+            "RIHS01_705ba9c3d1a09df43737eb67095534de36fd426c0587779bda2bc51fe790182a" {
             /// The value.
             data: f64,
         }
     );
     msg!(
         /// Nothing (a ping).
-        Empty = "std_msgs/msg/Empty" {
+        Empty = "std_msgs/msg/Empty",
+            "RIHS01_20b625256f32d5dbc0d04fee44f43c41e51c70d3502f84b4a08e7a9c26a96312" {
             /// CDR gives an empty structure one byte, as ROS 2 does.
             structure_needs_at_least_one_member: u8,
         }
@@ -147,21 +246,24 @@ pub mod geometry_msgs {
 
     msg!(
         /// A position.
-        Point = "geometry_msgs/msg/Point" { /// x.
+        Point = "geometry_msgs/msg/Point",
+            "RIHS01_6963084842a9b04494d6b2941d11444708d892da2f4b09843b9c43f42a7f6881" { /// x.
             x: f64, /// y.
             y: f64, /// z.
             z: f64 }
     );
     msg!(
         /// A direction or velocity.
-        Vector3 = "geometry_msgs/msg/Vector3" { /// x.
+        Vector3 = "geometry_msgs/msg/Vector3",
+            "RIHS01_cc12fe83e4c02719f1ce8070bfd14aecd40f75a96696a67a2a1f37f7dbb0765d" { /// x.
             x: f64, /// y.
             y: f64, /// z.
             z: f64 }
     );
     msg!(
         /// An orientation (unit quaternion).
-        Quaternion = "geometry_msgs/msg/Quaternion" { /// x.
+        Quaternion = "geometry_msgs/msg/Quaternion",
+            "RIHS01_8a765f66778c8ff7c8ab94afcc590a2ed5325a1d9a076ffff38fbce36f458684" { /// x.
             x: f64, /// y.
             y: f64, /// z.
             z: f64, /// w.
@@ -169,37 +271,43 @@ pub mod geometry_msgs {
     );
     msg!(
         /// Position and orientation.
-        Pose = "geometry_msgs/msg/Pose" { /// Position.
+        Pose = "geometry_msgs/msg/Pose",
+            "RIHS01_d501954e9476cea2996984e812054b68026ae0bfae789d9a10b23daf35cc90fa" { /// Position.
             position: Point, /// Orientation.
             orientation: Quaternion }
     );
     msg!(
         /// A pose with a header.
-        PoseStamped = "geometry_msgs/msg/PoseStamped" { /// Header.
+        PoseStamped = "geometry_msgs/msg/PoseStamped",
+            "RIHS01_10f3786d7d40fd2b54367835614bff85d4ad3b5dab62bf8bca0cc232d73b4cd8" { /// Header.
             header: Header, /// Pose.
             pose: Pose }
     );
     msg!(
         /// Linear and angular velocity.
-        Twist = "geometry_msgs/msg/Twist" { /// Linear (m/s).
+        Twist = "geometry_msgs/msg/Twist",
+            "RIHS01_9c45bf16fe0983d80e3cfe750d6835843d265a9a6c46bd2e609fcddde6fb8d2a" { /// Linear (m/s).
             linear: Vector3, /// Angular (rad/s).
             angular: Vector3 }
     );
     msg!(
         /// A twist with a header.
-        TwistStamped = "geometry_msgs/msg/TwistStamped" { /// Header.
+        TwistStamped = "geometry_msgs/msg/TwistStamped",
+            "RIHS01_5f0fcd4f81d5d06ad9b4c4c63e3ea51b82d6ae4d0558f1d475229b1121db6f64" { /// Header.
             header: Header, /// Twist.
             twist: Twist }
     );
     msg!(
         /// A rigid transform.
-        Transform = "geometry_msgs/msg/Transform" { /// Translation.
+        Transform = "geometry_msgs/msg/Transform",
+            "RIHS01_beb83fbe698636351461f6f35d1abb20010c43d55374d81bd041f1ba2581fddc" { /// Translation.
             translation: Vector3, /// Rotation.
             rotation: Quaternion }
     );
     msg!(
         /// A transform between two frames.
-        TransformStamped = "geometry_msgs/msg/TransformStamped" { /// Header (parent frame).
+        TransformStamped = "geometry_msgs/msg/TransformStamped",
+            "RIHS01_0a241f87d04668d94099cbb5ba11691d5ad32c2f29682e4eb5653424bd275206" { /// Header (parent frame).
             header: Header, /// Child frame.
             child_frame_id: String, /// Transform.
             transform: Transform }
@@ -213,7 +321,8 @@ pub mod sensor_msgs {
 
     msg!(
         /// An uncompressed image.
-        Image = "sensor_msgs/msg/Image" { /// Header.
+        Image = "sensor_msgs/msg/Image",
+            "RIHS01_d31d41a9a4c4bc8eae9be757b0beed306564f7526c88ea6a4588fb9582527d47" { /// Header.
             header: Header, /// Rows.
             height: u32, /// Columns.
             width: u32, /// Pixel encoding, e.g. `rgb8`.
@@ -224,14 +333,16 @@ pub mod sensor_msgs {
     );
     msg!(
         /// A compressed image.
-        CompressedImage = "sensor_msgs/msg/CompressedImage" { /// Header.
+        CompressedImage = "sensor_msgs/msg/CompressedImage",
+            "RIHS01_15640771531571185e2efc8a100baf923961a4d15d5569652e6cb6691e8e371a" { /// Header.
             header: Header, /// `jpeg` or `png`.
             format: String, /// The compressed bytes.
             data: Vec<u8> }
     );
     msg!(
         /// An inertial measurement.
-        Imu = "sensor_msgs/msg/Imu" { /// Header.
+        Imu = "sensor_msgs/msg/Imu",
+            "RIHS01_7d9a00ff131080897a5ec7e26e315954b8eae3353c3f995c55faf71574000b5b" { /// Header.
             header: Header, /// Orientation.
             orientation: Quaternion, /// Row-major 3x3 covariance.
             orientation_covariance: [f64; 9], /// Angular velocity (rad/s).
@@ -242,7 +353,8 @@ pub mod sensor_msgs {
     );
     msg!(
         /// A planar laser scan.
-        LaserScan = "sensor_msgs/msg/LaserScan" { /// Header.
+        LaserScan = "sensor_msgs/msg/LaserScan",
+            "RIHS01_64c191398013af96509d518dac71d5164f9382553fce5c1f8cca5be7924bd828" { /// Header.
             header: Header, /// Start angle (rad).
             angle_min: f32, /// End angle (rad).
             angle_max: f32, /// Angular step (rad).
@@ -256,7 +368,8 @@ pub mod sensor_msgs {
     );
     msg!(
         /// One field of a point cloud's points.
-        PointField = "sensor_msgs/msg/PointField" { /// Name.
+        PointField = "sensor_msgs/msg/PointField",
+            "RIHS01_5c6a4750728c2bcfbbf7037225b20b02d4429634732146b742dee1726637ef01" { /// Name.
             name: String, /// Byte offset in the point.
             offset: u32, /// Type (1 INT8 .. 8 FLOAT64).
             datatype: u8, /// Elements.
@@ -264,7 +377,8 @@ pub mod sensor_msgs {
     );
     msg!(
         /// A point cloud.
-        PointCloud2 = "sensor_msgs/msg/PointCloud2" { /// Header.
+        PointCloud2 = "sensor_msgs/msg/PointCloud2",
+            "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5" { /// Header.
             header: Header, /// Rows.
             height: u32, /// Columns.
             width: u32, /// The point layout.
@@ -277,7 +391,8 @@ pub mod sensor_msgs {
     );
     msg!(
         /// A region of interest in an image.
-        RegionOfInterest = "sensor_msgs/msg/RegionOfInterest" { /// Left edge.
+        RegionOfInterest = "sensor_msgs/msg/RegionOfInterest",
+            "RIHS01_ad16bcba5f9131dcdba6fbded19f726f5440e3c513b4fb586dd3027eeed8abb1" { /// Left edge.
             x_offset: u32, /// Top edge.
             y_offset: u32, /// Height.
             height: u32, /// Width.
@@ -286,7 +401,8 @@ pub mod sensor_msgs {
     );
     msg!(
         /// Camera calibration.
-        CameraInfo = "sensor_msgs/msg/CameraInfo" { /// Header.
+        CameraInfo = "sensor_msgs/msg/CameraInfo",
+            "RIHS01_b3dfd68ff46c9d56c80fd3bd4ed22c7a4ddce8c8348f2f59c299e73118e7e275" { /// Header.
             header: Header, /// Rows.
             height: u32, /// Columns.
             width: u32, /// Distortion model name.
