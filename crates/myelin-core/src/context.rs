@@ -39,6 +39,9 @@ pub(crate) struct ContextInner {
     /// The shared-memory transport (None when off or unavailable).
     #[cfg(feature = "shm")]
     pub(crate) shm: Option<Arc<crate::transport::shm::ShmDomain>>,
+    /// The network transport (None when off or unavailable).
+    #[cfg(feature = "zenoh")]
+    pub(crate) net: Option<Arc<crate::transport::net::NetDomain>>,
 }
 
 impl ContextInner {
@@ -48,6 +51,20 @@ impl ContextInner {
 
     pub(crate) fn new_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether any transport connects this context to other processes.
+    #[cfg_attr(not(any(feature = "shm", feature = "zenoh")), allow(dead_code))]
+    pub(crate) fn crosses_processes(&self) -> bool {
+        #[cfg(feature = "shm")]
+        if self.shm.is_some() {
+            return true;
+        }
+        #[cfg(feature = "zenoh")]
+        if self.net.is_some() {
+            return true;
+        }
+        false
     }
 }
 
@@ -60,6 +77,10 @@ pub struct ContextBuilder {
     /// in-process with a warning). `Some(true)`: required (a failure is an
     /// error).
     shared_memory: Option<bool>,
+    /// As `shared_memory`, for the zenoh session.
+    network: Option<bool>,
+    /// A zenoh configuration file.
+    zenoh_config: Option<std::path::PathBuf>,
 }
 
 impl Default for ContextBuilder {
@@ -68,6 +89,8 @@ impl Default for ContextBuilder {
             domain_id: 0,
             handle_signals: true,
             shared_memory: None,
+            network: None,
+            zenoh_config: None,
         }
     }
 }
@@ -96,6 +119,30 @@ impl ContextBuilder {
     /// in-process delivery with a warning.
     pub fn shared_memory(mut self, on: bool) -> Self {
         self.shared_memory = Some(on);
+        self
+    }
+
+    /// Whether endpoints reach other hosts (and processes that do not share
+    /// memory with this one) through a zenoh session. On by default when
+    /// the `zenoh` feature is compiled in, unless `MYELIN_TRANSPORT` is set
+    /// without `zenoh` in it (`MYELIN_TRANSPORT=shm`).
+    ///
+    /// The default session is a peer that connects to a zenoh router on
+    /// `tcp/127.0.0.1:7447` when one runs (`myelin router`), with multicast
+    /// scouting off: nothing leaves the host unless a router is pointed
+    /// at another. Asked for explicitly, a failure to open it is a
+    /// [`ContextError::Network`]; by default it falls back with a warning.
+    pub fn network(mut self, on: bool) -> Self {
+        self.network = Some(on);
+        self
+    }
+
+    /// Open the zenoh session with this configuration file (JSON5 or YAML,
+    /// any zenoh setting) instead of the default or `MYELIN_ZENOH_CONFIG`.
+    /// A file that cannot be read or that zenoh refuses is a
+    /// [`ContextError::Network`] naming it.
+    pub fn zenoh_config(mut self, file: impl Into<std::path::PathBuf>) -> Self {
+        self.zenoh_config = Some(file.into());
         self
     }
 
@@ -137,6 +184,51 @@ impl ContextBuilder {
                 why: "myelin was built without the `shm` feature".into(),
             });
         }
+        #[cfg(feature = "zenoh")]
+        let net = {
+            #[cfg(feature = "shm")]
+            let uses_shm = shm.is_some();
+            #[cfg(not(feature = "shm"))]
+            let uses_shm = false;
+            // A configuration (file or environment) is an explicit request.
+            let explicit = self.network == Some(true)
+                || self.zenoh_config.is_some()
+                || std::env::var_os(myelin_zenoh::config::CONFIG_ENV)
+                    .is_some_and(|f| !f.is_empty());
+            let wanted = self
+                .network
+                .unwrap_or_else(crate::transport::network_enabled);
+            if !wanted {
+                None
+            } else {
+                let opts = crate::transport::net::NetOptions {
+                    config_file: self.zenoh_config.clone(),
+                };
+                match crate::transport::net::NetDomain::start(self.domain_id, uses_shm, &opts) {
+                    Ok(d) => Some(d),
+                    Err(why) if explicit => {
+                        return Err(ContextError::Network {
+                            domain: self.domain_id,
+                            why,
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "domain {}: zenoh unavailable, staying on this host: {e}",
+                            self.domain_id
+                        );
+                        None
+                    }
+                }
+            }
+        };
+        #[cfg(not(feature = "zenoh"))]
+        if self.network == Some(true) || self.zenoh_config.is_some() {
+            return Err(ContextError::Network {
+                domain: self.domain_id,
+                why: "myelin was built without the `zenoh` feature".into(),
+            });
+        }
         let inner = Arc::new(ContextInner {
             domain_id: self.domain_id,
             graph: Graph::default(),
@@ -147,6 +239,8 @@ impl ContextBuilder {
             epoch: std::time::Instant::now(),
             #[cfg(feature = "shm")]
             shm,
+            #[cfg(feature = "zenoh")]
+            net,
         });
         if self.handle_signals {
             signals::register(&inner);
@@ -180,6 +274,50 @@ impl Context {
         return self.inner.shm.is_some();
         #[cfg(not(feature = "shm"))]
         false
+    }
+
+    /// Whether this context's endpoints reach other hosts through zenoh.
+    pub fn uses_network(&self) -> bool {
+        #[cfg(feature = "zenoh")]
+        return self.inner.net.is_some();
+        #[cfg(not(feature = "zenoh"))]
+        false
+    }
+
+    /// This context's zenoh session id (hex, as in liveliness tokens), if
+    /// it has a session.
+    pub fn zenoh_id(&self) -> Option<String> {
+        #[cfg(feature = "zenoh")]
+        return self.inner.net.as_ref().map(|n| n.zid().to_string());
+        #[cfg(not(feature = "zenoh"))]
+        None
+    }
+
+    /// Every publisher and subscription of this context's domain that
+    /// other processes have: this host's shared memory (as
+    /// [`endpoints`](crate::transport::endpoints)) plus what the network
+    /// reports (asking it for up to `wait`), each endpoint once. Shared
+    /// memory lists this process's own endpoints too; the network part
+    /// leaves this context's out.
+    pub fn discover(&self, wait: std::time::Duration) -> Vec<crate::transport::DiscoveredEndpoint> {
+        #[allow(unused_mut)]
+        let mut all = crate::transport::endpoints(self.inner.domain_id);
+        #[cfg(feature = "zenoh")]
+        if let Some(n) = &self.inner.net {
+            let scanned = cfg!(feature = "shm") && crate::transport::shared_memory_enabled();
+            for (t, on_this_island) in n.endpoints(wait) {
+                // Endpoints of shared-memory processes of this island were
+                // found in shared memory already.
+                if on_this_island && scanned {
+                    continue;
+                }
+                if let Some(e) = crate::transport::net::discovered(&t) {
+                    all.push(e);
+                }
+            }
+        }
+        let _ = wait;
+        all
     }
 
     /// Create a node in the root namespace.

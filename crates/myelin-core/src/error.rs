@@ -16,6 +16,15 @@ pub enum ContextError {
         /// What failed.
         why: String,
     },
+    /// The network transport was asked for explicitly (or configured with
+    /// a file) and could not be set up.
+    #[error("domain {domain}: the zenoh session could not be opened: {why}")]
+    Network {
+        /// The domain.
+        domain: u32,
+        /// What failed (names the configuration file when there is one).
+        why: String,
+    },
 }
 
 /// Creating a node failed.
@@ -75,6 +84,14 @@ pub enum CreateEndpointError {
     /// Shared memory could not be set up for the endpoint.
     #[error("topic {topic:?}: shared memory: {why}")]
     SharedMemory {
+        /// The topic.
+        topic: String,
+        /// What failed.
+        why: String,
+    },
+    /// The network side of the endpoint could not be declared.
+    #[error("topic {topic:?}: zenoh: {why}")]
+    Network {
         /// The topic.
         topic: String,
         /// What failed.

@@ -354,6 +354,25 @@ impl Graph {
         Ok(downcast::<Req, Resp>(&mut slot.entities))
     }
 
+    /// Refuse other request/response types on a service name this context
+    /// already has (before anything is created for it).
+    pub(crate) fn check_service_type<Req: Message, Resp: Message>(
+        &self,
+        name: &str,
+    ) -> Result<(), CreateServiceError> {
+        let services = self.services.lock().unwrap_or_else(|e| e.into_inner());
+        match services.get(name) {
+            Some(slot) if slot.type_id != service_type_id::<Req, Resp>() => {
+                Err(CreateServiceError::TypeMismatch {
+                    service: name.to_string(),
+                    existing: slot.types.clone(),
+                    requested: service_types::<Req, Resp>(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub(crate) fn add_server<Req: Message, Resp: Message>(
         &self,
         s: Arc<ServiceInner<Req, Resp>>,

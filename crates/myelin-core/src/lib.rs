@@ -48,7 +48,7 @@ mod node;
 pub mod publisher;
 pub mod qos;
 pub mod service;
-#[cfg(feature = "shm")]
+#[cfg(any(feature = "shm", feature = "zenoh"))]
 mod service_remote;
 pub mod subscription;
 mod timer;

@@ -36,6 +36,12 @@ pub(crate) struct NodeInner {
     default_group: CallbackGroup,
     entities: Mutex<Vec<Weak<dyn Executable>>>,
     timers: Mutex<Vec<Weak<TimerInner>>>,
+    /// The node's id in its context (the `nid` of its liveliness tokens).
+    #[cfg_attr(not(feature = "zenoh"), allow(dead_code))]
+    pub(crate) nid: u64,
+    /// The node's liveliness token on the network.
+    #[cfg(feature = "zenoh")]
+    _net_token: Option<myelin_zenoh::zenoh::liveliness::LivelinessToken>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -49,7 +55,17 @@ impl NodeInner {
         namespace: String,
         fqn: String,
     ) -> Self {
+        let nid = ctx.new_id();
+        #[cfg(feature = "zenoh")]
+        let _net_token = ctx.net.as_ref().and_then(|n| {
+            n.node_token(nid, &namespace, &name)
+                .map_err(|e| tracing::warn!("node {fqn}: not visible on the network: {e}"))
+                .ok()
+        });
         NodeInner {
+            nid,
+            #[cfg(feature = "zenoh")]
+            _net_token,
             name,
             namespace,
             fqn,
@@ -173,12 +189,22 @@ impl Node {
         let remote = self.remote_side::<T, _>(&topic, |d| {
             crate::transport::shm::PubShm::new::<T>(d, &topic, &self.inner.fqn, &qos)
         })?;
+        #[cfg(feature = "zenoh")]
+        let net = self.net_side::<T, _>(
+            &topic,
+            |d, owner| crate::transport::net::PubNet::new::<T>(d, &topic, owner, &qos),
+            id,
+        )?;
         let events = self.event_queue(&options.event_callback, &group, "publisher", &topic);
         #[allow(unused_mut)]
         let mut p = PubInner::new(id, topic.clone(), qos, self.inner.clone(), events);
         #[cfg(feature = "shm")]
         {
             p.remote = remote;
+        }
+        #[cfg(feature = "zenoh")]
+        {
+            p.net = net;
         }
         let inner = Arc::new(p);
         if let Some(d) = qos.deadline {
@@ -201,6 +227,10 @@ impl Node {
             let weak: std::sync::Weak<dyn crate::transport::shm::Discovered> =
                 Arc::downgrade(&(inner.clone() as Arc<dyn crate::transport::shm::Discovered>));
             d.register(weak);
+        }
+        #[cfg(feature = "zenoh")]
+        if let (Some(d), Some(_)) = (&self.inner.ctx.net, &inner.net) {
+            d.register(inner.clone());
         }
         Ok(Publisher { inner })
     }
@@ -353,6 +383,16 @@ impl Node {
                 crate::transport::shm::SubShm::new::<T>(d, &topic, &self.inner.fqn, &qos)
             })?
         };
+        #[cfg(feature = "zenoh")]
+        let net = if inline {
+            None
+        } else {
+            self.net_side::<T, _>(
+                &topic,
+                |d, owner| crate::transport::net::SubNet::new::<T>(d, &topic, owner, &qos),
+                id,
+            )?
+        };
         let events = self.event_queue(&options.event_callback, &group, "subscription", &topic);
         let inner = Arc::new(SubInner::new(SubSpec {
             id,
@@ -366,6 +406,8 @@ impl Node {
             events,
             #[cfg(feature = "shm")]
             remote,
+            #[cfg(feature = "zenoh")]
+            net,
         }));
         if !inner.has_callback() {
             // Only polling subscriptions have waiters to wake at shutdown.
@@ -411,6 +453,20 @@ impl Node {
                 Arc::downgrade(&(inner.clone() as Arc<dyn crate::transport::shm::Discovered>));
             d.register(weak);
         }
+        #[cfg(feature = "zenoh")]
+        if let (Some(d), Some(n)) = (&self.inner.ctx.net, &inner.net) {
+            let w = Arc::downgrade(&inner);
+            n.start(move |bytes| {
+                if let Some(s) = w.upgrade() {
+                    s.receive_network(bytes);
+                }
+            })
+            .map_err(|why| CreateEndpointError::Network {
+                topic: topic.clone(),
+                why,
+            })?;
+            d.register(inner.clone());
+        }
         Ok(Subscription { inner })
     }
 
@@ -433,6 +489,38 @@ impl Node {
         make(d)
             .map(Some)
             .map_err(|why| CreateEndpointError::SharedMemory {
+                topic: topic.to_string(),
+                why,
+            })
+    }
+
+    /// The network side of a new endpoint: none when the context has no
+    /// zenoh session or the type cannot cross.
+    #[cfg(feature = "zenoh")]
+    fn net_side<T: Message, R>(
+        &self,
+        topic: &str,
+        make: impl FnOnce(
+            &Arc<crate::transport::net::NetDomain>,
+            &crate::transport::net::Owner<'_>,
+        ) -> Result<R, String>,
+        eid: u64,
+    ) -> Result<Option<R>, CreateEndpointError> {
+        let Some(d) = &self.inner.ctx.net else {
+            return Ok(None);
+        };
+        if T::WIRE == crate::wire::Wire::Local {
+            return Ok(None);
+        }
+        let owner = crate::transport::net::Owner {
+            eid,
+            nid: self.inner.nid,
+            namespace: &self.inner.namespace,
+            node: &self.inner.name,
+        };
+        make(d, &owner)
+            .map(Some)
+            .map_err(|why| CreateEndpointError::Network {
                 topic: topic.to_string(),
                 why,
             })
@@ -490,8 +578,8 @@ impl Node {
             self.adopt(inner.clone());
         }
         self.inner.ctx.graph.add_server(inner.clone())?;
-        #[cfg(feature = "shm")]
-        let remote = if self.inner.ctx.shm.is_some()
+        #[cfg(any(feature = "shm", feature = "zenoh"))]
+        let remote = if self.inner.ctx.crosses_processes()
             && crate::service_remote::transportable::<Req, Resp>()
         {
             Some(
@@ -508,7 +596,7 @@ impl Node {
         };
         Ok(Service {
             inner,
-            #[cfg(feature = "shm")]
+            #[cfg(any(feature = "shm", feature = "zenoh"))]
             _remote: remote,
         })
     }
@@ -519,10 +607,15 @@ impl Node {
         name: &str,
     ) -> Result<Client<Req, Resp>, CreateServiceError> {
         let name = self.service_name(name)?;
+        self.inner
+            .ctx
+            .graph
+            .check_service_type::<Req, Resp>(&name)?;
         #[allow(unused_mut)]
         let mut c = ClientInner::new(self.inner.ctx.new_id(), name, self.inner.clone());
-        #[cfg(feature = "shm")]
-        if self.inner.ctx.shm.is_some() && crate::service_remote::transportable::<Req, Resp>() {
+        #[cfg(any(feature = "shm", feature = "zenoh"))]
+        if self.inner.ctx.crosses_processes() && crate::service_remote::transportable::<Req, Resp>()
+        {
             c.remote = Some(
                 crate::service_remote::ClientRemote::new(self, &c.name)
                     .map_err(|e| CreateServiceError::Transport(e.to_string()))?,

@@ -135,6 +135,9 @@ pub(crate) struct PubInner<T> {
     /// The shared-memory side (subscriptions in other processes).
     #[cfg(feature = "shm")]
     pub(crate) remote: Option<crate::transport::shm::PubShm>,
+    /// The network side (subscriptions zenoh reaches).
+    #[cfg(feature = "zenoh")]
+    pub(crate) net: Option<crate::transport::net::PubNet>,
 }
 
 /// Publishes messages of type `T` on one topic. Created by
@@ -178,16 +181,40 @@ impl<T: Message> PubInner<T> {
             local_matched: myelin_sync::atomic::AtomicU32::new(0),
             #[cfg(feature = "shm")]
             remote: None,
+            #[cfg(feature = "zenoh")]
+            net: None,
         }
     }
 
     /// Subscriptions in other processes this publisher feeds.
     pub(crate) fn remote_count(&self) -> usize {
+        #[allow(unused_mut)]
+        let mut n = 0;
         #[cfg(feature = "shm")]
         if let Some(r) = &self.remote {
-            return r.connected();
+            n += r.connected();
         }
-        0
+        #[cfg(feature = "zenoh")]
+        if let Some(r) = &self.net {
+            n += r.connected();
+        }
+        n
+    }
+
+    /// Send to the subscriptions only the network reaches.
+    #[inline]
+    fn send_net(&self, msg: &T) -> Result<(), PublishError> {
+        #[cfg(feature = "zenoh")]
+        if let Some(n) = &self.net
+            && n.needed()
+        {
+            n.send(msg).map_err(|why| PublishError::Wire {
+                topic: self.topic.clone(),
+                why,
+            })?;
+        }
+        let _ = msg;
+        Ok(())
     }
 
     /// Send to the subscriptions in other processes (before local delivery
@@ -195,6 +222,7 @@ impl<T: Message> PubInner<T> {
     /// Returns the subscriptions that refused it.
     #[inline]
     fn send_remote(&self, msg: &T) -> Result<Full, PublishError> {
+        self.send_net(msg)?;
         #[cfg(feature = "shm")]
         if let Some(r) = &self.remote
             && r.has_remote()
@@ -444,6 +472,17 @@ impl<T: Message> crate::transport::shm::Discovered for PubInner<T> {
             // Tell the subscribers' processes: their matched count is the
             // number of publishers actually connected to them.
             r.dom.bump();
+        }
+    }
+}
+
+#[cfg(feature = "zenoh")]
+impl<T: Message> crate::transport::net::NetDiscovered for PubInner<T> {
+    fn net_changed(self: Arc<Self>, graph: &crate::transport::net::RemoteGraph) {
+        if let Some(n) = &self.net
+            && n.update(graph)
+        {
+            self.refresh_matched();
         }
     }
 }
@@ -706,6 +745,16 @@ impl<T: Message> PubInner<T> {
         {
             let sent = r.send(chunk, len);
             full.merge(Full::refused(sent.full, sent.limit));
+        }
+        #[cfg(feature = "zenoh")]
+        if let Some(n) = &self.net
+            && n.needed()
+        {
+            n.send_bytes(bytes.to_vec())
+                .map_err(|why| PublishError::Wire {
+                    topic: self.topic.clone(),
+                    why,
+                })?;
         }
         let m = self.matched.load();
         for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {

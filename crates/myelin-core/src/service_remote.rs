@@ -230,8 +230,7 @@ impl<Req: Message, Resp: Message> ClientRemote<Req, Resp> {
         service: &str,
     ) -> Result<Self, crate::CreateEndpointError> {
         Ok(ClientRemote {
-            id: (u64::from(std::process::id()) << 32)
-                | (crate::transport::shm::next_id() & 0xffff_ffff),
+            id: (u64::from(std::process::id()) << 32) | (crate::transport::next_id() & 0xffff_ffff),
             seq: AtomicU64::new(1),
             requests: node
                 .create_publisher::<WireRequest<Req>>(&request_topic(service), QoS::keep_all())?,

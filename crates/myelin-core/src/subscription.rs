@@ -243,6 +243,9 @@ pub(crate) struct SubInner<T> {
     /// The shared-memory side (publishers in other processes).
     #[cfg(feature = "shm")]
     pub(crate) remote: Option<crate::transport::shm::SubShm>,
+    /// The network side (publishers zenoh reaches).
+    #[cfg(feature = "zenoh")]
+    pub(crate) net: Option<crate::transport::net::SubNet>,
 }
 
 /// Everything a subscription is made of, resolved by the node.
@@ -258,6 +261,8 @@ pub(crate) struct SubSpec<T> {
     pub(crate) events: Option<Arc<EventQueue<SubscriptionEvent>>>,
     #[cfg(feature = "shm")]
     pub(crate) remote: Option<crate::transport::shm::SubShm>,
+    #[cfg(feature = "zenoh")]
+    pub(crate) net: Option<crate::transport::net::SubNet>,
 }
 
 impl<T: Message> SubInner<T> {
@@ -274,6 +279,8 @@ impl<T: Message> SubInner<T> {
             events,
             #[cfg(feature = "shm")]
             remote,
+            #[cfg(feature = "zenoh")]
+            net,
         } = spec;
         #[cfg(feature = "shm")]
         let waitpoint = if remote.is_some() && callback.is_none() {
@@ -315,17 +322,42 @@ impl<T: Message> SubInner<T> {
             remote_matched: myelin_sync::atomic::AtomicU32::new(0),
             #[cfg(feature = "shm")]
             remote,
+            #[cfg(feature = "zenoh")]
+            net,
+        }
+    }
+
+    /// A message that arrived over the network (zenoh's thread).
+    #[cfg(feature = "zenoh")]
+    pub(crate) fn receive_network(self: &Arc<Self>, bytes: crate::wire::SharedBytes) {
+        match crate::buffer::from_wire::<T>(bytes) {
+            Ok(m) => {
+                self.push(m, 0);
+            }
+            Err(e) => {
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "{}: dropping a message from the network: {e}",
+                    self.describe()
+                );
+            }
         }
     }
 
     /// Publishers in other processes connected to this subscription now.
-    #[cfg_attr(not(feature = "shm"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "shm", feature = "zenoh")), allow(dead_code))]
     pub(crate) fn remote_publishers(&self) -> usize {
+        #[allow(unused_mut)]
+        let mut n = 0;
         #[cfg(feature = "shm")]
         if let Some(r) = &self.remote {
-            return r.connected();
+            n += r.connected();
         }
-        0
+        #[cfg(feature = "zenoh")]
+        if let Some(r) = &self.net {
+            n += r.connected();
+        }
+        n
     }
 
     /// Move messages other processes sent into the buffer (polling
@@ -469,8 +501,13 @@ impl<T: Message> SubInner<T> {
 
     /// Publish the matched status: local plus remote publishers.
     pub(crate) fn refresh_matched(self: &Arc<Self>) {
-        let n = self.local_matched.load(Ordering::Relaxed)
+        #[allow(unused_mut)]
+        let mut n = self.local_matched.load(Ordering::Relaxed)
             + self.remote_matched.load(Ordering::Relaxed);
+        #[cfg(feature = "zenoh")]
+        if let Some(net) = &self.net {
+            n += net.connected() as u32;
+        }
         if let Some(st) = self.matched_status.set_current(n) {
             self.emit(SubscriptionEvent::Matched(st));
         }
@@ -678,6 +715,17 @@ impl<T: Message> crate::transport::shm::Discovered for SubInner<T> {
         self.remote_matched
             .store(r.connected() as u32, Ordering::Relaxed);
         self.refresh_matched();
+    }
+}
+
+#[cfg(feature = "zenoh")]
+impl<T: Message> crate::transport::net::NetDiscovered for SubInner<T> {
+    fn net_changed(self: Arc<Self>, graph: &crate::transport::net::RemoteGraph) {
+        if let Some(n) = &self.net
+            && n.update(graph)
+        {
+            self.refresh_matched();
+        }
     }
 }
 

@@ -61,7 +61,11 @@ pub fn session_config(file: Option<&Path>) -> Result<Config, Error> {
     set(&mut c, "mode", "\"peer\"")?;
     set(&mut c, "scouting/multicast/enabled", "false")?;
     set(&mut c, "scouting/gossip/enabled", "true")?;
-    set(&mut c, "listen/endpoints", &list(&["tcp/127.0.0.1:0".into()]))?;
+    set(
+        &mut c,
+        "listen/endpoints",
+        &list(&["tcp/127.0.0.1:0".into()]),
+    )?;
     set(&mut c, "connect/endpoints", &list(&[DEFAULT_ROUTER.into()]))?;
     // Do not wait for the router at open, and keep retrying quietly.
     set(&mut c, "connect/timeout_ms", "0")?;

@@ -106,38 +106,45 @@ impl Default for TokenQos {
 const INF_S: u64 = 9_223_372_036;
 const INF_NS: u64 = 854_775_807;
 
-fn dur(d: Option<Duration>) -> String {
-    match d {
-        None => format!("{INF_S},{INF_NS}"),
-        Some(d) => format!("{},{}", d.as_secs(), d.subsec_nanos()),
-    }
-}
-
 fn parse_dur(s: &str) -> Option<Option<Duration>> {
     if s.is_empty() {
         return Some(None);
     }
     let (a, b) = s.split_once(',')?;
     let sec: u64 = if a.is_empty() { INF_S } else { a.parse().ok()? };
-    let ns: u64 = if b.is_empty() { INF_NS } else { b.parse().ok()? };
+    let ns: u64 = if b.is_empty() {
+        INF_NS
+    } else {
+        b.parse().ok()?
+    };
     if sec >= INF_S || (sec == 0 && ns == 0) {
         return Some(None);
     }
-    Some(Some(Duration::from_secs(sec) + Duration::from_nanos(ns.min(999_999_999))))
+    Some(Some(
+        Duration::from_secs(sec) + Duration::from_nanos(ns.min(999_999_999)),
+    ))
 }
 
 impl TokenQos {
-    /// The token field.
+    /// The token field, as rmw_zenoh writes it: a value equal to
+    /// rmw_zenoh's default is left empty (the default QoS with depth 10 is
+    /// `::,10:,:,:,,`).
     pub fn encode(&self) -> String {
+        let d = TokenQos::default();
+        let f = |differs: bool, v: String| if differs { v } else { String::new() };
+        let dur = |v: Option<Duration>| match v {
+            None => ",".to_string(),
+            Some(d) => format!("{},{}", d.as_secs(), d.subsec_nanos()),
+        };
         format!(
             "{}:{}:{},{}:{}:{}:{},{}",
-            if self.reliable { 1 } else { 2 },
-            if self.transient_local { 1 } else { 2 },
-            if self.keep_all { 2 } else { 1 },
-            self.depth,
+            f(self.reliable != d.reliable, "2".into()),
+            f(self.transient_local != d.transient_local, "1".into()),
+            f(self.keep_all != d.keep_all, "2".into()),
+            f(self.depth != d.depth, self.depth.to_string()),
             dur(self.deadline),
             dur(self.lifespan),
-            if self.manual_by_topic { 3 } else { 1 },
+            f(self.manual_by_topic != d.manual_by_topic, "3".into()),
             dur(self.lease),
         )
     }
@@ -287,10 +294,16 @@ impl Token {
             None
         };
         Ok(Token {
-            domain: parts[1].parse().map_err(|_| bad("domain is not a number"))?,
+            domain: parts[1]
+                .parse()
+                .map_err(|_| bad("domain is not a number"))?,
             zid: parts[2].to_string(),
-            nid: parts[3].parse().map_err(|_| bad("node id is not a number"))?,
-            eid: parts[4].parse().map_err(|_| bad("entity id is not a number"))?,
+            nid: parts[3]
+                .parse()
+                .map_err(|_| bad("node id is not a number"))?,
+            eid: parts[4]
+                .parse()
+                .map_err(|_| bad("entity id is not a number"))?,
             kind,
             enclave: name_or_empty(parts[6]),
             namespace,
@@ -344,10 +357,34 @@ mod tests {
                 lease: None
             }
         );
-        // Written back the same way.
-        assert_eq!(t.key(), k);
+        // Written back the way rmw_zenoh writes it today (defaults empty).
+        assert!(t.key().ends_with("/:1:,10:,:,:,,"), "{}", t.key());
+        assert_eq!(Token::parse(&t.key()).unwrap(), t);
         // zenoh's internal prefix is skipped.
         assert_eq!(Token::parse(&format!("@/liveliness/{k}")).unwrap(), t);
+    }
+
+    #[test]
+    fn writes_defaults_empty() {
+        let q = TokenQos {
+            depth: 10,
+            ..TokenQos::default()
+        };
+        assert_eq!(q.encode(), "::,10:,:,:,,");
+        let q = TokenQos {
+            reliable: false,
+            depth: 5,
+            ..TokenQos::default()
+        };
+        assert_eq!(q.encode(), "2::,5:,:,:,,");
+        let q = TokenQos {
+            keep_all: true,
+            deadline: Some(Duration::from_millis(1500)),
+            manual_by_topic: true,
+            ..TokenQos::default()
+        };
+        assert_eq!(q.encode(), "::2,:1,500000000:,:3,,");
+        assert_eq!(TokenQos::decode(&q.encode()), Some(q));
     }
 
     #[test]

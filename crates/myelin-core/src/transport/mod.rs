@@ -3,23 +3,45 @@
 //! The intra-process manager delivers within a context;
 //! the shared-memory transport (feature `shm`, on by default) connects
 //! contexts in other processes (and other contexts of this process) on the
-//! same host. `MYELIN_TRANSPORT=intra` turns it off at run time (any value
-//! that does not list `shm` does).
+//! same host; the network transport (feature `zenoh`) reaches other hosts
+//! (and, when shared memory is off, other processes) through zenoh.
+//! `MYELIN_TRANSPORT` chooses at run time: a comma-separated list of `shm`
+//! and `zenoh` (`intra` or any value without them: in-process only).
 
+#[cfg(feature = "zenoh")]
+pub(crate) mod net;
 #[cfg(feature = "shm")]
 pub(crate) mod shm;
 pub(crate) mod wake;
 
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A process-unique id for endpoints and contexts (segment names and
+/// gids use it).
+#[cfg_attr(not(any(feature = "shm", feature = "zenoh")), allow(dead_code))]
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether `MYELIN_TRANSPORT` lets `name` run (unset: every transport
+/// compiled in).
+fn transport_allowed(name: &str) -> bool {
+    match std::env::var("MYELIN_TRANSPORT") {
+        Ok(v) => v.split(',').any(|t| t.trim() == name),
+        Err(_) => true,
+    }
+}
+
+/// Whether the network transport is compiled in and not turned off by
+/// `MYELIN_TRANSPORT`.
+pub fn network_enabled() -> bool {
+    cfg!(feature = "zenoh") && transport_allowed("zenoh")
+}
+
 /// Whether the shared-memory transport is compiled in and not turned off
 /// by `MYELIN_TRANSPORT`.
 pub fn shared_memory_enabled() -> bool {
-    if !cfg!(feature = "shm") {
-        return false;
-    }
-    match std::env::var("MYELIN_TRANSPORT") {
-        Ok(v) => v.split(',').any(|t| t.trim() == "shm"),
-        Err(_) => true,
-    }
+    cfg!(feature = "shm") && transport_allowed("shm")
 }
 
 /// A publisher or subscription found on this host (see [`endpoints`]).
@@ -39,6 +61,9 @@ pub struct DiscoveredEndpoint {
     pub pid: u32,
     /// The QoS it offers (publisher) or requests (subscription).
     pub qos: crate::QoS,
+    /// The zenoh session of an endpoint seen over the network (`None`:
+    /// found in this host's shared memory).
+    pub zid: Option<String>,
 }
 
 /// Every live publisher and subscription of `domain` on this host that
@@ -60,6 +85,7 @@ pub fn endpoints(domain: u32) -> Vec<DiscoveredEndpoint> {
                 node: f.info.node,
                 pid: f.info.pid,
                 qos: shm::decode_qos(&f.info.qos),
+                zid: None,
             })
             .collect()
     }

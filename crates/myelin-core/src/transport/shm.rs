@@ -16,7 +16,7 @@
 //!   types); dropping the last reference returns the chunk.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -33,12 +33,7 @@ use crate::message::Message;
 use crate::qos::{Durability, History, Liveliness, LivelinessKind, QoS, Reliability};
 use crate::wire::{SharedBytes, Wire};
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A process-unique id for endpoints and contexts (segment names use it).
-pub(crate) fn next_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
-}
+pub(crate) use super::next_id;
 
 /// This process's wake-up table (created on first use).
 pub(crate) fn wake_table() -> Option<Arc<WakeTable>> {

@@ -1,0 +1,435 @@
+//! The network transport on real zenoh sessions: a zenoh router on a free
+//! loopback port (started in this test process, as `myelin router` starts
+//! one), contexts and child processes connected to it through a
+//! configuration file (multicast scouting off). The child processes are
+//! this test binary run again (`MYELIN_NET_ROLE`).
+#![cfg(feature = "zenoh")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use myelin::prelude::*;
+use myelin::{AnyMessage, Publisher, Subscription};
+
+const ROLE: &str = "MYELIN_NET_ROLE";
+const LONG: Duration = Duration::from_secs(60);
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, myelin::Message)]
+#[message(cdr, name = "test_msgs/msg/Reading")]
+struct Reading {
+    seq: u32,
+    label: String,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, myelin::Message)]
+#[message(cdr, name = "test_msgs/msg/Sum")]
+struct Sum {
+    a: i64,
+    b: i64,
+}
+
+/// A zenoh router on a free loopback port and a session config file
+/// pointing at it.
+struct Router {
+    _session: myelin_zenoh::zenoh::Session,
+    config: PathBuf,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn router(tag: &str) -> Router {
+    let port = free_port();
+    let endpoint = format!("tcp/127.0.0.1:{port}");
+    let cfg =
+        myelin_zenoh::config::router_config(None, std::slice::from_ref(&endpoint), &[]).unwrap();
+    let session = myelin_zenoh::config::open(cfg).unwrap();
+    let dir = std::env::temp_dir().join(format!("myelin_net_{tag}_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("session.json5");
+    let mut f = std::fs::File::create(&config).unwrap();
+    write!(
+        f,
+        r#"{{
+  mode: "peer",
+  connect: {{ endpoints: ["{endpoint}"] }},
+  listen: {{ endpoints: ["tcp/127.0.0.1:0"] }},
+  scouting: {{ multicast: {{ enabled: false }}, gossip: {{ enabled: true }} }},
+}}"#
+    )
+    .unwrap();
+    Router {
+        _session: session,
+        config,
+        _dir: TempDir(dir),
+    }
+}
+
+fn ctx(r: &Router, domain: u32, shm: bool) -> Context {
+    Context::builder()
+        .domain_id(domain)
+        .handle_signals(false)
+        .shared_memory(shm)
+        .zenoh_config(&r.config)
+        .build()
+        .unwrap()
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + LONG;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn wait_matched<T: myelin::Message>(p: &Publisher<T>, n: usize) {
+    wait_until("subscriptions", || p.subscription_count() >= n);
+}
+
+fn wait_publishers<T: myelin::Message>(s: &Subscription<T>, n: usize) {
+    wait_until("publishers", || s.matched_count() >= n);
+}
+
+#[test]
+fn two_contexts_over_zenoh_without_shared_memory() {
+    let r = router("basic");
+    let a = ctx(&r, 140, false);
+    let b = ctx(&r, 140, false);
+    assert!(a.uses_network() && !a.uses_shared_memory());
+    let pa = a.create_node("talker").unwrap();
+    let nb = b.create_node("listener").unwrap();
+    let sub = nb
+        .create_polling_subscription::<Reading>("/chatter", QoS::keep_all(), Default::default())
+        .unwrap();
+    let publisher = pa
+        .create_publisher::<Reading>("/chatter", QoS::keep_all())
+        .unwrap();
+    wait_matched(&publisher, 1);
+    wait_publishers(&sub, 1);
+    for seq in 0..50 {
+        publisher
+            .publish(Reading {
+                seq,
+                label: format!("n{seq}"),
+            })
+            .unwrap();
+    }
+    for seq in 0..50 {
+        let m = sub.wait_for_message(LONG).unwrap().into_owned();
+        assert_eq!(
+            m,
+            Reading {
+                seq,
+                label: format!("n{seq}")
+            }
+        );
+    }
+    // Another domain on the same router sees nothing.
+    let c = ctx(&r, 141, false);
+    let other = c
+        .create_node("x")
+        .unwrap()
+        .create_polling_subscription::<Reading>("/chatter", QoS::keep_all(), Default::default())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(other.matched_count(), 0);
+    assert_eq!(publisher.subscription_count(), 1);
+    // The graph: b sees a's node and publisher through liveliness tokens.
+    let seen = b.discover(Duration::from_secs(2));
+    assert!(
+        seen.iter().any(|e| e.is_publisher
+            && e.topic == "/chatter"
+            && e.type_name == "test_msgs/msg/Reading"
+            && e.node == "/talker"
+            && e.zid == a.zenoh_id()),
+        "{seen:?}"
+    );
+    // Dropping the publisher updates the matched count.
+    drop(publisher);
+    wait_until("the publisher to go", || sub.matched_count() == 0);
+}
+
+#[test]
+fn any_type_subscription_and_callbacks_over_zenoh() {
+    let r = router("any");
+    let a = ctx(&r, 142, false);
+    let b = ctx(&r, 142, false);
+    let publisher = a
+        .create_node("p")
+        .unwrap()
+        .create_publisher::<Reading>("/ns/data", QoS::default())
+        .unwrap();
+    // A tool's any-type subscription lives in its own context (a context
+    // holds one type per topic).
+    let tool = ctx(&r, 142, false);
+    let any = tool
+        .create_node("tool")
+        .unwrap()
+        .create_polling_subscription::<AnyMessage>(
+            "/ns/data",
+            QoS::keep_last(100).best_effort(),
+            Default::default(),
+        )
+        .unwrap();
+    let nb = b.create_node("s").unwrap();
+    let got = Arc::new(AtomicUsize::new(0));
+    let g = got.clone();
+    let _typed = nb
+        .create_subscription("/ns/data", QoS::keep_last(100), move |m: Reading| {
+            assert_eq!(m.label, "x");
+            g.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&nb).unwrap();
+    wait_matched(&publisher, 2);
+    publisher
+        .publish(Reading {
+            seq: 7,
+            label: "x".into(),
+        })
+        .unwrap();
+    let m = any.wait_for_message(LONG).unwrap();
+    // CDR little endian, encapsulation header first.
+    assert_eq!(&m.bytes()[..8], &[0, 1, 0, 0, 7, 0, 0, 0]);
+    let deadline = Instant::now() + LONG;
+    while got.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline);
+        exec.spin_once(Duration::from_millis(10)).unwrap();
+    }
+}
+
+#[test]
+fn exactly_once_next_to_shared_memory() {
+    let r = router("once");
+    // Two shared-memory contexts (as two processes on one host) and one
+    // without: the first two are connected by both transports.
+    let a = ctx(&r, 143, true);
+    let b = ctx(&r, 143, true);
+    let c = ctx(&r, 143, false);
+    let publisher = a
+        .create_node("p")
+        .unwrap()
+        .create_publisher::<Reading>("/once", QoS::keep_all())
+        .unwrap();
+    let sb = b
+        .create_node("s")
+        .unwrap()
+        .create_polling_subscription::<Reading>("/once", QoS::keep_all(), Default::default())
+        .unwrap();
+    let sc = c
+        .create_node("s")
+        .unwrap()
+        .create_polling_subscription::<Reading>("/once", QoS::keep_all(), Default::default())
+        .unwrap();
+    wait_matched(&publisher, 2);
+    wait_publishers(&sb, 1);
+    wait_publishers(&sc, 1);
+    // Counted once each, whatever the path.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(publisher.subscription_count(), 2);
+    assert_eq!(sb.matched_count(), 1);
+    for seq in 0..20 {
+        publisher
+            .publish(Reading {
+                seq,
+                label: String::new(),
+            })
+            .unwrap();
+    }
+    for s in [&sb, &sc] {
+        for seq in 0..20 {
+            assert_eq!(s.wait_for_message(LONG).unwrap().seq, seq);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(sb.take().is_none(), "a message arrived twice");
+    assert!(sc.take().is_none(), "a message arrived twice");
+}
+
+#[test]
+fn bad_config_file_is_a_clear_error() {
+    let dir = std::env::temp_dir().join(format!("myelin_badcfg_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("broken.json5");
+    std::fs::write(&f, "{ mode: \"peer\", connect: ").unwrap();
+    let e = Context::builder()
+        .handle_signals(false)
+        .zenoh_config(&f)
+        .build()
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("broken.json5"), "{text}");
+    let e = Context::builder()
+        .handle_signals(false)
+        .zenoh_config(dir.join("missing.json5"))
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("missing.json5"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---- across processes ----
+
+fn spawn(
+    role: &str,
+    cfg: &std::path::Path,
+    domain: u32,
+) -> (Child, BufReader<std::process::ChildStdout>) {
+    let mut c = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .env("MYELIN_NET_DOMAIN", domain.to_string())
+        .env("MYELIN_ZENOH_CONFIG", cfg)
+        .env("MYELIN_TRANSPORT", "zenoh")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(c.stdout.take().unwrap());
+    (c, out)
+}
+
+fn expect(out: &mut BufReader<std::process::ChildStdout>, what: &str) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "child ended before {what:?}"
+        );
+        if line.trim_end().ends_with(what) {
+            return;
+        }
+    }
+}
+
+/// The other process.
+#[test]
+fn child_role() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    // The parent gone (stdin closed), the child goes too.
+    std::thread::spawn(|| {
+        let mut sink = String::new();
+        while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {}
+        std::process::exit(0);
+    });
+    let domain: u32 = std::env::var("MYELIN_NET_DOMAIN").unwrap().parse().unwrap();
+    let c = Context::builder()
+        .domain_id(domain)
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    assert!(c.uses_network() && !c.uses_shared_memory());
+    let node = c
+        .create_node(&format!("child_{}", std::process::id()))
+        .unwrap();
+    match role.as_str() {
+        "echo" => {
+            // Replies to each reading with the same reading, label "re".
+            let out = node
+                .create_publisher::<Reading>("/back", QoS::keep_all())
+                .unwrap();
+            let sub = node
+                .create_polling_subscription::<Reading>(
+                    "/forth",
+                    QoS::keep_all(),
+                    Default::default(),
+                )
+                .unwrap();
+            println!("ready");
+            loop {
+                let m = sub.wait_for_message(LONG).unwrap().into_owned();
+                if m.label == "stop" {
+                    break;
+                }
+                out.publish(Reading {
+                    seq: m.seq,
+                    label: "re".into(),
+                })
+                .unwrap();
+            }
+        }
+        "server" => {
+            let _srv = node
+                .create_service("/add", |s: Sum| Sum { a: s.a + s.b, b: 0 })
+                .unwrap();
+            let mut exec = Executor::new();
+            exec.add_node(&node).unwrap();
+            println!("ready");
+            exec.spin().unwrap();
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+#[test]
+fn messages_across_processes_and_matched_counts_on_kill() {
+    let r = router("procs");
+    let (mut child, mut out) = spawn("echo", &r.config, 144);
+    expect(&mut out, "ready");
+    let c = ctx(&r, 144, false);
+    let node = c.create_node("parent").unwrap();
+    let forth = node
+        .create_publisher::<Reading>("/forth", QoS::keep_all())
+        .unwrap();
+    let back = node
+        .create_polling_subscription::<Reading>("/back", QoS::keep_all(), Default::default())
+        .unwrap();
+    wait_matched(&forth, 1);
+    wait_publishers(&back, 1);
+    for seq in 0..100 {
+        forth
+            .publish(Reading {
+                seq,
+                label: "go".into(),
+            })
+            .unwrap();
+        let m = back.wait_for_message(LONG).unwrap();
+        assert_eq!((m.seq, m.label.as_str()), (seq, "re"));
+    }
+    // kill -9: zenoh closes the session's tokens; the matched counts drop.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until("the killed process to leave the graph", || {
+        forth.subscription_count() == 0 && back.matched_count() == 0
+    });
+}
+
+#[test]
+fn service_calls_across_processes() {
+    let r = router("srv");
+    let (mut child, mut out) = spawn("server", &r.config, 145);
+    expect(&mut out, "ready");
+    let c = ctx(&r, 145, false);
+    let node = c.create_node("caller").unwrap();
+    let client = node.create_client::<Sum, Sum>("/add").unwrap();
+    assert!(client.wait_for_service(LONG), "the server never appeared");
+    for i in 0..20 {
+        let r = client.call(Sum { a: i, b: 100 }, LONG).unwrap();
+        assert_eq!(r.a, i + 100);
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
