@@ -20,16 +20,37 @@ pub enum Command {
     Bench(BenchArgs),
     /// Check and repair this host's myelin state (stale shared memory).
     Doctor(DoctorArgs),
-    /// Topics of a domain on this host: list, info, echo, hz.
+    /// Topics of a domain (this host, and other hosts through zenoh): list,
+    /// info, echo, hz, bw, pub.
     #[command(subcommand)]
     Topic(TopicCommand),
-    /// Nodes of a domain on this host: list, info.
+    /// Nodes of a domain (this host, and other hosts through zenoh): list,
+    /// info.
     #[command(subcommand)]
     Node(NodeCommand),
     /// ddsperf-style latency between two processes: `perf pong` in one
     /// terminal, `perf ping` in another (or `perf ping --local`).
     #[command(subcommand)]
     Perf(PerfCommand),
+    /// Run a zenoh router (zenoh's own, in this process) that myelin and
+    /// ROS 2 rmw_zenoh processes connect to; point routers at each other
+    /// to join hosts.
+    Router(RouterArgs),
+}
+
+/// `myelin router` flags.
+#[derive(Debug, clap::Args)]
+pub struct RouterArgs {
+    /// Listen on this zenoh endpoint (repeatable; default
+    /// tcp/127.0.0.1:7447, where processes look for a router).
+    #[arg(long, value_name = "ENDPOINT")]
+    pub listen: Vec<String>,
+    /// Connect to another router, e.g. tcp/192.168.1.20:7447 (repeatable).
+    #[arg(long, value_name = "ENDPOINT")]
+    pub connect: Vec<String>,
+    /// Start from this zenoh configuration file (JSON5/YAML).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `myelin topic` subcommands.
@@ -80,6 +101,17 @@ pub enum TopicCommand {
         /// Stop after N messages.
         #[arg(long)]
         count: Option<u64>,
+        /// The ROS 2 domain id.
+        #[arg(long, default_value_t = 0)]
+        domain: u32,
+    },
+    /// Print a topic's bandwidth (bytes per second) every second.
+    Bw {
+        /// The topic.
+        topic: String,
+        /// Stop after this many seconds (default: until Ctrl-C).
+        #[arg(long)]
+        duration: Option<f64>,
         /// The ROS 2 domain id.
         #[arg(long, default_value_t = 0)]
         domain: u32,

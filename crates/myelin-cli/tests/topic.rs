@@ -108,3 +108,127 @@ fn unknown_topics_types_nodes_and_bad_yaml_are_clear_errors() {
     assert!(!ok);
     assert!(err.contains("--domain 500"), "{err}");
 }
+
+/// `myelin router` on a free loopback port, and a session config file
+/// pointing at it (multicast scouting off).
+fn router() -> (Background, std::path::PathBuf) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("tcp/127.0.0.1:{port}");
+    let mut child = myelin()
+        .args(["router", "--listen", &endpoint])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.contains("listening on"), "{line}");
+    let cfg = std::env::temp_dir().join(format!("myelin_cli_zenoh_{}.json5", std::process::id()));
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"{{ mode: "peer", connect: {{ endpoints: ["{endpoint}"] }}, listen: {{ endpoints: ["tcp/127.0.0.1:0"] }}, scouting: {{ multicast: {{ enabled: false }} }} }}"#
+        ),
+    )
+    .unwrap();
+    (Background(child), cfg)
+}
+
+#[test]
+fn topic_tools_work_over_a_zenoh_router_without_shared_memory() {
+    let (_router, cfg) = router();
+    let d = "182";
+    let net = |c: &mut std::process::Command| {
+        c.env("MYELIN_TRANSPORT", "zenoh")
+            .env("MYELIN_ZENOH_CONFIG", &cfg);
+    };
+    let mut p = myelin();
+    p.args(["topic", "pub", "/odom_twist", "geometry_msgs/msg/Twist"])
+        .arg("linear: {x: 1.5, y: 0.0, z: 0.0}")
+        .args(["--rate", "20", "--domain", d])
+        .stdout(Stdio::null());
+    net(&mut p);
+    let _pub = Background(p.spawn().unwrap());
+    let run_net = |args: &[&str]| {
+        let mut c = myelin();
+        c.args(args);
+        net(&mut c);
+        let out = c.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let list = loop {
+        let (_, out, _) = run_net(&["topic", "list", "-t", "--domain", d]);
+        if out.contains("/odom_twist") || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        list.contains("/odom_twist [geometry_msgs/msg/Twist]"),
+        "{list}"
+    );
+    let (ok, info, err) = run_net(&["topic", "info", "/odom_twist", "--domain", d]);
+    assert!(ok, "{err}");
+    assert!(
+        info.contains("Publisher count: 1") && info.contains("via zenoh"),
+        "{info}"
+    );
+    let (ok, echo, err) = run_net(&[
+        "topic",
+        "echo",
+        "/odom_twist",
+        "--count",
+        "2",
+        "--domain",
+        d,
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(echo.matches("x: 1.5").count(), 2, "{echo}");
+    let (ok, hz, err) = run_net(&[
+        "topic",
+        "hz",
+        "/odom_twist",
+        "--duration",
+        "2.2",
+        "--domain",
+        d,
+    ]);
+    assert!(ok, "{err}");
+    assert!(hz.contains("average rate:"), "{hz}");
+    let (ok, bw, err) = run_net(&[
+        "topic",
+        "bw",
+        "/odom_twist",
+        "--duration",
+        "2.2",
+        "--domain",
+        d,
+    ]);
+    assert!(ok, "{err}");
+    // A Twist is 4 + 48 bytes of CDR.
+    assert!(bw.contains("Message size mean: 52 B"), "{bw}");
+    let (ok, nodes, _) = run_net(&["node", "list", "--domain", d]);
+    assert!(ok && nodes.contains("/myelin_cli_pub_"), "{nodes}");
+    let _ = std::fs::remove_file(&cfg);
+}
+
+#[test]
+fn a_broken_zenoh_config_is_named_in_the_error() {
+    let out = myelin()
+        .args(["topic", "list"])
+        .env("MYELIN_ZENOH_CONFIG", "/nonexistent/myelin.json5")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/myelin.json5"), "{err}");
+}

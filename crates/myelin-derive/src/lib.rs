@@ -144,7 +144,9 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         },
     };
     let ros_hash_item = match ros_hash {
-        Some(h) => quote!(const ROS_TYPE_HASH: ::core::option::Option<&'static str> = ::core::option::Option::Some(#h);),
+        Some(h) => {
+            quote!(const ROS_TYPE_HASH: ::core::option::Option<&'static str> = ::core::option::Option::Some(#h);)
+        }
         None => quote!(),
     };
     Ok(quote! {

@@ -2,4 +2,5 @@
 pub mod bench;
 pub mod doctor;
 pub mod perf;
+pub mod router;
 pub mod topic;

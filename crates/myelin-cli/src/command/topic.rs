@@ -1,5 +1,7 @@
-//! `myelin topic ...` and `myelin node ...`: what runs on this host, over
-//! shared-memory discovery (other hosts join with the zenoh transport).
+//! `myelin topic ...` and `myelin node ...`: what runs in a domain, on this
+//! host (shared-memory discovery) and on other hosts (zenoh liveliness
+//! tokens, through the router this process reaches: `tcp/127.0.0.1:7447`
+//! by default, or `MYELIN_ZENOH_CONFIG`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -68,13 +70,32 @@ fn check_domain(domain: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// User endpoints (not the internal service topics).
-fn visible(domain: u32) -> Result<Vec<DiscoveredEndpoint>, String> {
+/// The tool's own context on `domain` (its transports follow
+/// `MYELIN_TRANSPORT` and `MYELIN_ZENOH_CONFIG`, as any process's do).
+fn tool_ctx(domain: u32) -> Result<myelin::Context, Box<dyn std::error::Error>> {
     check_domain(domain)?;
-    Ok(myelin::endpoints(domain)
+    Ok(myelin::Context::builder().domain_id(domain).build()?)
+}
+
+/// How long the network is asked for the current graph.
+const DISCOVERY_WAIT: Duration = Duration::from_millis(1000);
+
+/// User endpoints (not the internal service topics) of other processes and
+/// hosts.
+fn visible(ctx: &myelin::Context) -> Vec<DiscoveredEndpoint> {
+    ctx.discover(DISCOVERY_WAIT)
         .into_iter()
         .filter(|e| !e.topic.starts_with("/_srv/") && e.type_name != "*")
-        .collect())
+        .collect()
+}
+
+/// Where an endpoint runs: `pid N` on this host, `zenoh <zid>` elsewhere.
+fn place(e: &DiscoveredEndpoint) -> String {
+    match (&e.zid, e.pid) {
+        (None, pid) => format!("pid {pid}"),
+        (Some(z), 0) => format!("zenoh {z}"),
+        (Some(z), pid) => format!("pid {pid} via zenoh {z}"),
+    }
 }
 
 fn absolute(topic: &str) -> String {
@@ -85,12 +106,10 @@ fn absolute(topic: &str) -> String {
     }
 }
 
-fn find(topic: &str, domain: u32) -> Result<(String, Vec<DiscoveredEndpoint>), String> {
+fn find(ctx: &myelin::Context, topic: &str) -> Result<(String, Vec<DiscoveredEndpoint>), String> {
+    let domain = ctx.domain_id();
     let t = absolute(topic);
-    let eps: Vec<_> = visible(domain)?
-        .into_iter()
-        .filter(|e| e.topic == t)
-        .collect();
+    let eps: Vec<_> = visible(ctx).into_iter().filter(|e| e.topic == t).collect();
     if eps.is_empty() {
         return Err(format!(
             "topic {t:?}: nothing publishes or subscribes to it on domain {domain} (`myelin topic list --domain {domain}` shows what exists)"
@@ -114,12 +133,15 @@ fn qos_line(q: &QoS) -> String {
 pub fn run(cmd: TopicCommand) -> Res {
     match cmd {
         TopicCommand::List { show_types, domain } => {
+            let ctx = tool_ctx(domain)?;
             let mut topics: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-            for e in visible(domain)? {
+            for e in visible(&ctx) {
                 topics.entry(e.topic).or_default().insert(e.type_name);
             }
             if topics.is_empty() {
-                eprintln!("no topics on domain {domain} (is anything running with shared memory?)");
+                eprintln!(
+                    "no topics on domain {domain} (nothing on this host, and no zenoh router reached with other hosts' topics)"
+                );
             }
             for (t, types) in topics {
                 if show_types {
@@ -132,7 +154,8 @@ pub fn run(cmd: TopicCommand) -> Res {
             Ok(())
         }
         TopicCommand::Info { topic, domain } => {
-            let (t, eps) = find(&topic, domain)?;
+            let ctx = tool_ctx(domain)?;
+            let (t, eps) = find(&ctx, &topic)?;
             let types: BTreeSet<_> = eps.iter().map(|e| e.type_name.clone()).collect();
             println!("Topic: {t}");
             println!("Type: {}", types.into_iter().collect::<Vec<_>>().join(", "));
@@ -140,7 +163,7 @@ pub fn run(cmd: TopicCommand) -> Res {
                 let of: Vec<_> = eps.iter().filter(|e| e.is_publisher == is_pub).collect();
                 println!("{label} count: {}", of.len());
                 for e in of {
-                    println!("  node {} (pid {}): {}", e.node, e.pid, qos_line(&e.qos));
+                    println!("  node {} ({}): {}", e.node, place(e), qos_line(&e.qos));
                 }
             }
             Ok(())
@@ -155,6 +178,11 @@ pub fn run(cmd: TopicCommand) -> Res {
             duration,
             domain,
         } => hz(&topic, duration, domain),
+        TopicCommand::Bw {
+            topic,
+            duration,
+            domain,
+        } => bw(&topic, duration, domain),
         TopicCommand::Pub {
             topic,
             type_name,
@@ -179,8 +207,9 @@ fn pub_as<T: Message + serde::de::DeserializeOwned>(
     let msg: T = serde_yaml::from_str(yaml)
         .map_err(|e| format!("the value is not a {type_name} in YAML: {e}"))?;
     let p = node.create_publisher::<T>(topic, QoS::keep_last(10))?;
-    // Give subscribers a moment to connect (discovery is event-driven).
-    let deadline = Instant::now() + Duration::from_millis(500);
+    // Give subscribers a moment to connect (discovery is event-driven;
+    // over zenoh the tokens come through the router).
+    let deadline = Instant::now() + Duration::from_millis(1000);
     while p.subscription_count() == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -224,7 +253,7 @@ fn publish(
         return Err(format!("invalid --rate {r}: must be above 0 and at most 100000 Hz").into());
     }
     let t = absolute(topic);
-    let ctx = myelin::Context::builder().domain_id(domain).build()?;
+    let ctx = tool_ctx(domain)?;
     let node = ctx.create_node(&format!("myelin_cli_pub_{}", std::process::id()))?;
     macro_rules! known {
         ($($t:ty),* $(,)?) => {
@@ -252,17 +281,14 @@ type Tap = (
 );
 
 fn subscribe(topic: &str, domain: u32) -> Result<Tap, Box<dyn std::error::Error>> {
-    let (t, eps) = find(topic, domain)?;
+    let ctx = tool_ctx(domain)?;
+    let (t, eps) = find(&ctx, topic)?;
     let type_name = eps
         .iter()
         .find(|e| e.is_publisher)
         .or(eps.first())
         .map(|e| e.type_name.clone())
         .unwrap_or_default();
-    let ctx = myelin::Context::builder()
-        .domain_id(domain)
-        .shared_memory(true)
-        .build()?;
     let node = ctx.create_node(&format!("myelin_cli_{}", std::process::id()))?;
     // Best effort and volatile: compatible with every publisher.
     let sub = node.create_polling_subscription::<AnyMessage>(
@@ -273,11 +299,13 @@ fn subscribe(topic: &str, domain: u32) -> Result<Tap, Box<dyn std::error::Error>
     Ok((ctx, t, type_name, sub))
 }
 
-/// Decode and pretty-print a message of a known type; `None` if unknown.
+/// Decode a message of a known type and print it as YAML (as `ros2 topic
+/// echo` does); `None` if the type is unknown.
 fn render(type_name: &str, bytes: &[u8]) -> Option<Result<String, String>> {
-    fn show<T: Message + std::fmt::Debug>(bytes: &[u8]) -> Result<String, String> {
-        T::wire_decode(SharedBytes::copy_from(bytes))
-            .map(|m| format!("{m:#?}"))
+    fn show<T: Message + serde::Serialize>(bytes: &[u8]) -> Result<String, String> {
+        let m = T::wire_decode(SharedBytes::copy_from(bytes)).map_err(|e| e.to_string())?;
+        serde_yaml::to_string(&m)
+            .map(|s| s.trim_end().to_string())
             .map_err(|e| e.to_string())
     }
     macro_rules! known {
@@ -365,11 +393,65 @@ fn hz(topic: &str, duration: Option<f64>, domain: u32) -> Res {
     Ok(())
 }
 
+fn human_bytes(b: f64) -> String {
+    if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.2} KB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+/// `topic bw`: bytes per second over a sliding window of messages, with
+/// the mean, min and max message size (as `ros2 topic bw`).
+fn bw(topic: &str, duration: Option<f64>, domain: u32) -> Res {
+    let (ctx, t, type_name, sub) = subscribe(topic, domain)?;
+    eprintln!("measuring the bandwidth of {t} [{type_name}]; Ctrl-C to stop");
+    let end = duration.map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
+    let mut window: std::collections::VecDeque<(Instant, usize)> = Default::default();
+    let mut next_print = Instant::now() + Duration::from_secs(1);
+    while !ctx.is_shut_down() && end.is_none_or(|e| Instant::now() < e) {
+        if let Ok(m) = sub.wait_for_message(Duration::from_millis(100)) {
+            window.push_back((Instant::now(), m.bytes().len()));
+            if window.len() > 100 {
+                window.pop_front();
+            }
+        }
+        if Instant::now() >= next_print {
+            next_print += Duration::from_secs(1);
+            let (Some(first), Some(last)) = (window.front(), window.back()) else {
+                println!("no new messages");
+                continue;
+            };
+            let span = last.0.duration_since(first.0).as_secs_f64();
+            let total: usize = window.iter().map(|w| w.1).sum();
+            let sizes = window.iter().map(|w| w.1);
+            let (min, max) = (sizes.clone().min().unwrap_or(0), sizes.max().unwrap_or(0));
+            let rate = if span > 0.0 && window.len() > 1 {
+                (total - first.1) as f64 / span
+            } else {
+                0.0
+            };
+            println!(
+                "{}/s from {} messages\n\tMessage size mean: {} min: {} max: {}",
+                human_bytes(rate),
+                window.len(),
+                human_bytes(total as f64 / window.len() as f64),
+                human_bytes(min as f64),
+                human_bytes(max as f64),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `myelin node ...`.
 pub fn run_node(cmd: NodeCommand) -> Res {
     match cmd {
         NodeCommand::List { domain } => {
-            let nodes: BTreeSet<String> = visible(domain)?.into_iter().map(|e| e.node).collect();
+            let ctx = tool_ctx(domain)?;
+            let nodes: BTreeSet<String> = visible(&ctx).into_iter().map(|e| e.node).collect();
             if nodes.is_empty() {
                 eprintln!("no nodes on domain {domain}");
             }
@@ -380,7 +462,8 @@ pub fn run_node(cmd: NodeCommand) -> Res {
         }
         NodeCommand::Info { node, domain } => {
             let name = absolute(&node);
-            let eps: Vec<_> = visible(domain)?
+            let ctx = tool_ctx(domain)?;
+            let eps: Vec<_> = visible(&ctx)
                 .into_iter()
                 .filter(|e| e.node == name)
                 .collect();

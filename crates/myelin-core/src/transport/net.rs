@@ -175,7 +175,15 @@ pub(crate) struct NetDomain {
     graph: Mutex<RemoteGraph>,
     locals: Mutex<Vec<Weak<dyn NetDiscovered>>>,
     liveliness: Mutex<Option<Subscriber<()>>>,
+    opened: std::time::Instant,
+    /// Whether the configuration connects somewhere (a router is expected).
+    expect_peers: bool,
 }
+
+/// How long after opening a session the graph may still be arriving (the
+/// router answers a liveliness query with nothing until the session's
+/// declarations are exchanged, a few milliseconds after open returns).
+const SETTLE: Duration = Duration::from_millis(400);
 
 impl NetDomain {
     /// Open the session and start following the graph.
@@ -191,10 +199,16 @@ impl NetDomain {
         config
             .insert_json5("id", &format!("\"{zid:x}\""))
             .map_err(|e| format!("setting the session id: {e}"))?;
-        if opts.config_file.is_none()
-            && std::env::var_os(myelin_zenoh::config::CONFIG_ENV).is_none_or(|f| f.is_empty())
-            && router_listening()
-        {
+        let custom = opts.config_file.is_some()
+            || std::env::var_os(myelin_zenoh::config::CONFIG_ENV).is_some_and(|f| !f.is_empty());
+        let expect_peers = if custom {
+            config
+                .get_json("connect/endpoints")
+                .is_ok_and(|j| j.trim() != "[]")
+        } else {
+            router_listening()
+        };
+        if !custom && expect_peers {
             // A router is up: wait for the connection (milliseconds), so
             // what this process declares next reaches it. Without one,
             // `connect/timeout_ms = 0` keeps open() instant.
@@ -210,6 +224,8 @@ impl NetDomain {
             graph: Mutex::new(RemoteGraph::default()),
             locals: Mutex::new(Vec::new()),
             liveliness: Mutex::new(None),
+            opened: std::time::Instant::now(),
+            expect_peers,
         });
         let weak = Arc::downgrade(&dom);
         let sub = dom
@@ -320,6 +336,19 @@ impl NetDomain {
     /// The endpoints of other sessions (for `myelin topic list`), asking
     /// the network for the current tokens first (up to `wait`).
     pub(crate) fn endpoints(&self, wait: Duration) -> Vec<(Token, bool)> {
+        let info = self.session.info();
+        let connected = || {
+            info.routers_zid().wait().next().is_some() || info.peers_zid().wait().next().is_some()
+        };
+        let give_up = std::time::Instant::now() + wait;
+        while self.expect_peers && !connected() && std::time::Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if connected() {
+            let settle =
+                (self.opened + SETTLE).saturating_duration_since(std::time::Instant::now());
+            std::thread::sleep(settle.min(wait));
+        }
         let mut found: HashMap<String, Token> = HashMap::new();
         if let Ok(replies) = self
             .session
