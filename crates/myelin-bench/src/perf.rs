@@ -40,7 +40,8 @@ pub enum Transport {
     Intra,
     /// Shared memory (two processes, or two contexts with `--local`).
     Shm,
-    /// zenoh (not built yet).
+    /// The zenoh network transport, shared memory off (both sides reach
+    /// the same zenoh router: `myelin router`, or `MYELIN_ZENOH_CONFIG`).
     Zenoh,
 }
 
@@ -67,7 +68,7 @@ pub enum PerfError {
     },
     /// No pong answered the match within the timeout.
     #[error(
-        "no pong on domain {domain} within {waited:?}: start `myelin perf pong --domain {domain}` (same --transport), or use --local"
+        "no pong on domain {domain} within {waited:?}: start `myelin perf pong --domain {domain}` (same --transport; for zenoh both sides need a router: `myelin router`), or use --local"
     )]
     NoPong {
         /// The domain.
@@ -200,12 +201,6 @@ impl PerfConfig {
                 reason: format!("{r} Hz: must be above 0 and at most 1000000, or `unlimited`"),
             });
         }
-        if self.transport == Transport::Zenoh {
-            return Err(PerfError::InvalidArg {
-                flag: "transport",
-                reason: "zenoh is not built yet (it is the next issue); use shm or intra".into(),
-            });
-        }
         if self.transport == Transport::Intra && !self.local {
             return Err(PerfError::InvalidArg {
                 flag: "transport",
@@ -236,6 +231,7 @@ impl PerfConfig {
             .domain_id(self.domain)
             .handle_signals(signals)
             .shared_memory(self.transport == Transport::Shm)
+            .network(self.transport == Transport::Zenoh)
             .build()
             .map_err(m)
     }

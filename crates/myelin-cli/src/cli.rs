@@ -160,7 +160,8 @@ pub enum PerfCommand {
 /// Flags both sides take.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PerfCommon {
-    /// How the sides connect: shm (two processes), intra (with --local), zenoh.
+    /// How the sides connect: shm (two processes), intra (with --local), zenoh
+    /// (through a router).
     #[arg(long, value_enum, default_value_t = TransportArg::Shm)]
     pub transport: TransportArg,
     /// block: sleep in the kernel until woken; poll: spin.
@@ -221,7 +222,8 @@ pub enum TransportArg {
     Intra,
     /// Shared memory.
     Shm,
-    /// zenoh (not built yet).
+    /// zenoh, shared memory off (start `myelin router` first, or set
+    /// MYELIN_ZENOH_CONFIG).
     Zenoh,
 }
 

@@ -4,7 +4,7 @@
 use std::process::Stdio;
 
 mod common;
-use common::{Background, myelin};
+use common::{Background, myelin, router};
 
 fn tmp(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("myelin-perf-{}-{name}", std::process::id()))
@@ -178,7 +178,6 @@ fn rt_priority_works_with_permission_and_is_refused_clearly_without() {
 #[test]
 fn flags_that_cannot_work_are_refused_naming_the_flag() {
     for (args, needle) in [
-        (&["--transport", "zenoh"][..], "--transport"),
         (&["--transport", "intra"][..], "--local"),
         (&["--size", "9MiB"][..], "--size"),
         (&["--rate", "fast"][..], "--rate"),
@@ -189,4 +188,25 @@ fn flags_that_cannot_work_are_refused_naming_the_flag() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn ping_over_zenoh_through_a_router() {
+    let (_router, cfg) = router();
+    let out = myelin()
+        .args(["perf", "ping", "--local", "--transport", "zenoh", "--domain", "172"])
+        .args(["--duration", "1.5", "--warmup", "0.2", "--rate", "500", "--timeout", "60"])
+        .env("MYELIN_ZENOH_CONFIG", &cfg)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = stdout.lines().find(|l| l.ends_with("all")).expect(&stdout);
+    let count: u64 = all.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(count > 0, "{stdout}");
+    let _ = std::fs::remove_file(&cfg);
 }

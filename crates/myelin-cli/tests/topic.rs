@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Background, myelin};
+use common::{Background, myelin, router};
 
 fn run(args: &[&str]) -> (bool, String, String) {
     let out = myelin().args(args).output().unwrap();
@@ -107,35 +107,6 @@ fn unknown_topics_types_nodes_and_bad_yaml_are_clear_errors() {
     let (ok, _, err) = run(&["topic", "list", "--domain", "500"]);
     assert!(!ok);
     assert!(err.contains("--domain 500"), "{err}");
-}
-
-/// `myelin router` on a free loopback port, and a session config file
-/// pointing at it (multicast scouting off).
-fn router() -> (Background, std::path::PathBuf) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let endpoint = format!("tcp/127.0.0.1:{port}");
-    let mut child = myelin()
-        .args(["router", "--listen", &endpoint])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert!(line.contains("listening on"), "{line}");
-    let cfg = std::env::temp_dir().join(format!("myelin_cli_zenoh_{}.json5", std::process::id()));
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"{{ mode: "peer", connect: {{ endpoints: ["{endpoint}"] }}, listen: {{ endpoints: ["tcp/127.0.0.1:0"] }}, scouting: {{ multicast: {{ enabled: false }} }} }}"#
-        ),
-    )
-    .unwrap();
-    (Background(child), cfg)
 }
 
 #[test]

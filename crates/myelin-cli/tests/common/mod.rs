@@ -1,7 +1,7 @@
 //! What the CLI test files share: the binary, and a background `myelin`
 //! process stopped with Ctrl-C (SIGINT) when dropped.
 
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The `myelin` binary under test.
@@ -28,3 +28,41 @@ impl Drop for Background {
         let _ = self.0.wait();
     }
 }
+
+/// `myelin router` on a free loopback port, and a session config file
+/// pointing at it (multicast scouting off).
+#[allow(dead_code)] // not every test file starts a router
+pub fn router() -> (Background, std::path::PathBuf) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("tcp/127.0.0.1:{port}");
+    let mut child = myelin()
+        .args(["router", "--listen", &endpoint])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert!(line.contains("listening on"), "{line}");
+    let cfg = std::env::temp_dir().join(format!("myelin_cli_zenoh_{}.json5", std::process::id()));
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"{{ mode: "peer", connect: {{ endpoints: ["{endpoint}"] }}, listen: {{ endpoints: ["tcp/127.0.0.1:0"] }}, scouting: {{ multicast: {{ enabled: false }} }} }}"#
+        ),
+    )
+    .unwrap();
+    // Keep reading (and discarding) its output.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while std::io::BufRead::read_line(&mut out, &mut sink).is_ok_and(|n| n > 0) {
+            sink.clear();
+        }
+    });
+    (Background(child), cfg)
+}
+
