@@ -24,11 +24,19 @@ fn iox2_role() {
     myelin_bench::scenarios::iceoryx2_peer::pong_if_requested();
 }
 
+/// A stage of `bench net` (`MYELIN_BENCH_NET`).
+#[cfg(feature = "zenoh")]
+#[test]
+fn net_role() {
+    myelin_bench::scenarios::net::stage_if_requested();
+}
+
 fn helper() -> bool {
     [
         "MYELIN_BENCH_PONG",
         "MYELIN_BENCH_RELAY",
         "MYELIN_BENCH_IOX2",
+        "MYELIN_BENCH_NET",
     ]
     .iter()
     .any(|v| std::env::var_os(v).is_some())
@@ -114,4 +122,28 @@ fn ddsperf_runs_on_loopback_and_its_rows_become_a_record() {
     assert_eq!(r.system, "cyclonedds");
     assert!(r.count > 0);
     assert!(r.latency_ns.p50 > 0 && r.latency_ns.p50 <= r.latency_ns.max);
+}
+
+#[cfg(feature = "zenoh")]
+#[test]
+fn net_rings_over_a_zenoh_router_complete_for_myelin_and_raw_zenoh() {
+    if helper() {
+        return;
+    }
+    let jobs = myelin_bench::scenarios::net::plan(
+        myelin_bench::scenarios::net::NetParams {
+            count: 100,
+            size: 64,
+        },
+        &[System::Myelin, System::Zenoh],
+    )
+    .unwrap();
+    // pingpong and relay, for myelin and the two raw zenoh threadings.
+    assert_eq!(jobs.len(), 6);
+    for j in jobs {
+        let name = j.name.clone();
+        let r = (j.run)().unwrap_or_else(|e| panic!("{name}: {e}")).record;
+        assert_eq!((r.count, r.lost), (100, 0), "{name}");
+        assert!(r.latency_ns.p50 > 0, "{name}");
+    }
 }

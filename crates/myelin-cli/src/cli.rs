@@ -268,6 +268,9 @@ pub enum Scenario {
     Topology,
     /// Seed 003's ping-pong between processes: myelin (shm, block and poll) beside CycloneDDS ddsperf.
     Pingpong,
+    /// The network transport across processes through a zenoh router on
+    /// loopback (ping-pong and a 3-process relay), beside raw zenoh.
+    Net,
 }
 
 /// `myelin bench` arguments.

@@ -194,8 +194,25 @@ fn flags_that_cannot_work_are_refused_naming_the_flag() {
 fn ping_over_zenoh_through_a_router() {
     let (_router, cfg) = router();
     let out = myelin()
-        .args(["perf", "ping", "--local", "--transport", "zenoh", "--domain", "172"])
-        .args(["--duration", "1.5", "--warmup", "0.2", "--rate", "500", "--timeout", "60"])
+        .args([
+            "perf",
+            "ping",
+            "--local",
+            "--transport",
+            "zenoh",
+            "--domain",
+            "172",
+        ])
+        .args([
+            "--duration",
+            "1.5",
+            "--warmup",
+            "0.2",
+            "--rate",
+            "500",
+            "--timeout",
+            "60",
+        ])
         .env("MYELIN_ZENOH_CONFIG", &cfg)
         .output()
         .unwrap();

@@ -57,20 +57,22 @@ pub fn session_config(file: Option<&Path>) -> Result<Config, Error> {
     if let Some(f) = std::env::var_os(CONFIG_ENV).filter(|f| !f.is_empty()) {
         return from_file(Path::new(&f));
     }
-    let mut c = Config::default();
-    set(&mut c, "mode", "\"peer\"")?;
-    set(&mut c, "scouting/multicast/enabled", "false")?;
-    set(&mut c, "scouting/gossip/enabled", "true")?;
-    set(
-        &mut c,
-        "listen/endpoints",
-        &list(&["tcp/127.0.0.1:0".into()]),
-    )?;
-    set(&mut c, "connect/endpoints", &list(&[DEFAULT_ROUTER.into()]))?;
-    // Do not wait for the router at open, and keep retrying quietly.
-    set(&mut c, "connect/timeout_ms", "0")?;
-    set(&mut c, "connect/exit_on_failure", "false")?;
-    Ok(c)
+    // `scouting.delay`: zenoh waits this long in open() for scouting
+    // replies (500 ms by default); with multicast off there are none.
+    // `connect.timeout_ms = 0`: do not wait for the router; zenoh retries
+    // in the background (`exit_on_failure: false`).
+    let text = format!(
+        r#"{{
+  mode: "peer",
+  scouting: {{ multicast: {{ enabled: false }}, gossip: {{ enabled: true }}, delay: 0 }},
+  listen: {{ endpoints: ["tcp/127.0.0.1:0"] }},
+  connect: {{ endpoints: ["{DEFAULT_ROUTER}"], timeout_ms: 0, exit_on_failure: false }},
+}}"#
+    );
+    Config::from_json5(&text).map_err(|e| Error::Config {
+        file: None,
+        why: e.to_string(),
+    })
 }
 
 /// The configuration of a router: `file` if given (then `listen` and
@@ -109,4 +111,35 @@ pub fn open(config: Config) -> Result<Session, Error> {
     zenoh::open(config)
         .wait()
         .map_err(|e| Error::Open(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_stays_on_loopback_and_does_not_wait() {
+        let c = session_config(None).unwrap();
+        assert_eq!(c.get_json("scouting/multicast/enabled").unwrap(), "false");
+        assert_eq!(c.get_json("scouting/delay").unwrap(), "0");
+        assert_eq!(c.get_json("connect/timeout_ms").unwrap(), "0");
+        assert!(
+            c.get_json("listen/endpoints")
+                .unwrap()
+                .contains("127.0.0.1")
+        );
+        assert!(
+            c.get_json("connect/endpoints")
+                .unwrap()
+                .contains(DEFAULT_ROUTER)
+        );
+        let r = router_config(None, &[], &[]).unwrap();
+        assert_eq!(r.get_json("mode").unwrap(), "\"router\"");
+        assert!(
+            r.get_json("listen/endpoints")
+                .unwrap()
+                .contains("127.0.0.1:7447")
+        );
+        assert!(from_file(Path::new("/nonexistent.json5")).is_err());
+    }
 }

@@ -22,6 +22,8 @@ pub(crate) mod helper;
 pub mod iceoryx2_peer;
 pub mod image;
 pub mod ipc;
+#[cfg(feature = "zenoh")]
+pub mod net;
 pub mod pingpong;
 pub mod raw;
 pub mod relay;

@@ -84,6 +84,8 @@ fn context(domain: u32) -> Result<Context, BenchError> {
 pub fn child_if_requested() {
     super::relay_procs::relay_if_requested();
     crate::topology::child_if_requested();
+    #[cfg(feature = "zenoh")]
+    super::net::stage_if_requested();
     #[cfg(feature = "iceoryx2")]
     super::iceoryx2_peer::pong_if_requested();
     pong_if_requested();

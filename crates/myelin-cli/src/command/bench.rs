@@ -80,6 +80,21 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
             },
             &sys,
         )?,
+        #[cfg(feature = "zenoh")]
+        Scenario::Net => scenarios::net::plan(
+            scenarios::net::NetParams {
+                count: args.count.unwrap_or(if q { 500 } else { 5_000 }),
+                size,
+            },
+            &sys,
+        )?,
+        #[cfg(not(feature = "zenoh"))]
+        Scenario::Net => {
+            return Err(BenchError::InvalidArg {
+                flag: "scenario",
+                reason: "`net` needs the `zenoh` feature (on by default)".into(),
+            });
+        }
         Scenario::Ipc => scenarios::ipc::plan(
             scenarios::ipc::IpcParams {
                 count: args.count.unwrap_or(if q { 2_000 } else { 20_000 }),

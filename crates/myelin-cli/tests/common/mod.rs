@@ -65,4 +65,3 @@ pub fn router() -> (Background, std::path::PathBuf) {
     });
     (Background(child), cfg)
 }
-
