@@ -1071,11 +1071,11 @@ pub fn child_if_requested() {
     });
 }
 
-/// `file|domain|i,j,k|start_at_ns|duration_s`
+/// `file|domain|i,j,k|start_at_ns|duration_s|shm or zenoh config file`
 fn child(spec: &str) -> Result<PartResult, TopologyError> {
     let bad = || TopologyError::Run(format!("bad {CHILD_ENV} {spec:?}"));
     let parts: Vec<&str> = spec.split('|').collect();
-    let [file, domain, nodes, start, secs] = parts[..] else {
+    let [file, domain, nodes, start, secs, transport] = parts[..] else {
         return Err(bad());
     };
     let plans = load(Path::new(file))?;
@@ -1086,10 +1086,13 @@ fn child(spec: &str) -> Result<PartResult, TopologyError> {
         .collect::<Result<_, _>>()?;
     let start: u64 = start.parse().map_err(|_| bad())?;
     let secs: f64 = secs.parse().map_err(|_| bad())?;
-    let ctx = Context::builder()
-        .domain_id(domain)
-        .handle_signals(true)
-        .shared_memory(true)
+    let builder = Context::builder().domain_id(domain).handle_signals(true);
+    let builder = if transport == "shm" {
+        builder.shared_memory(true).network(false)
+    } else {
+        builder.shared_memory(false).zenoh_config(transport)
+    };
+    let ctx = builder
         .build()
         .map_err(|e| TopologyError::Run(e.to_string()))?;
     let stop = AtomicBool::new(false);
@@ -1104,6 +1107,16 @@ fn child(spec: &str) -> Result<PartResult, TopologyError> {
     )
 }
 
+/// How the processes of a multi-process run talk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcTransport {
+    /// Shared memory (zenoh off).
+    SharedMemory,
+    /// zenoh with shared memory off, through a router this process runs
+    /// on a free loopback port (feature `zenoh`).
+    Zenoh,
+}
+
 /// Run the graph across processes over shared memory: one process per node
 /// or per executor id, all started together after a discovery head start.
 pub fn run_in_processes(
@@ -1111,9 +1124,46 @@ pub fn run_in_processes(
     path: &Path,
     placement: Placement,
     duration: Duration,
+    progress: impl FnMut(f64),
+) -> Result<TopologyReport, TopologyError> {
+    run_in_processes_over(
+        plans,
+        path,
+        placement,
+        ProcTransport::SharedMemory,
+        duration,
+        progress,
+    )
+}
+
+/// [`run_in_processes`] over a chosen transport.
+pub fn run_in_processes_over(
+    plans: &[NodePlan],
+    path: &Path,
+    placement: Placement,
+    transport: ProcTransport,
+    duration: Duration,
     mut progress: impl FnMut(f64),
 ) -> Result<TopologyReport, TopologyError> {
     let err = |e: &dyn std::fmt::Display| TopologyError::Run(e.to_string());
+    #[cfg(feature = "zenoh")]
+    let router = match transport {
+        ProcTransport::Zenoh => {
+            Some(crate::scenarios::net::LoopbackRouter::start().map_err(|e| err(&e))?)
+        }
+        ProcTransport::SharedMemory => None,
+    };
+    #[cfg(feature = "zenoh")]
+    let transport_spec = router
+        .as_ref()
+        .map_or_else(|| "shm".to_string(), |r| r.config.display().to_string());
+    #[cfg(not(feature = "zenoh"))]
+    let transport_spec = match transport {
+        ProcTransport::SharedMemory => "shm".to_string(),
+        ProcTransport::Zenoh => {
+            return Err(err(&"zenoh placement needs the `zenoh` feature"));
+        }
+    };
     let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, n) in plans.iter().enumerate() {
         let key = match &placement {
@@ -1135,7 +1185,7 @@ pub fn run_in_processes(
     for nodes in groups.values() {
         let list: Vec<String> = nodes.iter().map(|i| i.to_string()).collect();
         let spec = format!(
-            "{}|{domain}|{}|{start_at}|{}",
+            "{}|{domain}|{}|{start_at}|{}|{transport_spec}",
             path.display(),
             list.join(","),
             duration.as_secs_f64()
@@ -1179,10 +1229,14 @@ pub fn run_in_processes(
             })?;
         outputs.push(serde_json::from_str::<PartResult>(part).map_err(|e| err(&e))?);
     }
+    let how = match transport {
+        ProcTransport::SharedMemory => "",
+        ProcTransport::Zenoh => ", zenoh",
+    };
     let label = match placement {
-        Placement::PerNode => format!("{} processes (per node)", outputs.len()),
-        Placement::PerExecutor => format!("{} processes (per executor)", outputs.len()),
-        Placement::Groups(_) => format!("{} processes (placement file)", outputs.len()),
+        Placement::PerNode => format!("{} processes (per node{how})", outputs.len()),
+        Placement::PerExecutor => format!("{} processes (per executor{how})", outputs.len()),
+        Placement::Groups(_) => format!("{} processes (placement file{how})", outputs.len()),
     };
     Ok(report_of(&path.display().to_string(), label, outputs))
 }

@@ -332,3 +332,28 @@ fn a_placement_file_groups_nodes_into_named_processes_and_is_checked() {
         .to_string();
     assert!(e.contains("\"ghost\"") && e.contains("no such node"), "{e}");
 }
+
+#[cfg(feature = "zenoh")]
+#[test]
+fn sierra_nevada_runs_per_executor_over_zenoh_without_shared_memory() {
+    if helper() {
+        return;
+    }
+    let path = shipped("sierra_nevada.json");
+    let plans = topology::load(&path).unwrap();
+    let r = topology::run_in_processes_over(
+        &plans,
+        &path,
+        topology::Placement::PerExecutor,
+        topology::ProcTransport::Zenoh,
+        Duration::from_secs_f64(2.0),
+        |_| {},
+    )
+    .unwrap();
+    assert!(r.placement.contains("zenoh"), "{}", r.placement);
+    assert_eq!(r.subscriptions.len(), 17);
+    assert_eq!(r.lost, 0);
+    for s in &r.subscriptions {
+        assert!(s.received >= 1, "{} {}", s.node, s.topic);
+    }
+}

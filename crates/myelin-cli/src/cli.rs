@@ -321,6 +321,11 @@ pub struct BenchArgs {
     /// name -> node names).
     #[arg(long, value_name = "PLACEMENT", num_args = 0..=1, default_missing_value = "per-node")]
     pub processes: Option<String>,
+    /// topology --processes: how the processes talk, `shm` (default) or
+    /// `zenoh` (shared memory off, through a router on a loopback port
+    /// that the run starts).
+    #[arg(long, value_name = "shm|zenoh")]
+    pub transport: Option<String>,
     /// Internal: run only job N of the plan and print its record as JSON.
     /// The parent runs every job in its own child process, so CPU, RSS and
     /// background threads (zenoh's runtime) never leak between systems.

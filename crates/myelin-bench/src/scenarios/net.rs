@@ -100,7 +100,7 @@ pub fn plan(p: NetParams, systems: &[System]) -> Result<Vec<Job>, BenchError> {
                 };
                 jobs.push(Job::new(
                     format!("net/{}/{shape} {}", system_of(k), size_label(p.size)),
-                    move || run(p, k, stages),
+                    move || run(p, k, stages, "net"),
                 ));
             }
         }
@@ -108,18 +108,43 @@ pub fn plan(p: NetParams, systems: &[System]) -> Result<Vec<Job>, BenchError> {
     Ok(jobs)
 }
 
+/// A myelin-over-zenoh ping-pong between two processes (for `bench
+/// pingpong`'s zenoh row): fewer round trips for large messages, which
+/// cross TCP loopback.
+pub fn pingpong_job(count: u64, size: usize) -> Job {
+    let count = if size > 64 << 10 {
+        count.min(300)
+    } else {
+        count.min(5_000)
+    };
+    Job::new(
+        format!("pingpong/myelin/zenoh {}", size_label(size)),
+        move || run(NetParams { count, size }, Kind::Myelin, 1, "pingpong"),
+    )
+}
+
 fn system_of(k: Kind) -> &'static str {
     if k == Kind::Myelin { "myelin" } else { "zenoh" }
 }
 
 /// A zenoh router on a free loopback port, and a peer configuration file
-/// that connects to it.
-struct Router {
+/// that connects to it (multicast off); both go when it is dropped.
+pub struct LoopbackRouter {
     _session: zenoh::Session,
-    config: PathBuf,
+    /// The session configuration file for the processes.
+    pub config: PathBuf,
 }
 
-impl Drop for Router {
+type Router = LoopbackRouter;
+
+impl LoopbackRouter {
+    /// Start one.
+    pub fn start() -> Result<LoopbackRouter, BenchError> {
+        router()
+    }
+}
+
+impl Drop for LoopbackRouter {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.config);
     }
@@ -282,7 +307,12 @@ fn wait_for(mut f: impl FnMut() -> bool) -> Result<(), BenchError> {
     Ok(())
 }
 
-fn run(p: NetParams, kind: Kind, stages: u32) -> Result<Outcome, BenchError> {
+fn run(
+    p: NetParams,
+    kind: Kind,
+    stages: u32,
+    scenario: &'static str,
+) -> Result<Outcome, BenchError> {
     let r = router()?;
     let warm = (p.count / 10).clamp(10, 500);
     let total = p.count + warm;
@@ -375,7 +405,7 @@ fn run(p: NetParams, kind: Kind, stages: u32) -> Result<Outcome, BenchError> {
         format!("relay {stages} processes")
     };
     Ok(meter.finish(
-        "net",
+        scenario,
         system_of(kind),
         format!("{} {shape} {}", kind.label(), size_label(p.size)),
         rec,

@@ -1,5 +1,6 @@
 //! `myelin bench pingpong`: seed 003's ping-pong between two processes,
 //! myelin (shared memory, blocking and polling, loaned messages) beside
+//! myelin over zenoh (shared memory off, through a loopback router), and
 //! CycloneDDS's `ddsperf` over UDP loopback when it is installed, at the
 //! issue's sizes (64 B, 4 KiB, 1 MiB, 4,665,600 B) or `--size`.
 
@@ -34,7 +35,11 @@ pub fn plan(p: PingPongParams, systems: &[System]) -> Result<Vec<Job>, BenchErro
         }
         for s in systems {
             match s {
-                System::Myelin => jobs.extend(super::shm_api::jobs("pingpong", p.count, size)),
+                System::Myelin => {
+                    jobs.extend(super::shm_api::jobs("pingpong", p.count, size));
+                    #[cfg(feature = "zenoh")]
+                    jobs.push(super::net::pingpong_job(p.count, size));
+                }
                 System::CycloneDds => {
                     let secs = p.ddsperf_secs;
                     jobs.push(Job::new(

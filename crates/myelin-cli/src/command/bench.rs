@@ -294,6 +294,19 @@ fn topology(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.set_message(format!("{} ({} nodes)", file.display(), plans.len()));
+    let transport = match args.transport.as_deref() {
+        None | Some("shm") => myelin_bench::topology::ProcTransport::SharedMemory,
+        Some("zenoh") if args.processes.is_some() => myelin_bench::topology::ProcTransport::Zenoh,
+        Some("zenoh") => {
+            return Err(
+                "--transport zenoh needs --processes (one process talks to itself in-process)"
+                    .into(),
+            );
+        }
+        Some(other) => {
+            return Err(format!("invalid --transport {other:?}: expected shm or zenoh").into());
+        }
+    };
     let placement = match args.processes.as_deref() {
         None => None,
         Some("per-node") => Some(myelin_bench::topology::Placement::PerNode),
@@ -311,10 +324,11 @@ fn topology(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             stop,
             |f| bar.set_position((f * 1000.0) as u64),
         )?,
-        Some(p) => myelin_bench::topology::run_in_processes(
+        Some(p) => myelin_bench::topology::run_in_processes_over(
             &plans,
             file,
             p,
+            transport,
             Duration::from_secs_f64(secs),
             |f| bar.set_position((f * 1000.0) as u64),
         )?,
