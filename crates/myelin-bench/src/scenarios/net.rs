@@ -331,6 +331,10 @@ fn run(
         helpers.push(h);
     }
     let size = p.size.max(8);
+    // `bench pingpong` reports one way (round trip / 2) like its other
+    // rows; `bench net` the round trip with per-transmission hops.
+    let one_way = scenario == "pingpong";
+    let div = if one_way { 2 } else { 1 };
     let mut rec = LatencyRecorder::with_time_series();
     let mut payload = vec![0u8; size];
     let hops = u64::from(stages) + 1;
@@ -363,7 +367,7 @@ fn run(
                     return Err(err("a reply out of order"));
                 }
                 if i >= warm {
-                    rec.record_at((t0 - t_start) as f64 / 1e9, t1 - t0);
+                    rec.record_at((t0 - t_start) as f64 / 1e9, (t1 - t0) / div);
                 }
             }
         }
@@ -393,13 +397,15 @@ fn run(
                     return Err(err("a reply out of order"));
                 }
                 if i >= warm {
-                    rec.record_at((t0 - t_start) as f64 / 1e9, t1 - t0);
+                    rec.record_at((t0 - t_start) as f64 / 1e9, (t1 - t0) / div);
                 }
             }
         }
     }
     drop(helpers);
-    let shape = if stages == 1 {
+    let shape = if one_way {
+        "shm off, one way".to_string()
+    } else if stages == 1 {
         "pingpong".to_string()
     } else {
         format!("relay {stages} processes")
@@ -407,11 +413,15 @@ fn run(
     Ok(meter.finish(
         scenario,
         system_of(kind),
-        format!("{} {shape} {}", kind.label(), size_label(p.size)),
+        format!(
+            "{} {shape} {}",
+            if one_way { "zenoh" } else { kind.label() },
+            size_label(p.size)
+        ),
         rec,
         total * hops,
         0,
-        Some(hops as u32),
+        (!one_way).then_some(hops as u32),
         vec![format!(
             "zenoh 1.x peers through a router on 127.0.0.1 (TCP loopback, multicast off); {} process(es) in the ring besides this one; latency = the round trip through the ring, hop = round trip / {hops}; CPU is this process's only",
             stages
