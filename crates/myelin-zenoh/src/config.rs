@@ -135,10 +135,28 @@ mod tests {
         );
         let r = router_config(None, &[], &[]).unwrap();
         assert_eq!(r.get_json("mode").unwrap(), "\"router\"");
+        assert_eq!(r.get_json("scouting/multicast/enabled").unwrap(), "false");
         assert!(
             r.get_json("listen/endpoints")
                 .unwrap()
                 .contains("127.0.0.1:7447")
+        );
+        let r = router_config(
+            None,
+            &["tcp/127.0.0.1:1".into()],
+            &["tcp/127.0.0.1:2".into()],
+        )
+        .unwrap();
+        assert!(
+            r.get_json("connect/endpoints")
+                .unwrap()
+                .contains("127.0.0.1:2")
+        );
+        assert_eq!(r.get_json("connect/timeout_ms").unwrap(), "0");
+        assert!(
+            r.get_json("listen/endpoints")
+                .unwrap()
+                .contains("127.0.0.1:1")
         );
         assert!(from_file(Path::new("/nonexistent.json5")).is_err());
     }
