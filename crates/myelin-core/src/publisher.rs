@@ -201,38 +201,42 @@ impl<T: Message> PubInner<T> {
         n
     }
 
-    /// Send to the subscriptions only the network reaches.
+    /// Send to the subscriptions only the network reaches, if any: `send`
+    /// gets the network side (and encodes only then).
+    #[cfg(feature = "zenoh")]
     #[inline]
-    fn send_net(&self, msg: &T) -> Result<(), PublishError> {
-        #[cfg(feature = "zenoh")]
-        if let Some(n) = &self.net
-            && n.needed()
-        {
-            n.send(msg).map_err(|why| PublishError::Wire {
+    fn send_net(
+        &self,
+        send: impl FnOnce(&crate::transport::net::PubNet) -> Result<(), String>,
+    ) -> Result<(), PublishError> {
+        match &self.net {
+            Some(n) if n.needed() => send(n).map_err(|why| PublishError::Wire {
                 topic: self.topic.clone(),
                 why,
-            })?;
+            }),
+            _ => Ok(()),
         }
-        let _ = msg;
-        Ok(())
     }
 
     /// Send to the subscriptions in other processes (before local delivery
-    /// moves the message).
-    /// Returns the subscriptions that refused it.
+    /// moves the message): shared memory first (the lower latency), then
+    /// the network. Returns the subscriptions that refused it.
     #[inline]
     fn send_remote(&self, msg: &T) -> Result<Full, PublishError> {
-        self.send_net(msg)?;
+        #[allow(unused_mut)]
+        let mut full = Full::default();
         #[cfg(feature = "shm")]
         if let Some(r) = &self.remote
             && r.has_remote()
         {
             let (chunk, len) = r.encode(msg).map_err(|e| self.name_error(e))?;
             let sent = r.send(&chunk, len);
-            return Ok(Full::refused(sent.full, sent.limit));
+            full = Full::refused(sent.full, sent.limit);
         }
+        #[cfg(feature = "zenoh")]
+        self.send_net(|n| n.send(msg))?;
         let _ = msg;
-        Ok(Full::default())
+        Ok(full)
     }
 
     /// Lock the transient-local history (if any): `publish` delivers under
@@ -746,16 +750,11 @@ impl<T: Message> PubInner<T> {
             let sent = r.send(chunk, len);
             full.merge(Full::refused(sent.full, sent.limit));
         }
+        // Reported after local delivery, which happens either way.
         #[cfg(feature = "zenoh")]
-        if let Some(n) = &self.net
-            && n.needed()
-        {
-            n.send_bytes(bytes.to_vec())
-                .map_err(|why| PublishError::Wire {
-                    topic: self.topic.clone(),
-                    why,
-                })?;
-        }
+        let net = self.send_net(|n| n.send_bytes(bytes.to_vec()));
+        #[cfg(not(feature = "zenoh"))]
+        let net = Ok(());
         let m = self.matched.load();
         for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
             let r =
@@ -770,7 +769,8 @@ impl<T: Message> PubInner<T> {
                 self.remember(h, r.into_shared(), exp);
             }
         }
-        self.finish(&m, full)
+        self.finish(&m, full)?;
+        net
     }
 }
 

@@ -971,6 +971,8 @@ mod tests {
     }
 
     #[test]
+    /// Published values (rosidl's output), for inline definitions and for
+    /// the `.msg` files this crate ships.
     fn known_hashes() {
         let lookup = registry(&[
             ("std_msgs/msg/String", "string data"),
@@ -1021,7 +1023,12 @@ mod tests {
             ),
         ] {
             assert_eq!(type_hash(name, &lookup).unwrap(), hash, "{name}");
+            // The crate's shipped `.msg` files give the same published hash.
+            if crate::definition(name).is_some() {
+                assert_eq!(crate::ros_hash_of(name).as_deref(), Some(hash), "{name}");
+            }
         }
+        assert_eq!(crate::ros_hash_of("std_msgs/msg/Nope"), None);
     }
 
     #[test]

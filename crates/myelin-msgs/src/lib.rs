@@ -49,44 +49,84 @@
 
 pub mod idl;
 
-macro_rules! definitions {
-    ($($pkg:literal / $name:literal),* $(,)?) => {
+/// The one list of this crate's types (`package Name`), handed to
+/// `$crate::$then!` after `$arg`s: it builds [`definitions`] and
+/// [`for_all_types!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __type_list {
+    ($then:ident $($arg:tt)*) => {
+        $crate::$then! { $($arg)*;
+            builtin_interfaces Time,
+            builtin_interfaces Duration,
+            std_msgs Header,
+            std_msgs String,
+            std_msgs Bool,
+            std_msgs Int32,
+            std_msgs Int64,
+            std_msgs Float32,
+            std_msgs Float64,
+            std_msgs Empty,
+            geometry_msgs Point,
+            geometry_msgs Vector3,
+            geometry_msgs Quaternion,
+            geometry_msgs Pose,
+            geometry_msgs PoseStamped,
+            geometry_msgs Twist,
+            geometry_msgs TwistStamped,
+            geometry_msgs Transform,
+            geometry_msgs TransformStamped,
+            sensor_msgs Image,
+            sensor_msgs CompressedImage,
+            sensor_msgs Imu,
+            sensor_msgs LaserScan,
+            sensor_msgs PointField,
+            sensor_msgs PointCloud2,
+            sensor_msgs RegionOfInterest,
+            sensor_msgs CameraInfo,
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __type_paths {
+    ($m:ident; $($pkg:ident $name:ident),* $(,)?) => {
+        $m!($($crate::$pkg::$name),*)
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __definitions {
+    (; $($pkg:ident $name:ident),* $(,)?) => {
         &[$((
-            concat!($pkg, "/msg/", $name),
-            include_str!(concat!("../msg/", $pkg, "/", $name, ".msg")),
+            concat!(stringify!($pkg), "/msg/", stringify!($name)),
+            include_str!(concat!("../msg/", stringify!($pkg), "/", stringify!($name), ".msg")),
         )),*]
     };
 }
 
-static DEFINITIONS: &[(&str, &str)] = definitions![
-    "builtin_interfaces" / "Time",
-    "builtin_interfaces" / "Duration",
-    "std_msgs" / "Header",
-    "std_msgs" / "String",
-    "std_msgs" / "Bool",
-    "std_msgs" / "Int32",
-    "std_msgs" / "Int64",
-    "std_msgs" / "Float32",
-    "std_msgs" / "Float64",
-    "std_msgs" / "Empty",
-    "geometry_msgs" / "Point",
-    "geometry_msgs" / "Vector3",
-    "geometry_msgs" / "Quaternion",
-    "geometry_msgs" / "Pose",
-    "geometry_msgs" / "PoseStamped",
-    "geometry_msgs" / "Twist",
-    "geometry_msgs" / "TwistStamped",
-    "geometry_msgs" / "Transform",
-    "geometry_msgs" / "TransformStamped",
-    "sensor_msgs" / "Image",
-    "sensor_msgs" / "CompressedImage",
-    "sensor_msgs" / "Imu",
-    "sensor_msgs" / "LaserScan",
-    "sensor_msgs" / "PointField",
-    "sensor_msgs" / "PointCloud2",
-    "sensor_msgs" / "RegionOfInterest",
-    "sensor_msgs" / "CameraInfo",
-];
+/// Calls the macro `$m` with the path of every message type of this crate,
+/// in the order of [`definitions`] (e.g. to decode any of them by name, as
+/// `myelin topic echo` does):
+///
+/// ```
+/// macro_rules! names {
+///     ($($t:ty),*) => { [$(<$t as myelin::Message>::TYPE_NAME),*] };
+/// }
+/// let all = myelin_msgs::for_all_types!(names);
+/// assert_eq!(all[0], "builtin_interfaces/msg/Time");
+/// assert_eq!(all.len(), myelin_msgs::definitions().len());
+/// ```
+#[macro_export]
+macro_rules! for_all_types {
+    ($m:ident) => {
+        $crate::__type_list!(__type_paths $m)
+    };
+}
+
+static DEFINITIONS: &[(&str, &str)] = __type_list!(__definitions);
 
 /// The ROS 2 (Jazzy) `.msg` definition of every type of this crate, as
 /// `("pkg/msg/Name", text)`, in the order of the modules.

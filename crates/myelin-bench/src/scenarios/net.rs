@@ -240,15 +240,7 @@ fn stage(spec: &str) -> Result<(), BenchError> {
             }
         }
         Kind::ZenohCallback => {
-            let s = raw_session(config)?;
-            let out = s
-                .declare_publisher(raw_key(tag, i + 1))
-                .wait()
-                .map_err(err)?;
-            println!("ready");
-            // Subscribe once the next stage listens (the ping waits for
-            // our subscriber before sending).
-            wait_matching(&out)?;
+            let (s, out) = raw_stage(config, tag, i)?;
             let (tx, rx) = mpsc::channel::<()>();
             let mut left = total;
             let _sub = s
@@ -265,21 +257,8 @@ fn stage(spec: &str) -> Result<(), BenchError> {
             rx.recv_timeout(WAIT * 10).map_err(err)?;
         }
         Kind::ZenohThread => {
-            let s = raw_session(config)?;
-            let out = s
-                .declare_publisher(raw_key(tag, i + 1))
-                .wait()
-                .map_err(err)?;
-            println!("ready");
-            wait_matching(&out)?;
-            let (tx, rx) = mpsc::channel::<zenoh::bytes::ZBytes>();
-            let _sub = s
-                .declare_subscriber(raw_key(tag, i))
-                .callback(move |sample| {
-                    let _ = tx.send(sample.payload().clone());
-                })
-                .wait()
-                .map_err(err)?;
+            let (s, out) = raw_stage(config, tag, i)?;
+            let (_sub, rx) = channel_subscriber(&s, raw_key(tag, i))?;
             for _ in 0..total {
                 let p = rx.recv_timeout(WAIT).map_err(err)?;
                 out.put(p).wait().map_err(err)?;
@@ -289,6 +268,83 @@ fn stage(spec: &str) -> Result<(), BenchError> {
     // Let the last message leave before the session closes.
     std::thread::sleep(Duration::from_millis(100));
     Ok(())
+}
+
+/// A raw stage's session and publisher to the next stage; says `ready`,
+/// then waits until the next stage listens (so the caller subscribes only
+/// then: the ping waits for our subscriber before sending).
+fn raw_stage(
+    config: &Path,
+    tag: &str,
+    i: u32,
+) -> Result<(zenoh::Session, zenoh::pubsub::Publisher<'static>), BenchError> {
+    let s = raw_session(config)?;
+    let out = s
+        .declare_publisher(raw_key(tag, i + 1))
+        .wait()
+        .map_err(err)?;
+    println!("ready");
+    wait_matching(&out)?;
+    Ok((s, out))
+}
+
+/// A raw subscriber whose callback hands each payload to a channel.
+fn channel_subscriber(
+    s: &zenoh::Session,
+    key: String,
+) -> Result<
+    (
+        zenoh::pubsub::Subscriber<()>,
+        mpsc::Receiver<zenoh::bytes::ZBytes>,
+    ),
+    BenchError,
+> {
+    let (tx, rx) = mpsc::channel();
+    let sub = s
+        .declare_subscriber(key)
+        .callback(move |sample| {
+            let _ = tx.send(sample.payload().clone());
+        })
+        .wait()
+        .map_err(err)?;
+    Ok((sub, rx))
+}
+
+/// `total` round trips: `send` a payload whose first 8 bytes are its
+/// sequence number, `recv` the reply's first 8 bytes; each after the
+/// `warm`-up is recorded (divided by `div`).
+fn round_trips(
+    total: u64,
+    warm: u64,
+    div: u64,
+    size: usize,
+    rec: &mut LatencyRecorder,
+    mut send: impl FnMut(&[u8]) -> Result<(), BenchError>,
+    mut recv: impl FnMut() -> Result<[u8; 8], BenchError>,
+) -> Result<(), BenchError> {
+    let mut payload = vec![0u8; size.max(8)];
+    let t_start = now_ns();
+    for i in 0..total {
+        payload[..8].copy_from_slice(&i.to_le_bytes());
+        let t0 = now_ns();
+        send(&payload)?;
+        let back = recv()?;
+        let t1 = now_ns();
+        if back != i.to_le_bytes() {
+            return Err(err("a reply out of order"));
+        }
+        if i >= warm {
+            rec.record_at((t0 - t_start) as f64 / 1e9, (t1 - t0) / div);
+        }
+    }
+    Ok(())
+}
+
+fn seq_of(bytes: &[u8]) -> Result<[u8; 8], BenchError> {
+    bytes
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| err("a reply shorter than its sequence number"))
 }
 
 /// Wait until a raw zenoh publisher has a matching subscriber.
@@ -330,16 +386,13 @@ fn run(
         h.expect("ready").map_err(err)?;
         helpers.push(h);
     }
-    let size = p.size.max(8);
     // `bench pingpong` reports one way (round trip / 2) like its other
     // rows; `bench net` the round trip with per-transmission hops.
     let one_way = scenario == "pingpong";
     let div = if one_way { 2 } else { 1 };
     let mut rec = LatencyRecorder::with_time_series();
-    let mut payload = vec![0u8; size];
     let hops = u64::from(stages) + 1;
     let meter;
-    let t_start;
     match kind {
         Kind::Myelin => {
             let ctx = myelin_ctx(&r.config, domain)?;
@@ -356,50 +409,33 @@ fn run(
                 .map_err(err)?;
             wait_for(|| out.subscription_count() > 0 && back.matched_count() > 0)?;
             meter = Meter::start();
-            t_start = now_ns();
-            for i in 0..total {
-                payload[..8].copy_from_slice(&i.to_le_bytes());
-                let t0 = now_ns();
-                out.publish(Blob::from(&payload[..])).map_err(err)?;
-                let m = back.wait_for_message(WAIT).map_err(err)?;
-                let t1 = now_ns();
-                if m[..8] != i.to_le_bytes() {
-                    return Err(err("a reply out of order"));
-                }
-                if i >= warm {
-                    rec.record_at((t0 - t_start) as f64 / 1e9, (t1 - t0) / div);
-                }
-            }
+            round_trips(
+                total,
+                warm,
+                div,
+                p.size,
+                &mut rec,
+                |b| out.publish(Blob::from(b)).map_err(err),
+                || seq_of(&back.wait_for_message(WAIT).map_err(err)?),
+            )?;
         }
         Kind::ZenohCallback | Kind::ZenohThread => {
             let s = raw_session(&r.config)?;
             let out = s.declare_publisher(raw_key(&tag, 0)).wait().map_err(err)?;
-            let (tx, rx) = mpsc::channel::<zenoh::bytes::ZBytes>();
-            let _sub = s
-                .declare_subscriber(raw_key(&tag, stages))
-                .callback(move |sample| {
-                    let _ = tx.send(sample.payload().clone());
-                })
-                .wait()
-                .map_err(err)?;
+            let (_sub, rx) = channel_subscriber(&s, raw_key(&tag, stages))?;
             wait_matching(&out)?;
             // The last stage's publisher matches our subscriber.
             std::thread::sleep(Duration::from_millis(200));
             meter = Meter::start();
-            t_start = now_ns();
-            for i in 0..total {
-                payload[..8].copy_from_slice(&i.to_le_bytes());
-                let t0 = now_ns();
-                out.put(payload.clone()).wait().map_err(err)?;
-                let m = rx.recv_timeout(WAIT).map_err(err)?;
-                let t1 = now_ns();
-                if m.to_bytes()[..8] != i.to_le_bytes() {
-                    return Err(err("a reply out of order"));
-                }
-                if i >= warm {
-                    rec.record_at((t0 - t_start) as f64 / 1e9, (t1 - t0) / div);
-                }
-            }
+            round_trips(
+                total,
+                warm,
+                div,
+                p.size,
+                &mut rec,
+                |b| out.put(b.to_vec()).wait().map_err(err),
+                || seq_of(&rx.recv_timeout(WAIT).map_err(err)?.to_bytes()),
+            )?;
         }
     }
     drop(helpers);

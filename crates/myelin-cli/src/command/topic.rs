@@ -7,43 +7,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use myelin::{AnyMessage, DiscoveredEndpoint, Message, QoS, SharedBytes};
-use myelin_msgs::{builtin_interfaces, geometry_msgs, sensor_msgs, std_msgs};
 
 use crate::cli::{NodeCommand, TopicCommand};
 
 type Res = Result<(), Box<dyn std::error::Error>>;
 
 /// Calls macro `$m` with every type `echo` decodes and `pub` parses: the
-/// standard messages of myelin-msgs and the builtins.
+/// standard messages of myelin-msgs, then the builtins.
 macro_rules! standard_types {
     ($m:ident) => {
+        myelin_msgs::for_all_types!($m);
         $m!(
-            builtin_interfaces::Time,
-            builtin_interfaces::Duration,
-            std_msgs::Header,
-            std_msgs::String,
-            std_msgs::Bool,
-            std_msgs::Int32,
-            std_msgs::Int64,
-            std_msgs::Float32,
-            std_msgs::Float64,
-            std_msgs::Empty,
-            geometry_msgs::Point,
-            geometry_msgs::Vector3,
-            geometry_msgs::Quaternion,
-            geometry_msgs::Pose,
-            geometry_msgs::PoseStamped,
-            geometry_msgs::Twist,
-            geometry_msgs::TwistStamped,
-            geometry_msgs::Transform,
-            geometry_msgs::TransformStamped,
-            sensor_msgs::Image,
-            sensor_msgs::CompressedImage,
-            sensor_msgs::Imu,
-            sensor_msgs::LaserScan,
-            sensor_msgs::PointField,
-            sensor_msgs::PointCloud2,
-            sensor_msgs::CameraInfo,
             String,
             bool,
             u8,
@@ -57,7 +31,7 @@ macro_rules! standard_types {
             f32,
             f64,
             Vec<u8>,
-        )
+        );
     };
 }
 
