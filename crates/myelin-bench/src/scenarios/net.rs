@@ -187,6 +187,23 @@ fn myelin_ctx(config: &Path, domain: u32) -> Result<Context, BenchError> {
         .map_err(err)
 }
 
+/// A node `name` reading ring topic `from` and writing ring topic `to`.
+fn myelin_hop(
+    ctx: &Context,
+    name: &str,
+    from: u32,
+    to: u32,
+) -> Result<(myelin::Subscription<Blob>, myelin::Publisher<Blob>), BenchError> {
+    let node = ctx.create_node(name).map_err(err)?;
+    let out = node
+        .create_publisher::<Blob>(&topic(to), QoS::keep_last(16))
+        .map_err(err)?;
+    let sub = node
+        .create_polling_subscription::<Blob>(&topic(from), QoS::keep_last(16), Default::default())
+        .map_err(err)?;
+    Ok((sub, out))
+}
+
 fn raw_session(config: &Path) -> Result<zenoh::Session, BenchError> {
     myelin_zenoh::config::open(myelin_zenoh::config::from_file(config).map_err(err)?).map_err(err)
 }
@@ -219,17 +236,7 @@ fn stage(spec: &str) -> Result<(), BenchError> {
         Kind::Myelin => {
             let domain: u32 = tag.parse().map_err(err)?;
             let ctx = myelin_ctx(config, domain)?;
-            let node = ctx.create_node(&format!("stage{i}")).map_err(err)?;
-            let out = node
-                .create_publisher::<Blob>(&topic(i + 1), QoS::keep_last(16))
-                .map_err(err)?;
-            let sub = node
-                .create_polling_subscription::<Blob>(
-                    &topic(i),
-                    QoS::keep_last(16),
-                    Default::default(),
-                )
-                .map_err(err)?;
+            let (sub, out) = myelin_hop(&ctx, &format!("stage{i}"), i, i + 1)?;
             println!("ready");
             // Messages wait in the subscription's buffer until our
             // publisher has seen the next stage (nothing is sent before).
@@ -396,17 +403,7 @@ fn run(
     match kind {
         Kind::Myelin => {
             let ctx = myelin_ctx(&r.config, domain)?;
-            let node = ctx.create_node("ping").map_err(err)?;
-            let out = node
-                .create_publisher::<Blob>(&topic(0), QoS::keep_last(16))
-                .map_err(err)?;
-            let back = node
-                .create_polling_subscription::<Blob>(
-                    &topic(stages),
-                    QoS::keep_last(16),
-                    Default::default(),
-                )
-                .map_err(err)?;
+            let (back, out) = myelin_hop(&ctx, "ping", stages, 0)?;
             wait_for(|| out.subscription_count() > 0 && back.matched_count() > 0)?;
             meter = Meter::start();
             round_trips(
