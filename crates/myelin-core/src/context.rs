@@ -10,6 +10,7 @@ use crate::executor::ExecShared;
 use crate::graph::Graph;
 use crate::names;
 use crate::node::{Node, NodeInner};
+use crate::transport::{TransportConfig, Transports};
 
 /// The highest ROS 2 domain id.
 pub const MAX_DOMAIN_ID: u32 = 232;
@@ -36,12 +37,9 @@ pub(crate) struct ContextInner {
     pub(crate) next_id: AtomicU64,
     /// Timers are phase-aligned to this instant (see `executor` docs).
     pub(crate) epoch: std::time::Instant,
-    /// The shared-memory transport (None when off or unavailable).
-    #[cfg(feature = "shm")]
-    pub(crate) shm: Option<Arc<crate::transport::shm::ShmDomain>>,
-    /// The network transport (None when off or unavailable).
-    #[cfg(feature = "zenoh")]
-    pub(crate) net: Option<Arc<crate::transport::net::NetDomain>>,
+    /// The transports that connect this context to other processes and
+    /// hosts (empty: in-process only).
+    pub(crate) transports: Transports,
 }
 
 impl ContextInner {
@@ -54,17 +52,8 @@ impl ContextInner {
     }
 
     /// Whether any transport connects this context to other processes.
-    #[cfg_attr(not(any(feature = "shm", feature = "zenoh")), allow(dead_code))]
     pub(crate) fn crosses_processes(&self) -> bool {
-        #[cfg(feature = "shm")]
-        if self.shm.is_some() {
-            return true;
-        }
-        #[cfg(feature = "zenoh")]
-        if self.net.is_some() {
-            return true;
-        }
-        false
+        !self.transports.is_empty()
     }
 }
 
@@ -151,84 +140,12 @@ impl ContextBuilder {
         if self.domain_id > MAX_DOMAIN_ID {
             return Err(ContextError::DomainOutOfRange(self.domain_id));
         }
-        #[cfg(feature = "shm")]
-        let shm = {
-            let wanted = self
-                .shared_memory
-                .unwrap_or_else(crate::transport::shared_memory_enabled);
-            if !wanted {
-                None
-            } else {
-                match crate::transport::shm::ShmDomain::start(self.domain_id) {
-                    Ok(d) => Some(d),
-                    Err(why) if self.shared_memory == Some(true) => {
-                        return Err(ContextError::SharedMemory {
-                            domain: self.domain_id,
-                            why,
-                        });
-                    }
-                    Err(e) => {
-                        tracing::warn!(
-                            "domain {}: shared memory unavailable, staying in-process: {e}",
-                            self.domain_id
-                        );
-                        None
-                    }
-                }
-            }
-        };
-        #[cfg(not(feature = "shm"))]
-        if self.shared_memory == Some(true) {
-            return Err(ContextError::SharedMemory {
-                domain: self.domain_id,
-                why: "myelin was built without the `shm` feature".into(),
-            });
-        }
-        #[cfg(feature = "zenoh")]
-        let net = {
-            #[cfg(feature = "shm")]
-            let uses_shm = shm.is_some();
-            #[cfg(not(feature = "shm"))]
-            let uses_shm = false;
-            // A configuration (file or environment) is an explicit request.
-            let explicit = self.network == Some(true)
-                || self.zenoh_config.is_some()
-                || std::env::var_os(myelin_zenoh::config::CONFIG_ENV)
-                    .is_some_and(|f| !f.is_empty());
-            let wanted = self
-                .network
-                .unwrap_or_else(crate::transport::network_enabled);
-            if !wanted {
-                None
-            } else {
-                let opts = crate::transport::net::NetOptions {
-                    config_file: self.zenoh_config.clone(),
-                };
-                match crate::transport::net::NetDomain::start(self.domain_id, uses_shm, &opts) {
-                    Ok(d) => Some(d),
-                    Err(why) if explicit => {
-                        return Err(ContextError::Network {
-                            domain: self.domain_id,
-                            why,
-                        });
-                    }
-                    Err(e) => {
-                        tracing::warn!(
-                            "domain {}: zenoh unavailable, staying on this host: {e}",
-                            self.domain_id
-                        );
-                        None
-                    }
-                }
-            }
-        };
-        #[cfg(not(feature = "zenoh"))]
-        if self.network == Some(true) || self.zenoh_config.is_some() {
-            return Err(ContextError::Network {
-                domain: self.domain_id,
-                why: "myelin was built without the `zenoh` feature".into(),
-            });
-        }
+        let transports = crate::transport::start_all(&TransportConfig {
+            domain: self.domain_id,
+            shared_memory: self.shared_memory,
+            network: self.network,
+            zenoh_config: self.zenoh_config,
+        })?;
         let inner = Arc::new(ContextInner {
             domain_id: self.domain_id,
             graph: Graph::default(),
@@ -237,10 +154,7 @@ impl ContextBuilder {
             executors: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             epoch: std::time::Instant::now(),
-            #[cfg(feature = "shm")]
-            shm,
-            #[cfg(feature = "zenoh")]
-            net,
+            transports,
         });
         if self.handle_signals {
             signals::register(&inner);
@@ -270,27 +184,21 @@ impl Context {
     /// Whether this context's endpoints reach other processes through
     /// shared memory.
     pub fn uses_shared_memory(&self) -> bool {
-        #[cfg(feature = "shm")]
-        return self.inner.shm.is_some();
-        #[cfg(not(feature = "shm"))]
-        false
+        self.inner.transports.get("shm").is_some()
     }
 
     /// Whether this context's endpoints reach other hosts through zenoh.
     pub fn uses_network(&self) -> bool {
-        #[cfg(feature = "zenoh")]
-        return self.inner.net.is_some();
-        #[cfg(not(feature = "zenoh"))]
-        false
+        self.inner.transports.get("zenoh").is_some()
     }
 
     /// This context's zenoh session id (hex, as in liveliness tokens), if
     /// it has a session.
     pub fn zenoh_id(&self) -> Option<String> {
-        #[cfg(feature = "zenoh")]
-        return self.inner.net.as_ref().map(|n| n.zid().to_string());
-        #[cfg(not(feature = "zenoh"))]
-        None
+        self.inner
+            .transports
+            .get("zenoh")
+            .and_then(|t| t.session_id())
     }
 
     /// Every publisher and subscription of this context's domain that
@@ -300,23 +208,10 @@ impl Context {
     /// memory lists this process's own endpoints too; the network part
     /// leaves this context's out.
     pub fn discover(&self, wait: std::time::Duration) -> Vec<crate::transport::DiscoveredEndpoint> {
-        #[allow(unused_mut)]
         let mut all = crate::transport::endpoints(self.inner.domain_id);
-        #[cfg(feature = "zenoh")]
-        if let Some(n) = &self.inner.net {
-            let scanned = cfg!(feature = "shm") && crate::transport::shared_memory_enabled();
-            for (t, on_this_island) in n.endpoints(wait) {
-                // Endpoints of shared-memory processes of this island were
-                // found in shared memory already.
-                if on_this_island && scanned {
-                    continue;
-                }
-                if let Some(e) = crate::transport::net::discovered(&t) {
-                    all.push(e);
-                }
-            }
+        for t in self.inner.transports.iter() {
+            all.extend(t.discover(wait));
         }
-        let _ = wait;
         all
     }
 
@@ -374,9 +269,8 @@ impl Default for Context {
 impl ContextInner {
     pub(crate) fn shutdown(&self) {
         self.shut_down.store(true, Ordering::Release);
-        #[cfg(feature = "shm")]
-        if let Some(d) = &self.shm {
-            d.shutdown();
+        for t in self.transports.iter() {
+            t.shutdown();
         }
         let execs: Vec<_> = self
             .executors

@@ -81,20 +81,12 @@ pub enum CreateEndpointError {
         /// Its schema hash.
         requested_hash: crate::TypeHash,
     },
-    /// Shared memory could not be set up for the endpoint.
-    #[error("topic {topic:?}: shared memory: {why}")]
-    SharedMemory {
+    /// A transport (shared memory, zenoh) could not carry the endpoint.
+    #[error("topic {topic:?}: {why}")]
+    Transport {
         /// The topic.
         topic: String,
-        /// What failed.
-        why: String,
-    },
-    /// The network side of the endpoint could not be declared.
-    #[error("topic {topic:?}: zenoh: {why}")]
-    Network {
-        /// The topic.
-        topic: String,
-        /// What failed.
+        /// Which transport, and what failed.
         why: String,
     },
     /// The context was shut down.

@@ -36,6 +36,7 @@
 
 mod buffer;
 mod cdr_de;
+mod clock;
 mod context;
 mod error;
 pub mod events;
@@ -48,7 +49,6 @@ mod node;
 pub mod publisher;
 pub mod qos;
 pub mod service;
-#[cfg(any(feature = "shm", feature = "zenoh"))]
 mod service_remote;
 pub mod subscription;
 mod timer;

@@ -19,6 +19,10 @@ use crate::subscription::{
     SubscriptionOptions,
 };
 use crate::timer::{Timer, TimerInner};
+use crate::transport::{
+    EndpointSpec, NodeIdent, PubLink, PubOwner, SubLink, SubOwner, Transport, TransportError,
+    TypeInfo,
+};
 
 /// A node. Cheap to clone (a handle); entities keep their node alive.
 #[derive(Clone)]
@@ -37,11 +41,9 @@ pub(crate) struct NodeInner {
     entities: Mutex<Vec<Weak<dyn Executable>>>,
     timers: Mutex<Vec<Weak<TimerInner>>>,
     /// The node's id in its context (the `nid` of its liveliness tokens).
-    #[cfg_attr(not(feature = "zenoh"), allow(dead_code))]
     pub(crate) nid: u64,
-    /// The node's liveliness token on the network.
-    #[cfg(feature = "zenoh")]
-    _net_token: Option<myelin_zenoh::zenoh::liveliness::LivelinessToken>,
+    /// The node's announcements on its transports (withdrawn on drop).
+    _announced: Vec<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -56,16 +58,20 @@ impl NodeInner {
         fqn: String,
     ) -> Self {
         let nid = ctx.new_id();
-        #[cfg(feature = "zenoh")]
-        let _net_token = ctx.net.as_ref().and_then(|n| {
-            n.node_token(nid, &namespace, &name)
-                .map_err(|e| tracing::warn!("node {fqn}: not visible on the network: {e}"))
-                .ok()
-        });
+        let ident = NodeIdent {
+            fqn: &fqn,
+            name: &name,
+            namespace: &namespace,
+            nid,
+        };
+        let _announced = ctx
+            .transports
+            .iter()
+            .filter_map(|t| t.node(&ident))
+            .collect();
         NodeInner {
             nid,
-            #[cfg(feature = "zenoh")]
-            _net_token,
+            _announced,
             name,
             namespace,
             fqn,
@@ -185,28 +191,16 @@ impl Node {
             .inner
             .clone();
         let id = self.inner.ctx.new_id();
-        #[cfg(feature = "shm")]
-        let remote = self.remote_side::<T, _>(&topic, |d| {
-            crate::transport::shm::PubShm::new::<T>(d, &topic, &self.inner.fqn, &qos)
-        })?;
-        #[cfg(feature = "zenoh")]
-        let net = self.net_side::<T, _>(
-            &topic,
-            |d, owner| crate::transport::net::PubNet::new::<T>(d, &topic, owner, &qos),
-            id,
-        )?;
+        let links = self.links::<T, dyn PubLink>(id, &topic, &qos, |t, spec| t.publisher(spec))?;
         let events = self.event_queue(&options.event_callback, &group, "publisher", &topic);
-        #[allow(unused_mut)]
-        let mut p = PubInner::new(id, topic.clone(), qos, self.inner.clone(), events);
-        #[cfg(feature = "shm")]
-        {
-            p.remote = remote;
-        }
-        #[cfg(feature = "zenoh")]
-        {
-            p.net = net;
-        }
-        let inner = Arc::new(p);
+        let inner = Arc::new(PubInner::new(
+            id,
+            topic.clone(),
+            qos,
+            self.inner.clone(),
+            events,
+            links,
+        ));
         if let Some(d) = qos.deadline {
             let w = Arc::downgrade(&inner);
             let mut last = 0;
@@ -222,15 +216,9 @@ impl Node {
                 .push(t);
         }
         self.inner.ctx.graph.add_publisher(inner.clone())?;
-        #[cfg(feature = "shm")]
-        if let (Some(d), Some(_)) = (&self.inner.ctx.shm, &inner.remote) {
-            let weak: std::sync::Weak<dyn crate::transport::shm::Discovered> =
-                Arc::downgrade(&(inner.clone() as Arc<dyn crate::transport::shm::Discovered>));
-            d.register(weak);
-        }
-        #[cfg(feature = "zenoh")]
-        if let (Some(d), Some(_)) = (&self.inner.ctx.net, &inner.net) {
-            d.register(inner.clone());
+        let owner: Weak<dyn PubOwner> = Arc::downgrade(&(inner.clone() as Arc<dyn PubOwner>));
+        for l in inner.links.iter() {
+            l.start(owner.clone());
         }
         Ok(Publisher { inner })
     }
@@ -373,25 +361,12 @@ impl Node {
         let topic = self.resolve_topic_name(topic)?;
         self.check_ctx(&topic)?;
         let id = self.inner.ctx.new_id();
-        #[cfg(feature = "shm")]
-        let remote = if inline {
+        let links = if inline {
             // Inline callbacks run in the publisher's thread; messages from
             // other processes have no such thread (see README).
-            None
+            Vec::new()
         } else {
-            self.remote_side::<T, _>(&topic, |d| {
-                crate::transport::shm::SubShm::new::<T>(d, &topic, &self.inner.fqn, &qos)
-            })?
-        };
-        #[cfg(feature = "zenoh")]
-        let net = if inline {
-            None
-        } else {
-            self.net_side::<T, _>(
-                &topic,
-                |d, owner| crate::transport::net::SubNet::new::<T>(d, &topic, owner, &qos),
-                id,
-            )?
+            self.links::<T, dyn SubLink>(id, &topic, &qos, |t, spec| t.subscription(spec))?
         };
         let events = self.event_queue(&options.event_callback, &group, "subscription", &topic);
         let inner = Arc::new(SubInner::new(SubSpec {
@@ -404,10 +379,7 @@ impl Node {
             inline,
             group: group.clone(),
             events,
-            #[cfg(feature = "shm")]
-            remote,
-            #[cfg(feature = "zenoh")]
-            net,
+            links,
         }));
         if !inner.has_callback() {
             // Only polling subscriptions have waiters to wake at shutdown.
@@ -447,83 +419,61 @@ impl Node {
         }
         *inner.checkers.lock().unwrap_or_else(|e| e.into_inner()) = checkers;
         self.inner.ctx.graph.add_subscription(inner.clone())?;
-        #[cfg(feature = "shm")]
-        if let (Some(d), Some(_)) = (&self.inner.ctx.shm, &inner.remote) {
-            let weak: std::sync::Weak<dyn crate::transport::shm::Discovered> =
-                Arc::downgrade(&(inner.clone() as Arc<dyn crate::transport::shm::Discovered>));
-            d.register(weak);
-        }
-        #[cfg(feature = "zenoh")]
-        if let (Some(d), Some(n)) = (&self.inner.ctx.net, &inner.net) {
-            let w = Arc::downgrade(&inner);
-            n.start(move |bytes| {
-                if let Some(s) = w.upgrade() {
-                    s.receive_network(bytes);
-                }
-            })
-            .map_err(|why| CreateEndpointError::Network {
-                topic: topic.clone(),
-                why,
-            })?;
-            d.register(inner.clone());
+        let owner: Weak<dyn SubOwner> = Arc::downgrade(&(inner.clone() as Arc<dyn SubOwner>));
+        for l in inner.links.iter() {
+            l.start(owner.clone())
+                .map_err(|e| CreateEndpointError::Transport {
+                    topic: topic.clone(),
+                    why: e.to_string(),
+                })?;
         }
         Ok(Subscription { inner })
     }
 
-    /// The shared-memory side of a new endpoint: none when the context has
-    /// no shared memory or the type cannot cross; an error when another
-    /// process has the topic with another type.
-    #[cfg(feature = "shm")]
-    fn remote_side<T: Message, R>(
-        &self,
-        topic: &str,
-        make: impl FnOnce(&Arc<crate::transport::shm::ShmDomain>) -> Result<R, String>,
-    ) -> Result<Option<R>, CreateEndpointError> {
-        let Some(d) = &self.inner.ctx.shm else {
-            return Ok(None);
-        };
-        d.check_type::<T>(topic)?;
-        if T::WIRE == crate::wire::Wire::Local {
-            return Ok(None);
+    /// What the transports see of a new endpoint.
+    fn spec<'a, T: Message>(&'a self, id: u64, topic: &'a str, qos: &'a QoS) -> EndpointSpec<'a> {
+        EndpointSpec {
+            id,
+            topic,
+            qos,
+            ty: TypeInfo::of::<T>(),
+            node: NodeIdent {
+                fqn: &self.inner.fqn,
+                name: &self.inner.name,
+                namespace: &self.inner.namespace,
+                nid: self.inner.nid,
+            },
         }
-        make(d)
-            .map(Some)
-            .map_err(|why| CreateEndpointError::SharedMemory {
-                topic: topic.to_string(),
-                why,
-            })
     }
 
-    /// The network side of a new endpoint: none when the context has no
-    /// zenoh session or the type cannot cross.
-    #[cfg(feature = "zenoh")]
-    fn net_side<T: Message, R>(
+    /// One link per transport of the context for a new endpoint (`make`
+    /// asks a transport for it): an error when another process has the
+    /// topic with another type, or when a transport fails.
+    fn links<T: Message, L: ?Sized>(
         &self,
+        id: u64,
         topic: &str,
-        make: impl FnOnce(
-            &Arc<crate::transport::net::NetDomain>,
-            &crate::transport::net::Owner<'_>,
-        ) -> Result<R, String>,
-        eid: u64,
-    ) -> Result<Option<R>, CreateEndpointError> {
-        let Some(d) = &self.inner.ctx.net else {
-            return Ok(None);
-        };
-        if T::WIRE == crate::wire::Wire::Local {
-            return Ok(None);
+        qos: &QoS,
+        make: impl Fn(&dyn Transport, &EndpointSpec<'_>) -> Result<Option<Arc<L>>, TransportError>,
+    ) -> Result<Vec<Arc<L>>, CreateEndpointError> {
+        let spec = self.spec::<T>(id, topic, qos);
+        let transports = &self.inner.ctx.transports;
+        for t in transports.iter() {
+            t.check_type(&spec)?;
         }
-        let owner = crate::transport::net::Owner {
-            eid,
-            nid: self.inner.nid,
-            namespace: &self.inner.namespace,
-            node: &self.inner.name,
-        };
-        make(d, &owner)
-            .map(Some)
-            .map_err(|why| CreateEndpointError::Network {
-                topic: topic.to_string(),
-                why,
-            })
+        let mut links = Vec::new();
+        for t in transports.iter() {
+            match make(&**t, &spec) {
+                Ok(l) => links.extend(l),
+                Err(e) => {
+                    return Err(CreateEndpointError::Transport {
+                        topic: topic.to_string(),
+                        why: format!("{}: {e}", t.name()),
+                    });
+                }
+            }
+        }
+        Ok(links)
     }
 
     /// Resolve a service name and check the context is alive.
@@ -578,7 +528,6 @@ impl Node {
             self.adopt(inner.clone());
         }
         self.inner.ctx.graph.add_server(inner.clone())?;
-        #[cfg(any(feature = "shm", feature = "zenoh"))]
         let remote = if self.inner.ctx.crosses_processes()
             && crate::service_remote::transportable::<Req, Resp>()
         {
@@ -596,7 +545,6 @@ impl Node {
         };
         Ok(Service {
             inner,
-            #[cfg(any(feature = "shm", feature = "zenoh"))]
             _remote: remote,
         })
     }
@@ -611,9 +559,7 @@ impl Node {
             .ctx
             .graph
             .check_service_type::<Req, Resp>(&name)?;
-        #[allow(unused_mut)]
         let mut c = ClientInner::new(self.inner.ctx.new_id(), name, self.inner.clone());
-        #[cfg(any(feature = "shm", feature = "zenoh"))]
         if self.inner.ctx.crosses_processes() && crate::service_remote::transportable::<Req, Resp>()
         {
             c.remote = Some(

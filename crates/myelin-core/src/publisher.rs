@@ -15,6 +15,7 @@
 //! sharers' `Arc` (or the original when nobody owns it); only when owners and
 //! no sharers are matched does the history cost one extra copy.
 
+use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -29,6 +30,7 @@ use crate::node::NodeInner;
 use crate::qos::LivelinessKind;
 use crate::qos::{Durability, IncompatibleQosStatus, QoS, QosPolicy};
 use crate::subscription::SharedEventCallback;
+use crate::transport::{Encode, LinkLoan, PubLink, PubOwner, SendError};
 use crate::wire::SharedBytes;
 
 /// Shared incompatible-QoS status of an endpoint.
@@ -81,7 +83,7 @@ impl LivelinessToken {
 
     fn assert_now(&self) {
         self.last_assert_ns.store(
-            crate::executor::now_ns(),
+            crate::clock::now_ns(),
             myelin_sync::atomic::Ordering::Relaxed,
         );
     }
@@ -132,12 +134,9 @@ pub(crate) struct PubInner<T> {
     pub(crate) checkers: Mutex<Vec<crate::Timer>>,
     /// Matched subscriptions in this context (set by the graph).
     local_matched: myelin_sync::atomic::AtomicU32,
-    /// The shared-memory side (subscriptions in other processes).
-    #[cfg(feature = "shm")]
-    pub(crate) remote: Option<crate::transport::shm::PubShm>,
-    /// The network side (subscriptions zenoh reaches).
-    #[cfg(feature = "zenoh")]
-    pub(crate) net: Option<crate::transport::net::PubNet>,
+    /// One link per transport that carries this publisher (subscriptions
+    /// in other processes and hosts), in send order.
+    pub(crate) links: Box<[Arc<dyn PubLink>]>,
 }
 
 /// Publishes messages of type `T` on one topic. Created by
@@ -154,6 +153,7 @@ impl<T: Message> PubInner<T> {
         qos: QoS,
         node: Arc<NodeInner>,
         events: Option<Arc<EventQueue<PublisherEvent>>>,
+        links: Vec<Arc<dyn PubLink>>,
     ) -> Self {
         let history = (qos.durability == Durability::TransientLocal)
             .then(|| Mutex::new(VecDeque::with_capacity(qos.effective_depth().min(4096))));
@@ -171,7 +171,7 @@ impl<T: Message> PubInner<T> {
                     .liveliness
                     .lease
                     .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64),
-                last_assert_ns: myelin_sync::atomic::AtomicU64::new(crate::executor::now_ns()),
+                last_assert_ns: myelin_sync::atomic::AtomicU64::new(crate::clock::now_ns()),
             }),
             published_count: myelin_sync::atomic::AtomicU64::new(0),
             deadline_status: Status::new(),
@@ -179,64 +179,54 @@ impl<T: Message> PubInner<T> {
             events,
             checkers: Mutex::new(Vec::new()),
             local_matched: myelin_sync::atomic::AtomicU32::new(0),
-            #[cfg(feature = "shm")]
-            remote: None,
-            #[cfg(feature = "zenoh")]
-            net: None,
+            links: links.into_boxed_slice(),
         }
     }
 
     /// Subscriptions in other processes this publisher feeds.
     pub(crate) fn remote_count(&self) -> usize {
-        #[allow(unused_mut)]
-        let mut n = 0;
-        #[cfg(feature = "shm")]
-        if let Some(r) = &self.remote {
-            n += r.connected();
-        }
-        #[cfg(feature = "zenoh")]
-        if let Some(r) = &self.net {
-            n += r.connected();
-        }
-        n
+        self.links.iter().map(|l| l.connected()).sum()
     }
 
-    /// Send to the subscriptions only the network reaches, if any: `send`
-    /// gets the network side (and encodes only then).
-    #[cfg(feature = "zenoh")]
-    #[inline]
-    fn send_net(
-        &self,
-        send: impl FnOnce(&crate::transport::net::PubNet) -> Result<(), String>,
-    ) -> Result<(), PublishError> {
-        match &self.net {
-            Some(n) if n.needed() => send(n).map_err(|why| PublishError::Wire {
-                topic: self.topic.clone(),
-                why,
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// Send to the subscriptions in other processes (before local delivery
-    /// moves the message): shared memory first (the lower latency), then
-    /// the network. Returns the subscriptions that refused it.
+    /// Send through every link that has a subscription to reach (each
+    /// encodes only then), before local delivery moves the message: the
+    /// transports in registration order (shared memory, the lower latency,
+    /// first). Returns the subscriptions that refused it, and the first
+    /// link error (the other links still sent).
     #[inline]
     fn send_remote(&self, msg: &T) -> Result<Full, PublishError> {
-        #[allow(unused_mut)]
         let mut full = Full::default();
-        #[cfg(feature = "shm")]
-        if let Some(r) = &self.remote
-            && r.has_remote()
-        {
-            let (chunk, len) = r.encode(msg).map_err(|e| self.name_error(e))?;
-            let sent = r.send(&chunk, len);
-            full = Full::refused(sent.full, sent.limit);
+        let mut error = None;
+        for l in self.links.iter() {
+            if l.wanted() {
+                match l.send(msg) {
+                    Ok(r) => full.merge(Full::refused(r.count, r.limit)),
+                    Err(e) => {
+                        error.get_or_insert(self.send_error(e));
+                    }
+                }
+            }
         }
-        #[cfg(feature = "zenoh")]
-        self.send_net(|n| n.send(msg))?;
-        let _ = msg;
-        Ok(full)
+        match error {
+            None => Ok(full),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// A link's error as a publish error naming this topic.
+    fn send_error(&self, e: SendError) -> PublishError {
+        let topic = self.topic.clone();
+        match e {
+            SendError::NoMemory { len, why } => PublishError::OutOfMemory {
+                topic,
+                len,
+                why: why.to_string(),
+            },
+            e => PublishError::Wire {
+                topic,
+                why: e.to_string(),
+            },
+        }
     }
 
     /// Lock the transient-local history (if any): `publish` delivers under
@@ -266,22 +256,6 @@ impl<T: Message> PubInner<T> {
                 self.finish(m, full)?;
                 Err(e)
             }
-        }
-    }
-
-    #[cfg(feature = "shm")]
-    fn name_error(&self, e: PublishError) -> PublishError {
-        match e {
-            PublishError::Wire { why, .. } => PublishError::Wire {
-                topic: self.topic.clone(),
-                why,
-            },
-            PublishError::OutOfMemory { len, why, .. } => PublishError::OutOfMemory {
-                topic: self.topic.clone(),
-                len,
-                why,
-            },
-            e => e,
         }
     }
 
@@ -336,8 +310,9 @@ impl<T: Message> PubInner<T> {
         }
         match self.qos.lifespan {
             None => 0,
-            Some(l) => crate::executor::now_ns()
-                .saturating_add(l.as_nanos().min(u128::from(u64::MAX)) as u64),
+            Some(l) => {
+                crate::clock::now_ns().saturating_add(l.as_nanos().min(u128::from(u64::MAX)) as u64)
+            }
         }
     }
 
@@ -440,54 +415,24 @@ impl<T: Message> PubInner<T> {
     }
 }
 
-#[cfg(feature = "shm")]
-impl<T: Message> crate::transport::shm::Discovered for PubInner<T> {
-    fn rescan(self: Arc<Self>, found: &[myelin_shm::endpoint::Found]) {
-        let Some(r) = &self.remote else { return };
-        let on_refused = |why: crate::qos::Incompatibility| {
-            self.incompatible.record(why.policy);
-            self.emit(PublisherEvent::IncompatibleQos(self.incompatible.get()));
-        };
-        let changed = match &self.history {
-            None => r.rescan::<T>(&self.topic, &self.qos, found, on_refused),
+impl<T: Message> PubOwner for PubInner<T> {
+    fn with_history(&self, f: &mut dyn FnMut(&mut dyn Iterator<Item = &dyn Encode>)) {
+        match &self.history {
+            None => f(&mut std::iter::empty()),
             Some(h) => {
-                // Under the history lock, which `publish` holds while it
-                // sends: a new subscription gets the history and then every
-                // later message, each once.
                 let h = h.lock().unwrap_or_else(|e| e.into_inner());
-                let before = r.inboxes();
-                let changed = r.rescan::<T>(&self.topic, &self.qos, found, on_refused);
-                if changed.is_some() {
-                    let new: Vec<String> = r
-                        .inboxes()
-                        .into_iter()
-                        .filter(|i| !before.contains(i))
-                        .collect();
-                    if !new.is_empty() {
-                        let mut items = h.iter().filter_map(|(_, m, _)| r.encode(&**m).ok());
-                        r.send_history_to_new(&new, &mut items);
-                    }
-                }
-                changed
+                f(&mut h.iter().map(|(_, m, _)| &**m as &dyn Encode));
             }
-        };
-        if changed.is_some() {
-            self.refresh_matched();
-            // Tell the subscribers' processes: their matched count is the
-            // number of publishers actually connected to them.
-            r.dom.bump();
         }
     }
-}
 
-#[cfg(feature = "zenoh")]
-impl<T: Message> crate::transport::net::NetDiscovered for PubInner<T> {
-    fn net_changed(self: Arc<Self>, graph: &crate::transport::net::RemoteGraph) {
-        if let Some(n) = &self.net
-            && n.update(graph)
-        {
-            self.refresh_matched();
-        }
+    fn incompatible_qos(&self, policy: QosPolicy) {
+        self.incompatible.record(policy);
+        self.emit(PublisherEvent::IncompatibleQos(self.incompatible.get()));
+    }
+
+    fn links_changed(&self) {
+        self.refresh_matched();
     }
 }
 
@@ -604,11 +549,7 @@ impl<T: Message> Publisher<T> {
     /// subscriptions in other processes, or held by them. Returns to 0 when
     /// every reader has dropped its messages (or died).
     pub fn shared_memory_in_use(&self) -> usize {
-        #[cfg(feature = "shm")]
-        if let Some(r) = &self.inner.remote {
-            return r.chunks_in_use();
-        }
-        0
+        self.inner.links.iter().map(|l| l.memory_in_use()).sum()
     }
 
     /// Assert this publisher's liveliness (manual-by-topic liveliness;
@@ -674,55 +615,55 @@ impl<T: Message> std::fmt::Debug for Publisher<T> {
     }
 }
 
-#[cfg(feature = "shm")]
-type Frozen = crate::transport::shm::Chunk;
-#[cfg(not(feature = "shm"))]
-type Frozen = ();
+/// The link that lent a loan's memory (its index) and its handle.
+type LoanOrigin = (usize, Box<dyn Any + Send + Sync>);
 
-/// Memory for one message, loaned from the publisher's shared-memory pool
-/// (or the heap when shared memory is off).
+/// Memory for one message, loaned from a transport (shared memory: the
+/// publisher's pool) or, when no link lends memory, the heap.
 enum LoanMem {
-    #[cfg(feature = "shm")]
-    Shm(crate::transport::shm::Chunk),
+    /// From the link at this index.
+    Link(usize, LinkLoan),
     Heap(Vec<u128>),
 }
 
 impl LoanMem {
     fn new<T: Message>(p: &PubInner<T>, len: usize) -> Result<LoanMem, PublishError> {
         p.check_alive()?;
-        #[cfg(feature = "shm")]
-        if let Some(r) = &p.remote {
-            let chunk =
-                r.pools
-                    .alloc(len, || r.reclaim())
-                    .map_err(|why| PublishError::OutOfMemory {
-                        topic: p.topic.clone(),
-                        len,
-                        why,
-                    })?;
-            return Ok(LoanMem::Shm(chunk));
+        for (i, l) in p.links.iter().enumerate() {
+            if let Some(loan) = l.loan(len) {
+                return loan
+                    .map(|m| LoanMem::Link(i, m))
+                    .map_err(|e| p.send_error(e));
+            }
         }
         Ok(LoanMem::Heap(vec![0u128; len.div_ceil(16)]))
     }
 
     fn ptr(&mut self) -> *mut u8 {
         match self {
-            #[cfg(feature = "shm")]
-            LoanMem::Shm(c) => c.ptr,
+            LoanMem::Link(_, m) => m.ptr,
             LoanMem::Heap(v) => v.as_mut_ptr() as *mut u8,
         }
     }
 
-    /// Hand the memory over to readers: immutable from now on.
-    fn freeze(self, len: usize) -> (SharedBytes, Option<Frozen>) {
+    fn ptr_const(&self) -> *const u8 {
         match self {
-            #[cfg(feature = "shm")]
-            LoanMem::Shm(c) => {
-                // SAFETY: the chunk holds at least `len` bytes, is not
-                // written after this point (the loan is consumed), and the
-                // lease keeps it out of the free list while the bytes live.
-                let b = unsafe { SharedBytes::from_raw(c.ptr, len, c.lease.clone()) };
-                (b, Some(c))
+            LoanMem::Link(_, m) => m.ptr as *const u8,
+            LoanMem::Heap(v) => v.as_ptr() as *const u8,
+        }
+    }
+
+    /// Hand the memory over to readers: immutable from now on. Returns the
+    /// lending link and its handle, if a link lent it.
+    fn freeze(self, len: usize) -> (SharedBytes, Option<LoanOrigin>) {
+        match self {
+            LoanMem::Link(i, m) => {
+                // SAFETY: the loan holds at least `len` bytes, is not
+                // written after this point (the loan is consumed), and
+                // `keep` keeps it out of the link's free list while the
+                // bytes live.
+                let b = unsafe { SharedBytes::from_raw(m.ptr, len, m.keep) };
+                (b, Some((i, m.handle)))
             }
             LoanMem::Heap(v) => {
                 let v = Arc::new(v);
@@ -736,25 +677,30 @@ impl LoanMem {
 }
 
 impl<T: Message> PubInner<T> {
-    /// Publish bytes written into a loan: in place to every subscription.
+    /// Publish bytes written into a loan: in place to every subscription
+    /// (the lending link sends its own memory, the others copy or encode).
     fn publish_loaned(&self, mem: LoanMem, len: usize) -> Result<(), PublishError> {
         self.check_alive()?;
         let exp = self.on_publish();
-        let (bytes, _chunk) = mem.freeze(len);
+        let (bytes, origin) = mem.freeze(len);
         let mut h = self.lock_history();
         let mut full = Full::default();
-        #[cfg(feature = "shm")]
-        if let (Some(r), Some(chunk)) = (&self.remote, &_chunk)
-            && r.has_remote()
-        {
-            let sent = r.send(chunk, len);
-            full.merge(Full::refused(sent.full, sent.limit));
+        let mut error = None;
+        for (i, l) in self.links.iter().enumerate() {
+            if !l.wanted() {
+                continue;
+            }
+            let own = match &origin {
+                Some((o, handle)) if *o == i => Some(&**handle),
+                _ => None,
+            };
+            match l.send_bytes(&bytes, own) {
+                Ok(r) => full.merge(Full::refused(r.count, r.limit)),
+                Err(e) => {
+                    error.get_or_insert(self.send_error(e));
+                }
+            }
         }
-        // Reported after local delivery, which happens either way.
-        #[cfg(feature = "zenoh")]
-        let net = self.send_net(|n| n.send_bytes(bytes.to_vec()));
-        #[cfg(not(feature = "zenoh"))]
-        let net = Ok(());
         let m = self.matched.load();
         for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
             let r =
@@ -769,8 +715,13 @@ impl<T: Message> PubInner<T> {
                 self.remember(h, r.into_shared(), exp);
             }
         }
+        // Local delivery happened either way; a link error is reported
+        // after it.
         self.finish(&m, full)?;
-        net
+        match error {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
     }
 }
 
@@ -846,11 +797,7 @@ impl<T: Message + bytemuck::Pod> std::ops::Deref for Loan<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         let len = std::mem::size_of::<T>();
-        let ptr = match &self.mem {
-            #[cfg(feature = "shm")]
-            LoanMem::Shm(c) => c.ptr as *const u8,
-            LoanMem::Heap(v) => v.as_ptr() as *const u8,
-        };
+        let ptr = self.mem.ptr_const();
         // SAFETY: `len` initialised bytes that only this loan uses.
         bytemuck::from_bytes(unsafe { std::slice::from_raw_parts(ptr, len) })
     }
@@ -898,11 +845,7 @@ impl Publisher<crate::Blob> {
 impl std::ops::Deref for SliceLoan<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        let ptr = match &self.mem {
-            #[cfg(feature = "shm")]
-            LoanMem::Shm(c) => c.ptr as *const u8,
-            LoanMem::Heap(v) => v.as_ptr() as *const u8,
-        };
+        let ptr = self.mem.ptr_const();
         // SAFETY: `len` initialised bytes used only by this loan.
         unsafe { std::slice::from_raw_parts(ptr, self.len) }
     }

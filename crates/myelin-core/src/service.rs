@@ -266,7 +266,6 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
     }
 
     /// A request from another process (see `service_remote`).
-    #[cfg(any(feature = "shm", feature = "zenoh"))]
     pub(crate) fn submit_remote(self: &Arc<Self>, req: Req, reply: Box<dyn Responder<Resp>>) {
         self.submit(Request { req, reply });
     }
@@ -364,7 +363,6 @@ impl<Req: Message, Resp: Message> Executable for ServiceInner<Req, Resp> {
 pub struct Service<Req: Message, Resp: Message> {
     pub(crate) inner: Arc<ServiceInner<Req, Resp>>,
     /// Requests from other processes.
-    #[cfg(any(feature = "shm", feature = "zenoh"))]
     pub(crate) _remote: Option<crate::service_remote::ServerRemote>,
 }
 
@@ -407,7 +405,6 @@ pub(crate) struct ClientInner<Req: Message, Resp: Message> {
     /// Notified when the server list changes.
     pub(crate) changed: Event,
     /// Servers in other processes.
-    #[cfg(any(feature = "shm", feature = "zenoh"))]
     pub(crate) remote: Option<crate::service_remote::ClientRemote<Req, Resp>>,
 }
 
@@ -420,14 +417,12 @@ impl<Req: Message, Resp: Message> ClientInner<Req, Resp> {
             servers: ArcSwap::from_pointee(Vec::new()),
             rr: AtomicUsize::new(0),
             changed: Event::new(Scope::Process),
-            #[cfg(any(feature = "shm", feature = "zenoh"))]
             remote: None,
         }
     }
 
     /// A server in another process can answer.
     pub(crate) fn remote_ready(&self) -> bool {
-        #[cfg(any(feature = "shm", feature = "zenoh"))]
         if let Some(r) = &self.remote {
             return r.ready();
         }
@@ -504,7 +499,6 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
                 }
                 match self.pick() {
                     Some(s) => s,
-                    #[cfg(any(feature = "shm", feature = "zenoh"))]
                     None if self.inner.remote_ready() => {
                         let r = self.inner.remote.as_ref().expect("remote_ready");
                         return r.call(name, req, deadline, timeout);

@@ -22,8 +22,10 @@ use crate::message::Message;
 use crate::node::NodeInner;
 use crate::publisher::IncompatibleQos;
 use crate::publisher::LivelinessToken;
-use crate::qos::{IncompatibleQosStatus, QoS};
+use crate::qos::{IncompatibleQosStatus, QoS, QosPolicy};
+use crate::transport::{SubLink, SubOwner};
 use crate::waitpoint::WaitPoint;
+use crate::wire::SharedBytes;
 
 /// What a subscription's buffer stores (seed 000's `BufferT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -238,14 +240,12 @@ pub(crate) struct SubInner<T> {
     pub(crate) incompatible: IncompatibleQos,
     /// Matched publishers in this context (set by the graph).
     local_matched: myelin_sync::atomic::AtomicU32,
-    /// Matched publishers in other processes (set by discovery).
-    remote_matched: myelin_sync::atomic::AtomicU32,
-    /// The shared-memory side (publishers in other processes).
-    #[cfg(feature = "shm")]
-    pub(crate) remote: Option<crate::transport::shm::SubShm>,
-    /// The network side (publishers zenoh reaches).
-    #[cfg(feature = "zenoh")]
-    pub(crate) net: Option<crate::transport::net::SubNet>,
+    /// One link per transport that carries this subscription (publishers
+    /// in other processes and hosts).
+    pub(crate) links: Box<[Arc<dyn SubLink>]>,
+    /// Whether any link's messages wait to be drained (shared memory):
+    /// then the executor (or a polling waiter) drains it when woken.
+    pumped: bool,
 }
 
 /// Everything a subscription is made of, resolved by the node.
@@ -259,10 +259,7 @@ pub(crate) struct SubSpec<T> {
     pub(crate) inline: bool,
     pub(crate) group: Arc<GroupInner>,
     pub(crate) events: Option<Arc<EventQueue<SubscriptionEvent>>>,
-    #[cfg(feature = "shm")]
-    pub(crate) remote: Option<crate::transport::shm::SubShm>,
-    #[cfg(feature = "zenoh")]
-    pub(crate) net: Option<crate::transport::net::SubNet>,
+    pub(crate) links: Vec<Arc<dyn SubLink>>,
 }
 
 impl<T: Message> SubInner<T> {
@@ -277,22 +274,21 @@ impl<T: Message> SubInner<T> {
             inline,
             group,
             events,
-            #[cfg(feature = "shm")]
-            remote,
-            #[cfg(feature = "zenoh")]
-            net,
+            links,
         } = spec;
-        #[cfg(feature = "shm")]
-        let waitpoint = if remote.is_some() && callback.is_none() {
+        let pumped = links.iter().any(|l| l.pumped());
+        let waitpoint = if pumped && callback.is_none() {
+            // A polling subscription sleeps on its own slot, which remote
+            // publishers signal directly.
             WaitPoint::with_event(crate::transport::wake::WakeEvent::remote_capable())
         } else {
             WaitPoint::new()
         };
-        #[cfg(not(feature = "shm"))]
-        let waitpoint = WaitPoint::new();
-        #[cfg(feature = "shm")]
-        if let Some(r) = &remote {
-            r.set_wake_slot(waitpoint.event.slot());
+        if callback.is_none() {
+            let word = waitpoint.event.word(0);
+            for l in &links {
+                l.set_wake(word);
+            }
         }
         SubInner {
             id,
@@ -319,71 +315,34 @@ impl<T: Message> SubInner<T> {
             checkers: std::sync::Mutex::new(Vec::new()),
             incompatible: IncompatibleQos::default(),
             local_matched: myelin_sync::atomic::AtomicU32::new(0),
-            remote_matched: myelin_sync::atomic::AtomicU32::new(0),
-            #[cfg(feature = "shm")]
-            remote,
-            #[cfg(feature = "zenoh")]
-            net,
-        }
-    }
-
-    /// A message that arrived over the network (zenoh's thread).
-    #[cfg(feature = "zenoh")]
-    pub(crate) fn receive_network(self: &Arc<Self>, bytes: crate::wire::SharedBytes) {
-        match crate::buffer::from_wire::<T>(bytes) {
-            Ok(m) => {
-                self.push(m, 0);
-            }
-            Err(e) => {
-                self.lost.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "{}: dropping a message from the network: {e}",
-                    self.describe()
-                );
-            }
+            links: links.into_boxed_slice(),
+            pumped,
         }
     }
 
     /// Publishers in other processes connected to this subscription now.
-    #[cfg_attr(not(any(feature = "shm", feature = "zenoh")), allow(dead_code))]
     pub(crate) fn remote_publishers(&self) -> usize {
-        #[allow(unused_mut)]
-        let mut n = 0;
-        #[cfg(feature = "shm")]
-        if let Some(r) = &self.remote {
-            n += r.connected();
-        }
-        #[cfg(feature = "zenoh")]
-        if let Some(r) = &self.net {
-            n += r.connected();
-        }
-        n
+        self.links.iter().map(|l| l.connected()).sum()
     }
 
     /// Move messages other processes sent into the buffer (polling
     /// subscriptions call this before looking at the buffer).
     #[inline]
-    pub(crate) fn pump_now(self: &Arc<Self>) {
-        #[cfg(feature = "shm")]
-        if let Some(r) = &self.remote {
+    pub(crate) fn pump_now(&self) {
+        if self.pumped {
             self.waitpoint.event.take_pending();
-            if r.has_data() {
-                self.clone().pump_inner(false);
+            for l in self.links.iter() {
+                if l.has_data() {
+                    l.pump();
+                }
             }
         }
     }
 
-    #[cfg(feature = "shm")]
-    fn pump_inner(self: Arc<Self>, check_dead: bool) {
-        let Some(r) = &self.remote else { return };
-        let lost = r.pump::<T>(
-            |m| {
-                self.push(m, 0);
-            },
-            check_dead,
-        );
-        if lost > 0 {
-            self.lost.fetch_add(lost, Ordering::Relaxed);
+    /// Drain every pumped link.
+    fn pump_links(&self) {
+        for l in self.links.iter() {
+            l.pump();
         }
     }
 
@@ -409,7 +368,7 @@ impl<T: Message> SubInner<T> {
     pub(crate) fn pop_live(&self) -> Option<Received<T>> {
         loop {
             let (item, expires) = self.buffer.pop()?;
-            if expires != 0 && crate::executor::now_ns() > expires {
+            if expires != 0 && crate::clock::now_ns() > expires {
                 self.expired.fetch_add(1, Ordering::Relaxed);
                 self.lost.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -418,7 +377,7 @@ impl<T: Message> SubInner<T> {
         }
     }
 
-    pub(crate) fn emit(self: &Arc<Self>, e: SubscriptionEvent) {
+    pub(crate) fn emit(&self, e: SubscriptionEvent) {
         if let Some(q) = &self.events {
             q.emit(e);
         }
@@ -440,7 +399,7 @@ impl<T: Message> SubInner<T> {
     /// Re-evaluate the liveliness of the matched publishers (called by the
     /// graph when matches change, and by the lease checker).
     pub(crate) fn update_liveliness(self: &Arc<Self>, tokens: Option<Vec<Arc<LivelinessToken>>>) {
-        let now = crate::executor::now_ns();
+        let now = crate::clock::now_ns();
         let mut pubs = self
             .pub_liveliness
             .lock()
@@ -500,14 +459,8 @@ impl<T: Message> SubInner<T> {
     }
 
     /// Publish the matched status: local plus remote publishers.
-    pub(crate) fn refresh_matched(self: &Arc<Self>) {
-        #[allow(unused_mut)]
-        let mut n = self.local_matched.load(Ordering::Relaxed)
-            + self.remote_matched.load(Ordering::Relaxed);
-        #[cfg(feature = "zenoh")]
-        if let Some(net) = &self.net {
-            n += net.connected() as u32;
-        }
+    pub(crate) fn refresh_matched(&self) {
+        let n = self.local_matched.load(Ordering::Relaxed) + self.remote_publishers() as u32;
         if let Some(st) = self.matched_status.set_current(n) {
             self.emit(SubscriptionEvent::Matched(st));
         }
@@ -667,23 +620,25 @@ impl<T: Message> Executable for SubInner<T> {
     }
 
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {
-        #[cfg(feature = "shm")]
-        if let Some(r) = &self.remote {
+        if self.pumped {
             if let Some(old) = self.target.get() {
                 old.remove_pump(Arc::as_ptr(&self) as *const ());
             }
-            r.set_wake_slot(exec.as_ref().and_then(|e| e.event.slot()));
-            if let Some(e) = &exec {
+            // The executor gives this subscription a ready lane; publishers
+            // in other processes signal it.
+            let word = exec.as_ref().and_then(|e| {
                 let weak: std::sync::Weak<dyn crate::executor::Pump> =
                     Arc::downgrade(&(self.clone() as Arc<dyn crate::executor::Pump>));
-                e.add_pump(weak);
+                e.add_pump(weak)
+            });
+            for l in self.links.iter() {
+                l.set_wake(word);
             }
         }
         self.set_target(exec);
-        #[cfg(feature = "shm")]
-        if self.remote.is_some() {
+        if self.pumped {
             // Messages that arrived before the executor did.
-            self.clone().pump_inner(false);
+            self.pump_links();
         }
         self.kick();
     }
@@ -693,39 +648,39 @@ impl<T: Message> Executable for SubInner<T> {
     }
 }
 
-#[cfg(feature = "shm")]
 impl<T: Message> crate::executor::Pump for SubInner<T> {
     fn pump(self: Arc<Self>) {
-        self.pump_inner(false);
+        self.pump_links();
     }
 }
 
-#[cfg(feature = "shm")]
-impl<T: Message> crate::transport::shm::Discovered for SubInner<T> {
-    fn rescan(self: Arc<Self>, found: &[myelin_shm::endpoint::Found]) {
-        let Some(r) = &self.remote else { return };
-        // Announced publishers with incompatible QoS raise the event here.
-        r.count_publishers::<T>(&self.topic, &self.qos, found, |why| {
-            self.incompatible.record(why.policy);
-            self.emit(SubscriptionEvent::IncompatibleQos(self.incompatible.get()));
-        });
-        // Drain and free the connections of publishers that died.
-        self.clone().pump_inner(true);
-        // Matched = connected: once counted, messages flow.
-        self.remote_matched
-            .store(r.connected() as u32, Ordering::Relaxed);
-        self.refresh_matched();
-    }
-}
-
-#[cfg(feature = "zenoh")]
-impl<T: Message> crate::transport::net::NetDiscovered for SubInner<T> {
-    fn net_changed(self: Arc<Self>, graph: &crate::transport::net::RemoteGraph) {
-        if let Some(n) = &self.net
-            && n.update(graph)
-        {
-            self.refresh_matched();
+impl<T: Message> SubOwner for SubInner<T> {
+    fn deliver(self: Arc<Self>, bytes: SharedBytes) {
+        match crate::buffer::from_wire::<T>(bytes) {
+            Ok(m) => {
+                self.push(m, 0);
+            }
+            Err(e) => {
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "{}: dropping a message from another process: {e}",
+                    self.describe()
+                );
+            }
         }
+    }
+
+    fn count_lost(&self, n: u64) {
+        self.lost.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn incompatible_qos(&self, policy: QosPolicy) {
+        self.incompatible.record(policy);
+        self.emit(SubscriptionEvent::IncompatibleQos(self.incompatible.get()));
+    }
+
+    fn links_changed(&self) {
+        self.refresh_matched();
     }
 }
 
@@ -961,7 +916,6 @@ impl<T: Message> Drop for Subscription<T> {
             .ctx
             .graph
             .remove_subscription::<T>(&self.inner.topic, self.inner.id);
-        #[cfg(feature = "shm")]
         if let Some(old) = self.inner.target.get() {
             old.remove_pump(Arc::as_ptr(&self.inner) as *const ());
         }

@@ -256,7 +256,6 @@ impl crate::Message for AnyMessage {
 }
 
 /// Whether `T` is [`AnyMessage`] (matches every type).
-#[cfg_attr(not(feature = "shm"), allow(dead_code))]
 pub(crate) fn is_any<T: crate::Message>() -> bool {
     T::TYPE_NAME == "*" && T::TYPE_HASH.0 == 0
 }

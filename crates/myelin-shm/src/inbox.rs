@@ -184,8 +184,9 @@ impl Inbox {
         self.seg.path_str()
     }
 
-    /// Tell publishers which slot of this process's wake table to signal
-    /// (`u32::MAX`: none, the subscription is polled).
+    /// Tell publishers which word of this process's wake table to signal
+    /// (a slot and a ready lane, see [`crate::wake::wake_word`]; `u32::MAX`:
+    /// none, nobody sleeps on this inbox).
     pub fn set_wake_slot(&self, slot: u32) {
         // SYNC: SeqCst: a publisher that pushes after this store signals the
         // new slot; one that read the old slot signalled the old executor,
@@ -468,7 +469,8 @@ impl InboxWriter {
         self.geo.ret_cap
     }
 
-    /// The wake slot the subscriber asks to be signalled on.
+    /// The wake word (slot and lane) the subscriber asks to be signalled
+    /// on; `u32::MAX` for none.
     pub fn wake_slot(&self) -> u32 {
         self.seg.atomic_u32(OFF_WAKE_SLOT).load(Ordering::SeqCst)
     }

@@ -2,12 +2,20 @@
 //! executor (or blocked waiter), that other processes notify.
 //!
 //! One segment per process, `myelin_<uid>_h_w_<pid>`, of [`WAKE_SLOTS`]
-//! cache-line sized slots: `[epoch, waiters]` (a [`SharedEvent`]) and a
-//! `pending` word a remote publisher sets before notifying, so the executor
-//! knows to look at its remote inboxes (one wait for the whole executor,
-//! not one per subscription).
+//! cache-line sized slots: `[epoch, waiters]` (a [`SharedEvent`]), a
+//! `pending` word, and a bitmap of [`WAKE_LANES`] ready lanes. A waiter
+//! (an executor) gives each inbox it drains a lane; a remote publisher sets
+//! that inbox's lane bit, then `pending`, then notifies. So one wait serves
+//! the whole executor, and the wake-up says which inboxes have data: the
+//! executor drains those, not all of them (an executor with 100 inboxes and
+//! one busy topic does work for one). More than [`WAKE_LANES`] inboxes on
+//! one executor share lanes (a shared lane drains a few empty inboxes).
+//!
+//! The word an inbox publishes for its publishers ([`wake_word`]) carries
+//! the slot (low 16 bits) and the lane (high 16 bits); it comes from
+//! another process, so [`WakeTable::signal`] validates it.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use myelin_sync::SharedEvent;
@@ -17,7 +25,45 @@ use crate::segment::{HEADER_SIZE, KIND_WAKE, Segment, SegmentName};
 
 /// Slots per process.
 pub const WAKE_SLOTS: u32 = 256;
+/// Ready lanes per slot (the bitmap in the slot's last 48 bytes).
+pub const WAKE_LANES: u32 = 384;
 const SLOT: usize = 64;
+/// Offset of the pending word and of the lane bitmap within a slot.
+const OFF_PENDING: usize = 8;
+const OFF_LANES: usize = 16;
+const LANE_WORDS: usize = WAKE_LANES as usize / 64;
+
+/// The word publishers are told to signal: `slot` of the waiter's table,
+/// `lane` within it (taken modulo [`WAKE_LANES`]).
+pub fn wake_word(slot: u32, lane: u32) -> u32 {
+    (slot & 0xffff) | ((lane % WAKE_LANES) << 16)
+}
+
+/// The lanes a wake-up marked ready (see [`WakeSlot::take_lanes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lanes([u64; LANE_WORDS]);
+
+impl Lanes {
+    /// Whether no lane is marked.
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|w| *w == 0)
+    }
+
+    /// The marked lanes, in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, w)| {
+            let mut w = *w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros();
+                w &= w - 1;
+                Some(i as u32 * 64 + b)
+            })
+        })
+    }
+}
 
 fn name_for(pid: u32) -> Result<SegmentName, ShmError> {
     SegmentName::host(&format!("w_{pid}"))
@@ -81,12 +127,22 @@ impl WakeTable {
     }
 
     fn pending(&self, idx: u32) -> &AtomicU32 {
-        self.seg.atomic_u32(HEADER_SIZE + idx as usize * SLOT + 8)
+        self.seg
+            .atomic_u32(HEADER_SIZE + idx as usize * SLOT + OFF_PENDING)
     }
 
-    /// Mark slot `idx` pending and wake its waiter. `idx` comes from another
-    /// process's segment: out-of-range values are refused.
-    pub fn signal(&self, idx: u32) -> Result<(), ShmError> {
+    fn lane_word(&self, idx: u32, word: usize) -> &AtomicU64 {
+        self.seg
+            .atomic_u64(HEADER_SIZE + idx as usize * SLOT + OFF_LANES + 8 * word)
+    }
+
+    /// Mark the lane of `word` (see [`wake_word`]) ready, mark its slot
+    /// pending and wake its waiter. `word` comes from another process's
+    /// segment: a slot out of range is refused, a lane is taken modulo
+    /// [`WAKE_LANES`] (a wrong lane costs the waiter one empty drain).
+    pub fn signal(&self, word: u32) -> Result<(), ShmError> {
+        let idx = word & 0xffff;
+        let lane = (word >> 16) % WAKE_LANES;
         if idx >= WAKE_SLOTS {
             return Err(ShmError::Corrupt {
                 path: self.seg.path_str(),
@@ -95,6 +151,11 @@ impl WakeTable {
                 limit: u64::from(WAKE_SLOTS - 1),
             });
         }
+        // SYNC: the lane bit (SeqCst) before `pending` (SeqCst): a waiter
+        // that takes `pending` and then the lane words sees every lane set
+        // before the `pending` store it consumed (`take_lanes`).
+        self.lane_word(idx, lane as usize / 64)
+            .fetch_or(1 << (lane % 64), Ordering::SeqCst);
         // SYNC: SeqCst, before the event's SeqCst epoch increment: a waiter
         // that sees the new epoch (or re-checks after registering) sees
         // `pending`.
@@ -128,13 +189,33 @@ impl WakeSlot {
     }
 
     /// Whether a remote process signalled since the last call (clears the
-    /// mark).
+    /// mark and the lanes).
     #[inline]
     pub fn take_pending(&self) -> bool {
+        self.take_lanes().is_some()
+    }
+
+    /// The lanes remote processes marked ready since the last call (clears
+    /// them), or `None` when nothing was signalled.
+    #[inline]
+    pub fn take_lanes(&self) -> Option<Lanes> {
         let p = self.table.pending(self.idx);
         // SYNC: the cheap load first; the swap (SeqCst, pairs with the store
         // in `signal`) only when set.
-        p.load(Ordering::Relaxed) != 0 && p.swap(0, Ordering::SeqCst) != 0
+        if p.load(Ordering::Relaxed) == 0 || p.swap(0, Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let mut lanes = Lanes::default();
+        for (i, w) in lanes.0.iter_mut().enumerate() {
+            let a = self.table.lane_word(self.idx, i);
+            // SYNC: after the `pending` swap (SeqCst): every lane set before
+            // a `pending` store we consumed is visible here. A lane set after
+            // it is taken now or with the next `pending`.
+            if a.load(Ordering::Relaxed) != 0 {
+                *w = a.swap(0, Ordering::SeqCst);
+            }
+        }
+        Some(lanes)
     }
 
     /// Whether a remote signal is pending (without clearing it).

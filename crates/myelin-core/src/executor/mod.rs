@@ -48,19 +48,21 @@ mod multi;
 pub use multi::MultiThreadedExecutor;
 
 use std::any::Any;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use crossbeam_queue::{ArrayQueue, SegQueue};
 use myelin_sync::TryLock;
 use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crate::clock::{from_mono_ns, mono_ns};
 use crate::context::ContextInner;
 use crate::error::{AddNodeError, SpinError};
 use crate::group::GroupInner;
 use crate::node::{Node, NodeInner};
 use crate::timer::TimerInner;
-use crate::transport::wake::WakeEvent;
+use crate::transport::wake::{Lanes as WakeLanes, WakeEvent};
 
 thread_local! {
     /// The executor (by address, never dereferenced), whether it runs
@@ -107,10 +109,67 @@ pub(crate) trait Executable: Send + Sync {
     fn group(&self) -> &Arc<GroupInner>;
 }
 
-/// A subscription fed from other processes.
+/// A subscription whose messages from other processes wait to be drained
+/// (a shared-memory inbox).
 pub(crate) trait Pump: Send + Sync {
     /// Move what other processes sent into the subscription's buffer.
     fn pump(self: Arc<Self>);
+}
+
+/// The pumps of one executor by ready lane: a remote wake-up names lanes,
+/// and only the pumps behind them are drained.
+struct Lanes {
+    /// `lanes[l]`: the pumps that share lane `l`.
+    lanes: ArcSwap<Vec<Vec<Weak<dyn Pump>>>>,
+    /// Serialises changes (readers never lock).
+    change: Mutex<()>,
+    next: AtomicU64,
+}
+
+impl Lanes {
+    fn new() -> Self {
+        Lanes {
+            lanes: ArcSwap::from_pointee(Vec::new()),
+            change: Mutex::new(()),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// Give `p` a lane (round robin: lanes are shared only past
+    /// [`WakeLanes::COUNT`] pumps).
+    fn add(&self, p: Weak<dyn Pump>) -> u32 {
+        let _g = self.change.lock().unwrap_or_else(|e| e.into_inner());
+        let lane = (self.next.fetch_add(1, Ordering::Relaxed) % u64::from(WakeLanes::COUNT)) as u32;
+        let mut next = (**self.lanes.load()).clone();
+        if next.len() <= lane as usize {
+            next.resize_with(lane as usize + 1, Vec::new);
+        }
+        next[lane as usize].retain(|w| w.strong_count() > 0);
+        next[lane as usize].push(p);
+        self.lanes.store(Arc::new(next));
+        lane
+    }
+
+    fn remove(&self, p: *const ()) {
+        let _g = self.change.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = (**self.lanes.load()).clone();
+        for l in &mut next {
+            l.retain(|w| w.strong_count() > 0 && w.as_ptr() as *const () != p);
+        }
+        self.lanes.store(Arc::new(next));
+    }
+
+    /// Drain the pumps behind the marked lanes.
+    fn pump(&self, marked: &WakeLanes) {
+        let lanes = self.lanes.load();
+        for lane in marked.iter() {
+            if let Some(pumps) = lanes.get(lane as usize) {
+                for p in pumps.iter().filter_map(Weak::upgrade) {
+                    p.pump();
+                }
+            }
+        }
+    }
 }
 
 /// Capacity of the fast ready ring. An entity is queued at most once at a
@@ -152,29 +211,6 @@ impl ReadyQueue {
     }
 }
 
-/// The process-wide instant `next_due` is counted from.
-fn clock_base() -> Instant {
-    static BASE: OnceLock<Instant> = OnceLock::new();
-    *BASE.get_or_init(Instant::now)
-}
-
-/// Nanoseconds since [`clock_base`] now: the clock of message expiry and
-/// liveliness assertions.
-pub(crate) fn now_ns() -> u64 {
-    mono_ns(Instant::now())
-}
-
-/// Nanoseconds since [`clock_base`]: the unit of `next_due`.
-fn mono_ns(t: Instant) -> u64 {
-    t.saturating_duration_since(clock_base())
-        .as_nanos()
-        .min(u128::from(u64::MAX - 1)) as u64
-}
-
-fn from_mono_ns(ns: u64) -> Instant {
-    clock_base() + Duration::from_nanos(ns)
-}
-
 struct LocalTimer {
     inner: Arc<TimerInner>,
     next_due: Instant,
@@ -193,9 +229,9 @@ pub(crate) struct ExecShared {
     /// What idle workers sleep on; with shared memory, a slot other
     /// processes signal too (one wait for local and remote work).
     pub(crate) event: WakeEvent,
-    /// Subscriptions fed from other processes: drained when the event's
-    /// slot was signalled.
-    pumps: Mutex<Vec<Weak<dyn Pump>>>,
+    /// Subscriptions fed from other processes, by ready lane: drained when
+    /// a remote wake-up marks their lane.
+    pumps: Lanes,
     /// Spin instead of sleeping when idle (lowest latency, one core busy).
     // SYNC: Relaxed: a mode switch read once per idle turn.
     busy_poll: AtomicBool,
@@ -223,7 +259,7 @@ impl ExecShared {
                 overflow: SegQueue::new(),
             },
             event: WakeEvent::remote_capable(),
-            pumps: Mutex::new(Vec::new()),
+            pumps: Lanes::new(),
             busy_poll: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             down: AtomicBool::new(false),
@@ -242,36 +278,26 @@ impl ExecShared {
         self.event.notify_one();
     }
 
-    /// Drain remote inboxes into `p`'s buffer whenever this executor's slot
-    /// is signalled.
-    #[cfg_attr(not(feature = "shm"), allow(dead_code))]
-    pub(crate) fn add_pump(&self, p: Weak<dyn Pump>) {
-        let mut pumps = self.pumps.lock().unwrap_or_else(|e| e.into_inner());
-        pumps.retain(|w| w.strong_count() > 0);
-        pumps.push(p);
+    /// Drain `p` whenever a remote wake-up marks the lane it is given;
+    /// returns the word remote publishers signal (`None`: this executor's
+    /// event cannot be signalled from outside, so `p` is never drained by
+    /// a wake-up).
+    pub(crate) fn add_pump(&self, p: Weak<dyn Pump>) -> Option<u32> {
+        let lane = self.pumps.add(p);
+        self.event.word(lane)
     }
 
-    /// Stop draining for `p`.
-    #[cfg_attr(not(feature = "shm"), allow(dead_code))]
+    /// Stop draining `p`.
     pub(crate) fn remove_pump(&self, p: *const ()) {
-        let mut pumps = self.pumps.lock().unwrap_or_else(|e| e.into_inner());
-        pumps.retain(|w| w.strong_count() > 0 && w.as_ptr() as *const () != p);
+        self.pumps.remove(p);
     }
 
-    /// A remote process signalled: move what it sent into the buffers.
+    /// A remote process signalled: move what it sent into the buffers of
+    /// the subscriptions behind the lanes it marked (and only those).
     #[inline]
     fn pump_remote(&self) {
-        if self.event.take_pending() {
-            let pumps: Vec<_> = self
-                .pumps
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .filter_map(Weak::upgrade)
-                .collect();
-            for p in pumps {
-                p.pump();
-            }
+        if let Some(marked) = self.event.take_lanes() {
+            self.pumps.pump(&marked);
         }
     }
 

@@ -1,31 +1,77 @@
-//! Transports: how messages leave the process.
+//! Transports: how messages leave the process. This module is the seam.
 //!
-//! The intra-process manager delivers within a context;
-//! the shared-memory transport (feature `shm`, on by default) connects
-//! contexts in other processes (and other contexts of this process) on the
-//! same host; the network transport (feature `zenoh`) reaches other hosts
-//! (and, when shared memory is off, other processes) through zenoh.
+//! Entities (publishers, subscriptions, nodes, the context) never name a
+//! transport. A context holds a list of started [`Transport`]s; an endpoint
+//! asks each one for a link ([`PubLink`], [`SubLink`]) when it is created
+//! and from then on calls only the links:
+//!
+//! ```text
+//!  Publisher::publish(msg)
+//!    ├─ for each PubLink that is wanted():  link.send(&msg as &dyn Encode)
+//!    │     shm:   encode into a pool chunk ─▶ descriptor into each remote inbox ─▶ signal its wake lane
+//!    │     zenoh: encode CDR ─▶ put on the rmw_zenoh key expression (33-byte attachment)
+//!    └─ intra-process manager: the message into each local subscription's buffer
+//!
+//!  remote process                          this process
+//!    shm:   inbox ─▶ executor woken for that lane ─▶ SubLink::pump ─┐
+//!    zenoh: session callback thread ───────────────────────────────┼─▶ SubOwner::deliver(bytes)
+//!                                                                   └─▶ decode, push into the buffer,
+//!                                                                       mark that subscription ready
+//! ```
+//!
+//! The contract, in four traits:
+//! * [`Transport`]: one per context; started by [`start_all`] (one line
+//!   per transport), it announces and withdraws endpoints, matches remote
+//!   ones (its own discovery), and answers graph queries.
+//! * [`PubLink`]: a publisher's side of one transport: send a message
+//!   (owned, shared or loaned memory), report refusals and errors.
+//! * [`SubLink`]: a subscription's side: messages arrive through the same
+//!   path as local delivery ([`SubOwner::deliver`]); a link whose messages
+//!   wait in shared memory is drained when the executor is woken for it.
+//! * [`PubOwner`] / [`SubOwner`]: what a link may ask of its endpoint
+//!   (history for late joiners, QoS events, matched counts).
+//!
+//! A third transport (a UDP or serial link, or a test transport that drops
+//! and reorders) is a new module here plus one line in [`start_all`].
+//!
 //! `MYELIN_TRANSPORT` chooses at run time: a comma-separated list of `shm`
 //! and `zenoh` (`intra` or any value without them: in-process only).
 
-#[cfg(feature = "zenoh")]
-pub(crate) mod net;
+// The contract is whole whichever transports are compiled in; a build with
+// fewer of them leaves parts of it unused. This is the one place the
+// features show outside the transports' own modules and `start_all`.
+#![cfg_attr(
+    not(all(feature = "shm", feature = "zenoh")),
+    allow(dead_code, unused_mut)
+)]
+
+use std::any::Any;
+use std::borrow::Cow;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use crate::error::{ContextError, CreateEndpointError};
+use crate::message::{Message, TypeHash};
+use crate::qos::{QoS, QosPolicy};
+use crate::wire::{SharedBytes, Wire, WireError};
+
 #[cfg(feature = "shm")]
 pub(crate) mod shm;
 pub(crate) mod wake;
+#[cfg(feature = "zenoh")]
+pub(crate) mod zenoh;
 
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// A process-unique id for endpoints and contexts (segment names and
 /// gids use it).
-#[cfg_attr(not(any(feature = "shm", feature = "zenoh")), allow(dead_code))]
 pub(crate) fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Whether `MYELIN_TRANSPORT` lets `name` run (unset: every transport
 /// compiled in).
-fn transport_allowed(name: &str) -> bool {
+pub(crate) fn transport_allowed(name: &str) -> bool {
     match std::env::var("MYELIN_TRANSPORT") {
         Ok(v) => v.split(',').any(|t| t.trim() == name),
         Err(_) => true,
@@ -44,7 +90,358 @@ pub fn shared_memory_enabled() -> bool {
     cfg!(feature = "shm") && transport_allowed("shm")
 }
 
-/// A publisher or subscription found on this host (see [`endpoints`]).
+// ------------------------------------------------------------------ errors
+
+/// A transport could not do what was asked: what it was doing, and the
+/// underlying error (the OS, the shared-memory layer, zenoh).
+#[derive(Debug, thiserror::Error)]
+#[error("{doing}: {source}")]
+pub(crate) struct TransportError {
+    doing: Cow<'static, str>,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl TransportError {
+    pub(crate) fn new(
+        doing: impl Into<Cow<'static, str>>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        TransportError {
+            doing: doing.into(),
+            source: source.into(),
+        }
+    }
+}
+
+/// Sending one message on a link failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SendError {
+    /// The message could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] WireError),
+    /// No transport memory for a message of `len` bytes.
+    #[error("no memory for {len} bytes: {why}")]
+    NoMemory {
+        /// The message size.
+        len: usize,
+        /// Why.
+        why: TransportError,
+    },
+    /// The transport refused or failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+/// Remote subscriptions that refused a message (reliable keep_all at its
+/// limit): how many, and the smallest limit among them.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Refused {
+    pub(crate) count: usize,
+    pub(crate) limit: usize,
+}
+
+// ------------------------------------------------------------ descriptions
+
+/// What a transport knows of a message type (type-erased: transports are
+/// not generic over the message).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TypeInfo {
+    pub(crate) name: &'static str,
+    pub(crate) hash: TypeHash,
+    /// The ROS 2 type hash (`RIHS01_...`), if the type mirrors a `.msg`.
+    pub(crate) ros_hash: Option<&'static str>,
+    pub(crate) wire: Wire,
+    /// `AnyMessage`: takes whatever type the topic carries.
+    pub(crate) any: bool,
+}
+
+impl TypeInfo {
+    pub(crate) fn of<T: Message>() -> TypeInfo {
+        TypeInfo {
+            name: T::TYPE_NAME,
+            hash: T::TYPE_HASH,
+            ros_hash: T::ROS_TYPE_HASH,
+            wire: T::WIRE,
+            any: crate::wire::is_any::<T>(),
+        }
+    }
+
+    /// Whether the type can leave the process at all.
+    pub(crate) fn crosses(&self) -> bool {
+        self.wire != Wire::Local
+    }
+}
+
+/// The node an endpoint belongs to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeIdent<'a> {
+    pub(crate) fqn: &'a str,
+    pub(crate) name: &'a str,
+    pub(crate) namespace: &'a str,
+    /// The node's id in its context.
+    pub(crate) nid: u64,
+}
+
+/// A new publisher or subscription, as its transports see it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EndpointSpec<'a> {
+    /// The endpoint's id in its context.
+    pub(crate) id: u64,
+    pub(crate) topic: &'a str,
+    pub(crate) qos: &'a QoS,
+    pub(crate) ty: TypeInfo,
+    pub(crate) node: NodeIdent<'a>,
+}
+
+/// A message that can be put on the wire (every [`Message`]), type-erased.
+pub(crate) trait Encode {
+    fn wire_len(&self) -> Result<usize, WireError>;
+    fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError>;
+}
+
+impl<T: Message> Encode for T {
+    #[inline]
+    fn wire_len(&self) -> Result<usize, WireError> {
+        Message::wire_len(self)
+    }
+    #[inline]
+    fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
+        Message::wire_encode(self, out)
+    }
+}
+
+/// Encode into a fresh vector.
+pub(crate) fn encode_to_vec(msg: &dyn Encode) -> Result<Vec<u8>, WireError> {
+    let mut buf = vec![0u8; msg.wire_len()?];
+    msg.wire_encode(&mut buf)?;
+    Ok(buf)
+}
+
+// ------------------------------------------------------------------ traits
+
+/// One transport of one context.
+pub(crate) trait Transport: Send + Sync {
+    /// `shm`, `zenoh`, ... (the names `MYELIN_TRANSPORT` takes).
+    fn name(&self) -> &'static str;
+
+    /// Refuse an endpoint whose topic carries another type elsewhere
+    /// (before anything is created for it).
+    fn check_type(&self, _spec: &EndpointSpec<'_>) -> Result<(), CreateEndpointError> {
+        Ok(())
+    }
+
+    /// Announce a publisher; `None` when this transport does not carry it
+    /// (e.g. a type without a wire encoding).
+    fn publisher(
+        &self,
+        spec: &EndpointSpec<'_>,
+    ) -> Result<Option<Arc<dyn PubLink>>, TransportError>;
+
+    /// Announce a subscription; `None` when this transport does not carry
+    /// it.
+    fn subscription(
+        &self,
+        spec: &EndpointSpec<'_>,
+    ) -> Result<Option<Arc<dyn SubLink>>, TransportError>;
+
+    /// Announce a node; the returned guard withdraws it when dropped.
+    fn node(&self, _node: &NodeIdent<'_>) -> Option<Box<dyn Any + Send + Sync>> {
+        None
+    }
+
+    /// Endpoints this transport sees in other processes and hosts, asking
+    /// the network for up to `wait` (graph queries, `myelin topic list`).
+    /// Endpoints the host scan ([`endpoints`]) lists already are left out.
+    fn discover(&self, _wait: Duration) -> Vec<DiscoveredEndpoint> {
+        Vec::new()
+    }
+
+    /// The context is shutting down.
+    fn shutdown(&self) {}
+
+    /// The transport's session id, for transports that have one (zenoh).
+    fn session_id(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Memory a link lent for a zero-copy publish (see [`PubLink::loan`]).
+pub(crate) struct LinkLoan {
+    /// Where to write (at least the asked length, 64-byte aligned).
+    pub(crate) ptr: *mut u8,
+    /// Keeps the memory valid while any reader holds the bytes.
+    pub(crate) keep: Arc<dyn Send + Sync>,
+    /// The link's own handle, given back to it at send time.
+    pub(crate) handle: Box<dyn Any + Send + Sync>,
+}
+
+/// A publisher's side of one transport.
+pub(crate) trait PubLink: Send + Sync {
+    /// Start following the remote graph on behalf of `owner`.
+    fn start(&self, owner: Weak<dyn PubOwner>);
+
+    /// Whether any subscription this link reaches exists (nothing is
+    /// encoded or sent otherwise).
+    fn wanted(&self) -> bool;
+
+    /// Subscriptions this link reaches now.
+    fn connected(&self) -> usize;
+
+    /// Encode and send a message.
+    fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError>;
+
+    /// Send encoded bytes; `own` is this link's handle when the bytes are
+    /// its own loaned memory (then it sends without a copy).
+    fn send_bytes(
+        &self,
+        bytes: &SharedBytes,
+        own: Option<&(dyn Any + Send + Sync)>,
+    ) -> Result<Refused, SendError>;
+
+    /// Lend memory for a zero-copy publish of `len` bytes; `None` when this
+    /// link has no memory to lend (the heap is used).
+    fn loan(&self, _len: usize) -> Option<Result<LinkLoan, SendError>> {
+        None
+    }
+
+    /// Lent memory still in use (loaned, in flight, or held by readers).
+    fn memory_in_use(&self) -> usize {
+        0
+    }
+}
+
+/// A subscription's side of one transport.
+pub(crate) trait SubLink: Send + Sync {
+    /// Start receiving on behalf of `owner`.
+    fn start(&self, owner: Weak<dyn SubOwner>) -> Result<(), TransportError>;
+
+    /// Publishers this link hears now.
+    fn connected(&self) -> usize;
+
+    /// Whether this link's messages wait to be drained ([`pump`](Self::pump))
+    /// rather than delivered by the transport's own thread.
+    fn pumped(&self) -> bool {
+        false
+    }
+
+    /// The wake word publishers signal when a message waits (from the
+    /// waiter's [`wake::WakeEvent::word`]; `None`: nobody sleeps on it).
+    fn set_wake(&self, _word: Option<u32>) {}
+
+    /// Move waiting messages into the subscription.
+    fn pump(&self) {}
+
+    /// Whether a message waits to be drained.
+    fn has_data(&self) -> bool {
+        false
+    }
+}
+
+/// What a publisher's links may ask of it.
+pub(crate) trait PubOwner: Send + Sync {
+    /// Run `f` over the transient-local history, oldest first, with the
+    /// publisher's publishing held off meanwhile, so a reader connected in
+    /// `f` gets the history and then every later message, each once.
+    /// Volatile publishers pass an empty history.
+    fn with_history(&self, f: &mut dyn FnMut(&mut dyn Iterator<Item = &dyn Encode>));
+
+    /// A remote subscription could not match (its QoS).
+    fn incompatible_qos(&self, policy: QosPolicy);
+
+    /// The links' connections changed (matched counts and events).
+    fn links_changed(&self);
+}
+
+/// What a subscription's links may ask of it.
+pub(crate) trait SubOwner: Send + Sync {
+    /// A message arrived: decode it and push it into the buffer through the
+    /// path local delivery takes (which wakes the executor or waiter).
+    fn deliver(self: Arc<Self>, bytes: SharedBytes);
+
+    /// Messages lost on the way (overwritten before they were read,
+    /// undecodable, corrupt).
+    fn count_lost(&self, n: u64);
+
+    /// A remote publisher could not match (its QoS).
+    fn incompatible_qos(&self, policy: QosPolicy);
+
+    /// The links' connections changed (matched counts and events).
+    fn links_changed(&self);
+}
+
+// ---------------------------------------------------------------- registry
+
+/// How a context asked for its transports.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TransportConfig {
+    pub(crate) domain: u32,
+    /// `None`: the default (on when available; a failure falls back with a
+    /// warning). `Some(true)`: required.
+    pub(crate) shared_memory: Option<bool>,
+    /// As `shared_memory`, for the network.
+    pub(crate) network: Option<bool>,
+    /// A zenoh configuration file.
+    pub(crate) zenoh_config: Option<std::path::PathBuf>,
+}
+
+/// The transports of one context, in the order they were started (which is
+/// the order a publish sends in: the lowest latency first).
+#[derive(Default)]
+pub(crate) struct Transports {
+    list: Vec<Arc<dyn Transport>>,
+}
+
+impl Transports {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<dyn Transport>> {
+        self.list.iter()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<dyn Transport>> {
+        self.list.iter().find(|t| t.name() == name)
+    }
+
+    fn push(&mut self, t: Option<Arc<dyn Transport>>) {
+        self.list.extend(t);
+    }
+}
+
+/// Start every transport compiled in that `config` and `MYELIN_TRANSPORT`
+/// ask for. Registering a transport is one line here.
+pub(crate) fn start_all(config: &TransportConfig) -> Result<Transports, ContextError> {
+    let mut started = Transports::default();
+    #[cfg(feature = "shm")]
+    started.push(shm::start(config)?);
+    #[cfg(not(feature = "shm"))]
+    if config.shared_memory == Some(true) {
+        return Err(ContextError::SharedMemory {
+            domain: config.domain,
+            why: "myelin was built without the `shm` feature".into(),
+        });
+    }
+    #[cfg(feature = "zenoh")]
+    {
+        let uses_shm = started.get("shm").is_some();
+        started.push(zenoh::start(config, uses_shm)?);
+    }
+    #[cfg(not(feature = "zenoh"))]
+    if config.network == Some(true) || config.zenoh_config.is_some() {
+        return Err(ContextError::Network {
+            domain: config.domain,
+            why: "myelin was built without the `zenoh` feature".into(),
+        });
+    }
+    Ok(started)
+}
+
+// -------------------------------------------------------------- discovery
+
+/// A publisher or subscription found outside this context (see
+/// [`endpoints`] and [`Context::discover`](crate::Context::discover)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DiscoveredEndpoint {
     /// A publisher (`true`) or a subscription.
@@ -70,25 +467,14 @@ pub struct DiscoveredEndpoint {
 /// uses shared memory (the view `myelin topic list` and `myelin node list`
 /// print). Internal service topics (`/_srv/...`) are included; empty when
 /// shared memory is compiled out.
+///
+/// ```
+/// let found = myelin_core::endpoints(0);
+/// assert!(found.iter().all(|e| e.topic.starts_with('/')));
+/// ```
 pub fn endpoints(domain: u32) -> Vec<DiscoveredEndpoint> {
     #[cfg(feature = "shm")]
-    {
-        let mut errors = Vec::new();
-        myelin_shm::endpoint::scan(domain, &mut errors)
-            .into_iter()
-            .filter(|f| f.alive)
-            .map(|f| DiscoveredEndpoint {
-                is_publisher: f.info.kind == myelin_shm::endpoint::EndpointKind::Publisher,
-                topic: f.info.topic,
-                type_name: f.info.type_name,
-                type_hash: crate::TypeHash(f.info.type_hash),
-                node: f.info.node,
-                pid: f.info.pid,
-                qos: shm::decode_qos(&f.info.qos),
-                zid: None,
-            })
-            .collect()
-    }
+    return shm::host_endpoints(domain);
     #[cfg(not(feature = "shm"))]
     {
         let _ = domain;

@@ -1,6 +1,8 @@
 //! What executors and blocked waiters sleep on: a private futex, or (with
 //! the shared-memory transport) a slot of this process's wake-up table that
-//! publishers in other processes can signal too.
+//! publishers in other processes can signal too. A remote signal names a
+//! ready lane (see `myelin_shm::wake`), so the waiter drains only the
+//! links behind the lanes that were marked.
 
 use std::time::Instant;
 
@@ -61,6 +63,30 @@ impl WakeEvent {
         }
     }
 
+    /// The lanes other processes marked ready since the last call (clears
+    /// them); `None` when nothing was signalled.
+    #[inline]
+    pub(crate) fn take_lanes(&self) -> Option<Lanes> {
+        match self {
+            WakeEvent::Local(_) => None,
+            #[cfg(feature = "shm")]
+            WakeEvent::Shm(s) => s.take_lanes().map(Lanes),
+        }
+    }
+
+    /// The word a link tells remote publishers to signal for `lane`
+    /// (`None` for a private event: nobody outside can signal it).
+    pub(crate) fn word(&self, lane: u32) -> Option<u32> {
+        match self {
+            WakeEvent::Local(_) => {
+                let _ = lane;
+                None
+            }
+            #[cfg(feature = "shm")]
+            WakeEvent::Shm(s) => Some(myelin_shm::wake::wake_word(s.index(), lane)),
+        }
+    }
+
     /// Whether another process signalled since the last call (clears it).
     #[inline]
     pub(crate) fn take_pending(&self) -> bool {
@@ -80,14 +106,29 @@ impl WakeEvent {
             WakeEvent::Shm(s) => s.is_pending(),
         }
     }
+}
 
-    /// The slot other processes signal (`None` for a private event).
-    #[cfg_attr(not(feature = "shm"), allow(dead_code))]
-    pub(crate) fn slot(&self) -> Option<u32> {
-        match self {
-            WakeEvent::Local(_) => None,
-            #[cfg(feature = "shm")]
-            WakeEvent::Shm(s) => Some(s.index()),
+/// Ready lanes of one wake-up (see [`WakeEvent::take_lanes`]).
+pub(crate) struct Lanes(#[cfg(feature = "shm")] myelin_shm::wake::Lanes);
+
+impl Lanes {
+    /// Lanes a waiter hands out (more links share lanes).
+    pub(crate) const COUNT: u32 = {
+        #[cfg(feature = "shm")]
+        {
+            myelin_shm::wake::WAKE_LANES
         }
+        #[cfg(not(feature = "shm"))]
+        {
+            1
+        }
+    };
+
+    /// The marked lanes.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        #[cfg(feature = "shm")]
+        return self.0.iter();
+        #[cfg(not(feature = "shm"))]
+        std::iter::empty()
     }
 }

@@ -22,48 +22,45 @@
 //!   whether the context uses shared memory, so a process knows which
 //!   remote endpoints shared memory already serves and counts them once.
 
+mod publish;
+mod receive;
+
+use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use myelin_zenoh::attachment::Attachment;
-use myelin_zenoh::gid::{self, Gid};
+use myelin_zenoh::gid;
 use myelin_zenoh::names;
 use myelin_zenoh::token::{EntityKind, Token, TokenQos, TopicInfo};
 use myelin_zenoh::zenoh::liveliness::LivelinessToken;
-use myelin_zenoh::zenoh::pubsub::{Publisher, Subscriber};
-use myelin_zenoh::zenoh::qos::CongestionControl;
-use myelin_zenoh::zenoh::sample::{Locality, Sample, SampleKind};
-use myelin_zenoh::zenoh::{self, Session, Wait};
+use myelin_zenoh::zenoh::pubsub::Subscriber;
+use myelin_zenoh::zenoh::sample::{Sample, SampleKind};
+use myelin_zenoh::zenoh::{Session, Wait};
 
-use crate::message::Message;
+use super::{
+    DiscoveredEndpoint, EndpointSpec, NodeIdent, PubLink, SubLink, Transport, TransportConfig,
+    TransportError, TypeInfo,
+};
+use crate::error::ContextError;
 use crate::qos::{Durability, History, LivelinessKind, QoS, Reliability};
-use crate::wire::SharedBytes;
 
 /// The type name and hash chunks an AnyMessage endpoint uses in its token
 /// (`*` cannot appear in a key expression).
 const ANY_TYPE: &str = "myelin::msg::dds_::Any_";
 const ANY_HASH: &str = "ANY";
 
-fn is_any<T: Message>() -> bool {
-    T::TYPE_NAME == crate::wire::AnyMessage::TYPE_NAME
-        && T::TYPE_HASH == crate::wire::AnyMessage::TYPE_HASH
-}
-
-/// The hash chunk of a type: its ROS 2 hash when it has one.
-fn hash_chunk<T: Message>() -> String {
-    match T::ROS_TYPE_HASH {
-        Some(h) => h.to_string(),
-        None => names::myelin_type_hash(T::TYPE_HASH.0),
-    }
-}
-
-fn type_chunks<T: Message>() -> (String, String) {
-    if is_any::<T>() {
+/// The type name and hash chunks of a key expression and token: the ROS 2
+/// hash when the type has one.
+fn type_chunks(ty: &TypeInfo) -> (String, String) {
+    if ty.any {
         (ANY_TYPE.into(), ANY_HASH.into())
     } else {
-        (names::dds_type_name(T::TYPE_NAME), hash_chunk::<T>())
+        let hash = match ty.ros_hash {
+            Some(h) => h.to_string(),
+            None => names::myelin_type_hash(ty.hash.0),
+        };
+        (names::dds_type_name(ty.name), hash)
     }
 }
 
@@ -144,28 +141,52 @@ pub(crate) fn qos_of_token(t: &TokenQos) -> QoS {
     }
 }
 
-/// An endpoint that follows the remote graph.
-pub(crate) trait NetDiscovered: Send + Sync {
-    fn net_changed(self: Arc<Self>, graph: &RemoteGraph);
+/// A link that follows the remote graph.
+trait Discovered: Send + Sync {
+    fn graph_changed(&self, graph: &RemoteGraph);
 }
 
 /// The tokens of other sessions in this domain, by key expression.
 #[derive(Default)]
-pub(crate) struct RemoteGraph {
-    pub(crate) tokens: HashMap<String, Token>,
+struct RemoteGraph {
+    tokens: HashMap<String, Token>,
 }
 
-/// How to set up a context's session.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct NetOptions {
-    /// A zenoh configuration file (else `MYELIN_ZENOH_CONFIG`, else the
-    /// loopback default).
-    pub(crate) config_file: Option<std::path::PathBuf>,
+/// Start the transport for a context, as `config` and `MYELIN_TRANSPORT`
+/// ask: `None` when off; a failure is an error when the network was asked
+/// for explicitly (or configured by a file), else a warning and `None`.
+/// `uses_shm`: this context's shared memory serves same-host peers.
+pub(crate) fn start(
+    config: &TransportConfig,
+    uses_shm: bool,
+) -> Result<Option<Arc<dyn Transport>>, ContextError> {
+    // A configuration (file or environment) is an explicit request.
+    let explicit = config.network == Some(true)
+        || config.zenoh_config.is_some()
+        || std::env::var_os(myelin_zenoh::config::CONFIG_ENV).is_some_and(|f| !f.is_empty());
+    let wanted = config.network.unwrap_or_else(super::network_enabled);
+    if !wanted {
+        return Ok(None);
+    }
+    match ZenohTransport::start(config.domain, uses_shm, config.zenoh_config.as_deref()) {
+        Ok(d) => Ok(Some(d)),
+        Err(why) if explicit => Err(ContextError::Network {
+            domain: config.domain,
+            why: why.to_string(),
+        }),
+        Err(e) => {
+            tracing::warn!(
+                "domain {}: zenoh unavailable, staying on this host: {e}",
+                config.domain
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// A context's zenoh session and its view of the remote graph.
-pub(crate) struct NetDomain {
-    pub(crate) domain: u32,
+pub(crate) struct ZenohTransport {
+    domain: u32,
     session: Session,
     zid: String,
     island: u64,
@@ -173,11 +194,13 @@ pub(crate) struct NetDomain {
     /// that do too are served by it).
     shm: bool,
     graph: Mutex<RemoteGraph>,
-    locals: Mutex<Vec<Weak<dyn NetDiscovered>>>,
+    locals: Mutex<Vec<Weak<dyn Discovered>>>,
     liveliness: Mutex<Option<Subscriber<()>>>,
     opened: std::time::Instant,
     /// Whether the configuration connects somewhere (a router is expected).
     expect_peers: bool,
+    /// This transport, for the links to keep (they use its session).
+    me: Weak<ZenohTransport>,
 }
 
 /// How long after opening a session the graph may still be arriving (the
@@ -185,21 +208,21 @@ pub(crate) struct NetDomain {
 /// declarations are exchanged, a few milliseconds after open returns).
 const SETTLE: Duration = Duration::from_millis(400);
 
-impl NetDomain {
+impl ZenohTransport {
     /// Open the session and start following the graph.
-    pub(crate) fn start(
+    fn start(
         domain: u32,
         shm: bool,
-        opts: &NetOptions,
-    ) -> Result<Arc<NetDomain>, String> {
+        config_file: Option<&std::path::Path>,
+    ) -> Result<Arc<ZenohTransport>, TransportError> {
         let island = gid::island_key();
-        let mut config = myelin_zenoh::config::session_config(opts.config_file.as_deref())
-            .map_err(|e| e.to_string())?;
+        let mut config = myelin_zenoh::config::session_config(config_file)
+            .map_err(|e| TransportError::new("the zenoh configuration", e))?;
         let zid = make_zid(island, shm);
         config
             .insert_json5("id", &format!("\"{zid:x}\""))
-            .map_err(|e| format!("setting the session id: {e}"))?;
-        let custom = opts.config_file.is_some()
+            .map_err(|e| TransportError::new("setting the session id", e))?;
+        let custom = config_file.is_some()
             || std::env::var_os(myelin_zenoh::config::CONFIG_ENV).is_some_and(|f| !f.is_empty());
         let expect_peers = if custom {
             config
@@ -214,8 +237,10 @@ impl NetDomain {
             // `connect/timeout_ms = 0` keeps open() instant.
             let _ = config.insert_json5("connect/timeout_ms", "2000");
         }
-        let session = myelin_zenoh::config::open(config).map_err(|e| e.to_string())?;
-        let dom = Arc::new(NetDomain {
+        let session = myelin_zenoh::config::open(config)
+            .map_err(|e| TransportError::new("opening the zenoh session", e))?;
+        let dom = Arc::new_cyclic(|me| ZenohTransport {
+            me: me.clone(),
             domain,
             zid: session.zid().to_string(),
             session,
@@ -239,14 +264,9 @@ impl NetDomain {
                 }
             })
             .wait()
-            .map_err(|e| format!("following the graph: {e}"))?;
+            .map_err(|e| TransportError::new("following the graph", e))?;
         *dom.liveliness.lock().unwrap_or_else(|e| e.into_inner()) = Some(sub);
         Ok(dom)
-    }
-
-    /// The session id (hex).
-    pub(crate) fn zid(&self) -> &str {
-        &self.zid
     }
 
     fn on_token(&self, s: &Sample) {
@@ -284,18 +304,18 @@ impl NetDomain {
         };
         let g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
         for e in locals {
-            e.net_changed(&g);
+            e.graph_changed(&g);
         }
     }
 
     /// Follow the graph (and get the current state now).
-    pub(crate) fn register(&self, e: Arc<dyn NetDiscovered>) {
+    fn register(&self, e: Arc<dyn Discovered>) {
         self.locals
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(Arc::downgrade(&e));
         let g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
-        e.net_changed(&g);
+        e.graph_changed(&g);
     }
 
     /// Whether shared memory already connects this context to the
@@ -305,37 +325,18 @@ impl NetDomain {
     }
 
     /// Declare a liveliness token.
-    fn declare(&self, t: &Token) -> Result<LivelinessToken, String> {
+    fn declare(&self, t: &Token) -> Result<LivelinessToken, TransportError> {
         self.session
             .liveliness()
             .declare_token(t.key())
             .wait()
-            .map_err(|e| format!("declaring {}: {e}", t.key()))
-    }
-
-    /// A node's token.
-    pub(crate) fn node_token(
-        &self,
-        nid: u64,
-        namespace: &str,
-        name: &str,
-    ) -> Result<LivelinessToken, String> {
-        self.declare(&Token {
-            domain: self.domain,
-            zid: self.zid.clone(),
-            nid,
-            eid: nid,
-            kind: EntityKind::Node,
-            enclave: String::new(),
-            namespace: namespace.to_string(),
-            node: name.to_string(),
-            topic: None,
-        })
+            .map_err(|e| TransportError::new(format!("declaring {}", t.key()), e))
     }
 
     /// The endpoints of other sessions (for `myelin topic list`), asking
-    /// the network for the current tokens first (up to `wait`).
-    pub(crate) fn endpoints(&self, wait: Duration) -> Vec<(Token, bool)> {
+    /// the network for the current tokens first (up to `wait`), each with
+    /// whether it is a shared-memory context on this host.
+    fn endpoints(&self, wait: Duration) -> Vec<(Token, bool)> {
         let info = self.session.info();
         let connected = || {
             info.routers_zid().wait().next().is_some() || info.peers_zid().wait().next().is_some()
@@ -403,7 +404,83 @@ impl NetDomain {
     }
 }
 
-impl Drop for NetDomain {
+impl Transport for ZenohTransport {
+    fn name(&self) -> &'static str {
+        "zenoh"
+    }
+
+    fn publisher(
+        &self,
+        spec: &EndpointSpec<'_>,
+    ) -> Result<Option<Arc<dyn PubLink>>, TransportError> {
+        if !spec.ty.crosses() {
+            return Ok(None);
+        }
+        let link = Arc::new(publish::PubNet::new(&self.me(), spec)?);
+        self.register(link.clone());
+        Ok(Some(link))
+    }
+
+    fn subscription(
+        &self,
+        spec: &EndpointSpec<'_>,
+    ) -> Result<Option<Arc<dyn SubLink>>, TransportError> {
+        if !spec.ty.crosses() {
+            return Ok(None);
+        }
+        let link = Arc::new(receive::SubNet::new(&self.me(), spec)?);
+        self.register(link.clone());
+        Ok(Some(link))
+    }
+
+    /// The node's rmw_zenoh liveliness token.
+    fn node(&self, node: &NodeIdent<'_>) -> Option<Box<dyn Any + Send + Sync>> {
+        let token = Token {
+            domain: self.domain,
+            zid: self.zid.clone(),
+            nid: node.nid,
+            eid: node.nid,
+            kind: EntityKind::Node,
+            enclave: String::new(),
+            namespace: node.namespace.to_string(),
+            node: node.name.to_string(),
+            topic: None,
+        };
+        match self.declare(&token) {
+            Ok(t) => Some(Box::new(t)),
+            Err(e) => {
+                tracing::warn!("node {}: not visible on the network: {e}", node.fqn);
+                None
+            }
+        }
+    }
+
+    fn discover(&self, wait: Duration) -> Vec<DiscoveredEndpoint> {
+        // Endpoints of shared-memory processes of this island are found by
+        // the host scan.
+        let scanned = super::shared_memory_enabled();
+        self.endpoints(wait)
+            .into_iter()
+            .filter(|(_, on_this_island)| !(*on_this_island && scanned))
+            .filter_map(|(t, _)| discovered(&t))
+            .collect()
+    }
+
+    fn session_id(&self) -> Option<String> {
+        Some(self.zid.clone())
+    }
+}
+
+impl ZenohTransport {
+    /// This transport as the `Arc` its links keep.
+    fn me(&self) -> Arc<ZenohTransport> {
+        self.me
+            .upgrade()
+            .expect("a transport in use is owned by its context")
+    }
+}
+
+impl Drop for ZenohTransport {
     fn drop(&mut self) {
         if let Some(s) = self
             .liveliness
@@ -423,232 +500,29 @@ fn router_listening() -> bool {
     std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50)).is_ok()
 }
 
-fn endpoint_token<T: Message>(
-    dom: &NetDomain,
-    kind: EntityKind,
-    owner: &Owner<'_>,
-    topic: &str,
-    qos: &QoS,
-) -> Token {
-    let (type_name, type_hash) = type_chunks::<T>();
+/// The liveliness token of a new endpoint.
+fn endpoint_token(dom: &ZenohTransport, kind: EntityKind, spec: &EndpointSpec<'_>) -> Token {
+    let (type_name, type_hash) = type_chunks(&spec.ty);
     Token {
         domain: dom.domain,
         zid: dom.zid.clone(),
-        nid: owner.nid,
-        eid: owner.eid,
+        nid: spec.node.nid,
+        eid: spec.id,
         kind,
         enclave: String::new(),
-        namespace: owner.namespace.to_string(),
-        node: owner.node.to_string(),
+        namespace: spec.node.namespace.to_string(),
+        node: spec.node.name.to_string(),
         topic: Some(TopicInfo {
-            name: topic.to_string(),
+            name: spec.topic.to_string(),
             type_name,
             type_hash,
-            qos: token_qos(qos),
+            qos: token_qos(spec.qos),
         }),
     }
 }
 
-/// Who a new endpoint belongs to.
-pub(crate) struct Owner<'a> {
-    pub(crate) eid: u64,
-    pub(crate) nid: u64,
-    pub(crate) namespace: &'a str,
-    pub(crate) node: &'a str,
-}
-
-/// A publisher's network side.
-pub(crate) struct PubNet {
-    pub(crate) dom: Arc<NetDomain>,
-    publisher: Publisher<'static>,
-    _token: LivelinessToken,
-    gid: Gid,
-    seq: AtomicI64,
-    topic: String,
-    ty: (String, String),
-    /// Subscriptions elsewhere that only zenoh reaches.
-    connected: AtomicU32,
-    needed: AtomicBool,
-}
-
-impl PubNet {
-    pub(crate) fn new<T: Message>(
-        dom: &Arc<NetDomain>,
-        topic: &str,
-        owner: &Owner<'_>,
-        qos: &QoS,
-    ) -> Result<PubNet, String> {
-        let ty = type_chunks::<T>();
-        let key =
-            names::topic_key(dom.domain, topic, T::TYPE_NAME, &ty.1).map_err(|e| e.to_string())?;
-        let congestion =
-            if qos.reliability == Reliability::Reliable && qos.history == History::KeepAll {
-                CongestionControl::Block
-            } else {
-                CongestionControl::Drop
-            };
-        let publisher = dom
-            .session
-            .declare_publisher(key)
-            .congestion_control(congestion)
-            .wait()
-            .map_err(|e| format!("declaring the zenoh publisher: {e}"))?;
-        let token = dom.declare(&endpoint_token::<T>(
-            dom,
-            EntityKind::Publisher,
-            owner,
-            topic,
-            qos,
-        ))?;
-        Ok(PubNet {
-            dom: dom.clone(),
-            publisher,
-            _token: token,
-            gid: gid::myelin_gid(dom.island, std::process::id(), super::next_id(), dom.shm),
-            seq: AtomicI64::new(0),
-            topic: topic.to_string(),
-            ty,
-            connected: AtomicU32::new(0),
-            needed: AtomicBool::new(false),
-        })
-    }
-
-    /// Whether any subscription needs the network copy.
-    #[inline]
-    pub(crate) fn needed(&self) -> bool {
-        self.needed.load(Ordering::Relaxed)
-    }
-
-    /// Subscriptions this publisher reaches over the network.
-    pub(crate) fn connected(&self) -> usize {
-        self.connected.load(Ordering::Relaxed) as usize
-    }
-
-    /// Encode and send a message.
-    pub(crate) fn send<T: Message>(&self, msg: &T) -> Result<(), String> {
-        let len = msg.wire_len().map_err(|e| e.to_string())?;
-        let mut buf = vec![0u8; len];
-        msg.wire_encode(&mut buf).map_err(|e| e.to_string())?;
-        self.send_bytes(buf)
-    }
-
-    /// Send encoded bytes.
-    pub(crate) fn send_bytes(&self, bytes: impl Into<zenoh::bytes::ZBytes>) -> Result<(), String> {
-        let att = Attachment {
-            sequence_number: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
-            source_timestamp: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as i64),
-            source_gid: self.gid,
-        };
-        self.publisher
-            .put(bytes)
-            .attachment(att.encode().to_vec())
-            .wait()
-            .map_err(|e| format!("zenoh put: {e}"))
-    }
-
-    /// Recount the subscriptions the network reaches; `true` if changed.
-    pub(crate) fn update(&self, g: &RemoteGraph) -> bool {
-        let n = self
-            .dom
-            .count(g, EntityKind::Subscription, &self.topic, &self.ty) as u32;
-        self.needed.store(n > 0, Ordering::Relaxed);
-        self.connected.swap(n, Ordering::Relaxed) != n
-    }
-}
-
-/// A subscription's network side.
-pub(crate) struct SubNet {
-    dom: Arc<NetDomain>,
-    key: String,
-    token: Token,
-    parts: Mutex<Option<(Subscriber<()>, LivelinessToken)>>,
-    topic: String,
-    ty: (String, String),
-    connected: AtomicU32,
-}
-
-impl SubNet {
-    pub(crate) fn new<T: Message>(
-        dom: &Arc<NetDomain>,
-        topic: &str,
-        owner: &Owner<'_>,
-        qos: &QoS,
-    ) -> Result<SubNet, String> {
-        let ty = type_chunks::<T>();
-        let key = if is_any::<T>() {
-            names::topic_key_any_type(dom.domain, topic)
-        } else {
-            names::topic_key(dom.domain, topic, T::TYPE_NAME, &ty.1)
-        }
-        .map_err(|e| e.to_string())?;
-        Ok(SubNet {
-            dom: dom.clone(),
-            key,
-            token: endpoint_token::<T>(dom, EntityKind::Subscription, owner, topic, qos),
-            parts: Mutex::new(None),
-            topic: topic.to_string(),
-            ty,
-            connected: AtomicU32::new(0),
-        })
-    }
-
-    /// Start receiving: `deliver` gets each message's bytes (already
-    /// filtered for exactly-once delivery).
-    pub(crate) fn start(
-        &self,
-        deliver: impl Fn(SharedBytes) + Send + Sync + 'static,
-    ) -> Result<(), String> {
-        let island = self.dom.island;
-        let shm = self.dom.shm;
-        let topic = self.topic.clone();
-        let sub = self
-            .dom
-            .session
-            .declare_subscriber(self.key.clone())
-            .allowed_origin(Locality::Remote)
-            .callback(move |s: Sample| {
-                let att = match s.attachment().map(|a| Attachment::decode(&a.to_bytes())) {
-                    Some(Ok(a)) => a,
-                    Some(Err(e)) => {
-                        tracing::debug!("{topic}: dropping a sample: {e}");
-                        return;
-                    }
-                    None => {
-                        // rmw_zenoh drops these too.
-                        tracing::debug!("{topic}: dropping a sample without an attachment");
-                        return;
-                    }
-                };
-                if shm && gid::delivered_by_shared_memory(&att.source_gid, island) {
-                    return;
-                }
-                deliver(SharedBytes::copy_from(&s.payload().to_bytes()));
-            })
-            .wait()
-            .map_err(|e| format!("declaring the zenoh subscriber: {e}"))?;
-        let token = self.dom.declare(&self.token)?;
-        *self.parts.lock().unwrap_or_else(|e| e.into_inner()) = Some((sub, token));
-        Ok(())
-    }
-
-    /// Publishers this subscription hears over the network.
-    pub(crate) fn connected(&self) -> usize {
-        self.connected.load(Ordering::Relaxed) as usize
-    }
-
-    /// Recount the publishers; `true` if changed.
-    pub(crate) fn update(&self, g: &RemoteGraph) -> bool {
-        let n = self
-            .dom
-            .count(g, EntityKind::Publisher, &self.topic, &self.ty) as u32;
-        self.connected.swap(n, Ordering::Relaxed) != n
-    }
-}
-
 /// A discovered remote endpoint as `transport::DiscoveredEndpoint`.
-pub(crate) fn discovered(t: &Token) -> Option<super::DiscoveredEndpoint> {
+fn discovered(t: &Token) -> Option<DiscoveredEndpoint> {
     let info = t.topic.as_ref()?;
     let is_publisher = match t.kind {
         EntityKind::Publisher => true,
@@ -660,7 +534,7 @@ pub(crate) fn discovered(t: &Token) -> Option<super::DiscoveredEndpoint> {
     } else {
         names::ros_type_name(&info.type_name).unwrap_or_else(|| info.type_name.replace("::", "/"))
     };
-    Some(super::DiscoveredEndpoint {
+    Some(DiscoveredEndpoint {
         is_publisher,
         topic: info.name.clone(),
         type_name,

@@ -1,0 +1,554 @@
+//! The publisher's side of the shared-memory transport: pools of chunks
+//! this process writes, and a connection (descriptor ring) to the inbox of
+//! each compatible subscription in another process.
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use arc_swap::ArcSwap;
+use myelin_shm::SegmentName;
+use myelin_shm::endpoint::{Announcement, EndpointInfo, EndpointKind, Found};
+use myelin_shm::inbox::{Desc, InboxWriter, MAX_CONNECTIONS, Pushed};
+use myelin_shm::pool::{MAX_CHUNK, PoolWriter};
+use myelin_shm::wake::WakeTable;
+
+use super::qos::{decode_qos, is_any_info};
+use super::{Discovered, Domain, remote_wake_table};
+use crate::qos::{Durability, History, QoS};
+use crate::transport::{
+    Encode, EndpointSpec, LinkLoan, PubLink, PubOwner, Refused, SendError, TransportError, TypeInfo,
+};
+use crate::wire::SharedBytes;
+
+/// Chunks of one publisher: a growing list of pools, indexed by the pool
+/// byte of a descriptor.
+struct Pools {
+    domain: u32,
+    id: u64,
+    type_hash: u64,
+    list: ArcSwap<Vec<Arc<PoolWriter>>>,
+    grow: Mutex<()>,
+}
+
+/// One chunk held by this process (a loan, or a local subscriber's view of
+/// a loaned message); the last holder returns it to the pool.
+struct Lease {
+    pool: Arc<PoolWriter>,
+    chunk: u32,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.pool.release(self.chunk);
+    }
+}
+
+/// A chunk taken from a pool.
+struct Chunk {
+    pool_idx: u8,
+    lease: Arc<Lease>,
+    ptr: *mut u8,
+}
+
+// SAFETY: `ptr` points into the pool mapping that `lease` keeps alive; the
+// chunk is written only by the one holder of the loan (or the encoder that
+// allocated it) before it is published, and only read afterwards, so moving
+// or sharing the handle between threads cannot race.
+unsafe impl Send for Chunk {}
+// SAFETY: as above: `&Chunk` gives out only the pointer value.
+unsafe impl Sync for Chunk {}
+
+impl Pools {
+    fn new(domain: u32, id: u64, type_hash: u64) -> Pools {
+        Pools {
+            domain,
+            id,
+            type_hash,
+            list: ArcSwap::from_pointee(Vec::new()),
+            grow: Mutex::new(()),
+        }
+    }
+
+    fn try_alloc(&self, len: usize) -> Option<Chunk> {
+        for (i, p) in self.list.load().iter().enumerate() {
+            if p.chunk_size() as usize >= len
+                && let Some(c) = p.alloc()
+            {
+                return Some(Chunk {
+                    pool_idx: i as u8,
+                    ptr: p.chunk_ptr(c),
+                    lease: Arc::new(Lease {
+                        pool: p.clone(),
+                        chunk: c,
+                    }),
+                });
+            }
+        }
+        None
+    }
+
+    fn by_key(&self, key: u32) -> Option<(Arc<PoolWriter>, u32)> {
+        let list = self.list.load();
+        let p = list.get((key >> 24) as usize)?;
+        Some((p.clone(), key & 0xff_ffff))
+    }
+
+    /// A chunk of at least `len` bytes; `reclaim` is called (to collect
+    /// returned chunks) before a new pool is created.
+    fn alloc(&self, len: usize, reclaim: impl FnOnce()) -> Result<Chunk, SendError> {
+        let no_memory = |why: TransportError| SendError::NoMemory { len, why };
+        if len > MAX_CHUNK as usize {
+            return Err(no_memory(TransportError::new(
+                "allocating a chunk",
+                format!("larger than the {MAX_CHUNK}-byte chunk limit"),
+            )));
+        }
+        if let Some(c) = self.try_alloc(len) {
+            return Ok(c);
+        }
+        reclaim();
+        if let Some(c) = self.try_alloc(len) {
+            return Ok(c);
+        }
+        let _g = self.grow.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = self.try_alloc(len) {
+            return Ok(c);
+        }
+        let list = self.list.load_full();
+        if list.len() >= 255 {
+            return Err(no_memory(TransportError::new(
+                "adding a pool",
+                "all 255 pools are in use (subscribers hold too many messages?)",
+            )));
+        }
+        let size = (len.max(64).next_power_of_two() as u32).min(MAX_CHUNK);
+        let same = list.iter().filter(|p| p.chunk_size() == size).count() as u32;
+        let base = if size <= 64 << 10 {
+            64
+        } else if size <= 1 << 20 {
+            16
+        } else {
+            8
+        };
+        let count = base << same.min(4);
+        let name = SegmentName::new(
+            self.domain,
+            &format!("k_{}_{}_{}", std::process::id(), self.id, list.len()),
+        )
+        .map_err(|e| no_memory(TransportError::new("naming a pool", e)))?;
+        let pool = Arc::new(
+            PoolWriter::create(&name, self.type_hash, size, count)
+                .map_err(|e| no_memory(TransportError::new("creating a pool", e)))?,
+        );
+        let mut next = (*list).clone();
+        next.push(pool);
+        self.list.store(Arc::new(next));
+        self.try_alloc(len).ok_or_else(|| {
+            no_memory(TransportError::new(
+                "allocating a chunk",
+                "a new pool had no free chunk",
+            ))
+        })
+    }
+}
+
+/// A connection to a subscription in another process.
+struct Conn {
+    writer: InboxWriter,
+    inbox: String,
+    /// Chunks lent on this connection (in its ring or held by the reader).
+    lent: HashSet<u32>,
+    wake: Option<Arc<WakeTable>>,
+}
+
+impl Conn {
+    /// Wake the subscriber's executor for this inbox's lane.
+    fn signal(&self) {
+        let word = self.writer.wake_slot();
+        if word != u32::MAX
+            && let Some(w) = &self.wake
+            && let Err(e) = w.signal(word)
+        {
+            tracing::warn!("subscriber of {}: {e}", self.inbox);
+        }
+    }
+}
+
+/// The shared-memory side of a publisher.
+pub(super) struct PubShm {
+    dom: Domain,
+    id: u64,
+    topic: String,
+    qos: QoS,
+    ty: TypeInfo,
+    _announce: Announcement,
+    pools: Pools,
+    conns: ArcSwap<Vec<Arc<Mutex<Conn>>>>,
+    /// Inboxes already reported as unusable (type, QoS, full).
+    refused: Mutex<HashSet<String>>,
+    keep_last: bool,
+    owner: OnceLock<Weak<dyn PubOwner>>,
+}
+
+impl PubShm {
+    pub(super) fn new(
+        dom: Domain,
+        spec: &EndpointSpec<'_>,
+        info: EndpointInfo,
+    ) -> Result<PubShm, TransportError> {
+        debug_assert_eq!(info.kind, EndpointKind::Publisher);
+        let announce = Announcement::publish(dom.id, &info)
+            .map_err(|e| TransportError::new("announcing the publisher", e))?;
+        Ok(PubShm {
+            pools: Pools::new(dom.id, info.id, spec.ty.hash.0),
+            id: info.id,
+            dom,
+            topic: spec.topic.to_string(),
+            qos: *spec.qos,
+            ty: spec.ty,
+            _announce: announce,
+            conns: ArcSwap::from_pointee(Vec::new()),
+            refused: Mutex::new(HashSet::new()),
+            keep_last: matches!(spec.qos.history, History::KeepLast(_)),
+            owner: OnceLock::new(),
+        })
+    }
+
+    fn release_key(&self, key: u32) {
+        if let Some((p, c)) = self.pools.by_key(key) {
+            p.release(c);
+        }
+    }
+
+    fn drain_returns(&self, c: &mut Conn) {
+        let Conn { writer, lent, .. } = c;
+        writer.drain_returns(|key| {
+            // Only what was lent on this connection: a broken reader can
+            // neither free foreign chunks nor free one twice.
+            if lent.remove(&key) {
+                self.release_key(key);
+            }
+        });
+    }
+
+    /// Collect every returned chunk.
+    fn reclaim(&self) {
+        for c in self.conns.load().iter() {
+            let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+            self.drain_returns(&mut c);
+        }
+    }
+
+    /// Encode `msg` into a chunk.
+    fn encode(&self, msg: &dyn Encode) -> Result<(Chunk, usize), SendError> {
+        let len = msg.wire_len()?;
+        let chunk = self.pools.alloc(len, || self.reclaim())?;
+        // SAFETY: the chunk has at least `len` bytes (alloc contract) and
+        // this process holds its only reference, so nobody reads it while
+        // we write.
+        let out = unsafe { std::slice::from_raw_parts_mut(chunk.ptr, len) };
+        msg.wire_encode(out)?;
+        Ok((chunk, len))
+    }
+
+    /// Send a chunk to every connected subscription.
+    fn send_chunk(&self, chunk: &Chunk, len: usize) -> Refused {
+        let mut refused = Refused::default();
+        let desc = Desc {
+            pool: chunk.pool_idx,
+            chunk: chunk.lease.chunk,
+            len: len as u32,
+        };
+        let key = desc.key();
+        for c in self.conns.load().iter() {
+            let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+            self.drain_returns(&mut c);
+            if c.lent.len() >= c.writer.max_lent() as usize {
+                // The reader holds all it may: it misses this one.
+                c.writer.count_lost();
+                continue;
+            }
+            match c.writer.push(desc, self.keep_last) {
+                Pushed::Full => {
+                    refused.count += 1;
+                    refused.limit = c.writer.capacity() as usize;
+                    c.writer.count_lost();
+                    continue;
+                }
+                Pushed::Replaced(old) => {
+                    if c.lent.remove(&old.key()) {
+                        self.release_key(old.key());
+                    }
+                }
+                Pushed::Stored => {}
+            }
+            chunk.lease.pool.retain(chunk.lease.chunk);
+            c.lent.insert(key);
+            c.signal();
+        }
+        refused
+    }
+
+    /// Update the connections from a discovery pass; returns whether they
+    /// changed. A transient-local publisher calls this under its history
+    /// lock (see `rescan`).
+    fn reconnect(&self, found: &[Found], owner: &dyn PubOwner) -> bool {
+        let (topic, ty) = (self.topic.as_str(), &self.ty);
+        let current = self.conns.load_full();
+        let mut next: Vec<Arc<Mutex<Conn>>> = Vec::with_capacity(current.len());
+        let mut changed = false;
+        for c in current.iter() {
+            let mut g = c.lock().unwrap_or_else(|e| e.into_inner());
+            let alive = found
+                .iter()
+                .any(|f| f.alive && f.name.file_name() == g.inbox)
+                && g.writer.still_ours();
+            if alive {
+                next.push(c.clone());
+            } else {
+                // Subscriber gone (or crashed): everything lent to it comes
+                // back.
+                for k in std::mem::take(&mut g.lent) {
+                    self.release_key(k);
+                }
+                changed = true;
+            }
+        }
+        let mut fresh = Vec::new();
+        for f in found {
+            if !f.alive
+                || f.info.kind != EndpointKind::Subscription
+                || f.info.topic != topic
+                || next.iter().chain(&fresh).any(|c: &Arc<Mutex<Conn>>| {
+                    c.lock().unwrap_or_else(|e| e.into_inner()).inbox == f.name.file_name()
+                })
+            {
+                continue;
+            }
+            let first_time = self
+                .refused
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(f.name.file_name().to_string());
+            if !is_any_info(&f.info)
+                && (f.info.type_name != ty.name || f.info.type_hash != ty.hash.0)
+            {
+                if first_time {
+                    tracing::warn!(
+                        "topic {topic:?}: subscription in process {} has type {} (hash {:016x}), this publisher {} ({}); not connected",
+                        f.info.pid,
+                        f.info.type_name,
+                        f.info.type_hash,
+                        ty.name,
+                        ty.hash
+                    );
+                }
+                continue;
+            }
+            if let Err(why) = self.qos.compatible_with(&decode_qos(&f.info.qos)) {
+                if first_time {
+                    owner.incompatible_qos(why.policy);
+                }
+                continue;
+            }
+            match InboxWriter::connect(&f.name, self.id, ty.hash.0) {
+                Ok(Some(writer)) => {
+                    self.refused
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(f.name.file_name());
+                    fresh.push(Arc::new(Mutex::new(Conn {
+                        wake: remote_wake_table(f.info.pid),
+                        writer,
+                        inbox: f.name.file_name().to_string(),
+                        lent: HashSet::new(),
+                    })));
+                }
+                Ok(None) => {
+                    if first_time {
+                        tracing::warn!(
+                            "topic {topic:?}: the subscription in process {} has {MAX_CONNECTIONS} publishers already",
+                            f.info.pid
+                        );
+                    }
+                }
+                Err(e) => {
+                    if first_time {
+                        tracing::warn!("topic {topic:?}: {e}");
+                    }
+                }
+            }
+        }
+        if fresh.is_empty() && !changed {
+            return false;
+        }
+        next.extend(fresh);
+        self.conns.store(Arc::new(next));
+        true
+    }
+
+    /// Send the history to the connections in `new_inboxes` that asked for
+    /// it (called under the publisher's history lock).
+    fn send_history_to_new(
+        &self,
+        new_inboxes: &[String],
+        history: &mut dyn Iterator<Item = &dyn Encode>,
+    ) {
+        let conns = self.conns.load();
+        let targets: Vec<_> = conns
+            .iter()
+            .filter(|c| {
+                let g = c.lock().unwrap_or_else(|e| e.into_inner());
+                new_inboxes.contains(&g.inbox) && g.writer.wants_history()
+            })
+            .cloned()
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        for msg in history {
+            let (chunk, len) = match self.encode(msg) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("topic {:?}: history not sent: {e}", self.topic);
+                    continue;
+                }
+            };
+            let desc = Desc {
+                pool: chunk.pool_idx,
+                chunk: chunk.lease.chunk,
+                len: len as u32,
+            };
+            for c in &targets {
+                let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+                if c.writer.push(desc, self.keep_last) == Pushed::Full {
+                    continue;
+                }
+                chunk.lease.pool.retain(chunk.lease.chunk);
+                c.lent.insert(desc.key());
+                c.signal();
+            }
+        }
+    }
+
+    /// Inboxes of the current connections (to tell new ones apart).
+    fn inboxes(&self) -> Vec<String> {
+        self.conns
+            .load()
+            .iter()
+            .map(|c| c.lock().unwrap_or_else(|e| e.into_inner()).inbox.clone())
+            .collect()
+    }
+
+    fn owner(&self) -> Option<Arc<dyn PubOwner>> {
+        self.owner.get().and_then(Weak::upgrade)
+    }
+}
+
+impl Discovered for PubShm {
+    fn rescan(self: Arc<Self>, found: &[Found]) {
+        let Some(owner) = self.owner() else { return };
+        let transient = self.qos.durability == Durability::TransientLocal;
+        let mut changed = false;
+        // Under the history lock, which `publish` holds while it sends: a
+        // new subscription gets the history and then every later message,
+        // each once.
+        owner.with_history(&mut |history| {
+            let before = if transient {
+                self.inboxes()
+            } else {
+                Vec::new()
+            };
+            changed = self.reconnect(found, &*owner);
+            if changed && transient {
+                let new: Vec<String> = self
+                    .inboxes()
+                    .into_iter()
+                    .filter(|i| !before.contains(i))
+                    .collect();
+                if !new.is_empty() {
+                    self.send_history_to_new(&new, history);
+                }
+            }
+        });
+        if changed {
+            owner.links_changed();
+            // Tell the subscribers' processes: their matched count is the
+            // number of publishers actually connected to them.
+            self.dom.bump();
+        }
+    }
+}
+
+impl PubLink for PubShm {
+    fn start(&self, owner: Weak<dyn PubOwner>) {
+        let _ = self.owner.set(owner);
+        // A discovery pass may have run before the owner was known.
+        self.dom.bump();
+    }
+
+    #[inline]
+    fn wanted(&self) -> bool {
+        !self.conns.load().is_empty()
+    }
+
+    fn connected(&self) -> usize {
+        self.conns.load().len()
+    }
+
+    #[inline]
+    fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError> {
+        let (chunk, len) = self.encode(msg)?;
+        Ok(self.send_chunk(&chunk, len))
+    }
+
+    fn send_bytes(
+        &self,
+        bytes: &SharedBytes,
+        own: Option<&(dyn Any + Send + Sync)>,
+    ) -> Result<Refused, SendError> {
+        if let Some(chunk) = own.and_then(|o| o.downcast_ref::<Chunk>()) {
+            return Ok(self.send_chunk(chunk, bytes.len()));
+        }
+        let chunk = self.pools.alloc(bytes.len(), || self.reclaim())?;
+        // SAFETY: the chunk has at least `bytes.len()` bytes and this
+        // process holds its only reference.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), chunk.ptr, bytes.len()) };
+        Ok(self.send_chunk(&chunk, bytes.len()))
+    }
+
+    fn loan(&self, len: usize) -> Option<Result<LinkLoan, SendError>> {
+        Some(self.pools.alloc(len, || self.reclaim()).map(|c| LinkLoan {
+            ptr: c.ptr,
+            keep: c.lease.clone(),
+            handle: Box::new(c),
+        }))
+    }
+
+    fn memory_in_use(&self) -> usize {
+        self.reclaim();
+        self.pools
+            .list
+            .load()
+            .iter()
+            .map(|p| p.count() as usize - p.free_count())
+            .sum()
+    }
+}
+
+impl Drop for PubShm {
+    fn drop(&mut self) {
+        self.reclaim();
+        self.conns.store(Arc::new(Vec::new()));
+        // A pool with chunks still lent keeps its file: readers may not have
+        // mapped it yet. The last process-wide cleanup removes it.
+        let pools = self.pools.list.swap(Arc::new(Vec::new()));
+        for p in pools.iter() {
+            if p.free_count() < p.count() as usize {
+                p.keep_file();
+            }
+        }
+        self.dom.bump();
+    }
+}

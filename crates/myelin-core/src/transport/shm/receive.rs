@@ -1,0 +1,281 @@
+//! The subscription's side of the shared-memory transport: its inbox, into
+//! which publishers in other processes push descriptors, and the readers
+//! that turn a descriptor into bytes read in place.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use myelin_shm::SegmentName;
+use myelin_shm::endpoint::{EndpointInfo, EndpointKind, Found};
+use myelin_shm::inbox::{ConnState, Desc, Inbox, MAX_CONNECTIONS};
+use myelin_shm::pool::PoolReader;
+use myelin_shm::process_alive;
+
+use super::qos::decode_qos;
+use super::{Discovered, Domain};
+use crate::qos::{Durability, QoS};
+use crate::transport::{EndpointSpec, SubLink, SubOwner, TransportError, TypeInfo};
+use crate::wire::SharedBytes;
+
+/// The inbox and what the reader needs to hand chunks back.
+struct InboxShared {
+    inbox: Inbox,
+    give_back: Mutex<()>,
+}
+
+/// A chunk read in place by this process; dropping it gives it back.
+struct ReaderLease {
+    inbox: Arc<InboxShared>,
+    conn: usize,
+    generation: u32,
+    key: u32,
+    _pool: Arc<PoolReader>,
+}
+
+impl Drop for ReaderLease {
+    fn drop(&mut self) {
+        let _g = self
+            .inbox
+            .give_back
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let _ = self
+            .inbox
+            .inbox
+            .give_back(self.conn, self.generation, self.key);
+    }
+}
+
+#[derive(Default)]
+struct ReaderConn {
+    claim: Option<(u32, u64, u32)>,
+    pools: Vec<Option<Arc<PoolReader>>>,
+    lost_seen: u64,
+}
+
+/// The shared-memory side of a subscription.
+pub(super) struct SubShm {
+    dom: Domain,
+    topic: String,
+    qos: QoS,
+    ty: TypeInfo,
+    inbox: Arc<InboxShared>,
+    readers: Mutex<Vec<ReaderConn>>,
+    refused: Mutex<HashSet<String>>,
+    owner: OnceLock<Weak<dyn SubOwner>>,
+}
+
+impl SubShm {
+    pub(super) fn new(
+        dom: Domain,
+        spec: &EndpointSpec<'_>,
+        info: EndpointInfo,
+    ) -> Result<SubShm, TransportError> {
+        debug_assert_eq!(info.kind, EndpointKind::Subscription);
+        let cap = spec.qos.effective_depth().clamp(1, 4096) as u32;
+        let inbox = Inbox::create(dom.id, &info, cap, 2 * cap + 64)
+            .map_err(|e| TransportError::new("creating the subscription's inbox", e))?;
+        inbox.set_wants_history(spec.qos.durability == Durability::TransientLocal);
+        Ok(SubShm {
+            dom,
+            topic: spec.topic.to_string(),
+            qos: *spec.qos,
+            ty: spec.ty,
+            inbox: Arc::new(InboxShared {
+                inbox,
+                give_back: Mutex::new(()),
+            }),
+            readers: Mutex::new(
+                (0..MAX_CONNECTIONS)
+                    .map(|_| ReaderConn::default())
+                    .collect(),
+            ),
+            refused: Mutex::new(HashSet::new()),
+            owner: OnceLock::new(),
+        })
+    }
+
+    fn owner(&self) -> Option<Arc<dyn SubOwner>> {
+        self.owner.get().and_then(Weak::upgrade)
+    }
+
+    /// Move every waiting message into the subscription; count what was
+    /// lost on the way (overwritten by the publisher, or corrupt).
+    /// `check_dead` connections (publisher process gone) are drained and
+    /// freed.
+    fn pump_inner(&self, check_dead: bool) {
+        let Some(owner) = self.owner() else { return };
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lost = 0;
+        let inbox = &self.inbox.inbox;
+        for (i, r) in readers.iter_mut().enumerate() {
+            let st = inbox.state(i);
+            let (pid, pub_id, generation, mut closed) = match st {
+                ConnState::Active {
+                    pid,
+                    pub_id,
+                    generation,
+                } => (pid, pub_id, generation, false),
+                ConnState::Closed {
+                    pid,
+                    pub_id,
+                    generation,
+                } => (pid, pub_id, generation, true),
+                _ => {
+                    *r = ReaderConn::default();
+                    continue;
+                }
+            };
+            if check_dead && !closed && !process_alive(pid) {
+                closed = true;
+            }
+            if r.claim != Some((pid, pub_id, generation)) {
+                *r = ReaderConn {
+                    claim: Some((pid, pub_id, generation)),
+                    ..ReaderConn::default()
+                };
+            }
+            loop {
+                let d = match inbox.pop(i) {
+                    Ok(Some(d)) => d,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!("{e}");
+                        lost += 1;
+                        continue;
+                    }
+                };
+                match self.read(r, i, pid, pub_id, generation, d) {
+                    Ok(bytes) => owner.clone().deliver(bytes),
+                    Err(e) => {
+                        tracing::warn!("dropped a message from process {pid}: {e}");
+                        lost += 1;
+                    }
+                }
+            }
+            let l = inbox.lost(i);
+            lost += l.saturating_sub(r.lost_seen);
+            r.lost_seen = l;
+            if closed {
+                inbox.free(i, st);
+                *r = ReaderConn::default();
+            }
+        }
+        drop(readers);
+        if lost > 0 {
+            owner.count_lost(lost);
+        }
+    }
+
+    /// The bytes a descriptor points at, read in place.
+    fn read(
+        &self,
+        r: &mut ReaderConn,
+        conn: usize,
+        pid: u32,
+        pub_id: u64,
+        generation: u32,
+        d: Desc,
+    ) -> Result<SharedBytes, TransportError> {
+        let p = d.pool as usize;
+        if r.pools.len() <= p {
+            r.pools.resize(p + 1, None);
+        }
+        if r.pools[p].is_none() {
+            let name = SegmentName::new(self.dom.id, &format!("k_{pid}_{pub_id}_{p}"))
+                .map_err(|e| TransportError::new("naming the publisher's pool", e))?;
+            r.pools[p] = Some(Arc::new(
+                PoolReader::open(&name, self.ty.hash.0)
+                    .map_err(|e| TransportError::new("opening the publisher's pool", e))?,
+            ));
+        }
+        let pool = r.pools[p].clone().expect("opened above");
+        let ptr = pool
+            .chunk(d.chunk, d.len)
+            .map_err(|e| TransportError::new("reading a chunk", e))?;
+        let lease = Arc::new(ReaderLease {
+            inbox: self.inbox.clone(),
+            conn,
+            generation,
+            key: d.key(),
+            _pool: pool,
+        });
+        // SAFETY: `ptr..ptr+len` is inside the pool mapping (checked by
+        // `PoolReader::chunk`), which `lease` keeps mapped; the publisher
+        // does not rewrite the chunk until this process gives it back, which
+        // happens when `lease` (owned by the bytes) drops.
+        Ok(unsafe { SharedBytes::from_raw(ptr, d.len as usize, lease) })
+    }
+
+    /// Report remote publishers whose QoS this subscription cannot match
+    /// (once each).
+    fn check_publishers(&self, found: &[Found], owner: &dyn SubOwner) {
+        for f in found {
+            if !f.alive || f.info.kind != EndpointKind::Publisher || f.info.topic != self.topic {
+                continue;
+            }
+            if !self.ty.any
+                && (f.info.type_name != self.ty.name || f.info.type_hash != self.ty.hash.0)
+            {
+                continue;
+            }
+            if let Err(why) = decode_qos(&f.info.qos).compatible_with(&self.qos)
+                && self
+                    .refused
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(f.name.file_name().to_string())
+            {
+                owner.incompatible_qos(why.policy);
+            }
+        }
+    }
+}
+
+impl Discovered for SubShm {
+    fn rescan(self: Arc<Self>, found: &[Found]) {
+        let Some(owner) = self.owner() else { return };
+        // Announced publishers with incompatible QoS raise the event here.
+        self.check_publishers(found, &*owner);
+        // Drain and free the connections of publishers that died.
+        self.pump_inner(true);
+        // Matched = connected: once counted, messages flow.
+        owner.links_changed();
+    }
+}
+
+impl SubLink for SubShm {
+    fn start(&self, owner: Weak<dyn SubOwner>) -> Result<(), TransportError> {
+        let _ = self.owner.set(owner);
+        self.dom.bump();
+        Ok(())
+    }
+
+    fn connected(&self) -> usize {
+        (0..MAX_CONNECTIONS)
+            .filter(|i| matches!(self.inbox.inbox.state(*i), ConnState::Active { .. }))
+            .count()
+    }
+
+    fn pumped(&self) -> bool {
+        true
+    }
+
+    fn set_wake(&self, word: Option<u32>) {
+        self.inbox.inbox.set_wake_slot(word.unwrap_or(u32::MAX));
+    }
+
+    fn pump(&self) {
+        self.pump_inner(false);
+    }
+
+    fn has_data(&self) -> bool {
+        (0..MAX_CONNECTIONS).any(|i| self.inbox.inbox.has_data(i))
+    }
+}
+
+impl Drop for SubShm {
+    fn drop(&mut self) {
+        self.dom.bump();
+    }
+}

@@ -1,0 +1,137 @@
+//! A publisher's side of the zenoh transport: a zenoh publisher on the
+//! topic's rmw_zenoh key expression, and its liveliness token.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+
+use myelin_zenoh::attachment::Attachment;
+use myelin_zenoh::gid::{self, Gid};
+use myelin_zenoh::names;
+use myelin_zenoh::token::EntityKind;
+use myelin_zenoh::zenoh::liveliness::LivelinessToken;
+use myelin_zenoh::zenoh::pubsub::Publisher;
+use myelin_zenoh::zenoh::qos::CongestionControl;
+use myelin_zenoh::zenoh::{self, Wait};
+
+use super::{Discovered, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
+use crate::qos::{History, Reliability};
+use crate::transport::{
+    Encode, EndpointSpec, PubLink, PubOwner, Refused, SendError, TransportError, encode_to_vec,
+};
+use crate::wire::SharedBytes;
+
+/// A publisher's network side.
+pub(super) struct PubNet {
+    dom: Arc<ZenohTransport>,
+    publisher: Publisher<'static>,
+    _token: LivelinessToken,
+    gid: Gid,
+    seq: AtomicI64,
+    topic: String,
+    ty: (String, String),
+    /// Subscriptions elsewhere that only zenoh reaches.
+    connected: AtomicU32,
+    needed: AtomicBool,
+    owner: OnceLock<Weak<dyn PubOwner>>,
+}
+
+impl PubNet {
+    pub(super) fn new(
+        dom: &Arc<ZenohTransport>,
+        spec: &EndpointSpec<'_>,
+    ) -> Result<PubNet, TransportError> {
+        let ty = type_chunks(&spec.ty);
+        let key = names::topic_key(dom.domain, spec.topic, spec.ty.name, &ty.1)
+            .map_err(|e| TransportError::new("the topic's key expression", e))?;
+        let qos = spec.qos;
+        let congestion =
+            if qos.reliability == Reliability::Reliable && qos.history == History::KeepAll {
+                CongestionControl::Block
+            } else {
+                CongestionControl::Drop
+            };
+        let publisher = dom
+            .session
+            .declare_publisher(key)
+            .congestion_control(congestion)
+            .wait()
+            .map_err(|e| TransportError::new("declaring the zenoh publisher", e))?;
+        let token = dom.declare(&endpoint_token(dom, EntityKind::Publisher, spec))?;
+        Ok(PubNet {
+            dom: dom.clone(),
+            publisher,
+            _token: token,
+            gid: gid::myelin_gid(
+                dom.island,
+                std::process::id(),
+                crate::transport::next_id(),
+                dom.shm,
+            ),
+            seq: AtomicI64::new(0),
+            topic: spec.topic.to_string(),
+            ty,
+            connected: AtomicU32::new(0),
+            needed: AtomicBool::new(false),
+            owner: OnceLock::new(),
+        })
+    }
+
+    /// Put encoded bytes with their attachment.
+    fn put(&self, bytes: impl Into<zenoh::bytes::ZBytes>) -> Result<Refused, SendError> {
+        let att = Attachment {
+            sequence_number: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+            source_timestamp: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i64),
+            source_gid: self.gid,
+        };
+        self.publisher
+            .put(bytes)
+            .attachment(att.encode().to_vec())
+            .wait()
+            .map_err(|e| SendError::Transport(TransportError::new("zenoh put", e)))?;
+        Ok(Refused::default())
+    }
+}
+
+impl Discovered for PubNet {
+    fn graph_changed(&self, g: &RemoteGraph) {
+        let n = self
+            .dom
+            .count(g, EntityKind::Subscription, &self.topic, &self.ty) as u32;
+        self.needed.store(n > 0, Ordering::Relaxed);
+        if self.connected.swap(n, Ordering::Relaxed) != n
+            && let Some(o) = self.owner.get().and_then(Weak::upgrade)
+        {
+            o.links_changed();
+        }
+    }
+}
+
+impl PubLink for PubNet {
+    fn start(&self, owner: Weak<dyn PubOwner>) {
+        let _ = self.owner.set(owner);
+    }
+
+    #[inline]
+    fn wanted(&self) -> bool {
+        self.needed.load(Ordering::Relaxed)
+    }
+
+    fn connected(&self) -> usize {
+        self.connected.load(Ordering::Relaxed) as usize
+    }
+
+    fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError> {
+        self.put(encode_to_vec(msg)?)
+    }
+
+    fn send_bytes(
+        &self,
+        bytes: &SharedBytes,
+        _own: Option<&(dyn Any + Send + Sync)>,
+    ) -> Result<Refused, SendError> {
+        self.put(bytes.to_vec())
+    }
+}

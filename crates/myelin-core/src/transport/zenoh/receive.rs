@@ -1,0 +1,116 @@
+//! A subscription's side of the zenoh transport: a zenoh subscriber on the
+//! topic's key expression (declared with its liveliness token when the
+//! subscription starts). Samples arrive on zenoh's thread and go straight
+//! into the subscription's buffer.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use myelin_zenoh::attachment::Attachment;
+use myelin_zenoh::gid;
+use myelin_zenoh::names;
+use myelin_zenoh::token::{EntityKind, Token};
+use myelin_zenoh::zenoh::Wait;
+use myelin_zenoh::zenoh::liveliness::LivelinessToken;
+use myelin_zenoh::zenoh::pubsub::Subscriber;
+use myelin_zenoh::zenoh::sample::{Locality, Sample};
+
+use super::{Discovered, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
+use crate::transport::{EndpointSpec, SubLink, SubOwner, TransportError};
+use crate::wire::SharedBytes;
+
+/// A subscription's network side.
+pub(super) struct SubNet {
+    dom: Arc<ZenohTransport>,
+    key: String,
+    token: Token,
+    parts: Mutex<Option<(Subscriber<()>, LivelinessToken)>>,
+    topic: String,
+    ty: (String, String),
+    connected: AtomicU32,
+    owner: Mutex<Option<Weak<dyn SubOwner>>>,
+}
+
+impl SubNet {
+    pub(super) fn new(
+        dom: &Arc<ZenohTransport>,
+        spec: &EndpointSpec<'_>,
+    ) -> Result<SubNet, TransportError> {
+        let ty = type_chunks(&spec.ty);
+        let key = if spec.ty.any {
+            names::topic_key_any_type(dom.domain, spec.topic)
+        } else {
+            names::topic_key(dom.domain, spec.topic, spec.ty.name, &ty.1)
+        }
+        .map_err(|e| TransportError::new("the topic's key expression", e))?;
+        Ok(SubNet {
+            dom: dom.clone(),
+            key,
+            token: endpoint_token(dom, EntityKind::Subscription, spec),
+            parts: Mutex::new(None),
+            topic: spec.topic.to_string(),
+            ty,
+            connected: AtomicU32::new(0),
+            owner: Mutex::new(None),
+        })
+    }
+}
+
+impl Discovered for SubNet {
+    fn graph_changed(&self, g: &RemoteGraph) {
+        let n = self
+            .dom
+            .count(g, EntityKind::Publisher, &self.topic, &self.ty) as u32;
+        if self.connected.swap(n, Ordering::Relaxed) != n {
+            let owner = self.owner.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(o) = owner.and_then(|w| w.upgrade()) {
+                o.links_changed();
+            }
+        }
+    }
+}
+
+impl SubLink for SubNet {
+    /// Declare the subscriber and the token: samples (already filtered for
+    /// exactly-once delivery) go to `owner`.
+    fn start(&self, owner: Weak<dyn SubOwner>) -> Result<(), TransportError> {
+        *self.owner.lock().unwrap_or_else(|e| e.into_inner()) = Some(owner.clone());
+        let island = self.dom.island;
+        let shm = self.dom.shm;
+        let topic = self.topic.clone();
+        let sub = self
+            .dom
+            .session
+            .declare_subscriber(self.key.clone())
+            .allowed_origin(Locality::Remote)
+            .callback(move |s: Sample| {
+                let att = match s.attachment().map(|a| Attachment::decode(&a.to_bytes())) {
+                    Some(Ok(a)) => a,
+                    Some(Err(e)) => {
+                        tracing::debug!("{topic}: dropping a sample: {e}");
+                        return;
+                    }
+                    None => {
+                        // rmw_zenoh drops these too.
+                        tracing::debug!("{topic}: dropping a sample without an attachment");
+                        return;
+                    }
+                };
+                if shm && gid::delivered_by_shared_memory(&att.source_gid, island) {
+                    return;
+                }
+                if let Some(o) = owner.upgrade() {
+                    o.deliver(SharedBytes::copy_from(&s.payload().to_bytes()));
+                }
+            })
+            .wait()
+            .map_err(|e| TransportError::new("declaring the zenoh subscriber", e))?;
+        let token = self.dom.declare(&self.token)?;
+        *self.parts.lock().unwrap_or_else(|e| e.into_inner()) = Some((sub, token));
+        Ok(())
+    }
+
+    fn connected(&self) -> usize {
+        self.connected.load(Ordering::Relaxed) as usize
+    }
+}
