@@ -118,7 +118,7 @@ pub(crate) trait Pump: Send + Sync {
 
 /// The pumps of one executor by ready lane: a remote wake-up names lanes,
 /// and only the pumps behind them are drained.
-struct Lanes {
+pub(crate) struct PumpLanes {
     /// `lanes[l]`: the pumps that share lane `l`.
     lanes: ArcSwap<Vec<Vec<Weak<dyn Pump>>>>,
     /// Serialises changes (readers never lock).
@@ -126,9 +126,9 @@ struct Lanes {
     next: AtomicU64,
 }
 
-impl Lanes {
-    fn new() -> Self {
-        Lanes {
+impl PumpLanes {
+    pub(crate) fn new() -> Self {
+        PumpLanes {
             lanes: ArcSwap::from_pointee(Vec::new()),
             change: Mutex::new(()),
             next: AtomicU64::new(0),
@@ -137,7 +137,7 @@ impl Lanes {
 
     /// Give `p` a lane (round robin: lanes are shared only past
     /// [`WakeLanes::COUNT`] pumps).
-    fn add(&self, p: Weak<dyn Pump>) -> u32 {
+    pub(crate) fn add(&self, p: Weak<dyn Pump>) -> u32 {
         let _g = self.change.lock().unwrap_or_else(|e| e.into_inner());
         let lane = (self.next.fetch_add(1, Ordering::Relaxed) % u64::from(WakeLanes::COUNT)) as u32;
         let mut next = (**self.lanes.load()).clone();
@@ -160,7 +160,7 @@ impl Lanes {
     }
 
     /// Drain the pumps behind the marked lanes.
-    fn pump(&self, marked: &WakeLanes) {
+    pub(crate) fn pump(&self, marked: &WakeLanes) {
         let lanes = self.lanes.load();
         for lane in marked.iter() {
             if let Some(pumps) = lanes.get(lane as usize) {
@@ -231,7 +231,7 @@ pub(crate) struct ExecShared {
     pub(crate) event: WakeEvent,
     /// Subscriptions fed from other processes, by ready lane: drained when
     /// a remote wake-up marks their lane.
-    pumps: Lanes,
+    pumps: PumpLanes,
     /// Spin instead of sleeping when idle (lowest latency, one core busy).
     // SYNC: Relaxed: a mode switch read once per idle turn.
     busy_poll: AtomicBool,
@@ -259,7 +259,7 @@ impl ExecShared {
                 overflow: SegQueue::new(),
             },
             event: WakeEvent::remote_capable(),
-            pumps: Lanes::new(),
+            pumps: PumpLanes::new(),
             busy_poll: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             down: AtomicBool::new(false),

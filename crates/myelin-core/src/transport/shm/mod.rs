@@ -344,3 +344,56 @@ impl Domain {
         self.graph.bump();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use crate::executor::{Pump, PumpLanes};
+    use crate::transport::wake::WakeEvent;
+
+    struct Counter(AtomicUsize);
+
+    impl Pump for Counter {
+        fn pump(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// An executor with 100 shared-memory subscriptions and one busy topic
+    /// drains one inbox per wake-up, not 100.
+    #[test]
+    fn a_wake_up_drains_only_the_subscriptions_behind_its_lanes() {
+        let event = WakeEvent::remote_capable();
+        let lanes = PumpLanes::new();
+        let subs: Vec<Arc<Counter>> = (0..100)
+            .map(|_| Arc::new(Counter(AtomicUsize::new(0))))
+            .collect();
+        let words: Vec<u32> = subs
+            .iter()
+            .map(|c| {
+                let weak: std::sync::Weak<dyn Pump> =
+                    Arc::downgrade(&(c.clone() as Arc<dyn Pump>));
+                event.word(lanes.add(weak)).expect("a shared-memory slot")
+            })
+            .collect();
+        // A publisher in another process signals the busy subscription's
+        // word, three times before the executor looks.
+        let remote = myelin_shm::wake::WakeTable::open(std::process::id()).unwrap();
+        for _ in 0..3 {
+            remote.signal(words[42]).unwrap();
+        }
+        let marked = event.take_lanes().expect("signalled");
+        lanes.pump(&marked);
+        let drained: Vec<usize> = subs
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.0.load(Ordering::Relaxed) > 0)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(drained, vec![42]);
+        assert_eq!(subs[42].0.load(Ordering::Relaxed), 1, "one drain per wake-up");
+        assert!(event.take_lanes().is_none());
+    }
+}
