@@ -1,4 +1,5 @@
-//! Per-subscription buffers (seed 000: one buffer per subscription).
+//! Per-subscription buffers (one buffer per subscription, as in rclcpp's
+//! intra-process design).
 //!
 //! * keep_last(depth): a lock-free bounded ring
 //!   ([`crossbeam_queue::ArrayQueue`]) pushed with `force_push`, which

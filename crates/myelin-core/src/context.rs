@@ -19,8 +19,8 @@ pub const MAX_DOMAIN_ID: u32 = 232;
 /// publishers and subscriptions), the node names, and the executors' wake-up
 /// handles. Cheap to clone (a handle).
 ///
-/// All nodes of a context share it (seed 001: one participant per process,
-/// not one per node). Two contexts are separate participants: within a
+/// All nodes of a context share it: one participant per process, not one
+/// per node (one per node multiplies discovery and wake-up CPU). Two contexts are separate participants: within a
 /// process they do not see each other's topics (the transports connect
 /// contexts of the same domain).
 #[derive(Clone)]

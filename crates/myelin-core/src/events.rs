@@ -20,7 +20,7 @@ use myelin_sync::{RetainCell, TryLock};
 use crate::error::SpinError;
 use crate::executor::{ExecShared, Executable};
 use crate::group::GroupInner;
-use crate::qos::IncompatibleQosStatus;
+use crate::qos::{IncompatibleQosStatus, LivelinessKind, QosPolicy};
 
 /// A deadline was missed (requested by a subscription, offered by a
 /// publisher).
@@ -199,5 +199,54 @@ impl<E: Send + 'static> Executable for EventQueue<E> {
 
     fn group(&self) -> &Arc<GroupInner> {
         &self.group
+    }
+}
+
+/// Shared incompatible-QoS status of an endpoint.
+#[derive(Default)]
+pub(crate) struct IncompatibleQos(Mutex<IncompatibleQosStatus>);
+
+impl IncompatibleQos {
+    pub(crate) fn record(&self, policy: QosPolicy) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.total_count += 1;
+        s.total_count_change += 1;
+        s.last_policy = Some(policy);
+    }
+    pub(crate) fn get(&self) -> IncompatibleQosStatus {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn take(&self) -> IncompatibleQosStatus {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let out = *s;
+        s.total_count_change = 0;
+        out
+    }
+}
+
+/// A publisher's liveliness as its subscriptions see it.
+pub(crate) struct LivelinessToken {
+    pub(crate) kind: LivelinessKind,
+    /// 0 = infinite.
+    pub(crate) lease_ns: u64,
+    // SYNC: Relaxed: a timestamp compared against the clock, no data to order.
+    pub(crate) last_assert_ns: myelin_sync::atomic::AtomicU64,
+}
+
+impl LivelinessToken {
+    pub(crate) fn is_alive(&self, now: u64) -> bool {
+        self.kind == LivelinessKind::Automatic
+            || self.lease_ns == 0
+            || now.saturating_sub(
+                self.last_assert_ns
+                    .load(myelin_sync::atomic::Ordering::Relaxed),
+            ) <= self.lease_ns
+    }
+
+    pub(crate) fn assert_now(&self) {
+        self.last_assert_ns.store(
+            crate::clock::now_ns(),
+            myelin_sync::atomic::Ordering::Relaxed,
+        );
     }
 }

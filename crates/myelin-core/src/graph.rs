@@ -26,7 +26,7 @@ use crate::subscription::{Delivery, SubInner};
 use crate::waitpoint::WaitPoint;
 
 /// The subscriptions a publisher delivers to, split by how they take a
-/// message (the split the copy rules of seed 000 need).
+/// message (the split the copy rules need: see [`crate::publisher`]).
 pub(crate) struct Matched<T> {
     /// Want ownership: get the original (last one) or a copy.
     pub(crate) owners: Vec<Arc<SubInner<T>>>,

@@ -7,7 +7,8 @@
 //!   subscriptions (the intra-process manager);
 //! * [`Node`]s group publishers, subscriptions and timers under a name;
 //! * a [`Publisher`] pushes each message straight into the buffer of every
-//!   matched [`Subscription`] (one buffer per subscription, seed 000), making
+//!   matched [`Subscription`] (one buffer per subscription, as in
+//!   rclcpp's intra-process design), making
 //!   only the copies ownership requires;
 //! * an [`Executor`] sleeps until a subscription's buffer gets a message or a
 //!   [`Timer`] is due, then runs the callback.

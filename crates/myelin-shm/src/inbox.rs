@@ -1,4 +1,4 @@
-//! A subscription's inbox: the per-subscription buffer of seed 000 carried
+//! A subscription's inbox: the per-subscription buffer carried
 //! across processes.
 //!
 //! The subscriber process creates `s_<pid>_<id>`: its endpoint description

@@ -10,7 +10,7 @@
 //! * **The ring** ([`RingWriter`], [`RingReader`]) has one writer and any
 //!   number of readers. Each slot is a seqlock: the writer never waits for a
 //!   reader, so a slow, stuck or `kill -9`ed reader can never block it (the
-//!   keep-last behaviour of seed 000's per-subscription buffer); a reader
+//!   keep-last behaviour of a per-subscription buffer); a reader
 //!   that falls behind detects the overwrite and counts the lost messages.
 //!   Readers hold nothing in the segment, so there is nothing to reclaim
 //!   when they die.

@@ -373,8 +373,7 @@ mod tests {
         let words: Vec<u32> = subs
             .iter()
             .map(|c| {
-                let weak: std::sync::Weak<dyn Pump> =
-                    Arc::downgrade(&(c.clone() as Arc<dyn Pump>));
+                let weak: std::sync::Weak<dyn Pump> = Arc::downgrade(&(c.clone() as Arc<dyn Pump>));
                 event.word(lanes.add(weak)).expect("a shared-memory slot")
             })
             .collect();
@@ -393,7 +392,11 @@ mod tests {
             .map(|(i, _)| i)
             .collect();
         assert_eq!(drained, vec![42]);
-        assert_eq!(subs[42].0.load(Ordering::Relaxed), 1, "one drain per wake-up");
+        assert_eq!(
+            subs[42].0.load(Ordering::Relaxed),
+            1,
+            "one drain per wake-up"
+        );
         assert!(event.take_lanes().is_none());
     }
 }

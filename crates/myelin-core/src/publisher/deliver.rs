@@ -1,0 +1,151 @@
+//! The copy rules: how one publish reaches the matched subscriptions in
+//! this context (see the table in the [module docs](super)), and how
+//! refusals and inline-callback panics are reported.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::PubInner;
+use crate::buffer::Pushed;
+use crate::error::PublishError;
+use crate::graph::Matched;
+use crate::message::Message;
+
+impl<T: Message> PubInner<T> {
+    pub(super) fn remember(
+        &self,
+        history: &mut VecDeque<(u64, Arc<T>, u64)>,
+        msg: Arc<T>,
+        exp: u64,
+    ) {
+        let depth = self.qos.effective_depth();
+        while history.len() >= depth {
+            history.pop_front();
+        }
+        history.push_back((self.node.ctx.graph.next_seq(), msg, exp));
+    }
+
+    /// Deliver an owned message following the copy rules.
+    pub(super) fn deliver_owned(
+        &self,
+        m: &Matched<T>,
+        msg: T,
+        history: Option<&mut VecDeque<(u64, Arc<T>, u64)>>,
+        exp: u64,
+    ) -> Full {
+        let mut full = Full::default();
+        for v in &m.values {
+            full.note(v.push_owned(msg.clone(), exp), v.limit());
+        }
+        if m.owners.is_empty() {
+            if !m.sharers.is_empty() || history.is_some() {
+                let arc = Arc::new(msg);
+                for s in &m.sharers {
+                    full.note(s.push_shared(arc.clone(), exp), s.limit());
+                }
+                if let Some(h) = history {
+                    self.remember(h, arc, exp);
+                }
+            }
+            return full;
+        }
+        // Owners present: sharers (and the history) share one copy.
+        if !m.sharers.is_empty() || history.is_some() {
+            let arc = Arc::new(msg.clone());
+            for s in &m.sharers {
+                full.note(s.push_shared(arc.clone(), exp), s.limit());
+            }
+            if let Some(h) = history {
+                self.remember(h, arc, exp);
+            }
+        }
+        let (last, rest) = m.owners.split_last().expect("owners is not empty");
+        for o in rest {
+            full.note(o.push_owned(msg.clone(), exp), o.limit());
+        }
+        full.note(last.push_owned(msg, exp), last.limit());
+        full
+    }
+
+    pub(super) fn deliver_shared(
+        &self,
+        m: &Matched<T>,
+        msg: Arc<T>,
+        history: Option<&mut VecDeque<(u64, Arc<T>, u64)>>,
+        exp: u64,
+    ) -> Full {
+        let mut full = Full::default();
+        for v in &m.values {
+            full.note(v.push_owned((*msg).clone(), exp), v.limit());
+        }
+        for o in &m.owners {
+            full.note(o.push_owned((*msg).clone(), exp), o.limit());
+        }
+        for s in &m.sharers {
+            full.note(s.push_shared(msg.clone(), exp), s.limit());
+        }
+        if let Some(h) = history {
+            self.remember(h, msg, exp);
+        }
+        full
+    }
+
+    pub(super) fn finish(&self, m: &Matched<T>, full: Full) -> Result<(), PublishError> {
+        if full.panicked {
+            for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
+                if let Some((entity, message)) = s.take_inline_panic() {
+                    return Err(PublishError::CallbackPanicked { entity, message });
+                }
+            }
+        }
+        if full.count > 0 {
+            return Err(PublishError::ResourceLimit {
+                topic: self.topic.clone(),
+                full: full.count,
+                limit: full.limit,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Subscriptions that refused a message (keep_all at its limit).
+#[derive(Default)]
+pub(super) struct Full {
+    count: usize,
+    limit: usize,
+    panicked: bool,
+}
+
+impl Full {
+    /// `count` subscriptions refused, the smallest limit being `limit`.
+    pub(super) fn refused(count: usize, limit: usize) -> Full {
+        Full {
+            count,
+            limit,
+            panicked: false,
+        }
+    }
+
+    /// Add another outcome (the reported limit is the smallest).
+    pub(super) fn merge(&mut self, o: Full) {
+        if o.count > 0 {
+            self.limit = if self.count == 0 {
+                o.limit
+            } else {
+                self.limit.min(o.limit)
+            };
+            self.count += o.count;
+        }
+        self.panicked |= o.panicked;
+    }
+
+    #[inline]
+    pub(super) fn note(&mut self, p: Pushed, limit: usize) {
+        match p {
+            Pushed::Refused => self.merge(Full::refused(1, limit)),
+            Pushed::Panicked => self.panicked = true,
+            Pushed::Stored | Pushed::Overwrote => {}
+        }
+    }
+}

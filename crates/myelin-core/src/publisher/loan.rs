@@ -1,0 +1,283 @@
+//! Zero-copy publishing: memory loaned from a transport (the publisher's
+//! shared-memory pool) or the heap, filled in place, then published as
+//! typed steps (`loan_uninit()? -> write(v) -> publish()?`).
+
+use std::any::Any;
+use std::sync::Arc;
+
+use super::deliver::Full;
+use super::{PubInner, Publisher};
+use crate::error::PublishError;
+use crate::message::Message;
+use crate::transport::LinkLoan;
+use crate::wire::SharedBytes;
+
+/// The link that lent a loan's memory (its index) and its handle.
+type LoanOrigin = (usize, Box<dyn Any + Send + Sync>);
+
+/// Memory for one message, loaned from a transport (shared memory: the
+/// publisher's pool) or, when no link lends memory, the heap.
+enum LoanMem {
+    /// From the link at this index.
+    Link(usize, LinkLoan),
+    Heap(Vec<u128>),
+}
+
+impl LoanMem {
+    fn new<T: Message>(p: &PubInner<T>, len: usize) -> Result<LoanMem, PublishError> {
+        p.check_alive()?;
+        for (i, l) in p.links.iter().enumerate() {
+            if let Some(loan) = l.loan(len) {
+                return loan
+                    .map(|m| LoanMem::Link(i, m))
+                    .map_err(|e| p.send_error(e));
+            }
+        }
+        Ok(LoanMem::Heap(vec![0u128; len.div_ceil(16)]))
+    }
+
+    fn ptr(&mut self) -> *mut u8 {
+        match self {
+            LoanMem::Link(_, m) => m.ptr,
+            LoanMem::Heap(v) => v.as_mut_ptr() as *mut u8,
+        }
+    }
+
+    fn ptr_const(&self) -> *const u8 {
+        match self {
+            LoanMem::Link(_, m) => m.ptr as *const u8,
+            LoanMem::Heap(v) => v.as_ptr() as *const u8,
+        }
+    }
+
+    /// Hand the memory over to readers: immutable from now on. Returns the
+    /// lending link and its handle, if a link lent it.
+    fn freeze(self, len: usize) -> (SharedBytes, Option<LoanOrigin>) {
+        match self {
+            LoanMem::Link(i, m) => {
+                // SAFETY: the loan holds at least `len` bytes, is not
+                // written after this point (the loan is consumed), and
+                // `keep` keeps it out of the link's free list while the
+                // bytes live.
+                let b = unsafe { SharedBytes::from_raw(m.ptr, len, m.keep) };
+                (b, Some((i, m.handle)))
+            }
+            LoanMem::Heap(v) => {
+                let v = Arc::new(v);
+                let ptr = v.as_ptr() as *const u8;
+                // SAFETY: the vector has at least `len` bytes, is owned by
+                // the Arc and never written again.
+                (unsafe { SharedBytes::from_raw(ptr, len, v) }, None)
+            }
+        }
+    }
+}
+
+impl<T: Message> PubInner<T> {
+    /// Publish bytes written into a loan: in place to every subscription
+    /// (the lending link sends its own memory, the others copy or encode).
+    fn publish_loaned(&self, mem: LoanMem, len: usize) -> Result<(), PublishError> {
+        self.check_alive()?;
+        let exp = self.on_publish();
+        let (bytes, origin) = mem.freeze(len);
+        let mut h = self.lock_history();
+        let mut full = Full::default();
+        let mut error = None;
+        for (i, l) in self.links.iter().enumerate() {
+            if !l.wanted() {
+                continue;
+            }
+            let own = match &origin {
+                Some((o, handle)) if *o == i => Some(&**handle),
+                _ => None,
+            };
+            match l.send_bytes(&bytes, own) {
+                Ok(r) => full.merge(Full::refused(r.count, r.limit)),
+                Err(e) => {
+                    error.get_or_insert(self.send_error(e));
+                }
+            }
+        }
+        let m = self.matched.load();
+        for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
+            let r =
+                crate::buffer::from_wire::<T>(bytes.clone()).map_err(|e| PublishError::Wire {
+                    topic: self.topic.clone(),
+                    why: e.to_string(),
+                })?;
+            full.note(s.push_received(r, exp), s.limit());
+        }
+        if let Some(h) = h.as_deref_mut() {
+            if let Ok(r) = crate::buffer::from_wire::<T>(bytes) {
+                self.remember(h, r.into_shared(), exp);
+            }
+        }
+        // Local delivery happened either way; a link error is reported
+        // after it.
+        self.finish(&m, full)?;
+        match error {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+}
+
+/// A loaned, not yet written message (first step of a zero-copy publish):
+/// [`write`](Self::write) it, or fill it in place after
+/// [`assume_init`](Self::assume_init).
+pub struct LoanUninit<'a, T: Message> {
+    publisher: &'a Publisher<T>,
+    mem: LoanMem,
+}
+
+/// A loaned message ready to be filled in place and published
+/// ([`publish`](Self::publish)). Dropping it unpublished returns the memory.
+pub struct Loan<'a, T: Message> {
+    publisher: &'a Publisher<T>,
+    mem: LoanMem,
+}
+
+impl<T: Message + bytemuck::Pod> Publisher<T> {
+    /// Loan memory for one message in this publisher's shared-memory pool
+    /// (zero-copy: subscriptions in every process read it in place). The
+    /// type must be plain old data.
+    ///
+    /// ```
+    /// # use myelin_core::{Context, QoS};
+    /// # let ctx = Context::builder().handle_signals(false).shared_memory(false).build().unwrap();
+    /// # let node = ctx.create_node("n").unwrap();
+    /// let publisher = node.create_publisher::<u64>("/count", QoS::default()).unwrap();
+    /// let loan = publisher.loan_uninit().unwrap().write(42);
+    /// loan.publish().unwrap();
+    /// ```
+    pub fn loan_uninit(&self) -> Result<LoanUninit<'_, T>, PublishError> {
+        Ok(LoanUninit {
+            publisher: self,
+            mem: LoanMem::new(&self.inner, std::mem::size_of::<T>())?,
+        })
+    }
+
+    /// [`loan_uninit`](Self::loan_uninit) then
+    /// [`assume_init`](LoanUninit::assume_init): for filling a large
+    /// message field by field without building it on the stack.
+    pub fn loan(&self) -> Result<Loan<'_, T>, PublishError> {
+        Ok(self.loan_uninit()?.assume_init())
+    }
+}
+
+impl<'a, T: Message + bytemuck::Pod> LoanUninit<'a, T> {
+    /// Move `value` into the loan.
+    pub fn write(mut self, value: T) -> Loan<'a, T> {
+        // SAFETY: the memory holds at least size_of::<T>() bytes, aligned
+        // for T (chunks are 64-byte aligned, heap loans 16; bytemuck::Pod
+        // types asking more are refused by `wire_view` at the reader), and
+        // this loan is its only user.
+        unsafe { std::ptr::write_unaligned(self.mem.ptr() as *mut T, value) };
+        Loan {
+            publisher: self.publisher,
+            mem: self.mem,
+        }
+    }
+
+    /// Use the memory as it is: whatever it held before (zeros, or an
+    /// earlier message). Safe because `T` is plain old data: every bit
+    /// pattern is a valid `T`, and the memory is always initialised.
+    pub fn assume_init(self) -> Loan<'a, T> {
+        Loan {
+            publisher: self.publisher,
+            mem: self.mem,
+        }
+    }
+}
+
+impl<T: Message + bytemuck::Pod> std::ops::Deref for Loan<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        let len = std::mem::size_of::<T>();
+        let ptr = self.mem.ptr_const();
+        // SAFETY: `len` initialised bytes that only this loan uses.
+        bytemuck::from_bytes(unsafe { std::slice::from_raw_parts(ptr, len) })
+    }
+}
+
+impl<T: Message + bytemuck::Pod> std::ops::DerefMut for Loan<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        let len = std::mem::size_of::<T>();
+        // SAFETY: as `deref`, and `&mut self` makes the access exclusive.
+        bytemuck::from_bytes_mut(unsafe { std::slice::from_raw_parts_mut(self.mem.ptr(), len) })
+    }
+}
+
+impl<T: Message> Loan<'_, T> {
+    /// Publish the loaned message: no copy, to every subscription in this
+    /// and other processes.
+    pub fn publish(self) -> Result<(), PublishError> {
+        self.publisher
+            .inner
+            .publish_loaned(self.mem, std::mem::size_of::<T>())
+    }
+}
+
+/// A loaned byte buffer of a fixed length for a [`Blob`](crate::Blob)
+/// message: fill it, then [`publish`](Self::publish).
+pub struct SliceLoan<'a> {
+    publisher: &'a Publisher<crate::Blob>,
+    mem: LoanMem,
+    len: usize,
+}
+
+impl Publisher<crate::Blob> {
+    /// Loan `len` bytes in shared memory (zero-copy: subscribers in every
+    /// process read them in place). The contents start as whatever the
+    /// memory held before.
+    pub fn loan_slice(&self, len: usize) -> Result<SliceLoan<'_>, PublishError> {
+        Ok(SliceLoan {
+            publisher: self,
+            mem: LoanMem::new(&self.inner, len)?,
+            len,
+        })
+    }
+}
+
+impl std::ops::Deref for SliceLoan<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        let ptr = self.mem.ptr_const();
+        // SAFETY: `len` initialised bytes used only by this loan.
+        unsafe { std::slice::from_raw_parts(ptr, self.len) }
+    }
+}
+
+impl std::ops::DerefMut for SliceLoan<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `deref`, exclusive through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.ptr(), self.len) }
+    }
+}
+
+impl SliceLoan<'_> {
+    /// Publish the bytes: no copy.
+    pub fn publish(self) -> Result<(), PublishError> {
+        self.publisher.inner.publish_loaned(self.mem, self.len)
+    }
+}
+
+impl<T: Message> std::fmt::Debug for LoanUninit<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoanUninit")
+            .field("type", &T::TYPE_NAME)
+            .finish()
+    }
+}
+
+impl<T: Message> std::fmt::Debug for Loan<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loan").field("type", &T::TYPE_NAME).finish()
+    }
+}
+
+impl std::fmt::Debug for SliceLoan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SliceLoan").field("len", &self.len).finish()
+    }
+}

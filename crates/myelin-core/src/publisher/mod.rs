@@ -1,0 +1,443 @@
+//! Publishers and the copy rules of the intra-process manager (rclcpp's
+//! intra-process design: one buffer per subscription, copies only where
+//! ownership requires them).
+//!
+//! With `M` owning (`Owned` buffers), `S` sharing (`Shared` buffers) and `V`
+//! copying (`Value` buffers) matched subscriptions:
+//!
+//! | call | copies made |
+//! |---|---|
+//! | `publish(T)`, `M = 0` | `V` (sharers get one `Arc` of the original) |
+//! | `publish(T)`, `S = 0`, `M > 0` | `V + M - 1` (the last owner gets the original) |
+//! | `publish(T)`, `S > 0`, `M > 0` | `V + M` (one copy shared by all sharers, `M - 1` copies and the original for the owners) |
+//! | `publish_shared(Arc<T>)` | `V + M` (sharers share the caller's `Arc`) |
+//! | `publish_copy(&T)` | `1 +` the `publish(T)` figure, or 0 with no matched subscription |
+//!
+//! A transient-local publisher keeps its history as `Arc<T>`: it shares the
+//! sharers' `Arc` (or the original when nobody owns it); only when owners and
+//! no sharers are matched does the history cost one extra copy.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+
+use crate::error::PublishError;
+use crate::events::{
+    DeadlineMissedStatus, EventQueue, IncompatibleQos, LivelinessToken, MatchedStatus,
+    PublisherEvent, Status,
+};
+use crate::graph::Matched;
+use crate::message::Message;
+use crate::node::NodeInner;
+use crate::qos::LivelinessKind;
+use crate::qos::{Durability, IncompatibleQosStatus, QoS, QosPolicy};
+use crate::subscription::SharedEventCallback;
+use crate::transport::{Encode, PubLink, PubOwner, SendError};
+
+mod deliver;
+mod loan;
+
+use deliver::Full;
+pub use loan::{Loan, LoanUninit, SliceLoan};
+
+/// A transient-local publisher's history: (publish sequence, message,
+/// expiry).
+pub(crate) type History<T> = Mutex<HistoryQueue<T>>;
+
+/// The contents of a [`History`].
+pub(crate) type HistoryQueue<T> = VecDeque<(u64, Arc<T>, u64)>;
+
+/// Options for [`Node::create_publisher_with`](crate::Node::create_publisher_with).
+#[derive(Clone, Default)]
+pub struct PublisherOptions {
+    /// The callback group of the event callback and the deadline checker.
+    pub callback_group: Option<crate::CallbackGroup>,
+    /// Called by the node's executor for each [`PublisherEvent`].
+    pub event_callback: Option<SharedEventCallback<PublisherEvent>>,
+}
+
+impl PublisherOptions {
+    /// Receive [`PublisherEvent`]s through the executor.
+    pub fn on_event(mut self, f: impl Fn(PublisherEvent) + Send + Sync + 'static) -> Self {
+        self.event_callback = Some(Arc::new(f));
+        self
+    }
+}
+
+impl std::fmt::Debug for PublisherOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PublisherOptions")
+            .field("callback_group", &self.callback_group)
+            .field("event_callback", &self.event_callback.is_some())
+            .finish()
+    }
+}
+
+pub(crate) struct PubInner<T> {
+    pub(crate) id: u64,
+    pub(crate) topic: String,
+    pub(crate) qos: QoS,
+    pub(crate) node: Arc<NodeInner>,
+    pub(crate) matched: ArcSwap<Matched<T>>,
+    /// Transient local only: the last `depth` messages with their global
+    /// publish sequence number.
+    pub(crate) history: Option<History<T>>,
+    pub(crate) incompatible: IncompatibleQos,
+    pub(crate) liveliness: Arc<LivelinessToken>,
+    /// Publishes so far (counted only with a deadline).
+    published_count: myelin_sync::atomic::AtomicU64,
+    pub(crate) deadline_status: Status<DeadlineMissedStatus>,
+    pub(crate) matched_status: Status<MatchedStatus>,
+    pub(crate) events: Option<Arc<EventQueue<PublisherEvent>>>,
+    pub(crate) checkers: Mutex<Vec<crate::Timer>>,
+    /// Matched subscriptions in this context (set by the graph).
+    local_matched: myelin_sync::atomic::AtomicU32,
+    /// One link per transport that carries this publisher (subscriptions
+    /// in other processes and hosts), in send order.
+    pub(crate) links: Box<[Arc<dyn PubLink>]>,
+}
+
+/// Publishes messages of type `T` on one topic. Created by
+/// [`Node::create_publisher`](crate::Node::create_publisher); dropping it
+/// removes it from the graph.
+pub struct Publisher<T: Message> {
+    pub(crate) inner: Arc<PubInner<T>>,
+}
+
+impl<T: Message> PubInner<T> {
+    pub(crate) fn new(
+        id: u64,
+        topic: String,
+        qos: QoS,
+        node: Arc<NodeInner>,
+        events: Option<Arc<EventQueue<PublisherEvent>>>,
+        links: Vec<Arc<dyn PubLink>>,
+    ) -> Self {
+        let history = (qos.durability == Durability::TransientLocal)
+            .then(|| Mutex::new(VecDeque::with_capacity(qos.effective_depth().min(4096))));
+        PubInner {
+            id,
+            topic,
+            qos,
+            node,
+            matched: ArcSwap::from_pointee(Matched::default()),
+            history,
+            incompatible: IncompatibleQos::default(),
+            liveliness: Arc::new(LivelinessToken {
+                kind: qos.liveliness.kind,
+                lease_ns: qos
+                    .liveliness
+                    .lease
+                    .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64),
+                last_assert_ns: myelin_sync::atomic::AtomicU64::new(crate::clock::now_ns()),
+            }),
+            published_count: myelin_sync::atomic::AtomicU64::new(0),
+            deadline_status: Status::new(),
+            matched_status: Status::new(),
+            events,
+            checkers: Mutex::new(Vec::new()),
+            local_matched: myelin_sync::atomic::AtomicU32::new(0),
+            links: links.into_boxed_slice(),
+        }
+    }
+
+    /// Subscriptions in other processes this publisher feeds.
+    pub(crate) fn remote_count(&self) -> usize {
+        self.links.iter().map(|l| l.connected()).sum()
+    }
+
+    /// Send through every link that has a subscription to reach (each
+    /// encodes only then), before local delivery moves the message: the
+    /// transports in registration order (shared memory, the lower latency,
+    /// first). Returns the subscriptions that refused it, and the first
+    /// link error (the other links still sent).
+    #[inline]
+    fn send_remote(&self, msg: &T) -> Result<Full, PublishError> {
+        let mut full = Full::default();
+        let mut error = None;
+        for l in self.links.iter() {
+            if l.wanted() {
+                match l.send(msg) {
+                    Ok(r) => full.merge(Full::refused(r.count, r.limit)),
+                    Err(e) => {
+                        error.get_or_insert(self.send_error(e));
+                    }
+                }
+            }
+        }
+        match error {
+            None => Ok(full),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// A link's error as a publish error naming this topic.
+    fn send_error(&self, e: SendError) -> PublishError {
+        let topic = self.topic.clone();
+        match e {
+            SendError::NoMemory { len, why } => PublishError::OutOfMemory {
+                topic,
+                len,
+                why: why.to_string(),
+            },
+            e => PublishError::Wire {
+                topic,
+                why: e.to_string(),
+            },
+        }
+    }
+
+    /// Lock the transient-local history (if any): `publish` delivers under
+    /// it so a late joiner sees each message exactly once (see
+    /// `Graph::add_subscription`).
+    #[inline]
+    fn lock_history(&self) -> Option<std::sync::MutexGuard<'_, HistoryQueue<T>>> {
+        self.history
+            .as_ref()
+            .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Report local refusals plus the remote outcome: local delivery has
+    /// happened either way, so a wire error is returned after it.
+    fn conclude(
+        &self,
+        m: &Matched<T>,
+        mut full: Full,
+        remote: Result<Full, PublishError>,
+    ) -> Result<(), PublishError> {
+        match remote {
+            Ok(r) => {
+                full.merge(r);
+                self.finish(m, full)
+            }
+            Err(e) => {
+                self.finish(m, full)?;
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) fn emit(&self, e: PublisherEvent) {
+        if let Some(q) = &self.events {
+            q.emit(e);
+        }
+    }
+
+    /// The deadline checker found no publish in the last period.
+    pub(crate) fn check_deadline(&self, last_seen: &mut u64) {
+        let n = self
+            .published_count
+            .load(myelin_sync::atomic::Ordering::Relaxed);
+        if n > 0 && n == *last_seen {
+            let st = self.deadline_status.update(|s| {
+                s.total_count += 1;
+                s.total_count_change += 1;
+            });
+            self.emit(PublisherEvent::OfferedDeadlineMissed(st));
+        }
+        *last_seen = n;
+    }
+
+    /// The graph counted `current` matched subscriptions in this context.
+    pub(crate) fn update_matched(&self, current: u32) {
+        self.local_matched
+            .store(current, myelin_sync::atomic::Ordering::Relaxed);
+        self.refresh_matched();
+    }
+
+    /// Publish the matched status: local plus remote subscriptions.
+    pub(crate) fn refresh_matched(&self) {
+        let n = self
+            .local_matched
+            .load(myelin_sync::atomic::Ordering::Relaxed)
+            + self.remote_count() as u32;
+        if let Some(st) = self.matched_status.set_current(n) {
+            self.emit(PublisherEvent::Matched(st));
+        }
+    }
+
+    /// Per publish: the message's expiry, deadline and liveliness bookkeeping.
+    #[inline]
+    fn on_publish(&self) -> u64 {
+        if self.qos.deadline.is_some() {
+            self.published_count
+                .fetch_add(1, myelin_sync::atomic::Ordering::Relaxed);
+        }
+        if self.liveliness.kind == LivelinessKind::ManualByTopic && self.liveliness.lease_ns != 0 {
+            self.liveliness.assert_now();
+        }
+        match self.qos.lifespan {
+            None => 0,
+            Some(l) => {
+                crate::clock::now_ns().saturating_add(l.as_nanos().min(u128::from(u64::MAX)) as u64)
+            }
+        }
+    }
+
+    fn check_alive(&self) -> Result<(), PublishError> {
+        if self.node.ctx.is_shut_down() {
+            return Err(PublishError::ContextShutDown(self.topic.clone()));
+        }
+        Ok(())
+    }
+}
+
+impl<T: Message> PubOwner for PubInner<T> {
+    fn with_history(&self, f: &mut dyn FnMut(&mut dyn Iterator<Item = &dyn Encode>)) {
+        match &self.history {
+            None => f(&mut std::iter::empty()),
+            Some(h) => {
+                let h = h.lock().unwrap_or_else(|e| e.into_inner());
+                f(&mut h.iter().map(|(_, m, _)| &**m as &dyn Encode));
+            }
+        }
+    }
+
+    fn incompatible_qos(&self, policy: QosPolicy) {
+        self.incompatible.record(policy);
+        self.emit(PublisherEvent::IncompatibleQos(self.incompatible.get()));
+    }
+
+    fn links_changed(&self) {
+        self.refresh_matched();
+    }
+}
+
+impl<T: Message> Publisher<T> {
+    /// Publish a message, moving it in (rclcpp's `unique_ptr` path). See the
+    /// [module docs](self) for how many copies are made.
+    ///
+    /// Returns [`PublishError::ResourceLimit`] when keep-all subscriptions
+    /// were full (every other subscription still got the message).
+    #[inline]
+    pub fn publish(&self, msg: T) -> Result<(), PublishError> {
+        let p = &*self.inner;
+        p.check_alive()?;
+        let exp = p.on_publish();
+        let mut h = p.lock_history();
+        // Remote first: local delivery moves the message.
+        let remote = p.send_remote(&msg);
+        let m = p.matched.load();
+        let full = p.deliver_owned(&m, msg, h.as_deref_mut(), exp);
+        p.conclude(&m, full, remote)
+    }
+
+    /// Publish a boxed message (moves it out of the box).
+    #[allow(clippy::boxed_local)] // the API takes what rclcpp users hold: a unique_ptr
+    pub fn publish_boxed(&self, msg: Box<T>) -> Result<(), PublishError> {
+        self.publish(*msg)
+    }
+
+    /// Publish a shared message: sharing subscriptions get this very `Arc`
+    /// (zero-copy, which rclcpp cannot do); owning subscriptions get a copy
+    /// each.
+    #[inline]
+    pub fn publish_shared(&self, msg: Arc<T>) -> Result<(), PublishError> {
+        let p = &*self.inner;
+        p.check_alive()?;
+        let exp = p.on_publish();
+        let mut h = p.lock_history();
+        let remote = p.send_remote(&msg);
+        let m = p.matched.load();
+        let full = p.deliver_shared(&m, msg, h.as_deref_mut(), exp);
+        p.conclude(&m, full, remote)
+    }
+
+    /// Publish a borrowed message: copies it once (only if anyone receives or
+    /// the publisher keeps history), then follows [`publish`](Self::publish).
+    pub fn publish_copy(&self, msg: &T) -> Result<(), PublishError> {
+        if self.inner.history.is_none()
+            && self.inner.matched.load().is_empty()
+            && self.inner.remote_count() == 0
+        {
+            return self.inner.check_alive();
+        }
+        self.publish(msg.clone())
+    }
+
+    /// The fully qualified topic name.
+    pub fn topic(&self) -> &str {
+        &self.inner.topic
+    }
+
+    /// The QoS this publisher offers.
+    pub fn qos(&self) -> QoS {
+        self.inner.qos
+    }
+
+    /// How many subscriptions this publisher currently delivers to (in
+    /// this context and, through shared memory, in other processes).
+    pub fn subscription_count(&self) -> usize {
+        self.inner.matched.load().len() + self.inner.remote_count()
+    }
+
+    /// Shared-memory chunks of this publisher in use: loaned, queued for
+    /// subscriptions in other processes, or held by them. Returns to 0 when
+    /// every reader has dropped its messages (or died).
+    pub fn shared_memory_in_use(&self) -> usize {
+        self.inner.links.iter().map(|l| l.memory_in_use()).sum()
+    }
+
+    /// Assert this publisher's liveliness (manual-by-topic liveliness;
+    /// publishing asserts it too).
+    pub fn assert_liveliness(&self) {
+        self.inner.liveliness.assert_now();
+    }
+
+    /// The offered-deadline-missed status.
+    pub fn deadline_missed(&self) -> DeadlineMissedStatus {
+        self.inner.deadline_status.get()
+    }
+
+    /// The publication-matched status.
+    pub fn matched(&self) -> MatchedStatus {
+        self.inner.matched_status.get()
+    }
+
+    /// [`deadline_missed`](Self::deadline_missed), resetting its change count.
+    pub fn take_deadline_missed(&self) -> DeadlineMissedStatus {
+        self.inner
+            .deadline_status
+            .take(|s| s.total_count_change = 0)
+    }
+
+    /// [`matched`](Self::matched), resetting its change counts.
+    pub fn take_matched(&self) -> MatchedStatus {
+        self.inner.matched_status.take(|s| {
+            s.total_count_change = 0;
+            s.current_count_change = 0;
+        })
+    }
+
+    /// The incompatible-QoS status (subscriptions that could not match).
+    pub fn incompatible_qos(&self) -> IncompatibleQosStatus {
+        self.inner.incompatible.get()
+    }
+
+    /// Like [`incompatible_qos`](Self::incompatible_qos), and resets the
+    /// `total_count_change`.
+    pub fn take_incompatible_qos(&self) -> IncompatibleQosStatus {
+        self.inner.incompatible.take()
+    }
+}
+
+impl<T: Message> Drop for Publisher<T> {
+    fn drop(&mut self) {
+        self.inner
+            .node
+            .ctx
+            .graph
+            .remove_publisher::<T>(&self.inner.topic, self.inner.id);
+    }
+}
+
+impl<T: Message> std::fmt::Debug for Publisher<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher")
+            .field("topic", &self.inner.topic)
+            .field("type", &T::TYPE_NAME)
+            .field("qos", &self.inner.qos)
+            .finish()
+    }
+}
