@@ -1,37 +1,30 @@
-//! myelin's shared-memory transport, first layer: segments and the
-//! broadcast ring that carries one publisher's messages to any number of
-//! subscriber processes on the same host.
+//! myelin's shared-memory layer: the segments and lock-free structures
+//! the shared-memory transport (`myelin-core`'s `transport::shm`) is built
+//! from. Nothing here knows myelin's types; everything read from a segment
+//! is untrusted.
 //!
-//! * **Segments** are files in `/dev/shm` named
+//! * **Segments** ([`SegmentName`]) are files in `/dev/shm` named
 //!   `myelin_<uid>_<domain>_<name>`, created owner-only (`0600`), with a
-//!   validated header (magic, version, length, owner pid, message type name
-//!   and schema hash). [`cleanup_stale`] removes the segments of dead
-//!   processes.
-//! * **The ring** ([`RingWriter`], [`RingReader`]) has one writer and any
-//!   number of readers. Each slot is a seqlock: the writer never waits for a
-//!   reader, so a slow, stuck or `kill -9`ed reader can never block it (the
-//!   keep-last behaviour of a per-subscription buffer); a reader
-//!   that falls behind detects the overwrite and counts the lost messages.
-//!   Readers hold nothing in the segment, so there is nothing to reclaim
-//!   when they die.
-//! * **Wake-up** without polling: a [`myelin_sync::SharedEvent`] (futex in
-//!   the segment) is notified per message; an opt-in busy-poll is just
-//!   calling [`RingReader::try_recv`] in a loop.
-//! * **Untrusted contents**: every value read from the segment (header
-//!   fields, sequence numbers, lengths) is validated before use, so a
-//!   corrupt or hostile writer can make a reader report errors or lose
-//!   messages, never read out of bounds.
-//!
+//!   validated header (magic, version, kind, length, owner pid).
+//!   [`cleanup_stale`] removes the segments of dead processes.
+//! * **Endpoints** ([`endpoint`]): the announcements discovery scans, and
+//!   the domain's change counter.
+//! * **Inboxes** ([`inbox`]): a subscription's buffer across processes:
+//!   descriptor rings written by up to 16 publishers, return rings back.
+//! * **Pools** ([`pool`]): a publisher's chunks, read in place by
+//!   subscribers; reference counts stay in the publisher's private memory.
+//! * **Wake-up tables** ([`wake`]): futex slots other processes signal,
+//!   with ready lanes that say which inbox has data.
+//! * **The broadcast ring** ([`RingWriter`], [`RingReader`]): one writer,
+//!   any number of readers, each slot a seqlock, so the writer never waits.
+//!   The transport does not use it; the benchmark does, as the floor of a
+//!   copying shared-memory transport (`myelin bench ipc`).
 //!
 //! This crate is the unsafe boundary for *foreign* memory, as `myelin-sync`
 //! is for in-process primitives: it views words of the mapping as `std`
 //! atomics (loom cannot model memory shared between processes, so the
-//! protocol is tested with real processes instead), and copies payloads
-//! with volatile or raw copies that are validated before use.
-//!
-//! Status: this is the transport's first layer. Wiring it into publishers
-//! and subscriptions (discovery, zero-copy loans with reference-counted
-//! chunks, services) is the next step.
+//! protocols are tested with real processes and corruption proptests), and
+//! copies payloads with volatile or raw copies that are validated first.
 //!
 //! ```
 //! use myelin_shm::{RingReader, RingWriter, SegmentName, TypeId};

@@ -2,6 +2,8 @@
 //! itself as the other process (`MYELIN_SHM_ROLE`). Each test uses its own
 //! domain, so tests running in parallel never see each other.
 
+#![cfg(feature = "shm")]
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -218,6 +218,7 @@ fn any_type_subscription_and_callbacks_over_zenoh() {
 }
 
 #[test]
+#[cfg(feature = "shm")]
 fn exactly_once_next_to_shared_memory() {
     let r = router("once");
     // Two shared-memory contexts (as two processes on one host) and one

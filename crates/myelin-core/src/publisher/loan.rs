@@ -107,10 +107,10 @@ impl<T: Message> PubInner<T> {
                 })?;
             full.note(s.push_received(r, exp), s.limit());
         }
-        if let Some(h) = h.as_deref_mut() {
-            if let Ok(r) = crate::buffer::from_wire::<T>(bytes) {
-                self.remember(h, r.into_shared(), exp);
-            }
+        if let Some(h) = h.as_deref_mut()
+            && let Ok(r) = crate::buffer::from_wire::<T>(bytes)
+        {
+            self.remember(h, r.into_shared(), exp);
         }
         // Local delivery happened either way; a link error is reported
         // after it.
