@@ -12,6 +12,7 @@ use crate::graph::Matched;
 use crate::message::Message;
 
 impl<T: Message> PubInner<T> {
+    #[inline]
     pub(super) fn remember(
         &self,
         history: &mut VecDeque<(u64, Arc<T>, u64)>,
@@ -26,6 +27,7 @@ impl<T: Message> PubInner<T> {
     }
 
     /// Deliver an owned message following the copy rules.
+    #[inline]
     pub(super) fn deliver_owned(
         &self,
         m: &Matched<T>,
@@ -67,6 +69,7 @@ impl<T: Message> PubInner<T> {
         full
     }
 
+    #[inline]
     pub(super) fn deliver_shared(
         &self,
         m: &Matched<T>,
@@ -90,6 +93,7 @@ impl<T: Message> PubInner<T> {
         full
     }
 
+    #[inline]
     pub(super) fn finish(&self, m: &Matched<T>, full: Full) -> Result<(), PublishError> {
         if full.panicked {
             for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
@@ -119,6 +123,7 @@ pub(super) struct Full {
 
 impl Full {
     /// `count` subscriptions refused, the smallest limit being `limit`.
+    #[inline]
     pub(super) fn refused(count: usize, limit: usize) -> Full {
         Full {
             count,
@@ -128,6 +133,7 @@ impl Full {
     }
 
     /// Add another outcome (the reported limit is the smallest).
+    #[inline]
     pub(super) fn merge(&mut self, o: Full) {
         if o.count > 0 {
             self.limit = if self.count == 0 {

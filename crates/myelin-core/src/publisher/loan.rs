@@ -83,8 +83,8 @@ impl<T: Message> PubInner<T> {
         let mut h = self.lock_history();
         let mut full = Full::default();
         let mut error = None;
-        for (i, l) in self.links.iter().enumerate() {
-            if !l.wanted() {
+        for (i, (l, w)) in self.links.iter().zip(self.wanted.iter()).enumerate() {
+            if !w.get() {
                 continue;
             }
             let own = match &origin {

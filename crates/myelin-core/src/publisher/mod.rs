@@ -33,7 +33,7 @@ use crate::node::NodeInner;
 use crate::qos::LivelinessKind;
 use crate::qos::{Durability, IncompatibleQosStatus, QoS, QosPolicy};
 use crate::subscription::SharedEventCallback;
-use crate::transport::{Encode, PubLink, PubOwner, SendError};
+use crate::transport::{Encode, PubLink, PubOwner, SendError, Wanted};
 
 mod deliver;
 mod loan;
@@ -96,6 +96,8 @@ pub(crate) struct PubInner<T> {
     /// One link per transport that carries this publisher (subscriptions
     /// in other processes and hosts), in send order.
     pub(crate) links: Box<[Arc<dyn PubLink>]>,
+    /// Each link's "has a remote reader" flag, read on every publish.
+    pub(crate) wanted: Box<[Arc<Wanted>]>,
 }
 
 /// Publishes messages of type `T` on one topic. Created by
@@ -138,6 +140,7 @@ impl<T: Message> PubInner<T> {
             events,
             checkers: Mutex::new(Vec::new()),
             local_matched: myelin_sync::atomic::AtomicU32::new(0),
+            wanted: links.iter().map(|l| l.wanted().clone()).collect(),
             links: links.into_boxed_slice(),
         }
     }
@@ -151,13 +154,23 @@ impl<T: Message> PubInner<T> {
     /// encodes only then), before local delivery moves the message: the
     /// transports in registration order (shared memory, the lower latency,
     /// first). Returns the subscriptions that refused it, and the first
-    /// link error (the other links still sent).
+    /// link error (the other links still sent). The common case, no remote
+    /// reader, costs one load per link.
     #[inline]
     fn send_remote(&self, msg: &T) -> Result<Full, PublishError> {
+        if self.wanted.iter().any(|w| w.get()) {
+            self.send_links(msg)
+        } else {
+            Ok(Full::default())
+        }
+    }
+
+    #[inline(never)]
+    fn send_links(&self, msg: &T) -> Result<Full, PublishError> {
         let mut full = Full::default();
         let mut error = None;
-        for l in self.links.iter() {
-            if l.wanted() {
+        for (l, w) in self.links.iter().zip(self.wanted.iter()) {
+            if w.get() {
                 match l.send(msg) {
                     Ok(r) => full.merge(Full::refused(r.count, r.limit)),
                     Err(e) => {
@@ -173,6 +186,7 @@ impl<T: Message> PubInner<T> {
     }
 
     /// A link's error as a publish error naming this topic.
+    #[cold]
     fn send_error(&self, e: SendError) -> PublishError {
         let topic = self.topic.clone();
         match e {
@@ -200,6 +214,7 @@ impl<T: Message> PubInner<T> {
 
     /// Report local refusals plus the remote outcome: local delivery has
     /// happened either way, so a wire error is returned after it.
+    #[inline]
     fn conclude(
         &self,
         m: &Matched<T>,

@@ -266,6 +266,28 @@ pub(crate) trait Transport: Send + Sync {
     }
 }
 
+/// Whether a publisher's link has a subscription to reach: set by the link
+/// when its connections change, read by the publisher on every publish
+/// without a call into the link (the in-process-only publish stays a few
+/// loads).
+#[derive(Debug, Default)]
+pub(crate) struct Wanted(std::sync::atomic::AtomicBool);
+
+impl Wanted {
+    pub(crate) fn set(&self, on: bool) {
+        // SYNC: Relaxed: a hint checked on each publish. A transient-local
+        // publisher's new readers are connected (and this set) under the
+        // publisher's history lock, which its publish takes too, so the
+        // first live message after the history is never skipped.
+        self.0.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Memory a link lent for a zero-copy publish (see [`PubLink::loan`]).
 pub(crate) struct LinkLoan {
     /// Where to write (at least the asked length, 64-byte aligned).
@@ -282,8 +304,8 @@ pub(crate) trait PubLink: Send + Sync {
     fn start(&self, owner: Weak<dyn PubOwner>);
 
     /// Whether any subscription this link reaches exists (nothing is
-    /// encoded or sent otherwise).
-    fn wanted(&self) -> bool;
+    /// encoded or sent otherwise): the flag the link keeps up to date.
+    fn wanted(&self) -> &Arc<Wanted>;
 
     /// Subscriptions this link reaches now.
     fn connected(&self) -> usize;

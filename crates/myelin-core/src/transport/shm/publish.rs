@@ -17,7 +17,8 @@ use super::qos::{decode_qos, is_any_info};
 use super::{Discovered, Domain, remote_wake_table};
 use crate::qos::{Durability, History, QoS};
 use crate::transport::{
-    Encode, EndpointSpec, LinkLoan, PubLink, PubOwner, Refused, SendError, TransportError, TypeInfo,
+    Encode, EndpointSpec, LinkLoan, PubLink, PubOwner, Refused, SendError, TransportError,
+    TypeInfo, Wanted,
 };
 use crate::wire::SharedBytes;
 
@@ -188,6 +189,8 @@ pub(super) struct PubShm {
     /// Inboxes already reported as unusable (type, QoS, full).
     refused: Mutex<HashSet<String>>,
     keep_last: bool,
+    /// Whether `conns` is not empty.
+    wanted: Arc<Wanted>,
     owner: OnceLock<Weak<dyn PubOwner>>,
 }
 
@@ -211,6 +214,7 @@ impl PubShm {
             conns: ArcSwap::from_pointee(Vec::new()),
             refused: Mutex::new(HashSet::new()),
             keep_last: matches!(spec.qos.history, History::KeepLast(_)),
+            wanted: Arc::default(),
             owner: OnceLock::new(),
         })
     }
@@ -384,6 +388,7 @@ impl PubShm {
             return false;
         }
         next.extend(fresh);
+        self.wanted.set(!next.is_empty());
         self.conns.store(Arc::new(next));
         true
     }
@@ -488,9 +493,8 @@ impl PubLink for PubShm {
         self.dom.bump();
     }
 
-    #[inline]
-    fn wanted(&self) -> bool {
-        !self.conns.load().is_empty()
+    fn wanted(&self) -> &Arc<Wanted> {
+        &self.wanted
     }
 
     fn connected(&self) -> usize {
@@ -540,6 +544,7 @@ impl PubLink for PubShm {
 impl Drop for PubShm {
     fn drop(&mut self) {
         self.reclaim();
+        self.wanted.set(false);
         self.conns.store(Arc::new(Vec::new()));
         // A pool with chunks still lent keeps its file: readers may not have
         // mapped it yet. The last process-wide cleanup removes it.

@@ -2,7 +2,7 @@
 //! topic's rmw_zenoh key expression, and its liveliness token.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use myelin_zenoh::attachment::Attachment;
@@ -17,7 +17,8 @@ use myelin_zenoh::zenoh::{self, Wait};
 use super::{Discovered, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
 use crate::qos::{History, Reliability};
 use crate::transport::{
-    Encode, EndpointSpec, PubLink, PubOwner, Refused, SendError, TransportError, encode_to_vec,
+    Encode, EndpointSpec, PubLink, PubOwner, Refused, SendError, TransportError, Wanted,
+    encode_to_vec,
 };
 use crate::wire::SharedBytes;
 
@@ -32,7 +33,8 @@ pub(super) struct PubNet {
     ty: (String, String),
     /// Subscriptions elsewhere that only zenoh reaches.
     connected: AtomicU32,
-    needed: AtomicBool,
+    /// Whether `connected` is not zero.
+    wanted: Arc<Wanted>,
     owner: OnceLock<Weak<dyn PubOwner>>,
 }
 
@@ -72,7 +74,7 @@ impl PubNet {
             topic: spec.topic.to_string(),
             ty,
             connected: AtomicU32::new(0),
-            needed: AtomicBool::new(false),
+            wanted: Arc::default(),
             owner: OnceLock::new(),
         })
     }
@@ -100,7 +102,7 @@ impl Discovered for PubNet {
         let n = self
             .dom
             .count(g, EntityKind::Subscription, &self.topic, &self.ty) as u32;
-        self.needed.store(n > 0, Ordering::Relaxed);
+        self.wanted.set(n > 0);
         if self.connected.swap(n, Ordering::Relaxed) != n
             && let Some(o) = self.owner.get().and_then(Weak::upgrade)
         {
@@ -114,9 +116,8 @@ impl PubLink for PubNet {
         let _ = self.owner.set(owner);
     }
 
-    #[inline]
-    fn wanted(&self) -> bool {
-        self.needed.load(Ordering::Relaxed)
+    fn wanted(&self) -> &Arc<Wanted> {
+        &self.wanted
     }
 
     fn connected(&self) -> usize {
