@@ -27,8 +27,8 @@ use myelin::prelude::*;
 use myelin::{Blob, Executor};
 use serde::{Deserialize, Serialize};
 
-use crate::stats::LatencyRecorder;
-use crate::sys::{CpuSnapshot, MachineInfo};
+use crate::harness::stats::LatencyRecorder;
+use crate::harness::sys::{CpuSnapshot, MachineInfo};
 
 /// Bytes of the header every topology message carries: stamp (u64 ns),
 /// tracking number (u32), frequency (f32), size (u32).
@@ -760,7 +760,7 @@ fn run_nodes(
             let on = running.clone();
             keep.push(Box::new(
                 node.create_subscription(&s.topic, s.qos, move |m: &Blob| {
-                    let now = crate::scenarios::now_ns();
+                    let now = crate::harness::now_ns();
                     if m.len() >= HEADER && on.load(Ordering::Relaxed) {
                         let stamp = u64::from_le_bytes(m[0..8].try_into().expect("8"));
                         let tracking = u32::from_le_bytes(m[8..12].try_into().expect("4"));
@@ -798,7 +798,7 @@ fn run_nodes(
                     let mut msg = template.clone();
                     header_bytes(
                         &mut msg,
-                        crate::scenarios::now_ns(),
+                        crate::harness::now_ns(),
                         tracking,
                         freq,
                         size as u32,
@@ -843,7 +843,7 @@ fn run_nodes(
                         return;
                     }
                     let mut req = vec![0u8; HEADER + 10];
-                    let t0 = crate::scenarios::now_ns();
+                    let t0 = crate::harness::now_ns();
                     header_bytes(&mut req, t0, tracking, freq, (HEADER + 10) as u32);
                     let seq = tracking;
                     tracking = tracking.wrapping_add(1);
@@ -851,7 +851,7 @@ fn run_nodes(
                     let answered = client.call(Blob::from(req), timeout).is_ok();
                     let mut g = t.lock().unwrap_or_else(|e| e.into_inner());
                     if answered {
-                        g.on(crate::scenarios::now_ns(), t0, seq, freq);
+                        g.on(crate::harness::now_ns(), t0, seq, freq);
                     } else {
                         g.next_tracking = Some(seq.wrapping_add(1));
                         g.lost += 1;
@@ -877,7 +877,7 @@ fn run_nodes(
         stops.push(exec.stop_handle());
         threads.push(std::thread::spawn(move || exec.spin()));
     }
-    while crate::scenarios::now_ns() < start_at_ns && !stop.load(Ordering::Relaxed) {
+    while crate::harness::now_ns() < start_at_ns && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(2));
     }
     let cpu0 = CpuSnapshot::now();
@@ -926,7 +926,7 @@ fn run_nodes(
         subscriptions: subs,
         samples,
         cpu_ns: usage.cpu_ns,
-        rss_bytes: crate::sys::current_rss_bytes(),
+        rss_bytes: crate::harness::sys::current_rss_bytes(),
         elapsed_s: elapsed.as_secs_f64(),
         interrupted,
     })
@@ -988,7 +988,7 @@ pub fn run_in_process(
         plans,
         &all,
         &ctx,
-        crate::scenarios::now_ns(),
+        crate::harness::now_ns(),
         duration,
         &stop,
         &mut progress,
@@ -1061,7 +1061,7 @@ const RESULT_MARK: &str = "MYELIN_TOPOLOGY_RESULT ";
 /// Run as one process of a multi-process topology run if started as one
 /// (call first thing in `main`; returns only if not).
 pub fn child_if_requested() {
-    crate::scenarios::helper::run_role(CHILD_ENV, "topology child", |spec| {
+    crate::harness::processes::run_role(CHILD_ENV, "topology child", |spec| {
         let part = child(spec)?;
         println!(
             "{RESULT_MARK}{}",
@@ -1176,10 +1176,10 @@ pub fn run_in_processes_over(
         };
         groups.entry(key).or_default().push(i);
     }
-    let domain = crate::scenarios::helper::domain(13);
+    let domain = crate::harness::processes::domain(13);
     // Discovery head start: every process connects before publishing.
     let head = Duration::from_millis(1500 + 50 * groups.len() as u64);
-    let start_at = crate::scenarios::now_ns() + head.as_nanos() as u64;
+    let start_at = crate::harness::now_ns() + head.as_nanos() as u64;
     let exe = std::env::current_exe().map_err(|e| err(&e))?;
     let mut children = Vec::new();
     for nodes in groups.values() {

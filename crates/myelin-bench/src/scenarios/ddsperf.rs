@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::{BenchError, Outcome};
-use crate::report::Record;
-use crate::stats::LatencySummary;
+use crate::harness::report::Record;
+use crate::harness::stats::LatencySummary;
 
 /// One per-second row of `ddsperf ping`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -203,7 +203,7 @@ pub fn run(size: usize, secs: u32) -> Result<Outcome, BenchError> {
                 "CycloneDDS ddsperf ping/pong over UDP on lo (multicast off); one way = round trip / 2 as ddsperf prints it; percentiles are the count-weighted median of its per-second rows; CPU not measured".into(),
             ],
         },
-        recorder: crate::stats::LatencyRecorder::new(),
+        recorder: crate::harness::stats::LatencyRecorder::new(),
     })
 }
 

@@ -14,7 +14,7 @@ use myelin::Message;
 use myelin::prelude::*;
 
 use super::{BenchError, Job, Meter, Outcome, Stamped, System, now_ns};
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 /// 1440 x 1080 x 3 bytes.
 pub const FRAME_1440X1080: usize = 1440 * 1080 * 3;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use myelin::prelude::*;
 
 use super::{BenchError, Job, Meter, Outcome, System, now_ns, period_of, rate_label};
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 /// Topics in the experiment.
 pub const TOPICS: usize = 20;

@@ -23,7 +23,7 @@ use super::relay::RelayParams;
 use super::{
     BenchError, Meter, Outcome, now_ns, period_of, rate_label, size_label, sleep_until, warmup_for,
 };
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 const PATH: &str = "/myelin.Relay/Call";
 

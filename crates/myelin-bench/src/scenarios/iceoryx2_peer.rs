@@ -14,7 +14,7 @@ use iceoryx2::prelude::*;
 
 use super::shm_api::Wait;
 use super::{BenchError, Meter, Outcome, now_ns, size_label};
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 const ENV: &str = "MYELIN_BENCH_IOX2";
 
@@ -147,7 +147,7 @@ fn with_waitset<R>(
 
 /// Run as the iceoryx2 pong if started as one (returns only if not).
 pub fn pong_if_requested() {
-    super::helper::run_role(ENV, "iceoryx2 pong", pong);
+    crate::harness::processes::run_role(ENV, "iceoryx2 pong", pong);
 }
 
 fn pong(spec: &str) -> Result<(), BenchError> {
@@ -185,9 +185,12 @@ pub fn run(count: u64, size: usize, wait: Wait) -> Result<Outcome, BenchError> {
     let warm = (count / 10).clamp(10, 1000);
     let total = count + warm;
     // Dropped at the end: the pong has answered `total` pings and exits.
-    let mut pong =
-        super::helper::Helper::spawn("iox2_role", ENV, format!("{tag},{size},{label},{total}"))
-            .map_err(err)?;
+    let mut pong = crate::harness::processes::Helper::spawn(
+        "iox2_role",
+        ENV,
+        format!("{tag},{size},{label},{total}"),
+    )
+    .map_err(err)?;
     pong.expect("ready").map_err(err)?;
     let node = NodeBuilder::new()
         .create::<ipc::Service>()

@@ -19,7 +19,7 @@ use super::{
     BenchError, Job, Meter, Outcome, Stamped, System, now_ns, period_of, rate_label, sleep_until,
     warmup_for,
 };
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 /// The two frame sizes of seed 004.
 pub const SIZES: [(&str, usize); 2] = [("1440x1080", 1440 * 1080 * 3), ("320x240", 320 * 240 * 3)];

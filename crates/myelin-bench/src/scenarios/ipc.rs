@@ -18,7 +18,7 @@ use myelin_shm::{RingReader, RingWriter, SegmentName, TypeId};
 use myelin_sync::SharedEvent;
 
 use super::{BenchError, Job, Meter, Outcome, System, now_ns, size_label};
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 /// Parameters.
 #[derive(Debug, Clone, Copy)]

@@ -28,7 +28,7 @@ use myelin::{Blob, Context, QoS};
 use myelin_zenoh::zenoh::{self, Wait};
 
 use super::{BenchError, Job, Meter, Outcome, System, now_ns, size_label};
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 const ENV: &str = "MYELIN_BENCH_NET";
 const WAIT: Duration = Duration::from_secs(30);
@@ -218,7 +218,7 @@ fn raw_key(tag: &str, i: u32) -> String {
 
 /// Run as a stage if started as one (returns only if not).
 pub fn stage_if_requested() {
-    super::helper::run_role(ENV, "net stage", stage);
+    crate::harness::processes::run_role(ENV, "net stage", stage);
 }
 
 /// `kind,config,domain-or-tag,index,total`: forward key/topic `index` to
@@ -379,7 +379,7 @@ fn run(
     let r = router()?;
     let warm = (p.count / 10).clamp(10, 500);
     let total = p.count + warm;
-    let domain = super::helper::domain(11);
+    let domain = crate::harness::processes::domain(11);
     let tag = format!("{}_{}", std::process::id(), now_ns());
     let id = if kind == Kind::Myelin {
         domain.to_string()
@@ -389,7 +389,7 @@ fn run(
     let mut helpers = Vec::new();
     for i in 0..stages {
         let spec = format!("{},{},{id},{i},{total}", kind.label(), r.config.display());
-        let mut h = super::helper::Helper::spawn("net_role", ENV, spec).map_err(err)?;
+        let mut h = crate::harness::processes::Helper::spawn("net_role", ENV, spec).map_err(err)?;
         h.expect("ready").map_err(err)?;
         helpers.push(h);
     }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::{BenchError, Meter, Outcome, now_ns, period_of, rate_label, sleep_until, warmup_for};
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 /// How the receiving thread waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use super::{
     BenchError, Job, Meter, Outcome, STAMPED_HEADER, Stamped, System, now_ns, period_of,
     rate_label, size_label, sleep_until, warmup_for,
 };
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 /// Parameters of the relay chain.
 #[derive(Debug, Clone, Copy)]

@@ -20,7 +20,7 @@ use myelin::prelude::*;
 
 use super::relay::RelayParams;
 use super::{BenchError, Meter, Outcome, now_ns, period_of, rate_label, size_label, sleep_until};
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 const ENV: &str = "MYELIN_BENCH_RELAY";
 
@@ -29,12 +29,12 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 }
 
 fn context(domain: u32) -> Result<Context, BenchError> {
-    super::helper::shm_context(domain, "relay --processes")
+    crate::harness::processes::shm_context(domain, "relay --processes")
 }
 
 /// Run as a relay process if started as one (returns only if not).
 pub fn relay_if_requested() {
-    super::helper::run_role(ENV, "relay", relay);
+    crate::harness::processes::run_role(ENV, "relay", relay);
 }
 
 /// `domain,index`: subscribe `hop_<index>`, publish `hop_<index+1>`.
@@ -117,7 +117,7 @@ pub fn plan(p: RelayParams, systems: &[super::System]) -> Result<Vec<super::Job>
 
 /// The chain: `p.hops` transfers, `p.hops - 1` relay processes.
 pub fn run(p: RelayParams) -> Result<Outcome, BenchError> {
-    let domain = super::helper::domain(7);
+    let domain = crate::harness::processes::domain(7);
     let ctx = context(domain)?;
     let hops = p.hops as usize;
     let node = ctx.create_node("source_sink").map_err(err)?;
@@ -146,8 +146,9 @@ pub fn run(p: RelayParams) -> Result<Outcome, BenchError> {
         .map_err(err)?;
     let mut children = Vec::new();
     for i in 0..hops - 1 {
-        let mut relay = super::helper::Helper::spawn("relay_role", ENV, format!("{domain},{i}"))
-            .map_err(err)?;
+        let mut relay =
+            crate::harness::processes::Helper::spawn("relay_role", ENV, format!("{domain},{i}"))
+                .map_err(err)?;
         relay.expect("ready").map_err(err)?;
         children.push(relay);
     }

@@ -19,7 +19,7 @@ use super::{
     BenchError, Job, Meter, Outcome, Stamped, System, now_ns, period_of, rate_label, size_label,
     warmup_for,
 };
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 /// How the servers are run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use myelin::prelude::*;
 use myelin::{Blob, Publisher, Subscription};
 
 use super::{BenchError, Meter, Outcome, now_ns, size_label};
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
 
 const ENV: &str = "MYELIN_BENCH_PONG";
 
@@ -75,7 +75,7 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 }
 
 fn context(domain: u32) -> Result<Context, BenchError> {
-    super::helper::shm_context(domain, "ipc")
+    crate::harness::processes::shm_context(domain, "ipc")
 }
 
 /// Run as a helper process of a multi-process benchmark (a pong, or a
@@ -94,7 +94,7 @@ pub fn child_if_requested() {
 /// Run as the pong process if this process was started as one (call first
 /// thing in `main`; returns only if not).
 pub fn pong_if_requested() {
-    super::helper::run_role(ENV, "pong", pong);
+    crate::harness::processes::run_role(ENV, "pong", pong);
 }
 
 /// `domain,size,block|poll`
@@ -182,11 +182,14 @@ fn echo<T: myelin::Message>(
 pub fn run(count: u64, size: usize, wait: Wait) -> Result<Outcome, BenchError> {
     // A domain of its own, so concurrent runs and user graphs are not
     // disturbed (and do not disturb).
-    let domain = super::helper::domain(0);
+    let domain = crate::harness::processes::domain(0);
     let label = wait.label();
-    let mut pong =
-        super::helper::Helper::spawn("pong_role", ENV, format!("{domain},{size},{label}"))
-            .map_err(err)?;
+    let mut pong = crate::harness::processes::Helper::spawn(
+        "pong_role",
+        ENV,
+        format!("{domain},{size},{label}"),
+    )
+    .map_err(err)?;
     pong.expect("ready").map_err(err)?;
     let ctx = context(domain)?;
     let node = ctx.create_node("ping").map_err(err)?;

@@ -13,8 +13,8 @@ use plotters::coord::combinators::WithKeyPoints;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
-use crate::report::format_ns;
-use crate::stats::LatencyRecorder;
+use super::report::format_ns;
+use super::stats::LatencyRecorder;
 
 /// Plot size in pixels.
 const SIZE: (u32, u32) = (1000, 600);
