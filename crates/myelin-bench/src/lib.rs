@@ -14,7 +14,12 @@
 //!   header, [`Record`]/[`Report`] with JSON persistence and an aligned
 //!   plain-text table ([`render_table`]), and SVG plots ([`write_plots`]).
 //! - [`scenarios`]: the experiments (dispatch, relay, rpc, fanout, image,
-//!   ipc, pingpong, net) planned as jobs for the chosen systems.
+//!   ipc, pingpong, net): their parameters and what every system's run
+//!   shares, planned as jobs for the chosen systems.
+//! - [`systems`]: the registry of systems measured side by side (myelin,
+//!   zenoh, gRPC, iceoryx2, CycloneDDS, channels, this machine's raw
+//!   limits), each a module with its runs of every scenario it measures;
+//!   peers behind their cargo feature at their line of the table.
 //! - [`topology`]: whole robot graphs from a topology file.
 //! - [`perf`]: `myelin perf ping` / `pong`, one row per second.
 //!
@@ -60,9 +65,22 @@
 pub mod harness;
 pub mod perf;
 pub mod scenarios;
+pub mod systems;
 pub mod topology;
 
 pub use harness::plot::{PlotError, RowPoint, sanitize_stem, write_plots, write_rows_plot};
 pub use harness::report::{Record, Report, ReportError, format_ns, render_table};
 pub use harness::stats::{LatencyRecorder, LatencySummary};
 pub use harness::sys::{CpuSnapshot, CpuUsage, MachineInfo, current_rss_bytes, peak_rss_bytes};
+
+/// Run as a helper process of a multi-process benchmark (a pong, a relay,
+/// a `net` stage, a topology process) if this process was started as one:
+/// call it first thing in `main`; it returns only if not.
+pub fn child_if_requested() {
+    topology::child_if_requested();
+    #[cfg(feature = "zenoh")]
+    scenarios::net::stage_if_requested();
+    for role in systems::roles() {
+        harness::processes::run_role(role.env, role.name, role.run);
+    }
+}

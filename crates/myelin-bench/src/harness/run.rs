@@ -1,4 +1,4 @@
-//! One run of the suite: planned as a [`Job`], measured with a [`Meter`],
+//! One run of the suite: planned as a [`Job`], measured with a `Meter`,
 //! finished as an [`Outcome`] (the report's [`Record`] and the samples for
 //! plots), or failed with a [`BenchError`] that names the flag or the
 //! system.

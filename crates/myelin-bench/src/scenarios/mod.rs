@@ -1,131 +1,52 @@
-//! The benchmark scenarios of seeds 001, 002 and 004 (and the core library's
-//! dispatch micro-benchmark), each runnable against several systems in the
-//! same run.
+//! The experiments, each runnable against several systems in the same run:
 //!
-//! A scenario is planned into [`Job`]s (one per system and configuration);
-//! the caller (the `myelin bench` command) runs them one after another, with
-//! a progress bar, and collects one [`Outcome`] per job.
+//! - [`dispatch`]: the core library's same-thread publish-to-callback cost
+//!   (64 B by value, a 1440x1080 frame shared; 0 and 200 idle
+//!   subscriptions).
+//! - [`relay`]: the relay-chain per-hop latency measurement (Source =>
+//!   Relay_0..n => Sink), in one process or with every relay its own process.
+//! - [`rpc`]: the client/server chain (a source calls server_0, which calls
+//!   server_1, ...).
+//! - [`fanout`]: the 20 topics x 10 subscribers CPU-overhead measurement.
+//! - [`image`]: the image pipeline (1440x1080 and 320x240 RGB at 30 Hz).
+//! - [`ipc`]: round trips between two processes on one host.
+//! - [`pingpong`]: the ddsperf-style ping-pong between two processes.
+//! - `net` (feature `zenoh`): the network transport across processes,
+//!   through a zenoh router on loopback.
+//!
+//! A scenario validates its parameters and defines what every system's run
+//! shares (message sizes, sinks, frame pools), then asks each chosen system
+//! of the registry ([`crate::systems`]) for its [`Job`]s; the caller (the
+//! `myelin bench` command) runs them one after another, with a progress
+//! bar, and collects one [`Outcome`](crate::harness::Outcome) per job.
 
 use std::time::Duration;
 
-pub(crate) use crate::harness::Meter;
-pub use crate::harness::{
-    BenchError, Job, Outcome, STAMPED_HEADER, Stamped, now_ns, period_of, rate_label, size_label,
-    sleep_until, warmup_for,
-};
+use crate::harness::{BenchError, Job};
+use crate::systems::System;
 
-pub mod ddsperf;
 pub mod dispatch;
 pub mod fanout;
-#[cfg(feature = "grpc")]
-mod grpc;
-#[cfg(feature = "iceoryx2")]
-pub mod iceoryx2_peer;
 pub mod image;
 pub mod ipc;
 #[cfg(feature = "zenoh")]
 pub mod net;
 pub mod pingpong;
-pub mod raw;
 pub mod relay;
-pub mod relay_procs;
 pub mod rpc;
-pub mod shm_api;
-#[cfg(feature = "zenoh")]
-pub mod zenoh_peer;
 
-/// The systems a scenario can measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum System {
-    /// myelin's intra-process path.
-    Myelin,
-    /// crossbeam channels: the in-process floor.
-    Channel,
-    /// The raw thread hand-off limits of this machine (spin and futex).
-    Raw,
-    /// zenoh 1.x peers over TCP loopback (feature `zenoh`).
-    Zenoh,
-    /// gRPC (tonic) over TCP loopback (feature `grpc`; `rpc` only).
-    Grpc,
-    /// iceoryx2 0.10 zero-copy IPC (feature `iceoryx2`; `ipc` only).
-    Iceoryx2,
-    /// CycloneDDS's `ddsperf` over UDP loopback (when installed;
-    /// `pingpong` only).
-    CycloneDds,
-}
-
-impl System {
-    /// Every system this crate knows, in report order.
-    pub const KNOWN: [System; 7] = [
-        System::Myelin,
-        System::Zenoh,
-        System::Grpc,
-        System::Iceoryx2,
-        System::CycloneDds,
-        System::Channel,
-        System::Raw,
-    ];
-
-    /// The systems compiled into this build, in report order.
-    pub fn all() -> Vec<System> {
-        System::KNOWN
-            .into_iter()
-            .filter(|s| s.available())
-            .collect()
-    }
-
-    /// Whether this build can measure the system.
-    pub fn available(self) -> bool {
-        match self {
-            System::Zenoh => cfg!(feature = "zenoh"),
-            System::Grpc => cfg!(feature = "grpc"),
-            System::Iceoryx2 => cfg!(feature = "iceoryx2"),
-            System::CycloneDds => ddsperf::available(),
-            _ => true,
-        }
-    }
-
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            System::Myelin => "myelin",
-            System::Channel => "channel",
-            System::Raw => "raw",
-            System::Zenoh => "zenoh",
-            System::Grpc => "grpc",
-            System::Iceoryx2 => "iceoryx2",
-            System::CycloneDds => "cyclonedds",
-        }
-    }
-
-    /// Parse a `--system` value.
-    pub fn parse(s: &str) -> Result<System, BenchError> {
-        let known = || System::KNOWN.map(|s| s.name()).join(", ");
-        let sys = System::KNOWN
-            .into_iter()
-            .find(|x| x.name() == s)
-            .ok_or_else(|| BenchError::InvalidArg {
-                flag: "system",
-                reason: format!("unknown system {s:?}; known: {}", known()),
-            })?;
-        if !sys.available() {
-            let how = if sys == System::CycloneDds {
-                "install ddsperf (Debian: apt-get install cyclonedds-tools)".to_string()
-            } else {
-                format!("enable the `{s}` feature")
-            };
-            return Err(BenchError::InvalidArg {
-                flag: "system",
-                reason: format!("{s:?} is not available in this build: {how}"),
-            });
-        }
-        Ok(sys)
-    }
+/// `systems` with myelin after its peers: the fan-out and client/server
+/// tables list the peer's rows before myelin's (as BENCHMARKS.md shows
+/// them), whatever the order of `--system`.
+fn peers_first<'a>(systems: &[&'a System]) -> Vec<&'a System> {
+    let (mine, peers): (Vec<&System>, Vec<&System>) =
+        systems.iter().copied().partition(|s| s.name == "myelin");
+    peers.into_iter().chain(mine).collect()
 }
 
 /// The standard suite: every scenario at a modest size, every system.
 /// `quick` shrinks counts for CI and smoke tests.
-pub fn suite(quick: bool, systems: &[System]) -> Result<Vec<Job>, BenchError> {
+pub fn suite(quick: bool, systems: &[&System]) -> Result<Vec<Job>, BenchError> {
     let mut jobs = dispatch::plan(
         dispatch::DispatchParams {
             samples: if quick { 100_000 } else { 200_000 },
