@@ -4,7 +4,7 @@
 //! The pong echoes every ping on `/myelin_perf/pong`; the ping sends
 //! (back to back, or at `--rate`), waits for the echo, and records half the
 //! round trip. Each second it reports count, min, mean, P50, P90, P99 and
-//! max (the rows seed 003 plots), and at the end a summary over the whole
+//! max (the per-second rows of a ddsperf-style ping-pong), and at the end a summary over the whole
 //! run with the CPU time and the voluntary / involuntary context switches
 //! per message of each side (the pong reports its own when asked).
 //!
