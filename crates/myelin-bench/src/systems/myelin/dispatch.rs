@@ -35,11 +35,7 @@ pub(super) fn jobs(p: DispatchParams) -> Vec<Job> {
 
 fn rig(idle: usize) -> Result<(Context, Node, Vec<Subscription<u64>>), BenchError> {
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
-    let ctx = Context::builder()
-        .handle_signals(false)
-        .shared_memory(false)
-        .build()
-        .map_err(|e| setup(&e))?;
+    let ctx = super::local_context()?;
     let node = ctx.create_node("dispatch").map_err(|e| setup(&e))?;
     let mut idle_subs = Vec::new();
     for i in 0..idle {

@@ -44,11 +44,7 @@ fn fanout(p: FanoutParams, nodes: usize, inline: bool) -> Result<Outcome, BenchE
         SubscriptionOptions::default()
     };
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
-    let ctx = Context::builder()
-        .handle_signals(false)
-        .shared_memory(false)
-        .build()
-        .map_err(|e| setup(&e))?;
+    let ctx = super::local_context()?;
     let rec = Arc::new(Mutex::new(LatencyRecorder::new()));
     let delivered = Arc::new(AtomicU64::new(0));
     let published = Arc::new(AtomicU64::new(0));
@@ -135,11 +131,7 @@ fn fanout(p: FanoutParams, nodes: usize, inline: bool) -> Result<Outcome, BenchE
 
 fn nopub(p: FanoutParams) -> Result<Outcome, BenchError> {
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
-    let ctx = Context::builder()
-        .handle_signals(false)
-        .shared_memory(false)
-        .build()
-        .map_err(|e| setup(&e))?;
+    let ctx = super::local_context()?;
     let fired = Arc::new(AtomicU64::new(0));
     let mut exec = Executor::new();
     let mut keep = Vec::new();

@@ -39,11 +39,7 @@ enum Mode {
 
 fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcome, BenchError> {
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
-    let ctx = Context::builder()
-        .handle_signals(false)
-        .shared_memory(false)
-        .build()
-        .map_err(|e| setup(&e))?;
+    let ctx = super::local_context()?;
     let camera = ctx.create_node("camera").map_err(|e| setup(&e))?;
     let viewer = ctx.create_node("viewer").map_err(|e| setup(&e))?;
     let total = p.frames + warmup_for(p.frames);

@@ -4,8 +4,10 @@
 //! `zenoh` feature, its network transport (net, and the zenoh row of
 //! pingpong). One file per scenario.
 
+use myelin::Context;
+
 use super::Runs;
-use crate::harness::Job;
+use crate::harness::{BenchError, Job};
 use crate::scenarios::ipc::IpcParams;
 use crate::scenarios::pingpong::PingPongParams;
 
@@ -50,4 +52,14 @@ fn pingpong_jobs(p: &PingPongParams, size: usize) -> Vec<Job> {
     #[cfg(feature = "zenoh")]
     jobs.push(net::pingpong_job(p.count, size));
     jobs
+}
+
+/// A context for a run inside this process: shared memory and the signal
+/// handler off, so only the intra-process path is measured.
+fn local_context() -> Result<Context, BenchError> {
+    Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .map_err(|e| BenchError::setup("myelin", e))
 }

@@ -64,11 +64,7 @@ fn chain(p: RelayParams, arrangement: Arrangement) -> Result<Outcome, BenchError
     };
     let system = "myelin";
     let setup = |e: &dyn std::fmt::Display| BenchError::setup(system, e);
-    let ctx = Context::builder()
-        .handle_signals(false)
-        .shared_memory(false)
-        .build()
-        .map_err(|e| setup(&e))?;
+    let ctx = super::local_context()?;
     let qos = QoS::keep_last(100);
     let sink = Sink::new(&p);
     let total = p.total();

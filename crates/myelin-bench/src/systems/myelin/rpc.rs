@@ -66,11 +66,7 @@ impl RpcArrangement {
 
 fn chain(p: RelayParams, a: RpcArrangement) -> Result<Outcome, BenchError> {
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
-    let ctx = Context::builder()
-        .handle_signals(false)
-        .shared_memory(false)
-        .build()
-        .map_err(|e| setup(&e))?;
+    let ctx = super::local_context()?;
     let hops = p.hops as usize;
     let call_timeout = Duration::from_secs(30);
     let opts = if a == RpcArrangement::Inline {
