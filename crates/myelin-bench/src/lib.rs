@@ -4,19 +4,24 @@
 //! against myelin and against peer systems side by side, and reports latency
 //! percentiles, CPU cost and memory for each run.
 //!
-//! This part of the crate is the measurement foundation shared by all
-//! scenarios:
+//! The crate is laid out by role:
 //!
-//! - [`stats`]: [`LatencyRecorder`] (HDR histogram at ns resolution plus an
-//!   optional bounded latency-over-time series) and [`LatencySummary`].
-//! - [`sys`]: process CPU time, context switches and RSS
-//!   ([`CpuSnapshot`], [`CpuUsage`]) and the [`MachineInfo`] report header.
-//! - [`report`]: [`Record`]/[`Report`] with JSON persistence and an aligned
-//!   plain-text table ([`render_table`]).
-//! - [`scenarios`]: the experiments (dispatch, relay, fanout, image) planned
-//!   as [`scenarios::Job`]s for the chosen systems.
-//! - [`plot`]: SVG latency histograms and latency-over-time plots
-//!   ([`write_plots`]).
+//! - [`harness`]: what every run shares: a planned run ([`harness::Job`])
+//!   and its result, the clock and pacing, [`LatencyRecorder`] (HDR
+//!   histogram at ns resolution plus an optional bounded latency-over-time
+//!   series) and [`LatencySummary`], process CPU time, context switches and
+//!   RSS ([`CpuSnapshot`], [`CpuUsage`]) with the [`MachineInfo`] report
+//!   header, [`Record`]/[`Report`] with JSON persistence and an aligned
+//!   plain-text table ([`render_table`]), and SVG plots ([`write_plots`]).
+//! - [`scenarios`]: the experiments (dispatch, relay, rpc, fanout, image,
+//!   ipc, pingpong, net): their parameters and what every system's run
+//!   shares, planned as jobs for the chosen systems.
+//! - [`systems`]: the registry of systems measured side by side (myelin,
+//!   zenoh, gRPC, iceoryx2, CycloneDDS, channels, this machine's raw
+//!   limits), each a module with its runs of every scenario it measures;
+//!   peers behind their cargo feature at their line of the table.
+//! - [`topology`]: whole robot graphs from a topology file.
+//! - [`perf`]: `myelin perf ping` / `pong`, one row per second.
 //!
 //! # Example
 //!
@@ -44,7 +49,7 @@
 //!     latency_ns: latency,
 //!     cpu_percent: cpu.cpu_percent,
 //!     cpu_ns_per_msg: cpu.cpu_ns_per(latency.count),
-//!     rss_bytes: myelin_bench::sys::current_rss_bytes(),
+//!     rss_bytes: myelin_bench::current_rss_bytes(),
 //!     hops: Some(2),
 //!     per_hop_ns: Some(latency.scaled(2.0)),
 //!     notes: vec![],
@@ -57,16 +62,25 @@
 //! assert!(json.contains("\"p99\""));
 //! ```
 
+pub mod harness;
 pub mod perf;
-pub mod plot;
-pub mod report;
-pub mod stats;
-pub mod sys;
+pub mod scenarios;
+pub mod systems;
 pub mod topology;
 
-pub mod scenarios;
+pub use harness::plot::{PlotError, RowPoint, sanitize_stem, write_plots, write_rows_plot};
+pub use harness::report::{Record, Report, ReportError, format_ns, render_table};
+pub use harness::stats::{LatencyRecorder, LatencySummary};
+pub use harness::sys::{CpuSnapshot, CpuUsage, MachineInfo, current_rss_bytes, peak_rss_bytes};
 
-pub use plot::{PlotError, RowPoint, sanitize_stem, write_plots, write_rows_plot};
-pub use report::{Record, Report, ReportError, format_ns, render_table};
-pub use stats::{LatencyRecorder, LatencySummary};
-pub use sys::{CpuSnapshot, CpuUsage, MachineInfo, current_rss_bytes, peak_rss_bytes};
+/// Run as a helper process of a multi-process benchmark (a pong, a relay,
+/// a `net` stage, a topology process) if this process was started as one:
+/// call it first thing in `main`; it returns only if not.
+pub fn child_if_requested() {
+    topology::child_if_requested();
+    #[cfg(feature = "zenoh")]
+    scenarios::net::stage_if_requested();
+    for role in systems::roles() {
+        harness::processes::run_role(role.env, role.name, role.run);
+    }
+}

@@ -4,7 +4,7 @@
 //! The pong echoes every ping on `/myelin_perf/pong`; the ping sends
 //! (back to back, or at `--rate`), waits for the echo, and records half the
 //! round trip. Each second it reports count, min, mean, P50, P90, P99 and
-//! max (the rows seed 003 plots), and at the end a summary over the whole
+//! max (the per-second rows of a ddsperf-style ping-pong), and at the end a summary over the whole
 //! run with the CPU time and the voluntary / involuntary context switches
 //! per message of each side (the pong reports its own when asked).
 //!
@@ -21,8 +21,8 @@ use myelin::prelude::*;
 use myelin::{Blob, Publisher, Subscription};
 use serde::Serialize;
 
-use crate::stats::LatencyRecorder;
-use crate::sys::{CpuSnapshot, MachineInfo};
+use crate::harness::stats::LatencyRecorder;
+use crate::harness::sys::{CpuSnapshot, MachineInfo};
 
 const PING: &str = "/myelin_perf/ping";
 const PONG: &str = "/myelin_perf/pong";
@@ -558,12 +558,12 @@ pub fn ping(
     let mut interrupted = false;
     // Warm-up (not recorded), then the measured part.
     let round_trip = |seq: u64, tx: &mut Sender| -> Result<Option<u64>, PerfError> {
-        let t0 = crate::scenarios::now_ns();
+        let t0 = crate::harness::now_ns();
         tx.send(&[seq, t0])?;
         loop {
             match next(&rx, cfg.wait, &ctx, reply_timeout) {
                 Ok(Some(msg)) if header_of(&msg) == seq => {
-                    return Ok(Some(crate::scenarios::now_ns() - t0));
+                    return Ok(Some(crate::harness::now_ns() - t0));
                 }
                 Ok(Some(_)) => {} // a stale echo (keep_last 1): wait for ours
                 Ok(None) => return Ok(None),
@@ -597,7 +597,7 @@ pub fn ping(
             break;
         }
         if let Some(p) = period {
-            crate::scenarios::sleep_until(next_send);
+            crate::harness::sleep_until(next_send);
             next_send += p;
         }
         let t_at = t_start.elapsed().as_secs_f64();

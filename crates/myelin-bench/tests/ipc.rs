@@ -1,34 +1,39 @@
 //! The two-process scenario end to end (its own test binary: the scenario
 //! forks, and a fork is safest with few threads around).
 
-use myelin_bench::scenarios::System;
 use myelin_bench::scenarios::ipc::{IpcParams, plan};
+use myelin_bench::systems::{self, System};
 
 /// The pong process of the API ping-pong is this test binary run again
 /// with `MYELIN_BENCH_PONG` set.
 #[test]
 fn pong_role() {
-    myelin_bench::scenarios::shm_api::pong_if_requested();
+    myelin_bench::child_if_requested();
 }
 
 /// A relay process of `relay --processes` (`MYELIN_BENCH_RELAY`).
 #[test]
 fn relay_role() {
-    myelin_bench::scenarios::relay_procs::relay_if_requested();
+    myelin_bench::child_if_requested();
 }
 
 /// The iceoryx2 pong (`MYELIN_BENCH_IOX2`).
 #[cfg(feature = "iceoryx2")]
 #[test]
 fn iox2_role() {
-    myelin_bench::scenarios::iceoryx2_peer::pong_if_requested();
+    myelin_bench::child_if_requested();
 }
 
 /// A stage of `bench net` (`MYELIN_BENCH_NET`).
 #[cfg(feature = "zenoh")]
 #[test]
 fn net_role() {
-    myelin_bench::scenarios::net::stage_if_requested();
+    myelin_bench::child_if_requested();
+}
+
+/// The registry's systems of these names.
+fn named(names: &[&str]) -> Vec<&'static System> {
+    names.iter().map(|n| systems::parse(n).unwrap()).collect()
 }
 
 fn helper() -> bool {
@@ -53,7 +58,7 @@ fn the_iceoryx2_peer_ping_pongs_in_both_modes() {
             count: 200,
             size: 64,
         },
-        &[System::Iceoryx2],
+        &named(&["iceoryx2"]),
     )
     .unwrap();
     assert_eq!(jobs.len(), 2);
@@ -75,7 +80,7 @@ fn a_relay_chain_across_processes_delivers_every_message() {
         count: 100,
         size: 64,
     };
-    let mut jobs = myelin_bench::scenarios::relay_procs::plan(p, &[System::Myelin]).unwrap();
+    let mut jobs = myelin_bench::scenarios::relay::plan_processes(p, &named(&["myelin"])).unwrap();
     assert_eq!(jobs.len(), 1);
     let job = jobs.remove(0);
     let r = (job.run)().unwrap().record;
@@ -93,7 +98,7 @@ fn ipc_round_trips_complete_for_the_api_the_ring_and_the_raw_limits() {
             count: 200,
             size: 512,
         },
-        &[System::Myelin, System::Raw],
+        &named(&["myelin", "raw"]),
     )
     .unwrap();
     assert_eq!(jobs.len(), 6);
@@ -103,7 +108,7 @@ fn ipc_round_trips_complete_for_the_api_the_ring_and_the_raw_limits() {
         assert_eq!((r.count, r.lost), (200, 0), "{name}");
         assert!(r.latency_ns.p50 > 0, "{name}");
     }
-    let err = plan(IpcParams { count: 1, size: 0 }, &[System::Myelin]).unwrap_err();
+    let err = plan(IpcParams { count: 1, size: 0 }, &named(&["myelin"])).unwrap_err();
     assert!(err.to_string().contains("--size"), "{err}");
 }
 
@@ -112,13 +117,24 @@ fn ddsperf_runs_on_loopback_and_its_rows_become_a_record() {
     if helper() {
         return;
     }
-    if !myelin_bench::scenarios::ddsperf::available() {
+    let Ok(cyclonedds) = systems::parse("cyclonedds") else {
         eprintln!(
             "skipped: ddsperf is not installed (Debian: cyclonedds-tools; .ci/run installs it)"
         );
         return;
-    }
-    let r = myelin_bench::scenarios::ddsperf::run(64, 3).unwrap().record;
+    };
+    let mut jobs = myelin_bench::scenarios::pingpong::plan(
+        myelin_bench::scenarios::pingpong::PingPongParams {
+            count: 1,
+            sizes: vec![64],
+            ddsperf_secs: 3,
+        },
+        &[cyclonedds],
+    )
+    .unwrap();
+    assert_eq!(jobs.len(), 1);
+    let job = jobs.remove(0);
+    let r = (job.run)().unwrap().record;
     assert_eq!(r.system, "cyclonedds");
     assert!(r.count > 0);
     assert!(r.latency_ns.p50 > 0 && r.latency_ns.p50 <= r.latency_ns.max);
@@ -135,7 +151,7 @@ fn net_rings_over_a_zenoh_router_complete_for_myelin_and_raw_zenoh() {
             count: 100,
             size: 64,
         },
-        &[System::Myelin, System::Zenoh],
+        &named(&["myelin", "zenoh"]),
     )
     .unwrap();
     // pingpong and relay, for myelin and the two raw zenoh threadings.

@@ -3,14 +3,22 @@
 
 use std::time::Duration;
 
-use myelin_bench::scenarios::{
-    Job, System, dispatch::DispatchParams, fanout::FanoutParams, image::ImageParams,
-    relay::RelayParams,
-};
+use myelin_bench::harness::Job;
 use myelin_bench::scenarios::{dispatch, fanout, image, relay, rpc};
+use myelin_bench::scenarios::{
+    dispatch::DispatchParams, fanout::FanoutParams, image::ImageParams, relay::RelayParams,
+};
+use myelin_bench::systems::{self, System};
+
+/// The registry's systems of these names.
+fn named(names: &[&str]) -> Vec<&'static System> {
+    names.iter().map(|n| systems::parse(n).unwrap()).collect()
+}
 
 /// The in-process systems (zenoh has its own test below).
-const LOCAL: [System; 3] = [System::Myelin, System::Channel, System::Raw];
+fn local() -> Vec<&'static System> {
+    named(&["myelin", "channel", "raw"])
+}
 
 fn run(jobs: Vec<Job>) -> Vec<myelin_bench::Record> {
     jobs.into_iter()
@@ -29,7 +37,7 @@ fn relay_counts_every_message_for_every_system() {
         count: 40,
         size: 256,
     };
-    let recs = run(relay::plan(p, &LOCAL).unwrap());
+    let recs = run(relay::plan(p, &local()).unwrap());
     // myelin x4 arrangements, channel, raw x2
     assert_eq!(recs.len(), 7);
     for r in &recs {
@@ -51,7 +59,7 @@ fn rpc_answers_every_call_in_every_arrangement() {
         count: 40,
         size: 128,
     };
-    let recs = run(rpc::plan(p, &LOCAL).unwrap());
+    let recs = run(rpc::plan(p, &local()).unwrap());
     assert_eq!(recs.len(), 4);
     for r in &recs {
         assert_eq!((r.count, r.lost), (40, 0), "{}", r.config);
@@ -66,7 +74,7 @@ fn fanout_delivers_every_message_to_every_subscription() {
         duration: Duration::from_millis(300),
         nodes: None,
     };
-    let recs = run(fanout::plan(p, &[System::Myelin]).unwrap());
+    let recs = run(fanout::plan(p, &named(&["myelin"])).unwrap());
     assert_eq!(recs.len(), 4, "nodes=1, nodes=10, inline nodes=10, nopub");
     for r in &recs[..3] {
         assert_eq!(r.lost, 0, "{}", r.config);
@@ -86,7 +94,7 @@ fn image_delivers_every_frame() {
         rate: 200.0,
         frames: 8,
     };
-    let recs = run(image::plan(p, &LOCAL).unwrap());
+    let recs = run(image::plan(p, &local()).unwrap());
     // per size: myelin callback, inline, waiter; channel; raw memcpy
     assert_eq!(recs.len(), 10);
     for r in &recs {
@@ -97,7 +105,7 @@ fn image_delivers_every_frame() {
 
 #[test]
 fn dispatch_records_every_sample() {
-    let recs = run(dispatch::plan(DispatchParams { samples: 2000 }, &LOCAL).unwrap());
+    let recs = run(dispatch::plan(DispatchParams { samples: 2000 }, &local()).unwrap());
     assert_eq!(recs.len(), 8);
     for r in &recs {
         assert_eq!(r.count, 2000, "{} {}", r.system, r.config);
@@ -113,7 +121,7 @@ fn bad_parameters_name_the_flag() {
             count: 1,
             size: 64,
         },
-        &LOCAL,
+        &local(),
     )
     .unwrap_err();
     assert!(e.to_string().contains("--rate"), "{e}");
@@ -124,11 +132,11 @@ fn bad_parameters_name_the_flag() {
             count: 1,
             size: 8,
         },
-        &LOCAL,
+        &local(),
     )
     .unwrap_err();
     assert!(e.to_string().contains("--size"), "{e}");
-    let e = System::parse("dds").unwrap_err();
+    let e = systems::parse("dds").unwrap_err();
     assert!(
         e.to_string().contains("--system") && e.to_string().contains("dds"),
         "{e}"
@@ -144,7 +152,7 @@ fn zenoh_relay_and_fanout_count_every_message() {
         count: 30,
         size: 128,
     };
-    let recs = run(relay::plan(p, &[System::Zenoh]).unwrap());
+    let recs = run(relay::plan(p, &named(&["zenoh"])).unwrap());
     assert_eq!(recs.len(), 2, "shared session and session per node");
     for r in &recs {
         assert_eq!((r.count, r.lost), (30, 0), "{}", r.config);
@@ -154,7 +162,7 @@ fn zenoh_relay_and_fanout_count_every_message() {
         duration: Duration::from_millis(300),
         nodes: None,
     };
-    let recs = run(fanout::plan(f, &[System::Zenoh]).unwrap());
+    let recs = run(fanout::plan(f, &named(&["zenoh"])).unwrap());
     assert_eq!(recs.len(), 2);
     for r in &recs {
         assert_eq!(r.lost, 0, "{}", r.config);
@@ -171,7 +179,7 @@ fn grpc_chain_answers_every_call() {
         count: 30,
         size: 64,
     };
-    let recs = run(rpc::plan(p, &[System::Grpc]).unwrap());
+    let recs = run(rpc::plan(p, &named(&["grpc"])).unwrap());
     assert_eq!(recs.len(), 1);
     assert_eq!((recs[0].count, recs[0].lost), (30, 0));
     assert_eq!(recs[0].system, "grpc");

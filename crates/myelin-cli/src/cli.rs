@@ -252,21 +252,21 @@ pub struct DoctorArgs {
 pub enum Scenario {
     /// The standard set (dispatch, relay at 10/100/1000 Hz, rpc, fanout, image).
     Suite,
-    /// Source => relays => sink, per-hop latency (seed 002).
+    /// The relay-chain per-hop latency measurement: Source => Relay_0..n => Sink.
     Relay,
-    /// 20 topics x (1 publisher, 10 subscriptions): CPU (seed 001).
+    /// The 20 topics x 10 subscribers CPU-overhead measurement (1 publisher per topic).
     Fanout,
-    /// 1440x1080 and 320x240 RGB frames at 30 Hz (seed 004).
+    /// The image pipeline: 1440x1080 and 320x240 RGB frames at 30 Hz.
     Image,
     /// Same-thread publish -> callback cost, 64 B and 4.6 MB shared.
     Dispatch,
-    /// Client/server chain: a source calls server_0, which calls server_1, ... (seed 002).
+    /// The client/server chain: a source calls server_0, which calls server_1, ...; per-hop latency.
     Rpc,
     /// Two processes: round trips over the shared-memory ring vs the raw futex/spin limits.
     Ipc,
     /// A whole robot graph from a topology JSON file (`myelin bench topology FILE`).
     Topology,
-    /// Seed 003's ping-pong between processes: myelin (shm, block and poll) beside CycloneDDS ddsperf.
+    /// The ddsperf-style ping-pong between processes: myelin (shm, block and poll) beside CycloneDDS ddsperf.
     Pingpong,
     /// The network transport across processes through a zenoh router on
     /// loopback (ping-pong and a 3-process relay), beside raw zenoh.

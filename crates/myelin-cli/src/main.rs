@@ -12,9 +12,9 @@ mod command;
 use clap::Parser;
 
 fn main() {
-    // Started by `myelin bench ipc` / `relay --processes` as a helper
-    // process (pong, relay stage).
-    myelin_bench::scenarios::shm_api::child_if_requested();
+    // Started by a multi-process benchmark (`myelin bench ipc`, `relay
+    // --processes`, `net`, `topology --processes`) as a helper process.
+    myelin_bench::child_if_requested();
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Bench(args) => command::bench::run(args),

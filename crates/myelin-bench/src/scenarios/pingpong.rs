@@ -1,10 +1,12 @@
-//! `myelin bench pingpong`: seed 003's ping-pong between two processes,
-//! myelin (shared memory, blocking and polling, loaned messages) beside
-//! myelin over zenoh (shared memory off, through a loopback router), and
-//! CycloneDDS's `ddsperf` over UDP loopback when it is installed, at the
-//! issue's sizes (64 B, 4 KiB, 1 MiB, 4,665,600 B) or `--size`.
+//! `myelin bench pingpong`: the ddsperf-style ping-pong between two
+//! processes, one way = round trip / 2: myelin (shared memory, blocking and
+//! polling, loaned messages) beside myelin over zenoh (shared memory off,
+//! through a loopback router), and CycloneDDS's `ddsperf` over UDP loopback
+//! when it is installed, at 64 B, 4 KiB, 1 MiB and 4,665,600 B (a
+//! 1440x1080 RGB frame) or `--size`.
 
-use super::{BenchError, Job, System, size_label};
+use crate::harness::{BenchError, Job};
+use crate::systems::{self, System};
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -17,8 +19,8 @@ pub struct PingPongParams {
     pub ddsperf_secs: u32,
 }
 
-/// Plan the jobs.
-pub fn plan(p: PingPongParams, systems: &[System]) -> Result<Vec<Job>, BenchError> {
+/// Plan the jobs: per size, every system.
+pub fn plan(p: PingPongParams, systems: &[&System]) -> Result<Vec<Job>, BenchError> {
     if p.count == 0 {
         return Err(BenchError::InvalidArg {
             flag: "count",
@@ -33,23 +35,9 @@ pub fn plan(p: PingPongParams, systems: &[System]) -> Result<Vec<Job>, BenchErro
                 reason: format!("{size} bytes: must be 1 to 8388608"),
             });
         }
-        for s in systems {
-            match s {
-                System::Myelin => {
-                    jobs.extend(super::shm_api::jobs("pingpong", p.count, size));
-                    #[cfg(feature = "zenoh")]
-                    jobs.push(super::net::pingpong_job(p.count, size));
-                }
-                System::CycloneDds => {
-                    let secs = p.ddsperf_secs;
-                    jobs.push(Job::new(
-                        format!("pingpong/cyclonedds/ddsperf {}", size_label(size)),
-                        move || super::ddsperf::run(size, secs),
-                    ));
-                }
-                _ => {}
-            }
-        }
+        jobs.extend(systems::jobs_of(systems, |r| {
+            r.pingpong.map(|run| run(&p, size))
+        }));
     }
     Ok(jobs)
 }

@@ -3,10 +3,11 @@
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use myelin_bench::harness::{BenchError, Job};
 use myelin_bench::scenarios::{
-    self, BenchError, Job, System, dispatch::DispatchParams, fanout::FanoutParams,
-    image::ImageParams, relay::RelayParams,
+    self, dispatch::DispatchParams, fanout::FanoutParams, image::ImageParams, relay::RelayParams,
 };
+use myelin_bench::systems::{self, System};
 use myelin_bench::{MachineInfo, Record, Report, render_table, write_plots};
 
 use crate::cli::{BenchArgs, Scenario};
@@ -32,11 +33,11 @@ pub fn parse_size(s: &str) -> Result<usize, BenchError> {
     n.checked_mul(mult).ok_or_else(bad)
 }
 
-fn systems(args: &BenchArgs) -> Result<Vec<System>, BenchError> {
+fn chosen_systems(args: &BenchArgs) -> Result<Vec<&'static System>, BenchError> {
     if args.systems.is_empty() {
-        return Ok(System::all());
+        return Ok(systems::all());
     }
-    args.systems.iter().map(|s| System::parse(s)).collect()
+    args.systems.iter().map(|s| systems::parse(s)).collect()
 }
 
 fn duration(args: &BenchArgs, default: f64) -> Result<Duration, BenchError> {
@@ -52,7 +53,7 @@ fn duration(args: &BenchArgs, default: f64) -> Result<Duration, BenchError> {
 
 /// Plan the jobs for the arguments.
 pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
-    let sys = systems(args)?;
+    let sys = chosen_systems(args)?;
     let q = args.quick;
     let size = parse_size(args.size.as_deref().unwrap_or("64"))?;
     // relay and rpc share their flags.
@@ -64,7 +65,9 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
     };
     Ok(match args.scenario {
         Scenario::Suite => scenarios::suite(q, &sys)?,
-        Scenario::Relay if args.processes.is_some() => scenarios::relay_procs::plan(chain, &sys)?,
+        Scenario::Relay if args.processes.is_some() => {
+            scenarios::relay::plan_processes(chain, &sys)?
+        }
         Scenario::Relay => scenarios::relay::plan(chain, &sys)?,
         Scenario::Rpc => scenarios::rpc::plan(chain, &sys)?,
         Scenario::Topology => unreachable!("handled by `topology`"),
@@ -115,7 +118,7 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
             // camera's process): two cross-process hops per frame.
             let mut jobs = Vec::new();
             for size in [1440 * 1080 * 3, 320 * 240 * 3] {
-                jobs.extend(scenarios::relay_procs::plan(
+                jobs.extend(scenarios::relay::plan_processes(
                     scenarios::relay::RelayParams {
                         hops: 2,
                         rate: args.rate.unwrap_or(30.0),
@@ -124,7 +127,7 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
                     },
                     &sys.iter()
                         .copied()
-                        .filter(|s| *s == System::Myelin)
+                        .filter(|s| s.name == "myelin")
                         .collect::<Vec<_>>(),
                 )?);
             }

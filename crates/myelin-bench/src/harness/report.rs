@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::LatencySummary;
-use crate::sys::MachineInfo;
+use super::stats::LatencySummary;
+use super::sys::MachineInfo;
 
 /// The result of one benchmark run.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -167,6 +167,26 @@ pub fn format_ns(ns: f64) -> String {
         format!("{:.2} ms", ns / 1e6)
     } else {
         format!("{:.2} s", ns / 1e9)
+    }
+}
+
+/// How a config names a rate: `"10Hz"`, `"1kHz"`.
+pub fn rate_label(rate: f64) -> String {
+    if rate >= 1000.0 && (rate / 1000.0).fract() == 0.0 {
+        format!("{}kHz", rate / 1000.0)
+    } else {
+        format!("{rate}Hz")
+    }
+}
+
+/// How a config names a message size: `"64B"`, `"4KiB"`, `"4665600B"`.
+pub fn size_label(size: usize) -> String {
+    if size >= 1024 && size % (1024 * 1024) == 0 {
+        format!("{}MiB", size / (1024 * 1024))
+    } else if size >= 1024 && size % 1024 == 0 {
+        format!("{}KiB", size / 1024)
+    } else {
+        format!("{size}B")
     }
 }
 

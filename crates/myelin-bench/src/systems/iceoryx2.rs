@@ -1,5 +1,5 @@
-//! The iceoryx2 peer (crate `iceoryx2` 0.10, feature `iceoryx2`): the same
-//! two-process ping-pong as myelin's `ipc/myelin/api`, through iceoryx2's
+//! The iceoryx2 peer of `ipc` (crate `iceoryx2` 0.10, feature `iceoryx2`):
+//! the same two-process ping-pong as myelin's `ipc/myelin/api`, through iceoryx2's
 //! zero-copy publish-subscribe (`[u8]` slices loaned with
 //! `loan_slice_uninit`, as iceoryx2's own benchmark does), polling
 //! (`receive()` in a loop) or blocking (an event service per direction;
@@ -12,11 +12,37 @@ use std::time::{Duration, Instant};
 
 use iceoryx2::prelude::*;
 
-use super::shm_api::Wait;
-use super::{BenchError, Meter, Outcome, now_ns, size_label};
-use crate::stats::LatencyRecorder;
+use super::{Role, Runs};
+use crate::harness::processes::Helper;
+use crate::harness::stats::LatencyRecorder;
+use crate::harness::{BenchError, Job, Meter, Outcome, now_ns, size_label};
+use crate::scenarios::ipc::{IpcParams, Wait};
 
 const ENV: &str = "MYELIN_BENCH_IOX2";
+
+pub(super) const RUNS: Runs = Runs {
+    ipc: Some(jobs),
+    roles: &[Role {
+        env: ENV,
+        name: "iceoryx2 pong",
+        run: pong,
+    }],
+    ..Runs::NONE
+};
+
+/// The jobs: blocking, then polling.
+fn jobs(p: IpcParams) -> Vec<Job> {
+    Wait::BOTH
+        .into_iter()
+        .map(|w| {
+            let size = p.size;
+            Job::new(
+                format!("ipc/iceoryx2/{} {}", w.label(), size_label(size)),
+                move || run(p.count, size, w),
+            )
+        })
+        .collect()
+}
 
 fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError::setup("iceoryx2", e)
@@ -145,11 +171,7 @@ fn with_waitset<R>(
     f(Some(&ws))
 }
 
-/// Run as the iceoryx2 pong if started as one (returns only if not).
-pub fn pong_if_requested() {
-    super::helper::run_role(ENV, "iceoryx2 pong", pong);
-}
-
+/// The pong process (`tag,size,block|poll,total`): echoes `total` pings.
 fn pong(spec: &str) -> Result<(), BenchError> {
     let parts: Vec<&str> = spec.split(',').collect();
     let [tag, size, wait, total] = parts[..] else {
@@ -178,7 +200,7 @@ fn pong(spec: &str) -> Result<(), BenchError> {
 }
 
 /// One ping-pong run.
-pub fn run(count: u64, size: usize, wait: Wait) -> Result<Outcome, BenchError> {
+fn run(count: u64, size: usize, wait: Wait) -> Result<Outcome, BenchError> {
     iceoryx2::prelude::set_log_level(iceoryx2::prelude::LogLevel::Error);
     let tag = format!("{}-{}", std::process::id(), now_ns());
     let label = wait.label();
@@ -186,8 +208,7 @@ pub fn run(count: u64, size: usize, wait: Wait) -> Result<Outcome, BenchError> {
     let total = count + warm;
     // Dropped at the end: the pong has answered `total` pings and exits.
     let mut pong =
-        super::helper::Helper::spawn("iox2_role", ENV, format!("{tag},{size},{label},{total}"))
-            .map_err(err)?;
+        Helper::spawn("iox2_role", ENV, format!("{tag},{size},{label},{total}")).map_err(err)?;
     pong.expect("ready").map_err(err)?;
     let node = NodeBuilder::new()
         .create::<ipc::Service>()

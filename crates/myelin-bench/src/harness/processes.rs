@@ -1,7 +1,8 @@
-//! Helper processes of the multi-process benchmarks: this executable
-//! started again with an environment variable naming its role (a pong, a
-//! relay stage, an iceoryx2 pong). The `myelin` binary checks the variables
-//! before parsing arguments; a test binary runs only the role's test
+//! The other processes of multi-process runs: helper processes (this
+//! executable started again with an environment variable naming its role:
+//! a pong, a relay stage, an iceoryx2 pong, a topology process) and their
+//! domains. The `myelin` binary checks the variables before parsing
+//! arguments; a test binary runs only the role's test
 //! (`<role> --exact --nocapture`).
 
 use std::io::{BufRead, BufReader};

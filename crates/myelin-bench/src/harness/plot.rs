@@ -13,8 +13,8 @@ use plotters::coord::combinators::WithKeyPoints;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
-use crate::report::format_ns;
-use crate::stats::LatencyRecorder;
+use super::report::format_ns;
+use super::stats::LatencyRecorder;
 
 /// Plot size in pixels.
 const SIZE: (u32, u32) = (1000, 600);
@@ -462,7 +462,8 @@ pub struct RowPoint {
     pub max: u64,
 }
 
-/// Per-second P50 / P99 / max lines (the figures of seed 003), as an SVG.
+/// Per-second P50 / P99 / max lines (the ddsperf-style ping-pong's
+/// latency-over-time figure), as an SVG.
 pub fn write_rows_plot(path: &Path, rows: &[RowPoint], title: &str) -> Result<(), PlotError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|source| PlotError::Dir {

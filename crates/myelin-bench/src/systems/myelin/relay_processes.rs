@@ -1,6 +1,7 @@
-//! Seed 002's relay chain with every relay in its own process (the
-//! multi-process table of seed 002): Source => Relay_0 .. => Sink over
-//! myelin's shared-memory transport, executors blocking on their futex.
+//! myelin in the relay-chain per-hop latency measurement with every relay
+//! in its own process (`relay --processes`): Source => Relay_0 .. => Sink
+//! over myelin's shared-memory transport, executors blocking on their
+//! futex.
 //!
 //! The source and the sink share the run's process (one monotonic clock
 //! anyway); each relay is this executable started again with
@@ -18,9 +19,14 @@ use std::time::{Duration, Instant};
 use myelin::Blob;
 use myelin::prelude::*;
 
-use super::relay::RelayParams;
-use super::{BenchError, Meter, Outcome, now_ns, period_of, rate_label, size_label, sleep_until};
-use crate::stats::LatencyRecorder;
+use crate::harness::processes::{Helper, domain, shm_context};
+use crate::harness::stats::LatencyRecorder;
+use crate::harness::{
+    BenchError, Job, Meter, Outcome, now_ns, period_of, rate_label, size_label, sleep_until,
+    warmup_for,
+};
+use crate::scenarios::relay::RelayParams;
+use crate::systems::Role;
 
 const ENV: &str = "MYELIN_BENCH_RELAY";
 
@@ -29,13 +35,15 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 }
 
 fn context(domain: u32) -> Result<Context, BenchError> {
-    super::helper::shm_context(domain, "relay --processes")
+    shm_context(domain, "relay --processes")
 }
 
-/// Run as a relay process if started as one (returns only if not).
-pub fn relay_if_requested() {
-    super::helper::run_role(ENV, "relay", relay);
-}
+/// A relay process: forwards one hop of the chain.
+pub(super) const RELAY: Role = Role {
+    env: ENV,
+    name: "relay",
+    run: relay,
+};
 
 /// `domain,index`: subscribe `hop_<index>`, publish `hop_<index+1>`.
 fn relay(spec: &str) -> Result<(), BenchError> {
@@ -85,43 +93,25 @@ fn relay(spec: &str) -> Result<(), BenchError> {
     exec.spin().map_err(err)
 }
 
-/// Plan: myelin's multi-process chain (blocking), and the raw two-process
-/// futex and spin ping-pongs as the limits of the same run.
-pub fn plan(p: RelayParams, systems: &[super::System]) -> Result<Vec<super::Job>, BenchError> {
-    p.validate()?;
-    let mut jobs = Vec::new();
-    for s in systems {
-        match s {
-            super::System::Myelin => jobs.push(super::Job::new(
-                format!(
-                    "relay/myelin/processes-shm block {} {}",
-                    rate_label(p.rate),
-                    size_label(p.size)
-                ),
-                move || run(p),
-            )),
-            super::System::Raw => {
-                jobs.extend(super::ipc::plan(
-                    super::ipc::IpcParams {
-                        count: p.count.max(1000),
-                        size: 64,
-                    },
-                    &[super::System::Raw],
-                )?);
-            }
-            _ => {}
-        }
-    }
-    Ok(jobs)
+/// The job: the chain with the executors blocking.
+pub(super) fn jobs(p: RelayParams) -> Vec<Job> {
+    vec![Job::new(
+        format!(
+            "relay/myelin/processes-shm block {} {}",
+            rate_label(p.rate),
+            size_label(p.size)
+        ),
+        move || run(p),
+    )]
 }
 
 /// The chain: `p.hops` transfers, `p.hops - 1` relay processes.
-pub fn run(p: RelayParams) -> Result<Outcome, BenchError> {
-    let domain = super::helper::domain(7);
+fn run(p: RelayParams) -> Result<Outcome, BenchError> {
+    let domain = domain(7);
     let ctx = context(domain)?;
     let hops = p.hops as usize;
     let node = ctx.create_node("source_sink").map_err(err)?;
-    let warm = super::warmup_for(p.count);
+    let warm = warmup_for(p.count);
     let total = p.count + warm;
     // Sink first.
     let received = Arc::new(AtomicU64::new(0));
@@ -146,8 +136,7 @@ pub fn run(p: RelayParams) -> Result<Outcome, BenchError> {
         .map_err(err)?;
     let mut children = Vec::new();
     for i in 0..hops - 1 {
-        let mut relay = super::helper::Helper::spawn("relay_role", ENV, format!("{domain},{i}"))
-            .map_err(err)?;
+        let mut relay = Helper::spawn("relay_role", ENV, format!("{domain},{i}")).map_err(err)?;
         relay.expect("ready").map_err(err)?;
         children.push(relay);
     }

@@ -1,5 +1,6 @@
-//! CycloneDDS's `ddsperf` as a peer of `myelin bench pingpong` (Debian
-//! package `cyclonedds-tools`): a `ddsperf pong` and a `ddsperf ping`
+//! CycloneDDS, measured with its `ddsperf` tool, as a peer of `myelin bench
+//! pingpong` (Debian package `cyclonedds-tools`; the system is available
+//! when `ddsperf` is on the PATH): a `ddsperf pong` and a `ddsperf ping`
 //! process on loopback only (a generated CycloneDDS XML selects `lo`,
 //! disables multicast and names 127.0.0.1 as the only peer), their
 //! per-second rows parsed into a [`Record`].
@@ -11,9 +12,28 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::{BenchError, Outcome};
-use crate::report::Record;
-use crate::stats::LatencySummary;
+use super::Runs;
+use crate::harness::report::Record;
+use crate::harness::stats::LatencySummary;
+use crate::harness::{BenchError, Job, Outcome, size_label};
+use crate::scenarios::pingpong::PingPongParams;
+
+pub(super) const RUNS: Runs = Runs {
+    pingpong: Some(jobs),
+    ..Runs::NONE
+};
+
+/// How to get `ddsperf` (for the error when it is missing).
+pub(super) const INSTALL: &str = "install ddsperf (Debian: apt-get install cyclonedds-tools)";
+
+/// The job for one size: ddsperf ping/pong for `ddsperf_secs`.
+fn jobs(p: &PingPongParams, size: usize) -> Vec<Job> {
+    let secs = p.ddsperf_secs;
+    vec![Job::new(
+        format!("pingpong/cyclonedds/ddsperf {}", size_label(size)),
+        move || run(size, secs),
+    )]
+}
 
 /// One per-second row of `ddsperf ping`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -114,7 +134,7 @@ pub fn summarize(rows: &[DdsperfRow]) -> LatencySummary {
 }
 
 /// Whether `ddsperf` is on the PATH.
-pub fn available() -> bool {
+pub(super) fn installed() -> bool {
     Command::new("ddsperf")
         .arg("-h")
         .stdout(Stdio::null())
@@ -143,7 +163,7 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 }
 
 /// Run ddsperf ping/pong for `secs` seconds at `size` bytes.
-pub fn run(size: usize, secs: u32) -> Result<Outcome, BenchError> {
+fn run(size: usize, secs: u32) -> Result<Outcome, BenchError> {
     let dir = std::env::temp_dir().join(format!("myelin-ddsperf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(err)?;
     let xml = dir.join("cyclonedds-loopback.xml");
@@ -190,7 +210,7 @@ pub fn run(size: usize, secs: u32) -> Result<Outcome, BenchError> {
         record: Record {
             scenario: "pingpong".into(),
             system: "cyclonedds".into(),
-            config: format!("ddsperf udp-loopback {}", super::size_label(size)),
+            config: format!("ddsperf udp-loopback {}", size_label(size)),
             count: latency.count,
             lost: 0,
             latency_ns: latency,
@@ -203,7 +223,7 @@ pub fn run(size: usize, secs: u32) -> Result<Outcome, BenchError> {
                 "CycloneDDS ddsperf ping/pong over UDP on lo (multicast off); one way = round trip / 2 as ddsperf prints it; percentiles are the count-weighted median of its per-second rows; CPU not measured".into(),
             ],
         },
-        recorder: crate::stats::LatencyRecorder::new(),
+        recorder: crate::harness::stats::LatencyRecorder::new(),
     })
 }
 

@@ -3,7 +3,7 @@
 //! processes, beside the raw limits of the `ipc` scenario.
 //!
 //! The pong side is this same executable started again with
-//! `MYELIN_BENCH_PONG` set (see [`pong_if_requested`]); it echoes every ping
+//! `MYELIN_BENCH_PONG` set (the [`PONG`] role); it echoes every ping
 //! from an executor callback (blocking mode) or a busy `take()` loop
 //! (polling mode). Messages up to 64 bytes are a plain-old-data type loaned
 //! and read in place; larger ones are loaned [`Blob`]s (zero-copy, the
@@ -14,8 +14,11 @@ use std::time::{Duration, Instant};
 use myelin::prelude::*;
 use myelin::{Blob, Publisher, Subscription};
 
-use super::{BenchError, Meter, Outcome, now_ns, size_label};
-use crate::stats::LatencyRecorder;
+use crate::harness::processes::{Helper, domain, shm_context};
+use crate::harness::stats::LatencyRecorder;
+use crate::harness::{BenchError, Job, Meter, Outcome, now_ns, size_label};
+use crate::scenarios::ipc::Wait;
+use crate::systems::Role;
 
 const ENV: &str = "MYELIN_BENCH_PONG";
 
@@ -30,35 +33,13 @@ pub struct Ping64 {
     pub pad: [u8; 56],
 }
 
-/// Blocking (futex) or polling (busy loop) on both sides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// Sleep in the kernel until woken.
-    Block,
-    /// Spin on `take()`.
-    Poll,
-}
-
-impl Wait {
-    /// Both modes, in report order.
-    pub const BOTH: [Wait; 2] = [Wait::Block, Wait::Poll];
-
-    /// `block` or `poll`.
-    pub fn label(self) -> &'static str {
-        match self {
-            Wait::Block => "block",
-            Wait::Poll => "poll",
-        }
-    }
-}
-
 /// myelin's two-process ping-pong in both wait modes, reported under
 /// `scenario` (`ipc`, `pingpong`).
-pub fn jobs(scenario: &'static str, count: u64, size: usize) -> Vec<super::Job> {
+pub(super) fn jobs(scenario: &'static str, count: u64, size: usize) -> Vec<Job> {
     Wait::BOTH
         .into_iter()
         .map(|w| {
-            super::Job::new(
+            Job::new(
                 format!("{scenario}/myelin/api {} {}", w.label(), size_label(size)),
                 move || {
                     let mut o = run(count, size, w)?;
@@ -75,27 +56,15 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 }
 
 fn context(domain: u32) -> Result<Context, BenchError> {
-    super::helper::shm_context(domain, "ipc")
+    shm_context(domain, "ipc")
 }
 
-/// Run as a helper process of a multi-process benchmark (a pong, or a
-/// relay of `relay --processes`) if this process was started as one. Call
-/// it first thing in `main`; it returns only if not.
-pub fn child_if_requested() {
-    super::relay_procs::relay_if_requested();
-    crate::topology::child_if_requested();
-    #[cfg(feature = "zenoh")]
-    super::net::stage_if_requested();
-    #[cfg(feature = "iceoryx2")]
-    super::iceoryx2_peer::pong_if_requested();
-    pong_if_requested();
-}
-
-/// Run as the pong process if this process was started as one (call first
-/// thing in `main`; returns only if not).
-pub fn pong_if_requested() {
-    super::helper::run_role(ENV, "pong", pong);
-}
+/// The pong process: echoes every ping.
+pub(super) const PONG: Role = Role {
+    env: ENV,
+    name: "pong",
+    run: pong,
+};
 
 /// `domain,size,block|poll`
 fn pong(spec: &str) -> Result<(), BenchError> {
@@ -179,14 +148,13 @@ fn echo<T: myelin::Message>(
 }
 
 /// One ping-pong run: `count` measured round trips after a warm-up.
-pub fn run(count: u64, size: usize, wait: Wait) -> Result<Outcome, BenchError> {
+fn run(count: u64, size: usize, wait: Wait) -> Result<Outcome, BenchError> {
     // A domain of its own, so concurrent runs and user graphs are not
     // disturbed (and do not disturb).
-    let domain = super::helper::domain(0);
+    let domain = domain(0);
     let label = wait.label();
     let mut pong =
-        super::helper::Helper::spawn("pong_role", ENV, format!("{domain},{size},{label}"))
-            .map_err(err)?;
+        Helper::spawn("pong_role", ENV, format!("{domain},{size},{label}")).map_err(err)?;
     pong.expect("ready").map_err(err)?;
     let ctx = context(domain)?;
     let node = ctx.create_node("ping").map_err(err)?;

@@ -1,11 +1,13 @@
-//! zenoh (crate `zenoh` 1.x, TCP only) as a peer system, in the two
-//! arrangements that matter: one session shared by every node (zenoh then
-//! calls subscribers inline in the publisher's thread), and one session per
-//! node, as ROS 2 maps nodes to participants.
+//! zenoh (crate `zenoh` 1.x, TCP only) as a peer system (feature `zenoh`).
 //!
-//! Sessions are peers with multicast and gossip scouting off, listening on
-//! explicit `127.0.0.1` ports and connected to each other explicitly: nothing
-//! leaves the host and nothing is sent to the LAN.
+//! In the relay chain and the fan-out, in the two arrangements that matter:
+//! one session shared by every node (zenoh then calls subscribers inline in
+//! the publisher's thread), and one session per node, as ROS 2 maps nodes
+//! to participants. Those sessions are peers with multicast and gossip
+//! scouting off, listening on explicit `127.0.0.1` ports and connected to
+//! each other explicitly: nothing leaves the host and nothing is sent to
+//! the LAN. In the `net` ring, raw zenoh with myelin's session
+//! configuration (see [`net`]).
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +16,19 @@ use std::time::{Duration, Instant};
 use zenoh::qos::CongestionControl;
 use zenoh::{Config, Session, Wait};
 
-use super::{BenchError, now_ns};
+use super::Runs;
+use crate::harness::{BenchError, now_ns};
+
+mod fanout;
+mod net;
+mod relay;
+
+pub(super) const RUNS: Runs = Runs {
+    relay: Some(relay::jobs),
+    fanout: Some(fanout::jobs),
+    net: Some(net::RING),
+    ..Runs::NONE
+};
 
 /// How zenoh sessions map to nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

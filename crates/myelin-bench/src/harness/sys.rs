@@ -47,7 +47,7 @@ fn process_cpu_ns() -> u64 {
 /// [`since`](Self::since):
 ///
 /// ```
-/// use myelin_bench::sys::CpuSnapshot;
+/// use myelin_bench::harness::sys::CpuSnapshot;
 ///
 /// let before = CpuSnapshot::now();
 /// let mut x = 0u64;

@@ -1,5 +1,6 @@
-//! gRPC (tonic, HTTP/2 over 127.0.0.1) as the peer of `rpc`: the same
-//! client/server chain as seed 002's gRPC column. Each server is its own
+//! gRPC (tonic, HTTP/2 over 127.0.0.1) as the peer of `rpc` (feature
+//! `grpc`): the same client/server chain, so the table has a gRPC row
+//! beside myelin's. Each server is its own
 //! tonic server on a loopback port; server_i's handler calls server_{i+1}.
 //! Messages are raw bytes (a pass-through codec, no protobuf codegen): the
 //! request carries the sequence number in its first 8 bytes.
@@ -19,11 +20,30 @@ use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::server::{NamedService, UnaryService};
 use tonic::transport::{Channel, Server};
 
-use super::relay::RelayParams;
-use super::{
-    BenchError, Meter, Outcome, now_ns, period_of, rate_label, size_label, sleep_until, warmup_for,
+use super::Runs;
+use crate::harness::stats::LatencyRecorder;
+use crate::harness::{
+    BenchError, Job, Meter, Outcome, now_ns, period_of, rate_label, size_label, sleep_until,
+    warmup_for,
 };
-use crate::stats::LatencyRecorder;
+use crate::scenarios::relay::RelayParams;
+
+pub(super) const RUNS: Runs = Runs {
+    rpc: Some(jobs),
+    ..Runs::NONE
+};
+
+/// The job: the chain over loopback.
+fn jobs(p: RelayParams) -> Vec<Job> {
+    vec![Job::new(
+        format!(
+            "rpc/grpc/tonic-loopback {} {}",
+            rate_label(p.rate),
+            size_label(p.size)
+        ),
+        move || chain(p),
+    )]
+}
 
 const PATH: &str = "/myelin.Relay/Call";
 
@@ -150,7 +170,7 @@ async fn connect(port: u16) -> Result<tonic::client::Grpc<Channel>, BenchError> 
 }
 
 /// The gRPC chain: `p.hops` servers on loopback, a paced source.
-pub(crate) fn chain(p: RelayParams) -> Result<Outcome, BenchError> {
+fn chain(p: RelayParams) -> Result<Outcome, BenchError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-use super::{BenchError, Meter, Outcome, now_ns, period_of, rate_label, sleep_until, warmup_for};
-use crate::stats::LatencyRecorder;
+use crate::harness::stats::LatencyRecorder;
+use crate::harness::{
+    BenchError, Meter, Outcome, now_ns, period_of, rate_label, sleep_until, warmup_for,
+};
 
 /// How the receiving thread waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handoff {
+pub(super) enum Handoff {
     /// Busy-spin on an atomic (burns a core; the latency floor).
     Spin,
     /// Sleep in the kernel and be woken (`park`/`unpark`, a futex).
@@ -21,7 +23,7 @@ pub enum Handoff {
 
 impl Handoff {
     /// Config name.
-    pub fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Handoff::Spin => "spin-handoff",
             Handoff::Futex => "futex-handoff",
@@ -30,7 +32,7 @@ impl Handoff {
 }
 
 /// Measure `count` one-way hand-offs paced at `rate` Hz.
-pub fn handoff(
+pub(super) fn handoff(
     scenario: &str,
     mode: Handoff,
     rate: f64,

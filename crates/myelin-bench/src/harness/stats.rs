@@ -154,7 +154,7 @@ impl TimeSeries {
 /// any `u64` can be recorded.
 ///
 /// ```
-/// use myelin_bench::stats::LatencyRecorder;
+/// use myelin_bench::harness::stats::LatencyRecorder;
 ///
 /// let mut rec = LatencyRecorder::new();
 /// for ns in 1..=1000 {

@@ -1,0 +1,182 @@
+//! myelin in the dispatch measurement: on one thread, `publish` then
+//! `spin_some`, latency from the publish call to callback entry; a 64 B
+//! value moved into an owning callback, the same into an inline
+//! subscription (no executor), and a 1440x1080 frame published shared,
+//! each with 0 and 200 idle subscriptions on the executor.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use myelin::Message;
+use myelin::prelude::*;
+
+use crate::harness::stats::LatencyRecorder;
+use crate::harness::{BenchError, Job, Meter, Outcome, Stamped, now_ns};
+use crate::scenarios::dispatch::{DispatchParams, FRAME_1440X1080, Msg64, warm};
+
+/// The jobs: inline, then per idle count the 64 B value and the frame.
+pub(super) fn jobs(p: DispatchParams) -> Vec<Job> {
+    let n = p.samples;
+    let mut jobs = vec![Job::new("dispatch/myelin/64B inline".into(), move || {
+        inline(n)
+    })];
+    for idle in [0usize, 200] {
+        jobs.push(Job::new(
+            format!("dispatch/myelin/64B idle={idle}"),
+            move || small(n, idle),
+        ));
+        jobs.push(Job::new(
+            format!("dispatch/myelin/1440x1080 shared idle={idle}"),
+            move || frame(n, idle),
+        ));
+    }
+    jobs
+}
+
+fn rig(idle: usize) -> Result<(Context, Node, Vec<Subscription<u64>>), BenchError> {
+    let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
+    let ctx = super::local_context()?;
+    let node = ctx.create_node("dispatch").map_err(|e| setup(&e))?;
+    let mut idle_subs = Vec::new();
+    for i in 0..idle {
+        idle_subs.push(
+            node.create_subscription(&format!("idle_{i}"), QoS::default(), |_m: u64| {})
+                .map_err(|e| setup(&e))?,
+        );
+    }
+    Ok((ctx, node, idle_subs))
+}
+
+/// Time `n` (+ warm-up) same-thread steps: `step(i)` publishes and makes the
+/// callback run; the callback stores its entry time in `hit`.
+fn same_thread(
+    n: u64,
+    hit: &AtomicU64,
+    mut step: impl FnMut(u64) -> Result<(), BenchError>,
+) -> Result<LatencyRecorder, BenchError> {
+    let mut rec = LatencyRecorder::new();
+    for i in 0..n + warm(n) {
+        let t0 = now_ns();
+        step(i)?;
+        if i >= warm(n) {
+            rec.record(hit.load(Ordering::Relaxed).saturating_sub(t0));
+        }
+    }
+    Ok(rec)
+}
+
+fn setup_err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::setup("myelin", e)
+}
+
+/// A subscription on `topic` (inline or executor-run) that stamps `hit`.
+fn stamping_sub<T: Message>(
+    node: &Node,
+    topic: &str,
+    inline: bool,
+    hit: &Arc<AtomicU64>,
+) -> Result<Subscription<T>, BenchError> {
+    let h = hit.clone();
+    let opts = if inline {
+        SubscriptionOptions::inline()
+    } else {
+        SubscriptionOptions::default()
+    };
+    node.create_subscription_with(topic, QoS::keep_last(1), opts, move |_m: &T| {
+        h.store(now_ns(), Ordering::Relaxed);
+    })
+    .map_err(setup_err)
+}
+
+fn small(n: u64, idle: usize) -> Result<Outcome, BenchError> {
+    let (_ctx, node, _idle) = rig(idle)?;
+    let hit = Arc::new(AtomicU64::new(0));
+    // An owning callback: the message is moved into the buffer, no copy.
+    let h = hit.clone();
+    let _sub = node
+        .create_subscription("small", QoS::keep_last(1), move |_m: Msg64| {
+            h.store(now_ns(), Ordering::Relaxed);
+        })
+        .map_err(setup_err)?;
+    let publisher = node
+        .create_publisher::<Msg64>("small", QoS::keep_last(1))
+        .map_err(setup_err)?;
+    let mut exec = Executor::new();
+    exec.add_node(&node).map_err(setup_err)?;
+    let meter = Meter::start();
+    let rec = same_thread(n, &hit, |i| {
+        let m = Msg64 {
+            stamp_ns: i,
+            pad: [i; 7],
+        };
+        publisher.publish(m).map_err(setup_err)?;
+        exec.spin_some().map_err(setup_err).map(drop)
+    })?;
+    Ok(meter.finish(
+        "dispatch",
+        "myelin",
+        format!("64B idle={idle}"),
+        rec,
+        n + warm(n),
+        0,
+        None,
+        vec![
+            "same thread: publish(T) then spin_some(); latency = publish call to callback entry"
+                .into(),
+        ],
+    ))
+}
+
+fn inline(n: u64) -> Result<Outcome, BenchError> {
+    let (_ctx, node, _idle) = rig(0)?;
+    let hit = Arc::new(AtomicU64::new(0));
+    let _sub = stamping_sub::<Msg64>(&node, "small", true, &hit)?;
+    let publisher = node
+        .create_publisher::<Msg64>("small", QoS::keep_last(1))
+        .map_err(setup_err)?;
+    let meter = Meter::start();
+    let rec = same_thread(n, &hit, |i| {
+        let m = Msg64 {
+            stamp_ns: i,
+            pad: [i; 7],
+        };
+        publisher.publish(m).map_err(setup_err)
+    })?;
+    Ok(meter.finish(
+        "dispatch",
+        "myelin",
+        "64B inline".into(),
+        rec,
+        n + warm(n),
+        0,
+        None,
+        vec!["inline subscription: the callback runs inside publish(), no executor".into()],
+    ))
+}
+
+fn frame(n: u64, idle: usize) -> Result<Outcome, BenchError> {
+    let (_ctx, node, _idle) = rig(idle)?;
+    let hit = Arc::new(AtomicU64::new(0));
+    let _sub = stamping_sub::<Stamped>(&node, "frame", false, &hit)?;
+    let publisher = node
+        .create_publisher::<Stamped>("frame", QoS::keep_last(1))
+        .map_err(setup_err)?;
+    let mut exec = Executor::new();
+    exec.add_node(&node).map_err(setup_err)?;
+    let frame = Arc::new(Stamped::with_size(0, FRAME_1440X1080));
+    let meter = Meter::start();
+    let rec = same_thread(n, &hit, |_| {
+        publisher.publish_shared(frame.clone()).map_err(setup_err)?;
+        exec.spin_some().map_err(setup_err).map(drop)
+    })?;
+    Ok(meter.finish(
+        "dispatch",
+        "myelin",
+        format!("1440x1080 shared idle={idle}"),
+        rec,
+        n + warm(n),
+        0,
+        None,
+        vec!["publish_shared(Arc) of a 4,665,600 B frame, then spin_some()".into()],
+    ))
+}

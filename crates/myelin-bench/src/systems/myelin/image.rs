@@ -1,0 +1,143 @@
+//! myelin in the image pipeline: frames published shared from a camera
+//! node to a viewer node that receives them in an executor callback, in an
+//! inline callback (inside `publish`), or in a thread blocked in
+//! `wait_for_message`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use myelin::prelude::*;
+
+use crate::harness::{
+    BenchError, Job, Meter, Outcome, Stamped, period_of, rate_label, sleep_until, warmup_for,
+};
+use crate::scenarios::image::{Frame, ImageParams, Pool, Samples};
+
+/// The jobs for one frame size: callback, inline, waiter.
+pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
+    [
+        ("callback", Mode::Callback),
+        ("inline", Mode::Inline),
+        ("waiter", Mode::Waiter),
+    ]
+    .into_iter()
+    .map(|(name, mode)| {
+        Job::new(format!("image/myelin/{name} {label}"), move || {
+            image(p, label, bytes, mode)
+        })
+    })
+    .collect()
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Callback,
+    Inline,
+    Waiter,
+}
+
+fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcome, BenchError> {
+    let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
+    let ctx = super::local_context()?;
+    let camera = ctx.create_node("camera").map_err(|e| setup(&e))?;
+    let viewer = ctx.create_node("viewer").map_err(|e| setup(&e))?;
+    let total = p.frames + warmup_for(p.frames);
+    let samples = Samples::new(&p);
+    let qos = QoS::sensor_data();
+    let publisher = camera
+        .create_publisher::<Stamped>("image_raw", qos)
+        .map_err(|e| setup(&e))?;
+    let (handle, stop, _sub) = match mode {
+        Mode::Callback => {
+            let s = samples.clone();
+            let sub = viewer
+                .create_subscription("image_raw", qos, move |f: Arc<Stamped>| s.on_frame(&f))
+                .map_err(|e| setup(&e))?;
+            let mut exec = Executor::new();
+            exec.add_node(&viewer).map_err(|e| setup(&e))?;
+            let stop = exec.stop_handle();
+            let h = std::thread::spawn(move || {
+                let _ = exec.spin();
+            });
+            (h, Some(stop), Some(sub))
+        }
+        Mode::Inline => {
+            let s = samples.clone();
+            let sub = viewer
+                .create_subscription_with(
+                    "image_raw",
+                    qos,
+                    SubscriptionOptions::inline(),
+                    move |f: Arc<Stamped>| s.on_frame(&f),
+                )
+                .map_err(|e| setup(&e))?;
+            (std::thread::spawn(|| {}), None, Some(sub))
+        }
+        Mode::Waiter => {
+            let sub = viewer
+                .create_polling_subscription::<Stamped>(
+                    "image_raw",
+                    qos,
+                    SubscriptionOptions::default(),
+                )
+                .map_err(|e| setup(&e))?;
+            let s = samples.clone();
+            let h = std::thread::spawn(move || {
+                while s.received.load(Ordering::Acquire) < total {
+                    match sub.wait_for_message(Duration::from_secs(5)) {
+                        Ok(f) => s.on_frame(&f),
+                        Err(_) => break,
+                    }
+                }
+            });
+            (h, None, None)
+        }
+    };
+    let mut pool = Pool::new(bytes);
+    let period = period_of(p.rate)?;
+    let meter = Meter::start();
+    let start = Instant::now();
+    for seq in 0..total {
+        sleep_until(start + period * (seq as u32 + 1));
+        let frame = pool.next(seq);
+        publisher.publish_shared(frame).map_err(|e| setup(&e))?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while samples.received.load(Ordering::Acquire) < total && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let usage_frames = samples.received.load(Ordering::Acquire);
+    if let Some(s) = stop {
+        s.stop();
+    }
+    drop(publisher);
+    handle
+        .join()
+        .map_err(|_| setup(&"subscriber thread panicked"))?;
+    let mode_name = match mode {
+        Mode::Callback => "callback",
+        Mode::Inline => "inline",
+        Mode::Waiter => "waiter",
+    };
+    let mut notes = vec![format!(
+        "{bytes} B frames published shared at {}",
+        rate_label(p.rate)
+    )];
+    if pool.allocated > 0 {
+        notes.push(format!(
+            "{} frames were still held and re-allocated",
+            pool.allocated
+        ));
+    }
+    Ok(meter.finish(
+        "image",
+        "myelin",
+        format!("{mode_name} {label}"),
+        samples.take(),
+        usage_frames,
+        total.saturating_sub(usage_frames),
+        None,
+        notes,
+    ))
+}

@@ -1,0 +1,137 @@
+//! The raw limits of this machine, measured beside every system in the
+//! same run:
+//!
+//! * relay: one-way hand-off latency between two threads, by busy-spinning
+//!   on an atomic and by a futex wake-up (`thread::park`/`unpark`); every
+//!   cross-thread system is bounded below by one of these ([`threads`]);
+//! * ipc (and `relay --processes`): the same between two processes, a
+//!   futex ping-pong and a busy-spin ping-pong on words of a shared mapping
+//!   ([`processes`]);
+//! * dispatch: two back-to-back clock reads, the floor of any timestamped
+//!   sample;
+//! * image: one `memcpy` of the frame, what a copying waiter pays.
+
+use std::time::Instant;
+
+use super::Runs;
+use crate::harness::stats::LatencyRecorder;
+use crate::harness::{BenchError, Job, Meter, Outcome, now_ns, period_of, sleep_until, warmup_for};
+use crate::scenarios::dispatch::DispatchParams;
+use crate::scenarios::image::{Frame, ImageParams};
+use crate::scenarios::ipc::{IpcParams, Wait};
+use crate::scenarios::relay::RelayParams;
+
+mod processes;
+mod threads;
+
+use threads::Handoff;
+
+pub(super) const RUNS: Runs = Runs {
+    dispatch: Some(dispatch_jobs),
+    relay: Some(relay_jobs),
+    relay_processes: Some(relay_processes_jobs),
+    image: Some(image_jobs),
+    ipc: Some(ipc_jobs),
+    ..Runs::NONE
+};
+
+/// dispatch: the clock-read floor.
+fn dispatch_jobs(p: DispatchParams) -> Vec<Job> {
+    let n = p.samples;
+    vec![Job::new("dispatch/raw/clock-read".into(), move || {
+        clock_floor(n)
+    })]
+}
+
+/// relay: the spin and futex hand-offs between two threads at the chain's
+/// rate.
+fn relay_jobs(p: RelayParams) -> Vec<Job> {
+    [Handoff::Spin, Handoff::Futex]
+        .into_iter()
+        .map(|mode| {
+            Job::new(format!("relay/raw/{}", mode.name()), move || {
+                threads::handoff("relay", mode, p.rate, p.count)
+            })
+        })
+        .collect()
+}
+
+/// `relay --processes`: the two-process futex and spin ping-pongs (at
+/// least 1000 round trips of 64 B), the limits of a cross-process hop.
+fn relay_processes_jobs(p: RelayParams) -> Vec<Job> {
+    ipc_jobs(IpcParams {
+        count: p.count.max(1000),
+        size: 64,
+    })
+}
+
+/// image: one memcpy of the frame.
+fn image_jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
+    vec![Job::new(format!("image/raw/memcpy {label}"), move || {
+        memcpy(p, label, bytes)
+    })]
+}
+
+/// ipc: the futex and spin ping-pongs between two processes.
+fn ipc_jobs(p: IpcParams) -> Vec<Job> {
+    Wait::BOTH
+        .into_iter()
+        .map(|w| {
+            let label = if w == Wait::Block { "futex" } else { "spin" };
+            Job::new(format!("ipc/raw/{label}-pingpong 2 processes"), move || {
+                processes::pingpong(p, w)
+            })
+        })
+        .collect()
+}
+
+fn clock_floor(n: u64) -> Result<Outcome, BenchError> {
+    let mut rec = LatencyRecorder::new();
+    let meter = Meter::start();
+    for _ in 0..n {
+        let t0 = now_ns();
+        let t1 = now_ns();
+        rec.record(t1.saturating_sub(t0));
+    }
+    Ok(meter.finish(
+        "dispatch",
+        "raw",
+        "clock-read".into(),
+        rec,
+        n,
+        0,
+        None,
+        vec!["two back-to-back clock reads: included in every sample above".into()],
+    ))
+}
+
+fn memcpy(p: ImageParams, label: &str, bytes: usize) -> Result<Outcome, BenchError> {
+    let src = vec![0x5Au8; bytes];
+    let mut dst = vec![0u8; bytes];
+    let total = p.frames + warmup_for(p.frames);
+    let mut rec = LatencyRecorder::with_time_series();
+    let period = period_of(p.rate)?;
+    let meter = Meter::start();
+    let start = Instant::now();
+    let t0 = now_ns();
+    for i in 0..total {
+        sleep_until(start + period * (i as u32 + 1));
+        let a = now_ns();
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+        let b = now_ns();
+        if i >= warmup_for(p.frames) {
+            rec.record_at(a.saturating_sub(t0) as f64 / 1e9, b - a);
+        }
+    }
+    Ok(meter.finish(
+        "image",
+        "raw",
+        format!("memcpy {label}"),
+        rec,
+        total,
+        0,
+        None,
+        vec!["one copy of the frame: what a copying waiter pays".into()],
+    ))
+}
