@@ -1,6 +1,10 @@
-//! The shared-memory transport across real processes: the test binary runs
-//! itself as the other process (`MYELIN_SHM_ROLE`). Each test uses its own
-//! domain, so tests running in parallel never see each other.
+//! What is particular to the shared-memory transport, across real
+//! processes: loans read in place, chunks given back by killed readers, a
+//! publisher killed mid-stream, file permissions. What every transport
+//! must do is in the conformance suite (`tests/conformance/`, `shm::*`).
+//! The test binary runs itself as the other process (`MYELIN_SHM_ROLE`).
+//! Each test uses its own domain, so tests running in parallel never see
+//! each other.
 
 #![cfg(feature = "shm")]
 
@@ -9,7 +13,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use myelin::prelude::*;
-use myelin::{Blob, CreateEndpointError, Publisher, Subscription};
+use myelin::{Blob, Publisher, Subscription};
 
 const ROLE: &str = "MYELIN_SHM_ROLE";
 const LONG: Duration = Duration::from_secs(60);
@@ -21,20 +25,6 @@ const IMAGE: usize = 4_665_600; // 1440 x 1080 x 3
 struct Stamp {
     seq: u64,
     value: f64,
-}
-
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, myelin::Message)]
-#[message(cdr, name = "test_msgs/msg/Pose")]
-struct Pose {
-    frame: String,
-    seq: u32,
-    xyz: Vec<f64>,
-}
-
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, myelin::Message)]
-#[message(cdr, name = "test_msgs/msg/Other")]
-struct Other {
-    x: i32,
 }
 
 fn ctx(domain: u32) -> Context {
@@ -63,22 +53,6 @@ fn wait_publishers<T: myelin::Message>(s: &Subscription<T>, n: usize) {
     while s.matched_count() < n {
         assert!(Instant::now() < deadline, "no publisher matched");
         std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// Publish until accepted (keep_all subscribers may be momentarily full).
-fn publish_reliably<T: myelin::Message>(p: &Publisher<T>, msg: T) {
-    let deadline = Instant::now() + LONG;
-    let mut m = msg;
-    loop {
-        match p.publish(m.clone()) {
-            Ok(()) => return,
-            Err(myelin::PublishError::ResourceLimit { .. }) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_micros(200));
-                m = m.clone();
-            }
-            Err(e) => panic!("{e}"),
-        }
     }
 }
 
@@ -122,17 +96,6 @@ fn child_role() {
             println!("done");
             let _ = std::io::stdin().read_line(&mut line);
         }
-        "pub_keep_last" => {
-            let p = node
-                .create_publisher::<Stamp>("stamps", QoS::keep_last(5))
-                .unwrap();
-            wait_matched(&p, 1);
-            for seq in 0..count {
-                p.publish(Stamp { seq, value: 0.0 }).unwrap();
-            }
-            println!("done");
-            let _ = std::io::stdin().read_line(&mut line);
-        }
         "pub_blob" => {
             let p = node
                 .create_publisher::<Blob>("images", QoS::keep_all())
@@ -143,34 +106,6 @@ fn child_role() {
                 loan.fill(seq as u8);
                 loan[0..8].copy_from_slice(&seq.to_le_bytes());
                 loan.publish().unwrap();
-            }
-            println!("done");
-            let _ = std::io::stdin().read_line(&mut line);
-        }
-        "pub_cdr" => {
-            let p = node
-                .create_publisher::<Pose>("poses", QoS::keep_all())
-                .unwrap();
-            wait_matched(&p, 1);
-            for seq in 0..count as u32 {
-                publish_reliably(
-                    &p,
-                    Pose {
-                        frame: format!("map/{seq}"),
-                        seq,
-                        xyz: vec![seq as f64; (seq % 7) as usize],
-                    },
-                );
-            }
-            println!("done");
-            let _ = std::io::stdin().read_line(&mut line);
-        }
-        "pub_history" => {
-            let p = node
-                .create_publisher::<Stamp>("latched", QoS::keep_last(5).transient_local())
-                .unwrap();
-            for seq in 0..count {
-                p.publish(Stamp { seq, value: 1.0 }).unwrap();
             }
             println!("done");
             let _ = std::io::stdin().read_line(&mut line);
@@ -204,46 +139,6 @@ fn child_role() {
                     println!("holding {}", held.len());
                 }
             }
-        }
-        "sub_other_type" => {
-            let r = node.create_polling_subscription::<Other>(
-                "poses",
-                QoS::default(),
-                Default::default(),
-            );
-            match r {
-                Err(e) => println!("refused: {e}"),
-                Ok(_) => println!("accepted"),
-            }
-        }
-        "pub_other_type" => {
-            let _p = node
-                .create_publisher::<Other>("poses", QoS::default())
-                .unwrap();
-            println!("ready");
-            let _ = std::io::stdin().read_line(&mut line);
-        }
-        "server" | "slow_server" => {
-            let slow = role == "slow_server";
-            let _srv = node
-                .create_service::<i64, i64>("double", move |x| {
-                    if slow {
-                        println!("got request");
-                        std::thread::sleep(Duration::from_secs(120));
-                    }
-                    2 * x
-                })
-                .unwrap();
-            let mut exec = Executor::new();
-            exec.add_node(&node).unwrap();
-            let stop = exec.stop_handle();
-            std::thread::spawn(move || {
-                let mut l = String::new();
-                let _ = std::io::stdin().read_line(&mut l);
-                stop.stop();
-            });
-            println!("ready");
-            exec.spin().unwrap();
         }
         other => panic!("unknown role {other}"),
     }
@@ -344,137 +239,6 @@ fn an_image_sized_blob_is_read_in_place_across_processes() {
 }
 
 #[test]
-fn a_serde_type_crosses_processes_as_cdr() {
-    let c = ctx(152);
-    let node = c.create_node("parent").unwrap();
-    let sub = node
-        .create_polling_subscription::<Pose>("poses", QoS::keep_all(), Default::default())
-        .unwrap();
-    let peer = Peer::spawn("pub_cdr", 152, 300);
-    for seq in 0..300u32 {
-        let m = sub.wait_for_message(LONG).unwrap();
-        assert_eq!(
-            *m,
-            Pose {
-                frame: format!("map/{seq}"),
-                seq,
-                xyz: vec![seq as f64; (seq % 7) as usize]
-            }
-        );
-    }
-    peer.finish();
-}
-
-#[test]
-fn a_slow_keep_last_reader_gets_the_newest_depth_and_counts_the_rest_lost() {
-    let c = ctx(153);
-    let node = c.create_node("parent").unwrap();
-    let sub = node
-        .create_polling_subscription::<Stamp>("stamps", QoS::keep_last(5), Default::default())
-        .unwrap();
-    let mut peer = Peer::spawn("pub_keep_last", 153, 100);
-    peer.expect("done"); // we have not read anything yet
-    let got: Vec<u64> = std::iter::from_fn(|| sub.take()).map(|m| m.seq).collect();
-    assert_eq!(got, vec![95, 96, 97, 98, 99]);
-    assert_eq!(sub.lost(), 95);
-    peer.finish();
-}
-
-#[test]
-fn local_and_remote_publishers_reach_a_subscription_exactly_once() {
-    let c = ctx(154);
-    let node = c.create_node("parent").unwrap();
-    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let g = got.clone();
-    let _sub = node
-        .create_subscription("stamps", QoS::keep_all(), move |m: &Stamp| {
-            g.lock().unwrap().push(m.seq)
-        })
-        .unwrap();
-    let local = node
-        .create_publisher::<Stamp>("stamps", QoS::keep_all())
-        .unwrap();
-    let mut exec = Executor::new();
-    exec.add_node(&node).unwrap();
-    let stop = exec.stop_handle();
-    let spinner = std::thread::spawn(move || exec.spin());
-    let peer = Peer::spawn("pub_pod", 154, 500);
-    for seq in 0..500u64 {
-        local
-            .publish(Stamp {
-                seq: 1_000_000 + seq,
-                value: 0.0,
-            })
-            .unwrap();
-    }
-    let deadline = Instant::now() + LONG;
-    while got.lock().unwrap().len() < 1000 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    peer.finish();
-    std::thread::sleep(Duration::from_millis(50));
-    stop.stop();
-    spinner.join().unwrap().unwrap();
-    let mut v = got.lock().unwrap().clone();
-    assert_eq!(v.len(), 1000, "each message once");
-    v.sort();
-    v.dedup();
-    assert_eq!(v.len(), 1000, "no duplicates");
-    // The local publisher does not see the remote-only path for its own
-    // subscription: exactly its local subscription is matched locally.
-    assert_eq!(local.subscription_count(), 1);
-}
-
-#[test]
-fn a_type_mismatch_across_processes_is_refused_naming_both_types() {
-    // The other process comes second.
-    let c = ctx(155);
-    let node = c.create_node("parent").unwrap();
-    let _p = node
-        .create_publisher::<Pose>("poses", QoS::default())
-        .unwrap();
-    let mut peer = Peer::spawn("sub_other_type", 155, 0);
-    let line = peer.expect("refused");
-    assert!(line.contains("test_msgs/msg/Pose"), "{line}");
-    assert!(line.contains("test_msgs/msg/Other"), "{line}");
-    peer.finish();
-    // This process comes second.
-    let c = ctx(156);
-    let node = c.create_node("parent").unwrap();
-    let mut peer = Peer::spawn("pub_other_type", 156, 0);
-    peer.expect("ready");
-    let err = node
-        .create_polling_subscription::<Pose>("poses", QoS::default(), Default::default())
-        .unwrap_err();
-    assert!(
-        matches!(&err, CreateEndpointError::RemoteTypeMismatch { remote, requested, .. }
-            if remote == "test_msgs/msg/Other" && *requested == "test_msgs/msg/Pose"),
-        "{err}"
-    );
-    peer.finish();
-}
-
-#[test]
-fn a_late_joiner_in_another_process_gets_transient_local_history() {
-    let mut peer = Peer::spawn("pub_history", 157, 12);
-    peer.expect("done");
-    let c = ctx(157);
-    let node = c.create_node("parent").unwrap();
-    let sub = node
-        .create_polling_subscription::<Stamp>(
-            "latched",
-            QoS::keep_last(5).transient_local(),
-            Default::default(),
-        )
-        .unwrap();
-    let got: Vec<u64> = (0..5)
-        .map(|_| sub.wait_for_message(LONG).unwrap().seq)
-        .collect();
-    assert_eq!(got, vec![7, 8, 9, 10, 11]);
-    peer.finish();
-}
-
-#[test]
 fn a_killed_reader_holding_loans_gives_its_chunks_back() {
     let c = ctx(158);
     let node = c.create_node("parent").unwrap();
@@ -561,37 +325,4 @@ fn shared_memory_objects_are_owner_only() {
 
 fn myelin_shm_dir() -> std::path::PathBuf {
     std::env::var_os("MYELIN_SHM_DIR").map_or_else(|| "/dev/shm".into(), Into::into)
-}
-
-#[test]
-fn a_service_is_called_across_processes() {
-    let c = ctx(161);
-    let node = c.create_node("caller").unwrap();
-    let client = node.create_client::<i64, i64>("double").unwrap();
-    let mut peer = Peer::spawn("server", 161, 0);
-    peer.expect("ready");
-    assert!(client.wait_for_service(LONG), "the server process is found");
-    for x in [21, -4, 1 << 40] {
-        assert_eq!(client.call(x, LONG).unwrap(), 2 * x);
-    }
-    peer.finish();
-}
-
-#[test]
-fn a_server_killed_mid_call_gives_the_caller_an_error_not_a_hang() {
-    let c = ctx(162);
-    let node = c.create_node("caller").unwrap();
-    let client = std::sync::Arc::new(node.create_client::<i64, i64>("double").unwrap());
-    let mut peer = Peer::spawn("slow_server", 162, 0);
-    peer.expect("ready");
-    assert!(client.wait_for_service(LONG));
-    let cl = client.clone();
-    let call = std::thread::spawn(move || cl.call(1, Duration::from_secs(300)));
-    peer.expect("got request");
-    peer.kill9();
-    let err = call.join().unwrap().unwrap_err();
-    assert!(
-        matches!(err, myelin::CallError::ServiceUnavailable(ref s) if s == "/double"),
-        "{err}"
-    );
 }

@@ -1,13 +1,15 @@
-//! The network transport on real zenoh sessions: a zenoh router on a free
-//! loopback port (started in this test process, as `myelin router` starts
-//! one), contexts and child processes connected to it through a
-//! configuration file (multicast scouting off). The child processes are
-//! this test binary run again (`MYELIN_NET_ROLE`).
+//! What is particular to the network transport, on real zenoh sessions:
+//! contexts of one process over zenoh, any-type subscriptions and the wire
+//! bytes, shared memory and zenoh side by side in one process, bad
+//! configuration files. A zenoh router runs on a free loopback port
+//! (started in this test process, as `myelin router` starts one) and the
+//! contexts reach it through a configuration file (multicast scouting
+//! off). What every transport must do, across processes, is in the
+//! conformance suite (`tests/conformance/`, `zenoh::*`).
 #![cfg(feature = "zenoh")]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -15,7 +17,6 @@ use std::time::{Duration, Instant};
 use myelin::prelude::*;
 use myelin::{AnyMessage, Publisher, Subscription};
 
-const ROLE: &str = "MYELIN_NET_ROLE";
 const LONG: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, myelin::Message)]
@@ -23,13 +24,6 @@ const LONG: Duration = Duration::from_secs(60);
 struct Reading {
     seq: u32,
     label: String,
-}
-
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, myelin::Message)]
-#[message(cdr, name = "test_msgs/msg/Sum")]
-struct Sum {
-    a: i64,
-    b: i64,
 }
 
 /// A zenoh router on a free loopback port and a session config file
@@ -286,151 +280,4 @@ fn bad_config_file_is_a_clear_error() {
         .unwrap_err();
     assert!(e.to_string().contains("missing.json5"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-// ---- across processes ----
-
-fn spawn(
-    role: &str,
-    cfg: &std::path::Path,
-    domain: u32,
-) -> (Child, BufReader<std::process::ChildStdout>) {
-    let mut c = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
-        .env(ROLE, role)
-        .env("MYELIN_NET_DOMAIN", domain.to_string())
-        .env("MYELIN_ZENOH_CONFIG", cfg)
-        .env("MYELIN_TRANSPORT", "zenoh")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = BufReader::new(c.stdout.take().unwrap());
-    (c, out)
-}
-
-fn expect(out: &mut BufReader<std::process::ChildStdout>, what: &str) {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "child ended before {what:?}"
-        );
-        if line.trim_end().ends_with(what) {
-            return;
-        }
-    }
-}
-
-/// The other process.
-#[test]
-fn child_role() {
-    let Ok(role) = std::env::var(ROLE) else {
-        return;
-    };
-    // The parent gone (stdin closed), the child goes too.
-    std::thread::spawn(|| {
-        let mut sink = String::new();
-        while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {}
-        std::process::exit(0);
-    });
-    let domain: u32 = std::env::var("MYELIN_NET_DOMAIN").unwrap().parse().unwrap();
-    let c = Context::builder()
-        .domain_id(domain)
-        .handle_signals(false)
-        .build()
-        .unwrap();
-    assert!(c.uses_network() && !c.uses_shared_memory());
-    let node = c
-        .create_node(&format!("child_{}", std::process::id()))
-        .unwrap();
-    match role.as_str() {
-        "echo" => {
-            // Replies to each reading with the same reading, label "re".
-            let out = node
-                .create_publisher::<Reading>("/back", QoS::keep_all())
-                .unwrap();
-            let sub = node
-                .create_polling_subscription::<Reading>(
-                    "/forth",
-                    QoS::keep_all(),
-                    Default::default(),
-                )
-                .unwrap();
-            println!("ready");
-            loop {
-                let m = sub.wait_for_message(LONG).unwrap().into_owned();
-                if m.label == "stop" {
-                    break;
-                }
-                out.publish(Reading {
-                    seq: m.seq,
-                    label: "re".into(),
-                })
-                .unwrap();
-            }
-        }
-        "server" => {
-            let _srv = node
-                .create_service("/add", |s: Sum| Sum { a: s.a + s.b, b: 0 })
-                .unwrap();
-            let mut exec = Executor::new();
-            exec.add_node(&node).unwrap();
-            println!("ready");
-            exec.spin().unwrap();
-        }
-        other => panic!("unknown role {other}"),
-    }
-}
-
-#[test]
-fn messages_across_processes_and_matched_counts_on_kill() {
-    let r = router("procs");
-    let (mut child, mut out) = spawn("echo", &r.config, 144);
-    expect(&mut out, "ready");
-    let c = ctx(&r, 144, false);
-    let node = c.create_node("parent").unwrap();
-    let forth = node
-        .create_publisher::<Reading>("/forth", QoS::keep_all())
-        .unwrap();
-    let back = node
-        .create_polling_subscription::<Reading>("/back", QoS::keep_all(), Default::default())
-        .unwrap();
-    wait_matched(&forth, 1);
-    wait_publishers(&back, 1);
-    for seq in 0..100 {
-        forth
-            .publish(Reading {
-                seq,
-                label: "go".into(),
-            })
-            .unwrap();
-        let m = back.wait_for_message(LONG).unwrap();
-        assert_eq!((m.seq, m.label.as_str()), (seq, "re"));
-    }
-    // kill -9: zenoh closes the session's tokens; the matched counts drop.
-    child.kill().unwrap();
-    child.wait().unwrap();
-    wait_until("the killed process to leave the graph", || {
-        forth.subscription_count() == 0 && back.matched_count() == 0
-    });
-}
-
-#[test]
-fn service_calls_across_processes() {
-    let r = router("srv");
-    let (mut child, mut out) = spawn("server", &r.config, 145);
-    expect(&mut out, "ready");
-    let c = ctx(&r, 145, false);
-    let node = c.create_node("caller").unwrap();
-    let client = node.create_client::<Sum, Sum>("/add").unwrap();
-    assert!(client.wait_for_service(LONG), "the server never appeared");
-    for i in 0..20 {
-        let r = client.call(Sum { a: i, b: 100 }, LONG).unwrap();
-        assert_eq!(r.a, i + 100);
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
 }

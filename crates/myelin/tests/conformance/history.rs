@@ -1,0 +1,317 @@
+//! Delivery and history: order, keep_last, keep_all, transient local,
+//! lifespan, large messages.
+
+use std::time::{Duration, Instant};
+
+use myelin::prelude::*;
+use myelin::{Blob, PublishError};
+
+use crate::harness::{Side, Test, wait_until};
+use crate::msgs::Seq;
+
+fn take_all(sub: &Subscription<Seq>) -> Vec<u64> {
+    std::iter::from_fn(|| sub.take()).map(|m| m.seq).collect()
+}
+
+fn numbers(line: &str) -> Vec<u64> {
+    line.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().expect("a number"))
+        .collect()
+}
+
+fn list(v: &[u64]) -> String {
+    v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Every message, in publish order, nothing lost.
+pub mod in_order {
+    use super::*;
+
+    const N: u64 = 2000;
+
+    pub fn test(t: &Test) {
+        let ctx = t.context();
+        let node = ctx.create_node("test").unwrap();
+        let sub = node
+            .create_polling_subscription::<Seq>("/ordered", QoS::keep_all(), Default::default())
+            .unwrap();
+        let peer = t.peer("publisher");
+        for seq in 0..N {
+            let m = sub.wait_for_message(crate::harness::LONG).unwrap();
+            assert_eq!(*m, Seq::new(seq));
+        }
+        assert_eq!(sub.lost(), 0);
+        peer.finish();
+    }
+
+    pub fn peer(s: &Side) {
+        let ctx = s.context();
+        let node = ctx.create_node("peer").unwrap();
+        let p = node
+            .create_publisher::<Seq>("/ordered", QoS::keep_all())
+            .unwrap();
+        wait_until("the test's subscription", || p.subscription_count() == 1);
+        for seq in 0..N {
+            p.publish(Seq::new(seq)).unwrap();
+        }
+        s.until_told_to_exit();
+    }
+}
+
+/// keep_last(5) and a reader that reads only after 100 publishes: the
+/// newest 5, and the 95 overwritten ones counted in `lost()`.
+pub mod keep_last {
+    use super::*;
+
+    pub fn test(t: &Test) {
+        let ctx = t.context();
+        let node = ctx.create_node("test").unwrap();
+        let sub = node
+            .create_polling_subscription::<Seq>("/history", QoS::keep_last(5), Default::default())
+            .unwrap();
+        let mut peer = t.peer("publisher");
+        peer.expect("published");
+        t.wait_reached(&sub, 100);
+        assert_eq!(take_all(&sub), (95..100).collect::<Vec<_>>());
+        assert_eq!(sub.lost(), 95);
+        peer.finish();
+    }
+
+    pub fn peer(s: &Side) {
+        let ctx = s.context();
+        let node = ctx.create_node("peer").unwrap();
+        let p = node
+            .create_publisher::<Seq>("/history", QoS::keep_last(5))
+            .unwrap();
+        wait_until("the test's subscription", || p.subscription_count() == 1);
+        for seq in 0..100 {
+            p.publish(Seq::new(seq)).unwrap();
+        }
+        s.say("published");
+        s.until_told_to_exit();
+    }
+}
+
+/// Reliable keep_all with a resource limit of 8: every `publish` that
+/// returned `Ok` is delivered, in order; one that could not be delivered
+/// returned `PublishError::ResourceLimit`. Never a silent drop, whether
+/// the reader does not read at all or reads slowly.
+pub mod keep_all {
+    use super::*;
+
+    const LIMIT: usize = 8;
+    const END: u64 = u64::MAX;
+
+    pub fn test(t: &Test) {
+        let ctx = t.context();
+        let node = ctx.create_node("test").unwrap();
+        let sub = node
+            .create_polling_subscription::<Seq>(
+                "/everything",
+                QoS::keep_all().max_samples(LIMIT),
+                Default::default(),
+            )
+            .unwrap();
+        let mut peer = t.peer("publisher");
+        // 1. The reader does not read while 200 messages are published.
+        let accepted = numbers(&peer.expect("accepted"));
+        t.wait_reached(&sub, accepted.len() as u64);
+        assert_eq!(take_all(&sub), accepted, "delivered = accepted");
+        assert_eq!(accepted.len(), LIMIT, "a full subscription refuses");
+        // 2. A slow reader and a fast publisher.
+        peer.say("go");
+        let mut got = Vec::new();
+        loop {
+            let Ok(m) = sub.wait_for_message(crate::harness::LONG) else {
+                // The end never came: show what went missing.
+                let accepted = numbers(&peer.expect("accepted"));
+                assert_eq!(got, accepted, "delivered = accepted");
+                unreachable!("everything accepted arrived but the end");
+            };
+            got.push(m.seq);
+            if m.seq == END {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1)); // slow, on purpose
+        }
+        let accepted = numbers(&peer.expect("accepted"));
+        assert_eq!(got, accepted, "delivered = accepted");
+        assert!(sub.take().is_none());
+        peer.finish();
+    }
+
+    pub fn peer(s: &Side) {
+        let ctx = s.context();
+        let node = ctx.create_node("peer").unwrap();
+        let p = node
+            .create_publisher::<Seq>("/everything", QoS::keep_all())
+            .unwrap();
+        wait_until("the test's subscription", || p.subscription_count() == 1);
+        let publish = |seq: u64| match p.publish(Seq::new(seq)) {
+            Ok(()) => true,
+            Err(PublishError::ResourceLimit { .. }) => false,
+            Err(e) => panic!("{e}"),
+        };
+        let accepted: Vec<u64> = (0..200).filter(|&seq| publish(seq)).collect();
+        s.say(format!("accepted {}", list(&accepted)));
+        s.expect("go");
+        // Faster than the reader (which sleeps 1 ms a message), so the
+        // subscription keeps filling up while it is read.
+        let mut accepted: Vec<u64> = (1000..1300)
+            .filter(|&seq| {
+                std::thread::sleep(Duration::from_micros(100));
+                publish(seq)
+            })
+            .collect();
+        // The last one waits for room: ResourceLimit means "not now".
+        let deadline = Instant::now() + crate::harness::LONG;
+        while !publish(END) {
+            assert!(Instant::now() < deadline, "the reader never made room");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        accepted.push(END);
+        s.say(format!("accepted {}", list(&accepted)));
+        s.until_told_to_exit();
+    }
+}
+
+/// A transient-local subscription created after the publisher published
+/// 12 messages gets the last `depth` (5) of them, oldest first, then live
+/// messages.
+pub mod transient_local {
+    use super::*;
+
+    pub fn test(t: &Test) {
+        let mut peer = t.peer("publisher");
+        peer.expect("published");
+        let ctx = t.context();
+        let node = ctx.create_node("test").unwrap();
+        let sub = node
+            .create_polling_subscription::<Seq>(
+                "/latched",
+                QoS::keep_last(5).transient_local(),
+                Default::default(),
+            )
+            .unwrap();
+        let history: Vec<u64> = (0..5)
+            .map(|_| sub.wait_for_message(crate::harness::LONG).unwrap().seq)
+            .collect();
+        assert_eq!(history, vec![7, 8, 9, 10, 11]);
+        peer.say("live");
+        assert_eq!(sub.wait_for_message(crate::harness::LONG).unwrap().seq, 100);
+        peer.finish();
+    }
+
+    pub fn peer(s: &Side) {
+        let ctx = s.context();
+        let node = ctx.create_node("peer").unwrap();
+        let p = node
+            .create_publisher::<Seq>("/latched", QoS::keep_last(5).transient_local())
+            .unwrap();
+        for seq in 0..12 {
+            p.publish(Seq::new(seq)).unwrap();
+        }
+        s.say("published");
+        s.expect("live");
+        p.publish(Seq::new(100)).unwrap();
+        s.until_told_to_exit();
+    }
+}
+
+/// Messages older than their publisher's lifespan are never delivered
+/// and are counted in `expired()` (and `lost()`); a message of a
+/// publisher with a long lifespan still is.
+pub mod lifespan {
+    use super::*;
+
+    const SHORT: Duration = Duration::from_millis(100);
+
+    pub fn test(t: &Test) {
+        let ctx = t.context();
+        let node = ctx.create_node("test").unwrap();
+        let sub = node
+            .create_polling_subscription::<Seq>("/perishable", QoS::keep_all(), Default::default())
+            .unwrap();
+        let mut peer = t.peer("publisher");
+        peer.expect("published");
+        let published_before = Instant::now();
+        t.wait_reached(&sub, 5);
+        // The lifespan passing is what this case is about.
+        std::thread::sleep(
+            (published_before + 2 * SHORT).saturating_duration_since(Instant::now()),
+        );
+        assert!(sub.take().is_none(), "an expired message was delivered");
+        assert_eq!(sub.expired(), 5);
+        assert_eq!(sub.lost(), 5);
+        peer.say("fresh");
+        assert_eq!(sub.wait_for_message(crate::harness::LONG).unwrap().seq, 99);
+        assert_eq!(sub.expired(), 5);
+        peer.finish();
+    }
+
+    pub fn peer(s: &Side) {
+        let ctx = s.context();
+        let node = ctx.create_node("peer").unwrap();
+        let short = node
+            .create_publisher::<Seq>("/perishable", QoS::keep_all().lifespan(SHORT))
+            .unwrap();
+        let long = node
+            .create_publisher::<Seq>(
+                "/perishable",
+                QoS::keep_all().lifespan(crate::harness::LONG),
+            )
+            .unwrap();
+        wait_until("the test's subscription", || {
+            short.subscription_count() == 1 && long.subscription_count() == 1
+        });
+        for seq in 0..5 {
+            short.publish(Seq::new(seq)).unwrap();
+        }
+        s.say("published");
+        s.expect("fresh");
+        long.publish(Seq::new(99)).unwrap();
+        s.until_told_to_exit();
+    }
+}
+
+/// A camera frame (1440 x 1080 x 3 = 4,665,600 bytes) arrives intact.
+pub mod large {
+    use super::*;
+
+    const IMAGE: usize = 1440 * 1080 * 3;
+
+    fn frame(n: u64) -> Vec<u8> {
+        let mut v: Vec<u8> = (0..IMAGE).map(|i| (i as u64 * 31 + n) as u8).collect();
+        v[0..8].copy_from_slice(&n.to_le_bytes());
+        v
+    }
+
+    pub fn test(t: &Test) {
+        let ctx = t.context();
+        let node = ctx.create_node("test").unwrap();
+        let sub = node
+            .create_polling_subscription::<Blob>("/image_raw", QoS::keep_all(), Default::default())
+            .unwrap();
+        let peer = t.peer("camera");
+        for n in 0..3 {
+            let m = sub.wait_for_message(crate::harness::LONG).unwrap();
+            assert_eq!(m.len(), IMAGE);
+            assert!(m[..] == frame(n)[..], "frame {n} arrived changed");
+        }
+        peer.finish();
+    }
+
+    pub fn peer(s: &Side) {
+        let ctx = s.context();
+        let node = ctx.create_node("peer").unwrap();
+        let p = node
+            .create_publisher::<Blob>("/image_raw", QoS::keep_all())
+            .unwrap();
+        wait_until("the test's subscription", || p.subscription_count() == 1);
+        for n in 0..3 {
+            p.publish(Blob::from(frame(n))).unwrap();
+        }
+        s.until_told_to_exit();
+    }
+}
