@@ -442,7 +442,7 @@ fn next(
                     return Ok(Some(m));
                 }
                 spins = spins.wrapping_add(1);
-                if spins % 4096 == 0 {
+                if spins.is_multiple_of(4096) {
                     if ctx.is_shut_down() {
                         return Ok(None);
                     }

@@ -41,7 +41,7 @@ impl Raw {
     /// # Safety
     /// `off + 8 <= len` and `off % 8 == 0` (the mapping is page aligned).
     unsafe fn atomic_u64(&self, off: usize) -> &AtomicU64 {
-        debug_assert!(off + 8 <= self.seg.len() && off % 8 == 0);
+        debug_assert!(off + 8 <= self.seg.len() && off.is_multiple_of(8));
         // SAFETY: in bounds and aligned per the contract; `AtomicU64` has
         // the layout of `u64` and accepts any bit pattern; the mapping
         // outlives `&self`.
@@ -51,7 +51,7 @@ impl Raw {
     /// # Safety
     /// `off + 4 <= len` and `off % 4 == 0`.
     unsafe fn atomic_u32(&self, off: usize) -> &AtomicU32 {
-        debug_assert!(off + 4 <= self.seg.len() && off % 4 == 0);
+        debug_assert!(off + 4 <= self.seg.len() && off.is_multiple_of(4));
         // SAFETY: as `atomic_u64`.
         unsafe { &*(self.seg.base().add(off) as *const AtomicU32) }
     }

@@ -220,7 +220,10 @@ impl Segment {
     /// computed from validated layouts, so a panic here is a myelin bug,
     /// never a consequence of what another process wrote.
     pub(crate) fn atomic_u64(&self, off: usize) -> &AtomicU64 {
-        assert!(off + 8 <= self.len() && off % 8 == 0, "offset {off}");
+        assert!(
+            off + 8 <= self.len() && off.is_multiple_of(8),
+            "offset {off}"
+        );
         // SAFETY: in bounds and aligned (asserted; the mapping is page
         // aligned); `AtomicU64` has the layout of `u64` and accepts every
         // bit pattern; every process accesses this word atomically; the
@@ -231,14 +234,20 @@ impl Segment {
     /// A 32-bit word of the mapping viewed as an atomic (see
     /// [`atomic_u64`](Self::atomic_u64)).
     pub(crate) fn atomic_u32(&self, off: usize) -> &AtomicU32 {
-        assert!(off + 4 <= self.len() && off % 4 == 0, "offset {off}");
+        assert!(
+            off + 4 <= self.len() && off.is_multiple_of(4),
+            "offset {off}"
+        );
         // SAFETY: as `atomic_u64`.
         unsafe { &*(self.base().add(off) as *const AtomicU32) }
     }
 
     /// Two words at `off` as a cross-process futex event.
     pub(crate) fn event(&self, off: usize) -> &SharedEvent {
-        assert!(off + 8 <= self.len() && off % 8 == 0, "offset {off}");
+        assert!(
+            off + 8 <= self.len() && off.is_multiple_of(8),
+            "offset {off}"
+        );
         // SAFETY: 8 bytes in bounds, aligned (asserted), accessed only
         // atomically by every process.
         unsafe { SharedEvent::from_words(self.base().add(off) as *mut u32) }

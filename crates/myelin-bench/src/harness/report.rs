@@ -181,9 +181,9 @@ pub fn rate_label(rate: f64) -> String {
 
 /// How a config names a message size: `"64B"`, `"4KiB"`, `"4665600B"`.
 pub fn size_label(size: usize) -> String {
-    if size >= 1024 && size % (1024 * 1024) == 0 {
+    if size >= 1024 && size.is_multiple_of(1024 * 1024) {
         format!("{}MiB", size / (1024 * 1024))
-    } else if size >= 1024 && size % 1024 == 0 {
+    } else if size >= 1024 && size.is_multiple_of(1024) {
         format!("{}KiB", size / 1024)
     } else {
         format!("{size}B")

@@ -101,7 +101,7 @@ impl TimeSeries {
     /// reading the clock for samples that would be dropped).
     #[inline]
     fn wants_next(&self) -> bool {
-        self.seen % self.stride == 0
+        self.seen.is_multiple_of(self.stride)
     }
 
     #[inline]
@@ -115,7 +115,7 @@ impl TimeSeries {
             self.halve();
             // The halving made the stride coarser; this sample may no longer
             // be on the grid.
-            if (self.seen - 1) % self.stride != 0 {
+            if !(self.seen - 1).is_multiple_of(self.stride) {
                 return;
             }
         }
@@ -126,7 +126,7 @@ impl TimeSeries {
     fn halve(&mut self) {
         let mut i = 0usize;
         self.points.retain(|_| {
-            let keep = i % 2 == 0;
+            let keep = i.is_multiple_of(2);
             i += 1;
             keep
         });
