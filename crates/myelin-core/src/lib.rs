@@ -1,5 +1,6 @@
 //! myelin's core: contexts, nodes, names, QoS, the intra-process manager,
-//! the executor and timers.
+//! the executors and timers, services, and the transport seam with the
+//! shared-memory (feature `shm`) and zenoh (feature `zenoh`) transports.
 //!
 //! Most users depend on the `myelin` crate, which re-exports this one. The
 //! concepts, as in ROS 2:

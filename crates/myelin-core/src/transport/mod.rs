@@ -1,8 +1,8 @@
 //! Transports: how messages leave the process. This module is the seam.
 //!
 //! Entities (publishers, subscriptions, nodes, the context) never name a
-//! transport. A context holds a list of started [`Transport`]s; an endpoint
-//! asks each one for a link ([`PubLink`], [`SubLink`]) when it is created
+//! transport. A context holds a list of started `Transport`s; an endpoint
+//! asks each one for a link (`PubLink`, `SubLink`) when it is created
 //! and from then on calls only the links:
 //!
 //! ```text
@@ -20,19 +20,19 @@
 //! ```
 //!
 //! The contract, in four traits:
-//! * [`Transport`]: one per context; started by [`start_all`] (one line
+//! * `Transport`: one per context; started by `start_all` (one line
 //!   per transport), it announces and withdraws endpoints, matches remote
 //!   ones (its own discovery), and answers graph queries.
-//! * [`PubLink`]: a publisher's side of one transport: send a message
+//! * `PubLink`: a publisher's side of one transport: send a message
 //!   (owned, shared or loaned memory), report refusals and errors.
-//! * [`SubLink`]: a subscription's side: messages arrive through the same
-//!   path as local delivery ([`SubOwner::deliver`]); a link whose messages
+//! * `SubLink`: a subscription's side: messages arrive through the same
+//!   path as local delivery (`SubOwner::deliver`); a link whose messages
 //!   wait in shared memory is drained when the executor is woken for it.
-//! * [`PubOwner`] / [`SubOwner`]: what a link may ask of its endpoint
+//! * `PubOwner` / `SubOwner`: what a link may ask of its endpoint
 //!   (history for late joiners, QoS events, matched counts).
 //!
 //! A third transport (a UDP or serial link, or a test transport that drops
-//! and reorders) is a new module here plus one line in [`start_all`].
+//! and reorders) is a new module here plus one line in `start_all`.
 //!
 //! `MYELIN_TRANSPORT` chooses at run time: a comma-separated list of `shm`
 //! and `zenoh` (`intra` or any value without them: in-process only).
