@@ -225,6 +225,15 @@ impl<T> Buffer<T> {
             Buffer::Fifo { limit, .. } => *limit,
         }
     }
+
+    /// Whether a push would be stored without loss: a keep_all FIFO below
+    /// its limit (a keep_last ring always takes a message, overwriting).
+    pub(crate) fn has_room(&self) -> bool {
+        match self {
+            Buffer::Ring(_) => true,
+            Buffer::Fifo { queue, limit, .. } => queue.len() < *limit,
+        }
+    }
 }
 
 #[cfg(test)]

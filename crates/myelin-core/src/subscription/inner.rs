@@ -165,6 +165,20 @@ impl<T: Message> SubInner<T> {
         }
     }
 
+    /// After taking a message: move messages that waited in a pumped link
+    /// for room into the buffer (keep_all only: a keep_last buffer never
+    /// makes a link wait).
+    #[inline]
+    pub(crate) fn refill(&self) {
+        if self.pumped && self.qos.history == crate::qos::History::KeepAll {
+            for l in self.links.iter() {
+                if l.has_data() {
+                    l.pump();
+                }
+            }
+        }
+    }
+
     /// Drain every pumped link.
     fn pump_links(&self) {
         for l in self.links.iter() {
@@ -436,6 +450,10 @@ impl<T: Message> Executable for SubInner<T> {
                 message: crate::executor::panic_message(&panic),
             });
         }
+        // A keep_all subscription fed from shared memory stops draining its
+        // inbox when its buffer is full, and the publisher, refused, does
+        // not signal again: the room the callback just made is filled here.
+        self.refill();
         // SYNC: pairs with the swap in `signal`: a push that saw the mark set
         // did not enqueue us, so re-check after clearing it.
         self.queued.swap(false, Ordering::SeqCst);
@@ -494,6 +512,10 @@ impl<T: Message> SubOwner for SubInner<T> {
                 );
             }
         }
+    }
+
+    fn has_room(&self) -> bool {
+        self.buffer.has_room()
     }
 
     fn count_lost(&self, n: u64) {

@@ -381,6 +381,12 @@ pub(crate) trait SubOwner: Send + Sync {
     /// path local delivery takes (which wakes the executor or waiter).
     fn deliver(self: Arc<Self>, bytes: SharedBytes);
 
+    /// Whether the subscription can take a message now without losing
+    /// one: a pumped link leaves messages where they are (the publisher's
+    /// side then refuses more, as a full keep_all subscription must) while
+    /// this is false, and is pumped again when the reader makes room.
+    fn has_room(&self) -> bool;
+
     /// Messages lost on the way (overwritten before they were read,
     /// undecodable, corrupt).
     fn count_lost(&self, n: u64);

@@ -135,7 +135,15 @@ impl SubShm {
                     ..ReaderConn::default()
                 };
             }
+            let mut drained = true;
             loop {
+                // A full keep_all subscription leaves the rest in the inbox:
+                // the publisher then refuses more (an error it reports, never
+                // a silent drop), and the reader comes back when it has room.
+                if !owner.has_room() {
+                    drained = !inbox.has_data(i);
+                    break;
+                }
                 let d = match inbox.pop(i) {
                     Ok(Some(d)) => d,
                     Ok(None) => break,
@@ -156,7 +164,9 @@ impl SubShm {
             let l = inbox.lost(i);
             lost += l.saturating_sub(r.lost_seen);
             r.lost_seen = l;
-            if closed {
+            // A closed connection is freed once it is drained (its last
+            // messages may still wait for room).
+            if closed && drained {
                 inbox.free(i, st);
                 *r = ReaderConn::default();
             }
