@@ -216,6 +216,9 @@ pub(crate) struct ServiceInner<Req, Resp> {
     alive: AtomicBool,
     pub(crate) target: RetainCell<ExecShared>,
     handler: TryLock<Handler<Req, Resp>>,
+    /// The reply of the request the handler is answering now (one at a
+    /// time: the handler is locked while it runs).
+    in_flight: Mutex<Option<Box<dyn Responder<Resp>>>>,
     inline: bool,
     group: Arc<GroupInner>,
 }
@@ -238,6 +241,7 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
             alive: AtomicBool::new(true),
             target: RetainCell::new(),
             handler: TryLock::new(handler),
+            in_flight: Mutex::new(None),
             inline: options.inline,
             group,
         }
@@ -259,10 +263,23 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
         })
     }
 
-    /// Answer one queued request with the handler (already locked).
+    /// Answer one queued request with the handler (already locked). The
+    /// reply waits in `in_flight` while the handler runs, so dropping the
+    /// server meanwhile answers the caller at once
+    /// ([`CallError::ServiceUnavailable`]) instead of leaving it to its
+    /// timeout; the handler's late answer is then dropped.
     fn serve(&self, handler: &mut Handler<Req, Resp>, r: Request<Req, Resp>) {
-        let answer = self.answer(handler, r.req);
-        r.reply.respond(answer);
+        let Request { req, reply } = r;
+        *self.in_flight.lock().unwrap_or_else(|e| e.into_inner()) = Some(reply);
+        let answer = self.answer(handler, req);
+        let reply = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(reply) = reply {
+            reply.respond(answer);
+        }
     }
 
     /// A request from another process (see `service_remote`).
@@ -316,6 +333,19 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
         while let Some(r) = self.queue.pop() {
             r.reply
                 .respond(Err(CallError::ServiceUnavailable(self.name.clone())));
+        }
+    }
+
+    /// Answer the request the handler is working on with
+    /// `ServiceUnavailable` (the server is going away).
+    fn fail_in_flight(&self) {
+        let reply = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(reply) = reply {
+            reply.respond(Err(CallError::ServiceUnavailable(self.name.clone())));
         }
     }
 
@@ -382,6 +412,7 @@ impl<Req: Message, Resp: Message> Drop for Service<Req, Resp> {
             .graph
             .remove_server::<Req, Resp>(&self.inner.name, self.inner.id);
         self.inner.fail_pending();
+        self.inner.fail_in_flight();
         self.inner.set_target(None);
     }
 }

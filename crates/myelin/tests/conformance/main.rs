@@ -172,7 +172,7 @@ conformance! {
         intra: [], shm: [], zenoh: [],
     }
     a_server_dying_mid_call_fails_the_call_as_unavailable => services::server_dies {
-        intra: [ignore = "gap: in one process a Service dropped while its callback runs does not fail the call in flight: the caller waits for its timeout (CallError::Timeout, not ServiceUnavailable)"],
+        intra: [],
         shm: [], zenoh: [],
     }
 }
