@@ -66,6 +66,10 @@ pub(crate) struct SubInner<T> {
     pub(crate) incompatible: IncompatibleQos,
     /// Matched publishers in this context (set by the graph).
     local_matched: myelin_sync::atomic::AtomicU32,
+    /// Publishers in other processes counted alive in `liveliness_status`
+    /// (every connected one: their liveliness is their process's, which
+    /// the transport follows).
+    remote_alive: myelin_sync::atomic::AtomicU32,
     /// One link per transport that carries this subscription (publishers
     /// in other processes and hosts).
     pub(crate) links: Box<[Arc<dyn SubLink>]>,
@@ -141,6 +145,7 @@ impl<T: Message> SubInner<T> {
             checkers: std::sync::Mutex::new(Vec::new()),
             incompatible: IncompatibleQos::default(),
             local_matched: myelin_sync::atomic::AtomicU32::new(0),
+            remote_alive: myelin_sync::atomic::AtomicU32::new(0),
             links: links.into_boxed_slice(),
             pumped,
         }
@@ -177,6 +182,27 @@ impl<T: Message> SubInner<T> {
                 }
             }
         }
+    }
+
+    /// Count the publishers in other processes in the liveliness status:
+    /// a connected one is alive (the transport drops it when its process
+    /// dies or leaves); one that goes away leaves `alive_count`, as a
+    /// deleted DDS writer does.
+    fn refresh_remote_liveliness(&self) {
+        let now = self.remote_publishers() as u32;
+        // SYNC: AcqRel swap: concurrent refreshes (discovery and the
+        // network's thread) each apply the difference from the value the
+        // other left, so the status sums to the last count.
+        let before = self.remote_alive.swap(now, Ordering::AcqRel);
+        let delta = i64::from(now) - i64::from(before);
+        if delta == 0 {
+            return;
+        }
+        let st = self.liveliness_status.update(|s| {
+            s.alive_count = (i64::from(s.alive_count) + delta).max(0) as u32;
+            s.alive_count_change += delta as i32;
+        });
+        self.emit(SubscriptionEvent::LivelinessChanged(st));
     }
 
     /// Drain every pumped link.
@@ -529,5 +555,6 @@ impl<T: Message> SubOwner for SubInner<T> {
 
     fn links_changed(&self) {
         self.refresh_matched();
+        self.refresh_remote_liveliness();
     }
 }
