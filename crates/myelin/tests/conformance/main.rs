@@ -113,14 +113,14 @@ conformance! {
     }
     best_effort_publisher_does_not_match_a_reliable_subscription => qos::best_effort_to_reliable {
         intra: [], shm: [],
-        zenoh: [ignore = "gap: zenoh endpoints match on topic and type only: QoS is not compared, so incompatible endpoints are matched and no incompatible-QoS status is raised on either side"],
+        zenoh: [],
     }
     reliable_publisher_serves_a_best_effort_subscription => qos::reliable_to_best_effort {
         intra: [], shm: [], zenoh: [],
     }
     incompatible_qos_is_reported_on_both_sides => qos::incompatible {
         intra: [], shm: [],
-        zenoh: [ignore = "gap: zenoh endpoints match on topic and type only: QoS is not compared, so incompatible endpoints are matched and no incompatible-QoS status is raised on either side"],
+        zenoh: [],
     }
     missed_deadlines_are_reported_on_both_sides => qos::deadline {
         intra: [], shm: [], zenoh: [],

@@ -43,7 +43,7 @@ use super::{
     TransportError, TypeInfo,
 };
 use crate::error::ContextError;
-use crate::qos::{Durability, History, LivelinessKind, QoS, Reliability};
+use crate::qos::{Durability, History, LivelinessKind, QoS, QosPolicy, Reliability};
 
 /// The type name and hash chunks an AnyMessage endpoint uses in its token
 /// (`*` cannot appear in a key expression).
@@ -382,25 +382,48 @@ impl ZenohTransport {
 
     /// Remote endpoints of `kind` on `topic` whose type matches, not
     /// already served by shared memory.
-    fn count(
+    /// Remote endpoints of `kind` on `topic` whose type matches, not
+    /// already served by shared memory: how many have QoS compatible with
+    /// `ours` (DDS's rule: the publisher offers, the subscription requests),
+    /// and the token keys and policies of those that do not.
+    fn matching(
         &self,
         g: &RemoteGraph,
         kind: EntityKind,
         topic: &str,
         ty: &(String, String),
-    ) -> usize {
-        g.tokens
-            .values()
-            .filter(|t| t.kind == kind && !self.served_by_shm(&t.zid))
-            .filter(|t| {
-                t.topic.as_ref().is_some_and(|i| {
-                    i.name == topic
-                        && ((i.type_name == ty.0 && i.type_hash == ty.1)
-                            || i.type_name == ANY_TYPE
-                            || ty.0 == ANY_TYPE)
-                })
-            })
-            .count()
+        ours: &QoS,
+    ) -> (usize, Vec<(String, QosPolicy)>) {
+        let mut compatible = 0;
+        let mut refused = Vec::new();
+        for (key, t) in &g.tokens {
+            if t.kind != kind || self.served_by_shm(&t.zid) {
+                continue;
+            }
+            let Some(i) = &t.topic else { continue };
+            if i.name != topic
+                || !((i.type_name == ty.0 && i.type_hash == ty.1)
+                    || i.type_name == ANY_TYPE
+                    || ty.0 == ANY_TYPE)
+            {
+                continue;
+            }
+            let theirs = qos_of_token(&i.qos);
+            let check = match kind {
+                EntityKind::Subscription => ours.compatible_with(&theirs),
+                _ => theirs.compatible_with(ours),
+            };
+            match check {
+                Ok(()) => compatible += 1,
+                Err(why) => refused.push((key.clone(), why.policy)),
+            }
+        }
+        (compatible, refused)
+    }
+
+    /// Run `f` on the current remote graph.
+    fn with_graph(&self, f: impl FnOnce(&RemoteGraph)) {
+        f(&self.graph.lock().unwrap_or_else(|e| e.into_inner()));
     }
 }
 

@@ -2,8 +2,9 @@
 //! topic's rmw_zenoh key expression, and its liveliness token.
 
 use std::any::Any;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use myelin_zenoh::attachment::Attachment;
 use myelin_zenoh::gid::{self, Gid};
@@ -15,7 +16,7 @@ use myelin_zenoh::zenoh::qos::CongestionControl;
 use myelin_zenoh::zenoh::{self, Wait};
 
 use super::{Discovered, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
-use crate::qos::{History, Reliability};
+use crate::qos::{History, QoS, Reliability};
 use crate::transport::{
     Encode, EndpointSpec, PubLink, PubOwner, Refused, SendError, TransportError, Wanted,
     encode_to_vec,
@@ -31,7 +32,10 @@ pub(super) struct PubNet {
     seq: AtomicI64,
     topic: String,
     ty: (String, String),
-    /// Subscriptions elsewhere that only zenoh reaches.
+    qos: QoS,
+    /// Tokens of subscriptions already reported as incompatible.
+    refused: Mutex<HashSet<String>>,
+    /// Subscriptions elsewhere that only zenoh reaches (compatible ones).
     connected: AtomicU32,
     /// Whether `connected` is not zero.
     wanted: Arc<Wanted>,
@@ -73,6 +77,8 @@ impl PubNet {
             seq: AtomicI64::new(0),
             topic: spec.topic.to_string(),
             ty,
+            qos: *spec.qos,
+            refused: Mutex::new(HashSet::new()),
             connected: AtomicU32::new(0),
             wanted: Arc::default(),
             owner: OnceLock::new(),
@@ -99,12 +105,27 @@ impl PubNet {
 
 impl Discovered for PubNet {
     fn graph_changed(&self, g: &RemoteGraph) {
-        let n = self
-            .dom
-            .count(g, EntityKind::Subscription, &self.topic, &self.ty) as u32;
+        let (n, refused) = self.dom.matching(
+            g,
+            EntityKind::Subscription,
+            &self.topic,
+            &self.ty,
+            &self.qos,
+        );
+        let n = n as u32;
+        // Only compatible subscriptions make the publisher send.
         self.wanted.set(n > 0);
+        let owner = self.owner.get().and_then(Weak::upgrade);
+        if let Some(o) = &owner {
+            let mut seen = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            for (key, policy) in refused {
+                if seen.insert(key) {
+                    o.incompatible_qos(policy);
+                }
+            }
+        }
         if self.connected.swap(n, Ordering::Relaxed) != n
-            && let Some(o) = self.owner.get().and_then(Weak::upgrade)
+            && let Some(o) = owner
         {
             o.links_changed();
         }
@@ -114,6 +135,8 @@ impl Discovered for PubNet {
 impl PubLink for PubNet {
     fn start(&self, owner: Weak<dyn PubOwner>) {
         let _ = self.owner.set(owner);
+        // What was seen before the owner was known: report it now.
+        self.dom.with_graph(|g| self.graph_changed(g));
     }
 
     fn wanted(&self) -> &Arc<Wanted> {

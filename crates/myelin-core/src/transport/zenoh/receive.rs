@@ -3,6 +3,7 @@
 //! subscription starts). Samples arrive on zenoh's thread and go straight
 //! into the subscription's buffer.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -16,6 +17,7 @@ use myelin_zenoh::zenoh::pubsub::Subscriber;
 use myelin_zenoh::zenoh::sample::{Locality, Sample};
 
 use super::{Discovered, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
+use crate::qos::QoS;
 use crate::transport::{EndpointSpec, SubLink, SubOwner, TransportError};
 use crate::wire::SharedBytes;
 
@@ -27,6 +29,9 @@ pub(super) struct SubNet {
     parts: Mutex<Option<(Subscriber<()>, LivelinessToken)>>,
     topic: String,
     ty: (String, String),
+    qos: QoS,
+    /// Tokens of publishers already reported as incompatible.
+    refused: Mutex<HashSet<String>>,
     connected: AtomicU32,
     owner: Mutex<Option<Weak<dyn SubOwner>>>,
 }
@@ -50,6 +55,8 @@ impl SubNet {
             parts: Mutex::new(None),
             topic: spec.topic.to_string(),
             ty,
+            qos: *spec.qos,
+            refused: Mutex::new(HashSet::new()),
             connected: AtomicU32::new(0),
             owner: Mutex::new(None),
         })
@@ -58,14 +65,28 @@ impl SubNet {
 
 impl Discovered for SubNet {
     fn graph_changed(&self, g: &RemoteGraph) {
-        let n = self
-            .dom
-            .count(g, EntityKind::Publisher, &self.topic, &self.ty) as u32;
-        if self.connected.swap(n, Ordering::Relaxed) != n {
-            let owner = self.owner.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            if let Some(o) = owner.and_then(|w| w.upgrade()) {
-                o.links_changed();
+        let (n, refused) =
+            self.dom
+                .matching(g, EntityKind::Publisher, &self.topic, &self.ty, &self.qos);
+        let n = n as u32;
+        let owner = self
+            .owner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .and_then(|w| w.upgrade());
+        if let Some(o) = &owner {
+            let mut seen = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            for (key, policy) in refused {
+                if seen.insert(key) {
+                    o.incompatible_qos(policy);
+                }
             }
+        }
+        if self.connected.swap(n, Ordering::Relaxed) != n
+            && let Some(o) = owner
+        {
+            o.links_changed();
         }
     }
 }
@@ -107,6 +128,8 @@ impl SubLink for SubNet {
             .map_err(|e| TransportError::new("declaring the zenoh subscriber", e))?;
         let token = self.dom.declare(&self.token)?;
         *self.parts.lock().unwrap_or_else(|e| e.into_inner()) = Some((sub, token));
+        // What was seen before the owner was known: report it now.
+        self.dom.with_graph(|g| self.graph_changed(g));
         Ok(())
     }
 
