@@ -194,11 +194,11 @@ impl PerfConfig {
             });
         }
         if let Some(r) = self.rate
-            && !(r.is_finite() && r > 0.0 && r <= 1e6)
+            && !(r.is_finite() && (1e-3..=1e6).contains(&r))
         {
             return Err(PerfError::InvalidArg {
                 flag: "rate",
-                reason: format!("{r} Hz: must be above 0 and at most 1000000, or `unlimited`"),
+                reason: format!("{r} Hz: must be 0.001 to 1000000, or `unlimited`"),
             });
         }
         if self.transport == Transport::Intra && !self.local {

@@ -151,6 +151,24 @@ fn validation_errors_name_the_node_and_the_field() {
         ("a", "publishers[0].period_ms")
     );
 
+    // Absurd rates are refused before anything runs (1e300 Hz and 1e-300 Hz
+    // made the period overflow a Duration and panic).
+    for rate in [
+        r#""freq_hz":1e-300"#,
+        r#""freq_hz":1e300"#,
+        r#""period_ms":1e300"#,
+    ] {
+        let (node, field, why) = invalid(&format!(
+            r#"{{"nodes":[{{"node_name":"a","publishers":[{{"topic_name":"t","msg_type":"stamped_int64",{rate}}}]}}]}}"#
+        ));
+        assert_eq!(
+            (node.as_str(), field.as_str()),
+            ("a", "publishers[0].period_ms"),
+            "{rate}"
+        );
+        assert!(why.contains("0.001 to 1000000"), "{rate}: {why}");
+    }
+
     let (node, field, _) = invalid(
         r#"{"nodes":[{"node_name":"a","subscribers":[{"topic_name":"t","msg_type":"stamped_int64","qos_reliability":"sometimes"}],
                       "publishers":[{"topic_name":"t","msg_type":"stamped_int64","period_ms":10}]}]}"#,

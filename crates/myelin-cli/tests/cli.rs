@@ -87,11 +87,17 @@ fn fails_naming(args: &[&str], needle: &str) {
         err.contains(needle),
         "{args:?}: stderr does not name {needle:?}:\n{err}"
     );
+    assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
 }
 
 #[test]
 fn bad_input_exits_non_zero_naming_the_flag() {
     fails_naming(&["bench", "relay", "--rate", "0"], "--rate");
+    fails_naming(&["bench", "relay", "--rate", "1e-300"], "--rate");
+    let publish = ["topic", "pub", "/x", "std_msgs/msg/String", "data: hi"];
+    for rate in ["1e-300", "0", "inf", "1e9"] {
+        fails_naming(&[&publish[..], &["--rate", rate]].concat(), "--rate");
+    }
     fails_naming(&["bench", "relay", "--size", "100MiB"], "--size");
     fails_naming(&["bench", "relay", "--size", "lots"], "--size");
     fails_naming(&["bench", "relay", "--hops", "0"], "--hops");

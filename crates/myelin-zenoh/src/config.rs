@@ -39,12 +39,51 @@ fn list(endpoints: &[String]) -> String {
     format!("[{}]", quoted.join(","))
 }
 
-/// Load a zenoh configuration file (JSON5 or YAML, by extension).
+/// The largest configuration file read (zenoh's own files are a few KiB).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// At most this much of zenoh's error text is quoted (it can quote the
+/// file).
+const MAX_WHY: usize = 400;
+
+/// Load a zenoh configuration file (JSON5 or YAML, by extension). The file
+/// must be a regular file of at most [`MAX_CONFIG_BYTES`]: a device such
+/// as `/dev/zero`, a pipe or a huge file is refused before anything is
+/// read, and the error quotes at most a short excerpt of zenoh's answer.
 pub fn from_file(path: &Path) -> Result<Config, Error> {
-    Config::from_file(path).map_err(|e| Error::Config {
+    let refuse = |why: String| Error::Config {
         file: Some(path.to_path_buf()),
-        why: e.to_string(),
-    })
+        why,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| refuse(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(refuse(
+            "not a regular file (a zenoh configuration is a JSON5 or YAML file)".into(),
+        ));
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(refuse(format!(
+            "{} bytes; a zenoh configuration is at most {MAX_CONFIG_BYTES} bytes",
+            meta.len()
+        )));
+    }
+    Config::from_file(path).map_err(|e| refuse(excerpt(&e.to_string())))
+}
+
+/// `why`, cut to [`MAX_WHY`] bytes on a character boundary.
+fn excerpt(why: &str) -> String {
+    if why.len() <= MAX_WHY {
+        return why.to_string();
+    }
+    let mut end = MAX_WHY;
+    while !why.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}... ({} bytes of error text cut)",
+        &why[..end],
+        why.len() - end
+    )
 }
 
 /// The configuration of a myelin session: `file` if given, else the file
@@ -159,5 +198,28 @@ mod tests {
                 .contains("127.0.0.1:1")
         );
         assert!(from_file(Path::new("/nonexistent.json5")).is_err());
+    }
+
+    #[test]
+    fn a_device_or_a_huge_file_is_refused_before_it_is_read() {
+        // /dev/zero would be read until memory runs out.
+        let e = from_file(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let dir = std::env::temp_dir().join(format!("myelin_cfg_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big.json5");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(MAX_CONFIG_BYTES + 1).unwrap();
+        let e = from_file(&big).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{} bytes", MAX_CONFIG_BYTES + 1)),
+            "{e}"
+        );
+        // A broken file just under the limit: the error quotes an excerpt.
+        let junk = dir.join("junk.json5");
+        std::fs::write(&junk, "{ mode: \"".to_string() + &"x".repeat(900_000)).unwrap();
+        let e = from_file(&junk).unwrap_err().to_string();
+        assert!(e.len() < 2 * MAX_WHY + 200, "error of {} bytes", e.len());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -330,14 +330,16 @@ fn qos_of(q: &QosSpec, file: &str, node: &str, field: &str) -> Result<QoS, Topol
     Ok(qos)
 }
 
-/// The period of a publisher or client: `period_ms` or `freq_hz`.
+/// The period of a publisher or client: `period_ms` or `freq_hz`, from
+/// 1 us to 1000 s (0.001 Hz to 1 MHz).
 fn rate(period_ms: Option<f64>, freq_hz: Option<f64>) -> Result<Duration, String> {
     match (period_ms, freq_hz) {
-        (Some(ms), None) if ms > 0.0 && ms.is_finite() => Ok(Duration::from_secs_f64(ms / 1000.0)),
-        (None, Some(hz)) if hz > 0.0 && hz.is_finite() => Ok(Duration::from_secs_f64(1.0 / hz)),
+        (Some(ms), None) if (1e-3..=1e6).contains(&ms) => Ok(Duration::from_secs_f64(ms / 1000.0)),
+        (None, Some(hz)) if (1e-3..=1e6).contains(&hz) => Ok(Duration::from_secs_f64(1.0 / hz)),
         (Some(_), Some(_)) => Err("give period_ms or freq_hz, not both".into()),
         (None, None) => Err("missing: give period_ms or freq_hz".into()),
-        _ => Err("must be a positive number".into()),
+        (Some(ms), None) => Err(format!("period_ms {ms}: must be 0.001 to 1000000")),
+        (None, Some(hz)) => Err(format!("freq_hz {hz}: must be 0.001 to 1000000")),
     }
 }
 

@@ -189,7 +189,7 @@ fn pub_as<T: Message + serde::de::DeserializeOwned>(
     }
     let period = rate.map(|r| Duration::from_secs_f64(1.0 / r));
     let total = count.unwrap_or(if period.is_some() { u64::MAX } else { 1 });
-    let start = Instant::now();
+    let mut next = Instant::now();
     let mut n = 0u64;
     while n < total && !ctx.is_shut_down() {
         p.publish(msg.clone())?;
@@ -197,7 +197,7 @@ fn pub_as<T: Message + serde::de::DeserializeOwned>(
         println!("publishing #{n}: {type_name}");
         match period {
             Some(per) => {
-                let next = start + per * n as u32;
+                next += per;
                 while Instant::now() < next && !ctx.is_shut_down() {
                     std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
                 }
@@ -221,10 +221,11 @@ fn publish(
     domain: u32,
 ) -> Res {
     check_domain(domain)?;
+    // A period of at most 1000 s keeps every deadline computable.
     if let Some(r) = rate
-        && !(r.is_finite() && r > 0.0 && r <= 1e5)
+        && !(r.is_finite() && (1e-3..=1e5).contains(&r))
     {
-        return Err(format!("invalid --rate {r}: must be above 0 and at most 100000 Hz").into());
+        return Err(format!("invalid --rate {r}: must be 0.001 to 100000 Hz").into());
     }
     let t = absolute(topic);
     let ctx = tool_ctx(domain)?;
