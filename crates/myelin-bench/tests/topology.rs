@@ -151,6 +151,22 @@ fn validation_errors_name_the_node_and_the_field() {
         ("a", "publishers[0].period_ms")
     );
 
+    // Absurd sizes and counts are refused before anything runs (they
+    // aborted or allocated without bound).
+    let (node, field, why) = invalid(
+        r#"{"nodes":[{"node_name":"a","publishers":[{"topic_name":"t","msg_type":"stamped_vector","msg_size":18446744073709551615,"period_ms":10}]}]}"#,
+    );
+    assert_eq!(
+        (node.as_str(), field.as_str()),
+        ("a", "publishers[0].msg_size")
+    );
+    assert!(why.contains("at most"), "{why}");
+    let (node, field, why) = invalid(
+        r#"{"nodes":[{"node_name":"a","number":1000000000000,"publishers":[{"topic_name":"t","msg_type":"stamped_int64","period_ms":10}]}]}"#,
+    );
+    assert_eq!((node.as_str(), field.as_str()), ("a", "number"));
+    assert!(why.contains("1 to 1000"), "{why}");
+
     // Absurd rates are refused before anything runs (1e300 Hz and 1e-300 Hz
     // made the period overflow a Duration and panic).
     for rate in [

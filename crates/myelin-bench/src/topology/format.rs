@@ -330,6 +330,12 @@ fn qos_of(q: &QosSpec, file: &str, node: &str, field: &str) -> Result<QoS, Topol
     Ok(qos)
 }
 
+/// The most copies one node entry may ask for (`number`).
+pub const MAX_COPIES: usize = 1000;
+
+/// The largest `msg_size` (the shared-memory transport's chunk limit).
+pub const MAX_MSG_SIZE: usize = 256 << 20;
+
 /// The period of a publisher or client: `period_ms` or `freq_hz`, from
 /// 1 us to 1000 s (0.001 Hz to 1 MHz).
 fn rate(period_ms: Option<f64>, freq_hz: Option<f64>) -> Result<Duration, String> {
@@ -388,8 +394,11 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<NodePlan>, TopologyError> {
             }
         }
         let copies = n.number.unwrap_or(1);
-        if copies == 0 {
-            return Err(invalid("number".into(), "must be at least 1".into()));
+        if !(1..=MAX_COPIES).contains(&copies) {
+            return Err(invalid(
+                "number".into(),
+                format!("{copies}: must be 1 to {MAX_COPIES}"),
+            ));
         }
         for c in 1..=copies {
             let suffix = if n.number.is_some() {
@@ -411,6 +420,14 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<NodePlan>, TopologyError> {
             let mut publishers = Vec::new();
             for (i, p) in n.publishers.iter().enumerate() {
                 let f = |x: &str| format!("publishers[{i}].{x}");
+                if let Some(size) = p.msg_size
+                    && size > MAX_MSG_SIZE
+                {
+                    return Err(invalid(
+                        f("msg_size"),
+                        format!("{size}: must be at most {MAX_MSG_SIZE} bytes"),
+                    ));
+                }
                 let payload = payload_size(&p.msg_type, p.msg_size).ok_or_else(|| {
                     invalid(f("msg_type"), format!("unknown message type {:?} (known: stamped_int64, stamped4_int32, stamped_vector with msg_size, stamped1kb, stamped250kb, ...)", p.msg_type))
                 })?;
