@@ -33,7 +33,7 @@ use crate::node::NodeInner;
 use crate::qos::LivelinessKind;
 use crate::qos::{Durability, IncompatibleQosStatus, QoS, QosPolicy};
 use crate::subscription::SharedEventCallback;
-use crate::transport::{Encode, PubLink, PubOwner, SendError, Wanted};
+use crate::transport::{Encode, EndpointEvents, PubLink, PubOwner, SendError, Wanted};
 
 mod deliver;
 mod loan;
@@ -308,7 +308,9 @@ impl<T: Message> PubOwner for PubInner<T> {
             }
         }
     }
+}
 
+impl<T: Message> EndpointEvents for PubInner<T> {
     fn incompatible_qos(&self, policy: QosPolicy) {
         self.incompatible.record(policy);
         self.emit(PublisherEvent::IncompatibleQos(self.incompatible.get()));

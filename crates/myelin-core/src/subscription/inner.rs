@@ -19,7 +19,7 @@ use crate::group::GroupInner;
 use crate::message::Message;
 use crate::node::NodeInner;
 use crate::qos::{QoS, QosPolicy};
-use crate::transport::{SubLink, SubOwner};
+use crate::transport::{EndpointEvents, SubLink, SubOwner};
 use crate::waitpoint::WaitPoint;
 use crate::wire::SharedBytes;
 
@@ -547,7 +547,9 @@ impl<T: Message> SubOwner for SubInner<T> {
     fn count_lost(&self, n: u64) {
         self.lost.fetch_add(n, Ordering::Relaxed);
     }
+}
 
+impl<T: Message> EndpointEvents for SubInner<T> {
     fn incompatible_qos(&self, policy: QosPolicy) {
         self.incompatible.record(policy);
         self.emit(SubscriptionEvent::IncompatibleQos(self.incompatible.get()));

@@ -28,8 +28,9 @@
 //! * `SubLink`: a subscription's side: messages arrive through the same
 //!   path as local delivery (`SubOwner::deliver`); a link whose messages
 //!   wait in shared memory is drained when the executor is woken for it.
-//! * `PubOwner` / `SubOwner`: what a link may ask of its endpoint
-//!   (history for late joiners, QoS events, matched counts).
+//! * `PubOwner` / `SubOwner` (with `EndpointEvents`, common to both): what
+//!   a link may ask of its endpoint (history for late joiners, QoS events,
+//!   matched counts).
 //!
 //! A third transport (a UDP or serial link, or a test transport that drops
 //! and reorders) is a new module here plus one line in `start_all`.
@@ -360,23 +361,26 @@ pub(crate) trait SubLink: Send + Sync {
     }
 }
 
-/// What a publisher's links may ask of it.
-pub(crate) trait PubOwner: Send + Sync {
-    /// Run `f` over the transient-local history, oldest first, with the
-    /// publisher's publishing held off meanwhile, so a reader connected in
-    /// `f` gets the history and then every later message, each once.
-    /// Volatile publishers pass an empty history.
-    fn with_history(&self, f: &mut dyn FnMut(&mut dyn Iterator<Item = &dyn Encode>));
-
-    /// A remote subscription could not match (its QoS).
+/// What any link tells its endpoint, publisher or subscription.
+pub(crate) trait EndpointEvents: Send + Sync {
+    /// A remote endpoint could not match (its QoS).
     fn incompatible_qos(&self, policy: QosPolicy);
 
     /// The links' connections changed (matched counts and events).
     fn links_changed(&self);
 }
 
+/// What a publisher's links may ask of it.
+pub(crate) trait PubOwner: EndpointEvents {
+    /// Run `f` over the transient-local history, oldest first, with the
+    /// publisher's publishing held off meanwhile, so a reader connected in
+    /// `f` gets the history and then every later message, each once.
+    /// Volatile publishers pass an empty history.
+    fn with_history(&self, f: &mut dyn FnMut(&mut dyn Iterator<Item = &dyn Encode>));
+}
+
 /// What a subscription's links may ask of it.
-pub(crate) trait SubOwner: Send + Sync {
+pub(crate) trait SubOwner: EndpointEvents {
     /// A message arrived: decode it and push it into the buffer through the
     /// path local delivery takes (which wakes the executor or waiter).
     fn deliver(self: Arc<Self>, bytes: SharedBytes);
@@ -390,12 +394,6 @@ pub(crate) trait SubOwner: Send + Sync {
     /// Messages lost on the way (overwritten before they were read,
     /// undecodable, corrupt).
     fn count_lost(&self, n: u64);
-
-    /// A remote publisher could not match (its QoS).
-    fn incompatible_qos(&self, policy: QosPolicy);
-
-    /// The links' connections changed (matched counts and events).
-    fn links_changed(&self);
 }
 
 // ---------------------------------------------------------------- registry

@@ -26,7 +26,8 @@ mod publish;
 mod receive;
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -39,11 +40,11 @@ use myelin_zenoh::zenoh::sample::{Sample, SampleKind};
 use myelin_zenoh::zenoh::{Session, Wait};
 
 use super::{
-    DiscoveredEndpoint, EndpointSpec, NodeIdent, PubLink, SubLink, Transport, TransportConfig,
-    TransportError, TypeInfo,
+    DiscoveredEndpoint, EndpointEvents, EndpointSpec, NodeIdent, PubLink, SubLink, Transport,
+    TransportConfig, TransportError, TypeInfo,
 };
 use crate::error::ContextError;
-use crate::qos::{Durability, History, LivelinessKind, QoS, QosPolicy, Reliability};
+use crate::qos::{Durability, History, LivelinessKind, QoS, Reliability};
 
 /// The type name and hash chunks an AnyMessage endpoint uses in its token
 /// (`*` cannot appear in a key expression).
@@ -148,7 +149,7 @@ trait Discovered: Send + Sync {
 
 /// The tokens of other sessions in this domain, by key expression.
 #[derive(Default)]
-struct RemoteGraph {
+pub(super) struct RemoteGraph {
     tokens: HashMap<String, Token>,
 }
 
@@ -382,48 +383,83 @@ impl ZenohTransport {
 
     /// Remote endpoints of `kind` on `topic` whose type matches, not
     /// already served by shared memory.
-    /// Remote endpoints of `kind` on `topic` whose type matches, not
-    /// already served by shared memory: how many have QoS compatible with
-    /// `ours` (DDS's rule: the publisher offers, the subscription requests),
-    /// and the token keys and policies of those that do not.
-    fn matching(
+    /// Run `f` on the current remote graph.
+    fn with_graph(&self, f: impl FnOnce(&RemoteGraph)) {
+        f(&self.graph.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
+/// What a link matches on the remote graph: the endpoints of the other
+/// kind on its topic, of its type, not served by shared memory, and with
+/// compatible QoS (DDS's rule: the publisher offers, the subscription
+/// requests). The publisher's and the subscription's side share it.
+pub(super) struct Peers {
+    /// The kind of endpoint matched (the other side).
+    other: EntityKind,
+    topic: String,
+    ty: (String, String),
+    qos: QoS,
+    /// Tokens already reported as incompatible (each once).
+    refused: Mutex<HashSet<String>>,
+    /// Compatible endpoints now.
+    connected: AtomicU32,
+}
+
+impl Peers {
+    pub(super) fn new(other: EntityKind, spec: &EndpointSpec<'_>) -> Peers {
+        Peers {
+            other,
+            topic: spec.topic.to_string(),
+            ty: type_chunks(&spec.ty),
+            qos: *spec.qos,
+            refused: Mutex::new(HashSet::new()),
+            connected: AtomicU32::new(0),
+        }
+    }
+
+    /// Recount from `g`, telling `owner` of each incompatible endpoint once
+    /// (none are marked told while there is no owner yet). Returns the count
+    /// and whether it changed.
+    pub(super) fn recount(
         &self,
+        dom: &ZenohTransport,
         g: &RemoteGraph,
-        kind: EntityKind,
-        topic: &str,
-        ty: &(String, String),
-        ours: &QoS,
-    ) -> (usize, Vec<(String, QosPolicy)>) {
+        owner: Option<&dyn EndpointEvents>,
+    ) -> (u32, bool) {
         let mut compatible = 0;
-        let mut refused = Vec::new();
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         for (key, t) in &g.tokens {
-            if t.kind != kind || self.served_by_shm(&t.zid) {
+            if t.kind != self.other || dom.served_by_shm(&t.zid) {
                 continue;
             }
             let Some(i) = &t.topic else { continue };
-            if i.name != topic
-                || !((i.type_name == ty.0 && i.type_hash == ty.1)
+            if i.name != self.topic
+                || !((i.type_name == self.ty.0 && i.type_hash == self.ty.1)
                     || i.type_name == ANY_TYPE
-                    || ty.0 == ANY_TYPE)
+                    || self.ty.0 == ANY_TYPE)
             {
                 continue;
             }
             let theirs = qos_of_token(&i.qos);
-            let check = match kind {
-                EntityKind::Subscription => ours.compatible_with(&theirs),
-                _ => theirs.compatible_with(ours),
+            let check = match self.other {
+                EntityKind::Subscription => self.qos.compatible_with(&theirs),
+                _ => theirs.compatible_with(&self.qos),
             };
-            match check {
-                Ok(()) => compatible += 1,
-                Err(why) => refused.push((key.clone(), why.policy)),
+            match (check, owner) {
+                (Ok(()), _) => compatible += 1,
+                (Err(why), Some(o)) if refused.insert(key.clone()) => {
+                    o.incompatible_qos(why.policy);
+                }
+                (Err(_), _) => {}
             }
         }
-        (compatible, refused)
+        drop(refused);
+        let before = self.connected.swap(compatible, Ordering::Relaxed);
+        (compatible, before != compatible)
     }
 
-    /// Run `f` on the current remote graph.
-    fn with_graph(&self, f: impl FnOnce(&RemoteGraph)) {
-        f(&self.graph.lock().unwrap_or_else(|e| e.into_inner()));
+    pub(super) fn connected(&self) -> usize {
+        self.connected.load(Ordering::Relaxed) as usize
     }
 }
 

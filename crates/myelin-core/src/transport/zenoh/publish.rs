@@ -2,9 +2,8 @@
 //! topic's rmw_zenoh key expression, and its liveliness token.
 
 use std::any::Any;
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 
 use myelin_zenoh::attachment::Attachment;
 use myelin_zenoh::gid::{self, Gid};
@@ -15,8 +14,8 @@ use myelin_zenoh::zenoh::pubsub::Publisher;
 use myelin_zenoh::zenoh::qos::CongestionControl;
 use myelin_zenoh::zenoh::{self, Wait};
 
-use super::{Discovered, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
-use crate::qos::{History, QoS, Reliability};
+use super::{Discovered, Peers, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
+use crate::qos::{History, Reliability};
 use crate::transport::{
     Encode, EndpointSpec, PubLink, PubOwner, Refused, SendError, TransportError, Wanted,
     encode_to_vec,
@@ -30,14 +29,9 @@ pub(super) struct PubNet {
     _token: LivelinessToken,
     gid: Gid,
     seq: AtomicI64,
-    topic: String,
-    ty: (String, String),
-    qos: QoS,
-    /// Tokens of subscriptions already reported as incompatible.
-    refused: Mutex<HashSet<String>>,
     /// Subscriptions elsewhere that only zenoh reaches (compatible ones).
-    connected: AtomicU32,
-    /// Whether `connected` is not zero.
+    peers: Peers,
+    /// Whether `peers` has any.
     wanted: Arc<Wanted>,
     owner: OnceLock<Weak<dyn PubOwner>>,
 }
@@ -75,11 +69,7 @@ impl PubNet {
                 dom.shm,
             ),
             seq: AtomicI64::new(0),
-            topic: spec.topic.to_string(),
-            ty,
-            qos: *spec.qos,
-            refused: Mutex::new(HashSet::new()),
-            connected: AtomicU32::new(0),
+            peers: Peers::new(EntityKind::Subscription, spec),
             wanted: Arc::default(),
             owner: OnceLock::new(),
         })
@@ -105,28 +95,13 @@ impl PubNet {
 
 impl Discovered for PubNet {
     fn graph_changed(&self, g: &RemoteGraph) {
-        let (n, refused) = self.dom.matching(
-            g,
-            EntityKind::Subscription,
-            &self.topic,
-            &self.ty,
-            &self.qos,
-        );
-        let n = n as u32;
+        let owner = self.owner.get().and_then(Weak::upgrade);
+        let (n, changed) = self
+            .peers
+            .recount(&self.dom, g, owner.as_deref().map(|o| o as _));
         // Only compatible subscriptions make the publisher send.
         self.wanted.set(n > 0);
-        let owner = self.owner.get().and_then(Weak::upgrade);
-        if let Some(o) = &owner {
-            let mut seen = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-            for (key, policy) in refused {
-                if seen.insert(key) {
-                    o.incompatible_qos(policy);
-                }
-            }
-        }
-        if self.connected.swap(n, Ordering::Relaxed) != n
-            && let Some(o) = owner
-        {
+        if changed && let Some(o) = owner {
             o.links_changed();
         }
     }
@@ -144,7 +119,7 @@ impl PubLink for PubNet {
     }
 
     fn connected(&self) -> usize {
-        self.connected.load(Ordering::Relaxed) as usize
+        self.peers.connected()
     }
 
     fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError> {

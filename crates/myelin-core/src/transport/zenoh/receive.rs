@@ -3,9 +3,7 @@
 //! subscription starts). Samples arrive on zenoh's thread and go straight
 //! into the subscription's buffer.
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use myelin_zenoh::attachment::Attachment;
 use myelin_zenoh::gid;
@@ -16,8 +14,7 @@ use myelin_zenoh::zenoh::liveliness::LivelinessToken;
 use myelin_zenoh::zenoh::pubsub::Subscriber;
 use myelin_zenoh::zenoh::sample::{Locality, Sample};
 
-use super::{Discovered, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
-use crate::qos::QoS;
+use super::{Discovered, Peers, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
 use crate::transport::{EndpointSpec, SubLink, SubOwner, TransportError};
 use crate::wire::SharedBytes;
 
@@ -28,12 +25,9 @@ pub(super) struct SubNet {
     token: Token,
     parts: Mutex<Option<(Subscriber<()>, LivelinessToken)>>,
     topic: String,
-    ty: (String, String),
-    qos: QoS,
-    /// Tokens of publishers already reported as incompatible.
-    refused: Mutex<HashSet<String>>,
-    connected: AtomicU32,
-    owner: Mutex<Option<Weak<dyn SubOwner>>>,
+    /// Publishers elsewhere that only zenoh reaches (compatible ones).
+    peers: Peers,
+    owner: OnceLock<Weak<dyn SubOwner>>,
 }
 
 impl SubNet {
@@ -54,38 +48,19 @@ impl SubNet {
             token: endpoint_token(dom, EntityKind::Subscription, spec),
             parts: Mutex::new(None),
             topic: spec.topic.to_string(),
-            ty,
-            qos: *spec.qos,
-            refused: Mutex::new(HashSet::new()),
-            connected: AtomicU32::new(0),
-            owner: Mutex::new(None),
+            peers: Peers::new(EntityKind::Publisher, spec),
+            owner: OnceLock::new(),
         })
     }
 }
 
 impl Discovered for SubNet {
     fn graph_changed(&self, g: &RemoteGraph) {
-        let (n, refused) =
-            self.dom
-                .matching(g, EntityKind::Publisher, &self.topic, &self.ty, &self.qos);
-        let n = n as u32;
-        let owner = self
-            .owner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .and_then(|w| w.upgrade());
-        if let Some(o) = &owner {
-            let mut seen = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-            for (key, policy) in refused {
-                if seen.insert(key) {
-                    o.incompatible_qos(policy);
-                }
-            }
-        }
-        if self.connected.swap(n, Ordering::Relaxed) != n
-            && let Some(o) = owner
-        {
+        let owner = self.owner.get().and_then(Weak::upgrade);
+        let (_, changed) = self
+            .peers
+            .recount(&self.dom, g, owner.as_deref().map(|o| o as _));
+        if changed && let Some(o) = owner {
             o.links_changed();
         }
     }
@@ -95,7 +70,7 @@ impl SubLink for SubNet {
     /// Declare the subscriber and the token: samples (already filtered for
     /// exactly-once delivery) go to `owner`.
     fn start(&self, owner: Weak<dyn SubOwner>) -> Result<(), TransportError> {
-        *self.owner.lock().unwrap_or_else(|e| e.into_inner()) = Some(owner.clone());
+        let _ = self.owner.set(owner.clone());
         let island = self.dom.island;
         let shm = self.dom.shm;
         let topic = self.topic.clone();
@@ -134,6 +109,6 @@ impl SubLink for SubNet {
     }
 
     fn connected(&self) -> usize {
-        self.connected.load(Ordering::Relaxed) as usize
+        self.peers.connected()
     }
 }
