@@ -107,6 +107,7 @@ impl SubShm {
         let Some(owner) = self.owner() else { return };
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         let mut lost = 0;
+        let mut counted = false;
         let inbox = &self.inbox.inbox;
         for (i, r) in readers.iter_mut().enumerate() {
             let st = inbox.state(i);
@@ -134,6 +135,13 @@ impl SubShm {
                     claim: Some((pid, pub_id, generation)),
                     ..ReaderConn::default()
                 };
+                // A publisher this reader has not seen: count it matched
+                // before its first message is handed over (discovery's own
+                // pass may come later).
+                if !counted {
+                    owner.links_changed();
+                    counted = true;
+                }
             }
             let mut drained = true;
             loop {
