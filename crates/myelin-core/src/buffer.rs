@@ -228,10 +228,12 @@ impl<T> Buffer<T> {
 
     /// Whether a push would be stored without loss: a keep_all FIFO below
     /// its limit (a keep_last ring always takes a message, overwriting).
+    #[inline]
     pub(crate) fn has_room(&self) -> bool {
         match self {
             Buffer::Ring(_) => true,
-            Buffer::Fifo { queue, limit, .. } => queue.len() < *limit,
+            // The counter, not `SegQueue::len` (which walks its indices).
+            Buffer::Fifo { len, limit, .. } => len.load(Ordering::Relaxed) < *limit,
         }
     }
 }
