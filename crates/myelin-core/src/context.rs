@@ -1,16 +1,12 @@
 //! The context: one per process (or per test), owner of the graph.
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
 use crate::error::{ContextError, CreateNodeError};
-use crate::executor::ExecShared;
-use crate::graph::Graph;
 use crate::names;
-use crate::node::{Node, NodeInner};
-use crate::transport::{TransportConfig, Transports};
+use crate::node::Node;
+use crate::runtime::{ContextInner, NodeInner};
+use crate::transport::TransportConfig;
 
 /// The highest ROS 2 domain id.
 pub const MAX_DOMAIN_ID: u32 = 232;
@@ -26,35 +22,6 @@ pub const MAX_DOMAIN_ID: u32 = 232;
 #[derive(Clone)]
 pub struct Context {
     pub(crate) inner: Arc<ContextInner>,
-}
-
-pub(crate) struct ContextInner {
-    pub(crate) domain_id: u32,
-    pub(crate) graph: Graph,
-    shut_down: AtomicBool,
-    pub(crate) node_names: Mutex<HashSet<String>>,
-    pub(crate) executors: Mutex<Vec<Weak<ExecShared>>>,
-    pub(crate) next_id: AtomicU64,
-    /// Timers are phase-aligned to this instant (see `executor` docs).
-    pub(crate) epoch: std::time::Instant,
-    /// The transports that connect this context to other processes and
-    /// hosts (empty: in-process only).
-    pub(crate) transports: Transports,
-}
-
-impl ContextInner {
-    pub(crate) fn is_shut_down(&self) -> bool {
-        self.shut_down.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn new_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Whether any transport connects this context to other processes.
-    pub(crate) fn crosses_processes(&self) -> bool {
-        !self.transports.is_empty()
-    }
 }
 
 /// Builds a [`Context`].
@@ -146,16 +113,7 @@ impl ContextBuilder {
             network: self.network,
             zenoh_config: self.zenoh_config,
         })?;
-        let inner = Arc::new(ContextInner {
-            domain_id: self.domain_id,
-            graph: Graph::default(),
-            shut_down: AtomicBool::new(false),
-            node_names: Mutex::new(HashSet::new()),
-            executors: Mutex::new(Vec::new()),
-            next_id: AtomicU64::new(1),
-            epoch: std::time::Instant::now(),
-            transports,
-        });
+        let inner = Arc::new(ContextInner::new(self.domain_id, transports));
         if self.handle_signals {
             signals::register(&inner);
         }
@@ -263,26 +221,6 @@ impl Context {
 impl Default for Context {
     fn default() -> Self {
         Context::new()
-    }
-}
-
-impl ContextInner {
-    pub(crate) fn shutdown(&self) {
-        self.shut_down.store(true, Ordering::Release);
-        for t in self.transports.iter() {
-            t.shutdown();
-        }
-        let execs: Vec<_> = self
-            .executors
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for e in execs {
-            e.context_down();
-        }
-        self.graph.wake_all_waiters();
     }
 }
 

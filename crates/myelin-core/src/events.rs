@@ -17,9 +17,8 @@ use crossbeam_queue::SegQueue;
 use myelin_sync::atomic::{AtomicBool, Ordering, fence};
 use myelin_sync::{RetainCell, TryLock};
 
+use crate::dispatch::{ExecShared, Executable, GroupInner};
 use crate::error::SpinError;
-use crate::executor::{ExecShared, Executable};
-use crate::group::GroupInner;
 use crate::qos::{IncompatibleQosStatus, LivelinessKind, QosPolicy};
 
 /// A deadline was missed (requested by a subscription, offered by a
@@ -179,7 +178,7 @@ impl<E: Send + 'static> Executable for EventQueue<E> {
         {
             result = Err(SpinError::CallbackPanicked {
                 entity: format!("event callback of {}", self.describe),
-                message: crate::executor::panic_message(&p),
+                message: crate::dispatch::panic_message(&p),
             });
         }
         self.queued.swap(false, Ordering::SeqCst);

@@ -46,7 +46,7 @@
 //! # Ok(()) }
 //! ```
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
@@ -59,11 +59,12 @@ use crossbeam_queue::SegQueue;
 use myelin_sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use myelin_sync::{Event, RetainCell, Scope, TryLock};
 
-use crate::error::SpinError;
-use crate::executor::{ExecShared, Executable};
-use crate::group::{CallbackGroup, GroupInner};
+use crate::dispatch::{ExecShared, Executable, GroupInner};
+use crate::error::{CreateServiceError, SpinError};
+use crate::graph::{Graph, Members};
+use crate::group::CallbackGroup;
 use crate::message::Message;
-use crate::node::NodeInner;
+use crate::runtime::NodeInner;
 
 /// A call failed. Every variant names the service.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -254,7 +255,7 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
     /// Run the handler (already locked) on one request.
     fn answer(&self, handler: &mut Handler<Req, Resp>, req: Req) -> Result<Resp, CallError> {
         catch_unwind(AssertUnwindSafe(|| handler(req))).map_err(|p| {
-            let message = crate::executor::panic_message(&p);
+            let message = crate::dispatch::panic_message(&p);
             tracing::error!("server of {:?} panicked: {message}", self.name);
             CallError::ServerPanicked {
                 service: self.name.clone(),
@@ -282,7 +283,7 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
         }
     }
 
-    /// A request from another process (see `service_remote`).
+    /// A request from another process (see [`RemoteCalls`]).
     pub(crate) fn submit_remote(self: &Arc<Self>, req: Req, reply: Box<dyn Responder<Resp>>) {
         self.submit(Request { req, reply });
     }
@@ -392,8 +393,9 @@ impl<Req: Message, Resp: Message> Executable for ServiceInner<Req, Resp> {
 /// it, and pending requests get [`CallError::ServiceUnavailable`].
 pub struct Service<Req: Message, Resp: Message> {
     pub(crate) inner: Arc<ServiceInner<Req, Resp>>,
-    /// Requests from other processes.
-    pub(crate) _remote: Option<crate::service_remote::ServerRemote>,
+    /// What receives requests from other processes (kept alive with the
+    /// service).
+    pub(crate) _remote: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl<Req: Message, Resp: Message> Service<Req, Resp> {
@@ -410,7 +412,7 @@ impl<Req: Message, Resp: Message> Drop for Service<Req, Resp> {
             .node
             .ctx
             .graph
-            .remove_server::<Req, Resp>(&self.inner.name, self.inner.id);
+            .leave_service(&self.inner.name, self.inner.id);
         self.inner.fail_pending();
         self.inner.fail_in_flight();
         self.inner.set_target(None);
@@ -436,7 +438,7 @@ pub(crate) struct ClientInner<Req: Message, Resp: Message> {
     /// Notified when the server list changes.
     pub(crate) changed: Event,
     /// Servers in other processes.
-    pub(crate) remote: Option<crate::service_remote::ClientRemote<Req, Resp>>,
+    pub(crate) remote: Option<Box<dyn RemoteCalls<Req, Resp>>>,
 }
 
 impl<Req: Message, Resp: Message> ClientInner<Req, Resp> {
@@ -539,7 +541,7 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
             }
         };
         // Called from inside a callback of the executor that serves it?
-        let nested = match crate::executor::current() {
+        let nested = match crate::dispatch::current() {
             Some((exec_addr, grouped, group_addr)) if !server.is_inline() => {
                 match server.target.get() {
                     Some(exec) if exec.is_at(exec_addr) => {
@@ -640,7 +642,7 @@ impl<Req: Message, Resp: Message> Drop for Client<Req, Resp> {
             .node
             .ctx
             .graph
-            .remove_client::<Req, Resp>(&self.inner.name, self.inner.id);
+            .leave_service(&self.inner.name, self.inner.id);
     }
 }
 
@@ -684,20 +686,40 @@ impl<Resp> std::fmt::Debug for ResponseFuture<Resp> {
     }
 }
 
-/// The per-name registry entry kept by the graph.
+/// The servers and clients on one service name, kept by the context's
+/// graph.
 pub(crate) struct ServiceEntities<Req: Message, Resp: Message> {
-    pub(crate) servers: Vec<Arc<ServiceInner<Req, Resp>>>,
-    pub(crate) clients: Vec<Arc<ClientInner<Req, Resp>>>,
+    servers: Vec<Arc<ServiceInner<Req, Resp>>>,
+    clients: Vec<Arc<ClientInner<Req, Resp>>>,
 }
 
-impl<Req: Message, Resp: Message> ServiceEntities<Req, Resp> {
-    pub(crate) fn new() -> Self {
+impl<Req: Message, Resp: Message> Default for ServiceEntities<Req, Resp> {
+    fn default() -> Self {
         ServiceEntities {
             servers: Vec::new(),
             clients: Vec::new(),
         }
     }
+}
 
+impl<Req: Message, Resp: Message> Members for ServiceEntities<Req, Resp> {
+    fn remove(&mut self, id: u64) -> bool {
+        let before = self.servers.len() + self.clients.len();
+        self.servers.retain(|s| s.id != id);
+        self.clients.retain(|c| c.id != id);
+        let removed = self.servers.len() + self.clients.len() < before;
+        if removed {
+            self.publish_servers();
+        }
+        removed
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        (self.servers.len(), self.clients.len())
+    }
+}
+
+impl<Req: Message, Resp: Message> ServiceEntities<Req, Resp> {
     /// Give every client the current server list and wake its waiters.
     pub(crate) fn publish_servers(&self) {
         let list = Arc::new(self.servers.clone());
@@ -709,13 +731,74 @@ impl<Req: Message, Resp: Message> ServiceEntities<Req, Resp> {
 }
 
 /// The type identity of a service: its request and response types.
-pub(crate) fn service_type_id<Req: 'static, Resp: 'static>() -> TypeId {
+fn service_type_id<Req: 'static, Resp: 'static>() -> TypeId {
     TypeId::of::<(Req, Resp)>()
 }
 
-pub(crate) fn downcast<Req: Message, Resp: Message>(
-    b: &mut Box<dyn Any + Send>,
-) -> &mut ServiceEntities<Req, Resp> {
-    b.downcast_mut::<ServiceEntities<Req, Resp>>()
-        .expect("service slot type checked by TypeId")
+/// A service's types as `Request -> Response`.
+fn service_types<Req: Message, Resp: Message>() -> String {
+    format!("{} -> {}", Req::TYPE_NAME, Resp::TYPE_NAME)
+}
+
+/// Refuse other request/response types on a service name the context
+/// already has (before anything is created for it).
+pub(crate) fn check_type<Req: Message, Resp: Message>(
+    graph: &Graph,
+    name: &str,
+) -> Result<(), CreateServiceError> {
+    graph.check_service_type(
+        name,
+        service_type_id::<Req, Resp>(),
+        service_types::<Req, Resp>,
+    )
+}
+
+/// Register a server under its name, and give the clients the new list.
+pub(crate) fn add_server<Req: Message, Resp: Message>(
+    graph: &Graph,
+    s: Arc<ServiceInner<Req, Resp>>,
+) -> Result<(), CreateServiceError> {
+    let name = s.name.clone();
+    graph.join_service(
+        &name,
+        service_type_id::<Req, Resp>(),
+        service_types::<Req, Resp>(),
+        |ents: &mut ServiceEntities<Req, Resp>| {
+            ents.servers.push(s);
+            ents.publish_servers();
+        },
+    )
+}
+
+/// Register a client under its name, and give it the servers.
+pub(crate) fn add_client<Req: Message, Resp: Message>(
+    graph: &Graph,
+    c: Arc<ClientInner<Req, Resp>>,
+) -> Result<(), CreateServiceError> {
+    let name = c.name.clone();
+    graph.join_service(
+        &name,
+        service_type_id::<Req, Resp>(),
+        service_types::<Req, Resp>(),
+        |ents: &mut ServiceEntities<Req, Resp>| {
+            ents.clients.push(c);
+            ents.publish_servers();
+        },
+    )
+}
+
+/// How a client reaches servers in other processes (built by the node from
+/// a publisher and a subscription: see `node::remote_services`).
+pub(crate) trait RemoteCalls<Req, Resp>: Send + Sync {
+    /// A server in another process can take requests and answer.
+    fn ready(&self) -> bool;
+    /// Call a remote server; wait until `deadline` (`timeout` is reported
+    /// in the error).
+    fn call(
+        &self,
+        service: &str,
+        req: Req,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Resp, CallError>;
 }

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crate::dispatch::GroupInner;
+use crate::dispatch::{ExecShared, Executable, Tick};
 use crate::error::SpinError;
-use crate::executor::{ExecShared, Executable};
-use crate::group::GroupInner;
-use crate::node::NodeInner;
+use crate::runtime::NodeInner;
 
 pub(crate) struct TimerInner {
     pub(crate) id: u64,
@@ -51,12 +51,59 @@ impl Executable for TimerInner {
     }
 }
 
-impl TimerInner {
-    /// Claim the right to queue a tick; false if one is still queued.
-    pub(crate) fn mark_queued(&self) -> bool {
+impl Tick for TimerInner {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// The first multiple of the period, counted from the context's epoch,
+    /// that is at least one period after creation. Timers of equal period
+    /// in a context therefore tick together, and one wake-up serves them
+    /// all.
+    fn first_due(&self) -> Instant {
+        let epoch = self.node.ctx.epoch;
+        let earliest = self.created + self.period;
+        let since = earliest.saturating_duration_since(epoch).as_nanos();
+        let p = self.period.as_nanos().max(1);
+        let ticks = since.div_ceil(p);
+        let due_ns = ticks.saturating_mul(p);
+        epoch + Duration::from_nanos(u64::try_from(due_ns).unwrap_or(u64::MAX))
+    }
+
+    #[inline]
+    fn take_reset(&self) -> Option<Instant> {
+        // SYNC: pairs with the Release store in `Timer::reset`.
+        if !self.reset_pending.load(Ordering::Relaxed)
+            || !self.reset_pending.swap(false, Ordering::Acquire)
+        {
+            return None;
+        }
+        self.reset_to
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    fn mark_queued(&self) -> bool {
         !self.queued.swap(true, Ordering::SeqCst)
     }
 
+    fn note_missed(&self, n: u64) {
+        if n > 0 {
+            self.missed.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+impl TimerInner {
     pub(crate) fn new(
         id: u64,
         period: Duration,
@@ -80,44 +127,6 @@ impl TimerInner {
         }
     }
 
-    /// The first deadline: the first multiple of the period, counted from
-    /// the context's epoch, that is at least one period after creation.
-    /// Timers of equal period in a context therefore tick together, and one
-    /// wake-up serves them all.
-    pub(crate) fn first_due(&self) -> Instant {
-        let epoch = self.node.ctx.epoch;
-        let earliest = self.created + self.period;
-        let since = earliest.saturating_duration_since(epoch).as_nanos();
-        let p = self.period.as_nanos().max(1);
-        let ticks = since.div_ceil(p);
-        let due_ns = ticks.saturating_mul(p);
-        epoch + Duration::from_nanos(u64::try_from(due_ns).unwrap_or(u64::MAX))
-    }
-
-    pub(crate) fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Acquire)
-    }
-
-    #[inline]
-    pub(crate) fn take_reset(&self) -> Option<Instant> {
-        // SYNC: pairs with the Release store in `Timer::reset`.
-        if !self.reset_pending.load(Ordering::Relaxed)
-            || !self.reset_pending.swap(false, Ordering::Acquire)
-        {
-            return None;
-        }
-        self.reset_to
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-    }
-
-    pub(crate) fn note_missed(&self, n: u64) {
-        if n > 0 {
-            self.missed.fetch_add(n, Ordering::Relaxed);
-        }
-    }
-
     pub(crate) fn fire(&self) -> Result<(), SpinError> {
         self.fired.fetch_add(1, Ordering::Relaxed);
         let mut cb = self.callback.lock().unwrap_or_else(|e| e.into_inner());
@@ -126,7 +135,7 @@ impl TimerInner {
                 "timer ({:?} period) of node {:?}",
                 self.period, self.node.fqn
             ),
-            message: crate::executor::panic_message(&p),
+            message: crate::dispatch::panic_message(&p),
         })
     }
 }

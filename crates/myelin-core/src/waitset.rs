@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 use myelin_sync::atomic::{AtomicBool, Ordering, fence};
 use myelin_sync::{Event, RetainCell, Scope};
 
-use crate::context::ContextInner;
+use crate::dispatch::Tick;
 use crate::message::Message;
+use crate::runtime::ContextInner;
 use crate::subscription::{SubInner, Subscription};
 use crate::timer::{Timer, TimerInner};
 use crate::waitpoint::WaitPoint;

@@ -137,7 +137,7 @@ impl MultiThreadedExecutor {
                 let r = h.join().unwrap_or_else(|p| {
                     Err(SpinError::CallbackPanicked {
                         entity: "executor worker".into(),
-                        message: super::panic_message(&p),
+                        message: crate::dispatch::panic_message(&p),
                     })
                 });
                 if first.is_ok() {

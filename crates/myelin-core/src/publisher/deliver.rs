@@ -8,8 +8,38 @@ use std::sync::Arc;
 use super::PubInner;
 use crate::buffer::Pushed;
 use crate::error::PublishError;
-use crate::graph::Matched;
 use crate::message::Message;
+use crate::subscription::SubInner;
+
+/// The subscriptions a publisher delivers to, split by how they take a
+/// message (the split the copy rules need: see [the module docs](super)).
+pub(crate) struct Matched<T> {
+    /// Want ownership: get the original (last one) or a copy.
+    pub(crate) owners: Vec<Arc<SubInner<T>>>,
+    /// Share one `Arc`.
+    pub(crate) sharers: Vec<Arc<SubInner<T>>>,
+    /// Always get their own copy.
+    pub(crate) values: Vec<Arc<SubInner<T>>>,
+}
+
+impl<T> Default for Matched<T> {
+    fn default() -> Self {
+        Matched {
+            owners: Vec::new(),
+            sharers: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+}
+
+impl<T> Matched<T> {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.owners.is_empty() && self.sharers.is_empty() && self.values.is_empty()
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.owners.len() + self.sharers.len() + self.values.len()
+    }
+}
 
 impl<T: Message> PubInner<T> {
     #[inline]

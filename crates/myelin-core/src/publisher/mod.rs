@@ -27,11 +27,10 @@ use crate::events::{
     DeadlineMissedStatus, EventQueue, IncompatibleQos, LivelinessToken, MatchedStatus,
     PublisherEvent, Status,
 };
-use crate::graph::Matched;
 use crate::message::Message;
-use crate::node::NodeInner;
 use crate::qos::LivelinessKind;
 use crate::qos::{Durability, IncompatibleQosStatus, QoS, QosPolicy};
+use crate::runtime::NodeInner;
 use crate::subscription::SharedEventCallback;
 use crate::transport::{Encode, EndpointEvents, PubLink, PubOwner, SendError, Wanted};
 
@@ -39,6 +38,7 @@ mod deliver;
 mod loan;
 
 use deliver::Full;
+pub(crate) use deliver::Matched;
 pub use loan::{Loan, LoanUninit, SliceLoan};
 
 /// A transient-local publisher's history: (publish sequence, message,
@@ -204,7 +204,7 @@ impl<T: Message> PubInner<T> {
 
     /// Lock the transient-local history (if any): `publish` delivers under
     /// it so a late joiner sees each message exactly once (see
-    /// `Graph::add_subscription`).
+    /// `matching::add_subscription`).
     #[inline]
     fn lock_history(&self) -> Option<std::sync::MutexGuard<'_, HistoryQueue<T>>> {
         self.history
@@ -445,7 +445,7 @@ impl<T: Message> Drop for Publisher<T> {
             .node
             .ctx
             .graph
-            .remove_publisher::<T>(&self.inner.topic, self.inner.id);
+            .leave_topic(&self.inner.topic, self.inner.id);
     }
 }
 

@@ -9,16 +9,15 @@ use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use myelin_sync::{RetainCell, TryLock};
 
 use crate::buffer::{Buffer, Pushed, Received};
+use crate::dispatch::{ExecShared, Executable, GroupInner};
 use crate::error::SpinError;
 use crate::events::{
     DeadlineMissedStatus, EventQueue, IncompatibleQos, LivelinessChangedStatus, LivelinessToken,
     MatchedStatus, Status, SubscriptionEvent,
 };
-use crate::executor::{ExecShared, Executable};
-use crate::group::GroupInner;
 use crate::message::Message;
-use crate::node::NodeInner;
 use crate::qos::{QoS, QosPolicy};
+use crate::runtime::NodeInner;
 use crate::transport::{EndpointEvents, SubLink, SubOwner};
 use crate::waitpoint::WaitPoint;
 use crate::wire::SharedBytes;
@@ -394,7 +393,7 @@ impl<T: Message> SubInner<T> {
             let mut guard = cb.try_lock()?;
             while let Some(item) = self.pop_live() {
                 if let Err(p) = catch_unwind(AssertUnwindSafe(|| (guard)(item))) {
-                    return Some(crate::executor::panic_message(&p));
+                    return Some(crate::dispatch::panic_message(&p));
                 }
             }
             drop(guard);
@@ -473,7 +472,7 @@ impl<T: Message> Executable for SubInner<T> {
         {
             result = Err(SpinError::CallbackPanicked {
                 entity: self.describe(),
-                message: crate::executor::panic_message(&panic),
+                message: crate::dispatch::panic_message(&panic),
             });
         }
         // A keep_all subscription fed from shared memory stops draining its
@@ -497,8 +496,8 @@ impl<T: Message> Executable for SubInner<T> {
             // The executor gives this subscription a ready lane; publishers
             // in other processes signal it.
             let word = exec.as_ref().and_then(|e| {
-                let weak: std::sync::Weak<dyn crate::executor::Pump> =
-                    Arc::downgrade(&(self.clone() as Arc<dyn crate::executor::Pump>));
+                let weak: std::sync::Weak<dyn crate::dispatch::Pump> =
+                    Arc::downgrade(&(self.clone() as Arc<dyn crate::dispatch::Pump>));
                 e.add_pump(weak)
             });
             for l in self.links.iter() {
@@ -518,7 +517,7 @@ impl<T: Message> Executable for SubInner<T> {
     }
 }
 
-impl<T: Message> crate::executor::Pump for SubInner<T> {
+impl<T: Message> crate::dispatch::Pump for SubInner<T> {
     fn pump(self: Arc<Self>) {
         self.pump_links();
     }

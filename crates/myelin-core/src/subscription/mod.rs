@@ -354,7 +354,7 @@ impl<T: Message> Drop for Subscription<T> {
             .node
             .ctx
             .graph
-            .remove_subscription::<T>(&self.inner.topic, self.inner.id);
+            .leave_topic(&self.inner.topic, self.inner.id);
         if let Some(old) = self.inner.target.get() {
             old.remove_pump(Arc::as_ptr(&self.inner) as *const ());
         }

@@ -1,4 +1,5 @@
-//! Services across processes, over the shared-memory transport.
+//! Services across processes, over topics (so over every transport that
+//! carries topics).
 //!
 //! A service `/s` with a server in another process is reached through two
 //! internal topics: requests on `/_srv/s/request` (every client publishes,
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::message::{Message, TypeHash};
 use crate::publisher::Publisher;
 use crate::qos::QoS;
-use crate::service::{CallError, Responder, Slot};
+use crate::service::{CallError, RemoteCalls, Responder, Slot};
 use crate::subscription::{Subscription, WaitError};
 use crate::wire::{SharedBytes, Wire, WireError};
 
@@ -243,11 +244,6 @@ impl<Req: Message, Resp: Message> ClientRemote<Req, Resp> {
         })
     }
 
-    /// A server in another process can take requests and answer us.
-    pub(crate) fn ready(&self) -> bool {
-        self.requests.subscription_count() > 0 && self.replies.inner.remote_publishers() > 0
-    }
-
     /// Hand out one reply to its caller's slot.
     fn route(&self, m: &WireReply<Resp>, service: &str) {
         if m.client != self.id {
@@ -272,8 +268,15 @@ impl<Req: Message, Resp: Message> ClientRemote<Req, Resp> {
             });
         }
     }
+}
 
-    pub(crate) fn call(
+impl<Req: Message, Resp: Message> RemoteCalls<Req, Resp> for ClientRemote<Req, Resp> {
+    /// A server in another process can take requests and answer us.
+    fn ready(&self) -> bool {
+        self.requests.subscription_count() > 0 && self.replies.inner.remote_publishers() > 0
+    }
+
+    fn call(
         &self,
         service: &str,
         req: Req,

@@ -1,18 +1,20 @@
 //! Nodes: named groups of publishers, subscriptions and timers.
 
-use std::sync::{Arc, Mutex, Weak};
+mod remote_services;
+
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::context::ContextInner;
-use crate::error::{AddNodeError, CreateEndpointError, CreateServiceError, CreateTimerError};
+use crate::dispatch::GroupInner;
+use crate::error::{CreateEndpointError, CreateServiceError, CreateTimerError};
 use crate::events::EventQueue;
-use crate::executor::{ExecShared, Executable};
-use crate::group::{CallbackGroup, CallbackGroupKind, GroupInner};
+use crate::group::{CallbackGroup, CallbackGroupKind};
 use crate::message::Message;
 use crate::names::{self, NameKind};
 use crate::publisher::{PubInner, Publisher, PublisherOptions};
 use crate::qos::QoS;
 use crate::qos::QosPolicy;
+use crate::runtime::NodeInner;
 use crate::service::{Client, ClientInner, Service, ServiceInner, ServiceOptions};
 use crate::subscription::{
     BufferKind, Delivery, SubInner, SubSpec, Subscription, SubscriptionCallback,
@@ -28,106 +30,6 @@ use crate::transport::{
 #[derive(Clone)]
 pub struct Node {
     pub(crate) inner: Arc<NodeInner>,
-}
-
-pub(crate) struct NodeInner {
-    pub(crate) name: String,
-    pub(crate) namespace: String,
-    pub(crate) fqn: String,
-    pub(crate) ctx: Arc<ContextInner>,
-    executor: Mutex<Option<Arc<ExecShared>>>,
-    /// The default (mutually exclusive) callback group.
-    default_group: CallbackGroup,
-    entities: Mutex<Vec<Weak<dyn Executable>>>,
-    timers: Mutex<Vec<Weak<TimerInner>>>,
-    /// The node's id in its context (the `nid` of its liveliness tokens).
-    pub(crate) nid: u64,
-    /// The node's announcements on its transports (withdrawn on drop).
-    _announced: Vec<Box<dyn std::any::Any + Send + Sync>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl NodeInner {
-    pub(crate) fn new(
-        ctx: Arc<ContextInner>,
-        name: String,
-        namespace: String,
-        fqn: String,
-    ) -> Self {
-        let nid = ctx.new_id();
-        let ident = NodeIdent {
-            fqn: &fqn,
-            name: &name,
-            namespace: &namespace,
-            nid,
-        };
-        let _announced = ctx
-            .transports
-            .iter()
-            .filter_map(|t| t.node(&ident))
-            .collect();
-        NodeInner {
-            nid,
-            _announced,
-            name,
-            namespace,
-            fqn,
-            ctx,
-            executor: Mutex::new(None),
-            default_group: CallbackGroup::new(CallbackGroupKind::MutuallyExclusive),
-            entities: Mutex::new(Vec::new()),
-            timers: Mutex::new(Vec::new()),
-        }
-    }
-
-    pub(crate) fn executor(&self) -> Option<Arc<ExecShared>> {
-        lock(&self.executor).clone()
-    }
-
-    pub(crate) fn attach(&self, exec: &Arc<ExecShared>) -> Result<(), AddNodeError> {
-        let mut slot = lock(&self.executor);
-        if slot.is_some() {
-            return Err(AddNodeError::AlreadyAdded(self.fqn.clone()));
-        }
-        *slot = Some(exec.clone());
-        for e in lock(&self.entities).iter().filter_map(Weak::upgrade) {
-            e.attach(Some(exec.clone()));
-        }
-        for t in lock(&self.timers).iter().filter_map(Weak::upgrade) {
-            exec.add_timer(t);
-        }
-        Ok(())
-    }
-
-    pub(crate) fn detach(&self, exec: &Arc<ExecShared>) {
-        let mut slot = lock(&self.executor);
-        if !slot.as_ref().is_some_and(|e| Arc::ptr_eq(e, exec)) {
-            return;
-        }
-        *slot = None;
-        for e in lock(&self.entities).iter().filter_map(Weak::upgrade) {
-            e.attach(None);
-        }
-        for t in lock(&self.timers).iter().filter_map(Weak::upgrade) {
-            exec.remove_timer(t.id);
-        }
-    }
-
-    pub(crate) fn remove_timer(&self, id: u64) {
-        lock(&self.timers).retain(|t| t.upgrade().is_some_and(|t| t.id != id));
-        if let Some(e) = self.executor() {
-            e.remove_timer(id);
-        }
-    }
-}
-
-impl Drop for NodeInner {
-    fn drop(&mut self) {
-        lock(&self.ctx.node_names).remove(&self.fqn);
-    }
 }
 
 impl Node {
@@ -215,7 +117,7 @@ impl Node {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(t);
         }
-        self.inner.ctx.graph.add_publisher(inner.clone())?;
+        crate::matching::add_publisher(&self.inner.ctx.graph, inner.clone())?;
         let owner: Weak<dyn PubOwner> = Arc::downgrade(&(inner.clone() as Arc<dyn PubOwner>));
         for l in inner.links.iter() {
             l.start(owner.clone());
@@ -288,16 +190,6 @@ impl Node {
         )
     }
 
-    /// Attach an executable entity to this node (and its executor, if any).
-    /// The executor lock is held so a concurrent `attach` cannot miss it.
-    fn adopt(&self, e: Arc<dyn Executable>) {
-        let exec = lock(&self.inner.executor);
-        e.clone().attach(exec.clone());
-        let mut ents = lock(&self.inner.entities);
-        ents.retain(|w| w.strong_count() > 0);
-        ents.push(Arc::downgrade(&e));
-    }
-
     /// The executor-run queue for an endpoint's event callback, if it has one.
     fn event_queue<E: Send + 'static>(
         &self,
@@ -313,7 +205,7 @@ impl Node {
                 group.clone(),
                 format!("{what} {topic:?} of node {:?}", self.inner.fqn),
             );
-            self.adopt(q.clone());
+            self.inner.adopt(q.clone());
             q
         })
     }
@@ -388,7 +280,7 @@ impl Node {
         if inner.has_callback() && !inline {
             // Attach before the graph can deliver, so nothing is pushed
             // without waking the executor; history replay then wakes it.
-            self.adopt(inner.clone());
+            self.inner.adopt(inner.clone());
         }
         let mut checkers = Vec::new();
         if let Some(d) = qos.deadline {
@@ -418,7 +310,7 @@ impl Node {
             )?);
         }
         *inner.checkers.lock().unwrap_or_else(|e| e.into_inner()) = checkers;
-        self.inner.ctx.graph.add_subscription(inner.clone())?;
+        crate::matching::add_subscription(&self.inner.ctx.graph, inner.clone())?;
         let owner: Weak<dyn SubOwner> = Arc::downgrade(&(inner.clone() as Arc<dyn SubOwner>));
         for l in inner.links.iter() {
             l.start(owner.clone())
@@ -525,14 +417,14 @@ impl Node {
             group,
         ));
         if !options.inline {
-            self.adopt(inner.clone());
+            self.inner.adopt(inner.clone());
         }
-        self.inner.ctx.graph.add_server(inner.clone())?;
+        crate::service::add_server(&self.inner.ctx.graph, inner.clone())?;
         let remote = if self.inner.ctx.crosses_processes()
-            && crate::service_remote::transportable::<Req, Resp>()
+            && remote_services::transportable::<Req, Resp>()
         {
             Some(
-                crate::service_remote::ServerRemote::new(
+                remote_services::ServerRemote::new(
                     self,
                     &inner.name,
                     Arc::downgrade(&inner),
@@ -545,7 +437,7 @@ impl Node {
         };
         Ok(Service {
             inner,
-            _remote: remote,
+            _remote: remote.map(|r| Box::new(r) as Box<dyn std::any::Any + Send + Sync>),
         })
     }
 
@@ -555,20 +447,16 @@ impl Node {
         name: &str,
     ) -> Result<Client<Req, Resp>, CreateServiceError> {
         let name = self.service_name(name)?;
-        self.inner
-            .ctx
-            .graph
-            .check_service_type::<Req, Resp>(&name)?;
+        crate::service::check_type::<Req, Resp>(&self.inner.ctx.graph, &name)?;
         let mut c = ClientInner::new(self.inner.ctx.new_id(), name, self.inner.clone());
-        if self.inner.ctx.crosses_processes() && crate::service_remote::transportable::<Req, Resp>()
-        {
-            c.remote = Some(
-                crate::service_remote::ClientRemote::new(self, &c.name)
+        if self.inner.ctx.crosses_processes() && remote_services::transportable::<Req, Resp>() {
+            c.remote = Some(Box::new(
+                remote_services::ClientRemote::new(self, &c.name)
                     .map_err(|e| CreateServiceError::Transport(e.to_string()))?,
-            );
+            ));
         }
         let inner = Arc::new(c);
-        self.inner.ctx.graph.add_client(inner.clone())?;
+        crate::service::add_client(&self.inner.ctx.graph, inner.clone())?;
         Ok(Client { inner })
     }
 
@@ -619,16 +507,7 @@ impl Node {
             self.inner.clone(),
             group.inner.clone(),
         ));
-        let exec = lock(&self.inner.executor);
-        {
-            let mut timers = lock(&self.inner.timers);
-            timers.retain(|t| t.strong_count() > 0);
-            timers.push(Arc::downgrade(&inner));
-        }
-        if let Some(e) = exec.as_ref() {
-            e.add_timer(inner.clone());
-        }
-        drop(exec);
+        self.inner.adopt_timer(inner.clone());
         Ok(Timer { inner })
     }
 

@@ -1,0 +1,543 @@
+//! What executors share with the entities they run: the ready queue, the
+//! timer schedule, the pumps of subscriptions fed from other processes, and
+//! callback groups.
+//!
+//! Entities (subscriptions, timers, services, event handlers) implement
+//! [`Executable`] and put themselves into an [`ExecShared`]'s ready queue
+//! when they have work; timers implement [`Tick`] and are scheduled by the
+//! executor's timer wheel. The executors ([`crate::executor`]) drive an
+//! `ExecShared` from their threads. This module knows nothing of nodes or
+//! contexts: they sit above it and attach entities to an executor.
+//!
+//! See the [executor docs](crate::executor) for the dispatch rules (FIFO by
+//! readiness, O(ready work), the timer overrun rule).
+
+mod group;
+
+pub use group::CallbackGroupKind;
+pub(crate) use group::GroupInner;
+
+use std::any::Any;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use crossbeam_queue::{ArrayQueue, SegQueue};
+use myelin_sync::TryLock;
+use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::clock::{from_mono_ns, mono_ns};
+use crate::error::SpinError;
+use crate::transport::wake::{Lanes as WakeLanes, WakeEvent};
+
+thread_local! {
+    /// The executor (by address, never dereferenced), whether it runs
+    /// groups, and the group of the callback this thread is running now.
+    static CURRENT: std::cell::Cell<Option<(usize, bool, usize)>> = const { std::cell::Cell::new(None) };
+}
+
+/// What this thread is executing, if it is inside an executor's callback:
+/// (executor address, grouped, group address).
+pub(crate) fn current() -> Option<(usize, bool, usize)> {
+    CURRENT.with(|c| c.get())
+}
+
+/// Marks this thread as running `e` on `exec` until dropped.
+struct Running {
+    prev: Option<(usize, bool, usize)>,
+}
+
+impl Running {
+    #[inline]
+    fn enter(exec: &ExecShared, grouped: bool, group: usize) -> Running {
+        let me = (exec as *const ExecShared as usize, grouped, group);
+        Running {
+            prev: CURRENT.with(|c| c.replace(Some(me))),
+        }
+    }
+}
+
+impl Drop for Running {
+    #[inline]
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.prev));
+    }
+}
+
+/// Something an executor runs when it is ready.
+pub(crate) trait Executable: Send + Sync {
+    /// Run one unit of work (one message or one timer tick), then clear the
+    /// entry's queued mark and re-queue it if more work arrived.
+    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<(), SpinError>;
+    /// Set (or clear) the executor to notify.
+    fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>);
+    /// The entity's callback group.
+    fn group(&self) -> &Arc<GroupInner>;
+}
+
+/// A subscription whose messages from other processes wait to be drained
+/// (a shared-memory inbox).
+pub(crate) trait Pump: Send + Sync {
+    /// Move what other processes sent into the subscription's buffer.
+    fn pump(self: Arc<Self>);
+}
+
+/// A timer as the executor's timer wheel sees it: its deadlines and its
+/// queued mark (the callback runs through [`Executable`]).
+pub(crate) trait Tick: Executable {
+    /// The timer's id (unique in its context).
+    fn id(&self) -> u64;
+    /// The period.
+    fn period(&self) -> Duration;
+    /// The first deadline.
+    fn first_due(&self) -> Instant;
+    /// A new deadline set by a reset since the last look, if any.
+    fn take_reset(&self) -> Option<Instant>;
+    /// Whether the timer is cancelled (it keeps its place, but never fires).
+    fn is_cancelled(&self) -> bool;
+    /// Claim the right to queue a tick; false if one is still queued.
+    fn mark_queued(&self) -> bool;
+    /// Count `n` deadlines skipped because the timer ran late.
+    fn note_missed(&self, n: u64);
+}
+
+/// The pumps of one executor by ready lane: a remote wake-up names lanes,
+/// and only the pumps behind them are drained.
+pub(crate) struct PumpLanes {
+    /// `lanes[l]`: the pumps that share lane `l`.
+    lanes: ArcSwap<Vec<Vec<Weak<dyn Pump>>>>,
+    /// Serialises changes (readers never lock).
+    change: Mutex<()>,
+    next: AtomicU64,
+}
+
+impl PumpLanes {
+    pub(crate) fn new() -> Self {
+        PumpLanes {
+            lanes: ArcSwap::from_pointee(Vec::new()),
+            change: Mutex::new(()),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// Give `p` a lane (round robin: lanes are shared only past
+    /// [`WakeLanes::COUNT`] pumps).
+    pub(crate) fn add(&self, p: Weak<dyn Pump>) -> u32 {
+        let _g = self.change.lock().unwrap_or_else(|e| e.into_inner());
+        let lane = (self.next.fetch_add(1, Ordering::Relaxed) % u64::from(WakeLanes::COUNT)) as u32;
+        let mut next = (**self.lanes.load()).clone();
+        if next.len() <= lane as usize {
+            next.resize_with(lane as usize + 1, Vec::new);
+        }
+        next[lane as usize].retain(|w| w.strong_count() > 0);
+        next[lane as usize].push(p);
+        self.lanes.store(Arc::new(next));
+        lane
+    }
+
+    pub(crate) fn remove(&self, p: *const ()) {
+        let _g = self.change.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = (**self.lanes.load()).clone();
+        for l in &mut next {
+            l.retain(|w| w.strong_count() > 0 && w.as_ptr() as *const () != p);
+        }
+        self.lanes.store(Arc::new(next));
+    }
+
+    /// Drain the pumps behind the marked lanes.
+    pub(crate) fn pump(&self, marked: &WakeLanes) {
+        let lanes = self.lanes.load();
+        for lane in marked.iter() {
+            if let Some(pumps) = lanes.get(lane as usize) {
+                for p in pumps.iter().filter_map(Weak::upgrade) {
+                    p.pump();
+                }
+            }
+        }
+    }
+}
+
+/// Capacity of the fast ready ring. An entity is queued at most once at a
+/// time (its `queued` flag), so this bounds simultaneously *ready* entities,
+/// not entities; beyond it, entries spill into an unbounded overflow queue.
+const READY_RING: usize = 1024;
+
+/// The ready queue: a bounded lock-free ring (cheap), with an unbounded
+/// overflow for the rare moment more than [`READY_RING`] entities are ready.
+/// Order is FIFO within each part; the ring is served first.
+pub(crate) struct ReadyQueue {
+    ring: ArrayQueue<Arc<dyn Executable>>,
+    overflow: SegQueue<Arc<dyn Executable>>,
+}
+
+impl ReadyQueue {
+    #[inline]
+    pub(crate) fn push(&self, e: Arc<dyn Executable>) {
+        if let Err(e) = self.ring.push(e) {
+            self.overflow.push(e);
+        }
+    }
+    #[inline]
+    pub(crate) fn pop(&self) -> Option<Arc<dyn Executable>> {
+        self.ring.pop().or_else(|| self.overflow.pop())
+    }
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ring.is_empty() && self.overflow.is_empty()
+    }
+    pub(crate) fn len(&self) -> usize {
+        // The overflow is almost always empty; its `len` walks indices.
+        let spill = if self.overflow.is_empty() {
+            0
+        } else {
+            self.overflow.len()
+        };
+        self.ring.len() + spill
+    }
+}
+
+struct LocalTimer {
+    inner: Arc<dyn Tick>,
+    next_due: Instant,
+}
+
+/// The timer schedule, owned by whichever worker holds its lock.
+#[derive(Default)]
+struct Wheel {
+    seen_gen: u64,
+    timers: Vec<LocalTimer>,
+}
+
+/// The part of an executor that producers and workers share.
+pub(crate) struct ExecShared {
+    pub(crate) ready: ReadyQueue,
+    /// What idle workers sleep on; with shared memory, a slot other
+    /// processes signal too (one wait for local and remote work).
+    pub(crate) event: WakeEvent,
+    /// Subscriptions fed from other processes, by ready lane: drained when
+    /// a remote wake-up marks their lane.
+    pumps: PumpLanes,
+    /// Spin instead of sleeping when idle (lowest latency, one core busy).
+    // SYNC: Relaxed: a mode switch read once per idle turn.
+    pub(crate) busy_poll: AtomicBool,
+    pub(crate) stop: AtomicBool,
+    /// Set when the context shuts down.
+    pub(crate) down: AtomicBool,
+    /// Timers of the attached nodes.
+    timers: Mutex<Vec<Arc<dyn Tick>>>,
+    /// Bumped whenever `timers` changes.
+    // SYNC: Release in `timers_changed` pairs with the Acquire in `poll_timers`.
+    timers_gen: AtomicU64,
+    /// `timers_gen` as last seen by the wheel (lets `poll_timers` skip the
+    /// lock and the clock when there is nothing to do).
+    wheel_gen: AtomicU64,
+    wheel: TryLock<Wheel>,
+    /// The earliest timer deadline (`mono_ns`), `u64::MAX` for none.
+    next_due: AtomicU64,
+}
+
+impl ExecShared {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(ExecShared {
+            ready: ReadyQueue {
+                ring: ArrayQueue::new(READY_RING),
+                overflow: SegQueue::new(),
+            },
+            event: WakeEvent::remote_capable(),
+            pumps: PumpLanes::new(),
+            busy_poll: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            down: AtomicBool::new(false),
+            timers: Mutex::new(Vec::new()),
+            timers_gen: AtomicU64::new(0),
+            wheel_gen: AtomicU64::new(0),
+            wheel: TryLock::new(Wheel::default()),
+            next_due: AtomicU64::new(u64::MAX),
+        })
+    }
+
+    /// Queue a ready entry and wake one sleeping worker.
+    #[inline]
+    pub(crate) fn enqueue(&self, e: Arc<dyn Executable>) {
+        self.ready.push(e);
+        self.event.notify_one();
+    }
+
+    /// Drain `p` whenever a remote wake-up marks the lane it is given;
+    /// returns the word remote publishers signal (`None`: this executor's
+    /// event cannot be signalled from outside, so `p` is never drained by
+    /// a wake-up).
+    pub(crate) fn add_pump(&self, p: Weak<dyn Pump>) -> Option<u32> {
+        let lane = self.pumps.add(p);
+        self.event.word(lane)
+    }
+
+    /// Stop draining `p`.
+    pub(crate) fn remove_pump(&self, p: *const ()) {
+        self.pumps.remove(p);
+    }
+
+    /// A remote process signalled: move what it sent into the buffers of
+    /// the subscriptions behind the lanes it marked (and only those).
+    #[inline]
+    fn pump_remote(&self) {
+        if let Some(marked) = self.event.take_lanes() {
+            self.pumps.pump(&marked);
+        }
+    }
+
+    /// Queue without waking (the caller notifies).
+    #[inline]
+    pub(crate) fn push_ready(&self, e: Arc<dyn Executable>) {
+        self.ready.push(e);
+    }
+
+    pub(crate) fn add_timer(&self, t: Arc<dyn Tick>) {
+        self.timers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(t);
+        self.timers_changed();
+    }
+
+    pub(crate) fn remove_timer(&self, id: u64) {
+        self.timers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|t| t.id() != id);
+        self.timers_changed();
+    }
+
+    pub(crate) fn timers_changed(&self) {
+        self.timers_gen.fetch_add(1, Ordering::Release);
+        self.event.notify();
+    }
+
+    /// The context shut down: every worker returns.
+    pub(crate) fn context_down(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        self.event.notify();
+    }
+
+    pub(crate) fn halted(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.down.load(Ordering::SeqCst)
+    }
+
+    /// Queue every due timer (if no other worker is doing it right now).
+    #[inline]
+    pub(crate) fn poll_timers(&self) {
+        let gen_now = self.timers_gen.load(Ordering::Acquire);
+        if gen_now == self.wheel_gen.load(Ordering::Relaxed)
+            && self.next_due.load(Ordering::Acquire) == u64::MAX
+        {
+            return; // no timers
+        }
+        let Some(mut wheel) = self.wheel.try_lock() else {
+            return;
+        };
+        if gen_now != wheel.seen_gen {
+            let registered = self
+                .timers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let mut next = Vec::with_capacity(registered.len());
+            for t in registered {
+                let due = wheel
+                    .timers
+                    .iter()
+                    .find(|l| Arc::ptr_eq(&l.inner, &t))
+                    .map(|l| l.next_due)
+                    .unwrap_or_else(|| t.first_due());
+                next.push(LocalTimer {
+                    inner: t,
+                    next_due: due,
+                });
+            }
+            wheel.timers = next;
+            wheel.seen_gen = gen_now;
+            self.wheel_gen.store(gen_now, Ordering::Relaxed);
+        }
+        let now = Instant::now();
+        let mut earliest = u64::MAX;
+        for lt in &mut wheel.timers {
+            if let Some(at) = lt.inner.take_reset() {
+                lt.next_due = at;
+            }
+            if lt.inner.is_cancelled() {
+                continue;
+            }
+            if lt.next_due <= now {
+                let period = lt.inner.period();
+                // Skip (and count) the deadlines missed, rcl-style.
+                let late = now.duration_since(lt.next_due);
+                let mut missed = (late.as_nanos() / period.as_nanos().max(1)) as u64;
+                lt.next_due +=
+                    period.saturating_mul(missed.min(u64::from(u32::MAX - 1)) as u32 + 1);
+                if lt.next_due <= now {
+                    lt.next_due = now + period;
+                }
+                if !lt.inner.mark_queued() {
+                    // Its previous tick has not run yet: this one is missed.
+                    missed += 1;
+                } else {
+                    self.ready.push(lt.inner.clone() as Arc<dyn Executable>);
+                }
+                lt.inner.note_missed(missed);
+            }
+            earliest = earliest.min(mono_ns(lt.next_due));
+        }
+        self.next_due.store(earliest, Ordering::Release);
+    }
+
+    /// Run one popped entry, marking this thread as inside it.
+    #[inline]
+    pub(crate) fn run_entry(&self, e: Arc<dyn Executable>, grouped: bool) -> Result<(), SpinError> {
+        let _running = Running::enter(self, grouped, Arc::as_ptr(e.group()) as usize);
+        if grouped {
+            let g = e.group().clone();
+            g.run(e, self)
+        } else {
+            e.execute(self)
+        }
+    }
+
+    /// Whether `self` is the executor at address `addr` (see [`current`]).
+    pub(crate) fn is_at(&self, addr: usize) -> bool {
+        self as *const ExecShared as usize == addr
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        match self.next_due.load(Ordering::Acquire) {
+            u64::MAX => None,
+            ns => Some(from_mono_ns(ns)),
+        }
+    }
+
+    /// One turn: queue due timers, run one ready entry (through its callback
+    /// group when `grouped`), else sleep until work, a timer deadline,
+    /// `deadline`, stop or shutdown. Returns whether an entry ran.
+    pub(crate) fn turn(&self, deadline: Option<Instant>, grouped: bool) -> Result<bool, SpinError> {
+        self.turn_until(deadline, grouped, &|| false)
+    }
+
+    /// [`turn`](Self::turn) that also returns (`Ok(false)`) as soon as
+    /// `enough()` holds: a nested spin waiting for an answer that another
+    /// worker produces.
+    pub(crate) fn turn_until(
+        &self,
+        deadline: Option<Instant>,
+        grouped: bool,
+        enough: &dyn Fn() -> bool,
+    ) -> Result<bool, SpinError> {
+        loop {
+            self.pump_remote();
+            self.poll_timers();
+            if let Some(e) = self.ready.pop() {
+                self.run_entry(e, grouped)?;
+                return Ok(true);
+            }
+            if self.halted() || enough() {
+                return Ok(false);
+            }
+            let timer = self.next_due();
+            let wake_at = match (deadline, timer) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if let Some(d) = deadline
+                && Instant::now() >= d
+            {
+                return Ok(false);
+            }
+            if self.busy_poll.load(Ordering::Relaxed) {
+                // Busy-poll mode: look again at once (remote inboxes are
+                // drained in the next turn once their slot is marked).
+                std::hint::spin_loop();
+                continue;
+            }
+            let seen_gen = self.timers_gen.load(Ordering::Acquire);
+            self.event.wait_while(
+                || {
+                    self.ready.is_empty()
+                        && !self.event.is_pending()
+                        && !self.halted()
+                        && !enough()
+                        && self.timers_gen.load(Ordering::Acquire) == seen_gen
+                        && self.next_due.load(Ordering::Acquire) == timer.map_or(u64::MAX, mono_ns)
+                },
+                wake_at,
+            );
+        }
+    }
+}
+
+/// The text of a caught panic's payload.
+pub(crate) fn panic_message(p: &Box<dyn Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::{Pump, PumpLanes};
+    use crate::transport::wake::{WakeEvent, signal_as_remote};
+
+    struct Counter(AtomicUsize);
+
+    impl Pump for Counter {
+        fn pump(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// An executor with 100 shared-memory subscriptions and one busy topic
+    /// drains one inbox per wake-up, not 100.
+    #[test]
+    fn a_wake_up_drains_only_the_subscriptions_behind_its_lanes() {
+        let event = WakeEvent::remote_capable();
+        let lanes = PumpLanes::new();
+        let subs: Vec<Arc<Counter>> = (0..100)
+            .map(|_| Arc::new(Counter(AtomicUsize::new(0))))
+            .collect();
+        let words: Option<Vec<u32>> = subs
+            .iter()
+            .map(|c| {
+                let weak: std::sync::Weak<dyn Pump> = Arc::downgrade(&(c.clone() as Arc<dyn Pump>));
+                event.word(lanes.add(weak))
+            })
+            .collect();
+        let Some(words) = words else {
+            eprintln!("skipped: no transport can wake this process from outside");
+            return;
+        };
+        // A publisher in another process signals the busy subscription's
+        // word, three times before the executor looks.
+        for _ in 0..3 {
+            assert!(signal_as_remote(words[42]));
+        }
+        let marked = event.take_lanes().expect("signalled");
+        lanes.pump(&marked);
+        let drained: Vec<usize> = subs
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.0.load(Ordering::Relaxed) > 0)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(drained, vec![42]);
+        assert_eq!(
+            subs[42].0.load(Ordering::Relaxed),
+            1,
+            "one drain per wake-up"
+        );
+        assert!(event.take_lanes().is_none());
+    }
+}

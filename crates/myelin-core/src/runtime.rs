@@ -1,0 +1,207 @@
+//! The state behind a context and its nodes that every entity holds: the
+//! context's graph, transports, id counter, timer epoch and executors, and a
+//! node's names, executor and entities.
+//!
+//! The public handles ([`Context`](crate::Context), [`Node`](crate::Node))
+//! sit above the entities they create; the entities sit above this module.
+//! Attaching a node to an executor attaches everything the node made.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, Weak};
+
+use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::dispatch::{ExecShared, Executable, Tick};
+use crate::error::AddNodeError;
+use crate::graph::Graph;
+use crate::group::{CallbackGroup, CallbackGroupKind};
+use crate::transport::{NodeIdent, Transports};
+
+/// A context's shared state.
+pub(crate) struct ContextInner {
+    pub(crate) domain_id: u32,
+    pub(crate) graph: Graph,
+    shut_down: AtomicBool,
+    pub(crate) node_names: Mutex<HashSet<String>>,
+    pub(crate) executors: Mutex<Vec<Weak<ExecShared>>>,
+    pub(crate) next_id: AtomicU64,
+    /// Timers are phase-aligned to this instant (see `executor` docs).
+    pub(crate) epoch: std::time::Instant,
+    /// The transports that connect this context to other processes and
+    /// hosts (empty: in-process only).
+    pub(crate) transports: Transports,
+}
+
+impl ContextInner {
+    /// A running context on `domain_id`, connected by `transports`.
+    pub(crate) fn new(domain_id: u32, transports: Transports) -> Self {
+        ContextInner {
+            domain_id,
+            graph: Graph::default(),
+            shut_down: AtomicBool::new(false),
+            node_names: Mutex::new(HashSet::new()),
+            executors: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+            epoch: std::time::Instant::now(),
+            transports,
+        }
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn new_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether any transport connects this context to other processes.
+    pub(crate) fn crosses_processes(&self) -> bool {
+        !self.transports.is_empty()
+    }
+
+    /// Shut down: transports close, every executor's `spin` returns and
+    /// blocked waiters wake.
+    pub(crate) fn shutdown(&self) {
+        self.shut_down.store(true, Ordering::Release);
+        for t in self.transports.iter() {
+            t.shutdown();
+        }
+        let execs: Vec<_> = self
+            .executors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for e in execs {
+            e.context_down();
+        }
+        self.graph.wake_all_waiters();
+    }
+}
+
+/// A node's shared state; its entities keep it (and so its context) alive.
+pub(crate) struct NodeInner {
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) fqn: String,
+    pub(crate) ctx: Arc<ContextInner>,
+    executor: Mutex<Option<Arc<ExecShared>>>,
+    /// The default (mutually exclusive) callback group.
+    pub(crate) default_group: CallbackGroup,
+    entities: Mutex<Vec<Weak<dyn Executable>>>,
+    timers: Mutex<Vec<Weak<dyn Tick>>>,
+    /// The node's id in its context (the `nid` of its liveliness tokens).
+    pub(crate) nid: u64,
+    /// The node's announcements on its transports (withdrawn on drop).
+    _announced: Vec<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl NodeInner {
+    pub(crate) fn new(
+        ctx: Arc<ContextInner>,
+        name: String,
+        namespace: String,
+        fqn: String,
+    ) -> Self {
+        let nid = ctx.new_id();
+        let ident = NodeIdent {
+            fqn: &fqn,
+            name: &name,
+            namespace: &namespace,
+            nid,
+        };
+        let _announced = ctx
+            .transports
+            .iter()
+            .filter_map(|t| t.node(&ident))
+            .collect();
+        NodeInner {
+            nid,
+            _announced,
+            name,
+            namespace,
+            fqn,
+            ctx,
+            executor: Mutex::new(None),
+            default_group: CallbackGroup::new(CallbackGroupKind::MutuallyExclusive),
+            entities: Mutex::new(Vec::new()),
+            timers: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn executor(&self) -> Option<Arc<ExecShared>> {
+        lock(&self.executor).clone()
+    }
+
+    pub(crate) fn attach(&self, exec: &Arc<ExecShared>) -> Result<(), AddNodeError> {
+        let mut slot = lock(&self.executor);
+        if slot.is_some() {
+            return Err(AddNodeError::AlreadyAdded(self.fqn.clone()));
+        }
+        *slot = Some(exec.clone());
+        for e in lock(&self.entities).iter().filter_map(Weak::upgrade) {
+            e.attach(Some(exec.clone()));
+        }
+        for t in lock(&self.timers).iter().filter_map(Weak::upgrade) {
+            exec.add_timer(t);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn detach(&self, exec: &Arc<ExecShared>) {
+        let mut slot = lock(&self.executor);
+        if !slot.as_ref().is_some_and(|e| Arc::ptr_eq(e, exec)) {
+            return;
+        }
+        *slot = None;
+        for e in lock(&self.entities).iter().filter_map(Weak::upgrade) {
+            e.attach(None);
+        }
+        for t in lock(&self.timers).iter().filter_map(Weak::upgrade) {
+            exec.remove_timer(t.id());
+        }
+    }
+
+    /// Attach an executable entity to this node (and its executor, if any).
+    /// The executor lock is held so a concurrent `attach` cannot miss it.
+    pub(crate) fn adopt(&self, e: Arc<dyn Executable>) {
+        let exec = lock(&self.executor);
+        e.clone().attach(exec.clone());
+        let mut ents = lock(&self.entities);
+        ents.retain(|w| w.strong_count() > 0);
+        ents.push(Arc::downgrade(&e));
+    }
+
+    /// Schedule a timer on this node's executor (now, if it has one, and
+    /// on every executor the node is added to later).
+    pub(crate) fn adopt_timer(&self, t: Arc<dyn Tick>) {
+        let exec = lock(&self.executor);
+        {
+            let mut timers = lock(&self.timers);
+            timers.retain(|t| t.strong_count() > 0);
+            timers.push(Arc::downgrade(&t));
+        }
+        if let Some(e) = exec.as_ref() {
+            e.add_timer(t);
+        }
+    }
+
+    pub(crate) fn remove_timer(&self, id: u64) {
+        lock(&self.timers).retain(|t| t.upgrade().is_some_and(|t| t.id() != id));
+        if let Some(e) = self.executor() {
+            e.remove_timer(id);
+        }
+    }
+}
+
+impl Drop for NodeInner {
+    fn drop(&mut self) {
+        lock(&self.ctx.node_names).remove(&self.fqn);
+    }
+}
