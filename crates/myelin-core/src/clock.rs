@@ -28,3 +28,72 @@ pub(crate) fn mono_ns(t: Instant) -> u64 {
 pub(crate) fn from_mono_ns(ns: u64) -> Instant {
     clock_base() + Duration::from_nanos(ns)
 }
+
+/// Waits for a condition another thread or process makes true, up to a
+/// deadline, without a wake-up channel: a few spins, then yields, then
+/// sleeps that double from 10 us to 1 ms. A reliable publisher paced by a
+/// slow keep_all reader waits this way (the reader frees room at its own
+/// rate, so the cost is at most one check per sleep).
+pub(crate) struct Pacer {
+    deadline: Instant,
+    round: u32,
+}
+
+impl Pacer {
+    /// A pacer that gives up `wait` from now.
+    pub(crate) fn new(wait: Duration) -> Pacer {
+        Pacer {
+            deadline: Instant::now() + wait,
+            round: 0,
+        }
+    }
+
+    /// Wait a little; false once the deadline has passed.
+    pub(crate) fn pause(&mut self) -> bool {
+        let now = Instant::now();
+        if now >= self.deadline {
+            return false;
+        }
+        self.round += 1;
+        match self.round {
+            0..=16 => std::hint::spin_loop(),
+            17..=24 => std::thread::yield_now(),
+            r => {
+                let us = 10u64 << (r - 25).min(7);
+                std::thread::sleep(Duration::from_micros(us).min(self.deadline - now));
+            }
+        }
+        true
+    }
+
+    /// Wait until `ready()` holds (true) or the deadline passes (false).
+    pub(crate) fn until(&mut self, mut ready: impl FnMut() -> bool) -> bool {
+        loop {
+            if ready() {
+                return true;
+            }
+            if !self.pause() {
+                return ready();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pacer_gives_up_at_its_deadline_and_sees_a_late_condition() {
+        let mut never = Pacer::new(Duration::from_millis(5));
+        assert!(!never.until(|| false));
+        let mut n = 0;
+        let mut soon = Pacer::new(Duration::from_secs(60));
+        assert!(soon.until(|| {
+            n += 1;
+            n == 40
+        }));
+        let mut zero = Pacer::new(Duration::ZERO);
+        assert!(!zero.until(|| false));
+    }
+}

@@ -94,6 +94,9 @@ fn rematch<T: Message>(ents: &TopicEntities<T>) {
                     Delivery::Shared => m.sharers.push(s.clone()),
                     Delivery::Value => m.values.push(s.clone()),
                 }
+                if p.qos.waits_for(&s.qos) {
+                    m.paced.push(s.clone());
+                }
             }
         }
         p.update_matched(m.len() as u32);

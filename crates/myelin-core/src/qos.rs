@@ -24,6 +24,20 @@
 //!   [`PublishError::ResourceLimit`](crate::PublishError::ResourceLimit):
 //!   never a silent drop.
 //!
+//! # Blocking: a reliable keep_all reader sets the writer's pace
+//! A reliable publisher whose message finds a reliable keep_all
+//! subscription full (in this process or another) waits for room, up to
+//! [`QoS::max_blocking_time`] per publish (default
+//! [`DEFAULT_MAX_BLOCKING_TIME`], 100 ms, DDS's default), then refuses it
+//! with `ResourceLimit`. So a slow reliable reader slows the writer down to
+//! its own rate instead of losing messages; a best-effort or keep_last
+//! subscription never slows the writer, and neither does a reader that died
+//! (its connection goes with it). `max_blocking_time(Duration::ZERO)` never
+//! waits. A publisher that waits for a subscription its own thread serves
+//! (a single-threaded executor publishing from a callback into a full
+//! subscription of the same executor) waits the whole time, then gets the
+//! error: give such a subscription a deeper limit or its own executor.
+//!
 //! # Compatibility (requested by the subscription vs offered by the publisher)
 //!
 //! | publisher offers \ subscription requests | best effort | reliable |
@@ -55,6 +69,11 @@ use std::time::Duration;
 
 /// The keep-all resource limit used unless [`QoS::max_samples`] says otherwise.
 pub const DEFAULT_MAX_SAMPLES: usize = 65_536;
+
+/// How long a reliable publish waits for room in a full keep_all
+/// subscription unless [`QoS::max_blocking_time`] says otherwise (DDS's
+/// default).
+pub const DEFAULT_MAX_BLOCKING_TIME: Duration = Duration::from_millis(100);
 
 /// How many messages a buffer keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -162,6 +181,10 @@ pub struct QoS {
     pub lifespan: Option<Duration>,
     /// Liveliness kind and lease.
     pub liveliness: Liveliness,
+    /// How long a reliable publish waits for room in a full reliable
+    /// keep_all subscription before refusing (publisher side; see the
+    /// [module docs](self)).
+    pub max_blocking_time: Duration,
 }
 
 impl QoS {
@@ -179,6 +202,7 @@ impl QoS {
                 kind: LivelinessKind::Automatic,
                 lease: None,
             },
+            max_blocking_time: DEFAULT_MAX_BLOCKING_TIME,
         }
     }
 
@@ -219,6 +243,31 @@ impl QoS {
     pub const fn max_samples(mut self, n: usize) -> Self {
         self.max_samples = if n == 0 { 1 } else { n };
         self
+    }
+
+    /// How long a reliable publish may wait for room in a full reliable
+    /// keep_all subscription (`Duration::ZERO`: never wait; refuse at
+    /// once). Default [`DEFAULT_MAX_BLOCKING_TIME`].
+    ///
+    /// ```
+    /// use myelin_core::QoS;
+    /// use std::time::Duration;
+    /// let log = QoS::keep_all().max_blocking_time(Duration::from_millis(500));
+    /// assert_eq!(log.max_blocking_time, Duration::from_millis(500));
+    /// ```
+    pub const fn max_blocking_time(mut self, wait: Duration) -> Self {
+        self.max_blocking_time = wait;
+        self
+    }
+
+    /// Whether a publisher offering `self` waits for room in a subscription
+    /// requesting `sub` (both reliable, the subscription keep_all, and a
+    /// nonzero wait).
+    pub(crate) fn waits_for(&self, sub: &QoS) -> bool {
+        self.reliability == Reliability::Reliable
+            && sub.reliability == Reliability::Reliable
+            && sub.history == History::KeepAll
+            && !self.max_blocking_time.is_zero()
     }
 
     /// Expect a message at least every `period` (a publisher promises it, a

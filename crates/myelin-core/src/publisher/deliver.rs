@@ -10,6 +10,7 @@ use crate::buffer::Pushed;
 use crate::error::PublishError;
 use crate::message::Message;
 use crate::subscription::SubInner;
+use crate::transport::SubOwner;
 
 /// The subscriptions a publisher delivers to, split by how they take a
 /// message (the split the copy rules need: see [the module docs](super)).
@@ -20,6 +21,10 @@ pub(crate) struct Matched<T> {
     pub(crate) sharers: Vec<Arc<SubInner<T>>>,
     /// Always get their own copy.
     pub(crate) values: Vec<Arc<SubInner<T>>>,
+    /// The subscriptions among the above a publish waits for when full
+    /// (reliable keep_all, with a reliable publisher that may block; see
+    /// [`QoS::waits_for`](crate::QoS)).
+    pub(crate) paced: Vec<Arc<SubInner<T>>>,
 }
 
 impl<T> Default for Matched<T> {
@@ -28,6 +33,7 @@ impl<T> Default for Matched<T> {
             owners: Vec::new(),
             sharers: Vec::new(),
             values: Vec::new(),
+            paced: Vec::new(),
         }
     }
 }
@@ -42,6 +48,25 @@ impl<T> Matched<T> {
 }
 
 impl<T: Message> PubInner<T> {
+    /// Wait (up to the QoS's `max_blocking_time`) until every paced
+    /// subscription has room; one that still has none refuses the message
+    /// as before.
+    #[inline]
+    pub(super) fn pace(&self, m: &Matched<T>) {
+        if !m.paced.is_empty() {
+            self.wait_for_room(&m.paced);
+        }
+    }
+
+    #[cold]
+    fn wait_for_room(&self, subs: &[Arc<SubInner<T>>]) {
+        if subs.iter().all(|s| s.has_room()) {
+            return;
+        }
+        let mut pacer = crate::clock::Pacer::new(self.qos.max_blocking_time);
+        pacer.until(|| subs.iter().all(|s| s.has_room()));
+    }
+
     #[inline]
     pub(super) fn remember(
         &self,

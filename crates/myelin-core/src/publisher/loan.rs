@@ -99,6 +99,7 @@ impl<T: Message> PubInner<T> {
             }
         }
         let m = self.matched.load();
+        self.pace(&m);
         for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
             let r =
                 crate::buffer::from_wire::<T>(bytes.clone()).map_err(|e| PublishError::Wire {

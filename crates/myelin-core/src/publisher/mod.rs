@@ -336,6 +336,7 @@ impl<T: Message> Publisher<T> {
         // Remote first: local delivery moves the message.
         let remote = p.send_remote(&msg);
         let m = p.matched.load();
+        p.pace(&m);
         let full = p.deliver_owned(&m, msg, h.as_deref_mut(), exp);
         p.conclude(&m, full, remote)
     }
@@ -357,6 +358,7 @@ impl<T: Message> Publisher<T> {
         let mut h = p.lock_history();
         let remote = p.send_remote(&msg);
         let m = p.matched.load();
+        p.pace(&m);
         let full = p.deliver_shared(&m, msg, h.as_deref_mut(), exp);
         p.conclude(&m, full, remote)
     }

@@ -94,84 +94,93 @@ pub mod keep_last {
 }
 
 /// Reliable keep_all with a resource limit of 8: every `publish` that
-/// returned `Ok` is delivered, in order; one that could not be delivered
-/// returned `PublishError::ResourceLimit`. Never a silent drop, whether
-/// the reader does not read at all or reads slowly.
+/// returned `Ok` is delivered, in order. A reader that does not read makes
+/// the publisher wait up to its `max_blocking_time`, then refuse with
+/// `PublishError::ResourceLimit`; a slow reader slows a fast publisher
+/// down to its own pace, and nothing is refused or lost. Never a silent
+/// drop.
 pub mod keep_all {
     use super::*;
 
     const LIMIT: usize = 8;
-    const END: u64 = u64::MAX;
+    const PACED: u64 = 1000;
 
     pub fn test(t: &Test) {
         let ctx = t.context();
         let node = ctx.create_node("test").unwrap();
-        let sub = node
+        let idle = node
             .create_polling_subscription::<Seq>(
                 "/everything",
                 QoS::keep_all().max_samples(LIMIT),
                 Default::default(),
             )
             .unwrap();
+        let slow = node
+            .create_polling_subscription::<Seq>(
+                "/paced",
+                QoS::keep_all().max_samples(LIMIT),
+                Default::default(),
+            )
+            .unwrap();
         let mut peer = t.peer("publisher");
-        // 1. The reader does not read while 200 messages are published.
+        // 1. The reader does not read while 200 messages are published
+        //    (each waits 1 ms for room, then is refused).
         let accepted = numbers(&peer.expect("accepted"));
-        t.wait_reached(&sub, accepted.len() as u64);
-        assert_eq!(take_all(&sub), accepted, "delivered = accepted");
+        t.wait_reached(&idle, accepted.len() as u64);
+        assert_eq!(take_all(&idle), accepted, "delivered = accepted");
         assert_eq!(accepted.len(), LIMIT, "a full subscription refuses");
-        // 2. A slow reader and a fast publisher.
+        // 2. A slow reader sets the pace of a fast publisher that may wait
+        //    long enough: every message is accepted and delivered.
         peer.say("go");
         let mut got = Vec::new();
-        loop {
-            let Ok(m) = sub.wait_for_message(crate::harness::LONG) else {
-                // The end never came: show what went missing.
-                let accepted = numbers(&peer.expect("accepted"));
-                assert_eq!(got, accepted, "delivered = accepted");
-                unreachable!("everything accepted arrived but the end");
+        while got.len() < PACED as usize {
+            let Ok(m) = slow.wait_for_message(crate::harness::LONG) else {
+                panic!("after {} of {PACED} messages, nothing more came", got.len());
             };
             got.push(m.seq);
-            if m.seq == END {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(1)); // slow, on purpose
+            std::thread::sleep(Duration::from_micros(200)); // slow, on purpose
         }
-        let accepted = numbers(&peer.expect("accepted"));
-        assert_eq!(got, accepted, "delivered = accepted");
-        assert!(sub.take().is_none());
+        assert_eq!(got, (0..PACED).collect::<Vec<_>>(), "all, in order");
+        peer.expect("all accepted");
+        assert!(slow.take().is_none());
+        assert_eq!(slow.lost(), 0, "nothing lost");
         peer.finish();
     }
 
     pub fn peer(s: &Side) {
         let ctx = s.context();
         let node = ctx.create_node("peer").unwrap();
-        let p = node
-            .create_publisher::<Seq>("/everything", QoS::keep_all())
+        let quick = node
+            .create_publisher::<Seq>(
+                "/everything",
+                QoS::keep_all().max_blocking_time(Duration::from_millis(1)),
+            )
             .unwrap();
-        wait_until("the test's subscription", || p.subscription_count() == 1);
-        let publish = |seq: u64| match p.publish(Seq::new(seq)) {
-            Ok(()) => true,
-            Err(PublishError::ResourceLimit { .. }) => false,
-            Err(e) => panic!("{e}"),
-        };
-        let accepted: Vec<u64> = (0..200).filter(|&seq| publish(seq)).collect();
-        s.say(format!("accepted {}", list(&accepted)));
-        s.expect("go");
-        // Faster than the reader (which sleeps 1 ms a message), so the
-        // subscription keeps filling up while it is read.
-        let mut accepted: Vec<u64> = (1000..1300)
-            .filter(|&seq| {
-                std::thread::sleep(Duration::from_micros(100));
-                publish(seq)
+        let patient = node
+            .create_publisher::<Seq>(
+                "/paced",
+                QoS::keep_all().max_blocking_time(crate::harness::LONG),
+            )
+            .unwrap();
+        wait_until("the test's subscriptions", || {
+            quick.subscription_count() == 1 && patient.subscription_count() == 1
+        });
+        let accepted: Vec<u64> = (0..200)
+            .filter(|&seq| match quick.publish(Seq::new(seq)) {
+                Ok(()) => true,
+                Err(PublishError::ResourceLimit { .. }) => false,
+                Err(e) => panic!("{e}"),
             })
             .collect();
-        // The last one waits for room: ResourceLimit means "not now".
-        let deadline = Instant::now() + crate::harness::LONG;
-        while !publish(END) {
-            assert!(Instant::now() < deadline, "the reader never made room");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        accepted.push(END);
         s.say(format!("accepted {}", list(&accepted)));
+        s.expect("go");
+        // As fast as it can: the reader takes a message every 200 us.
+        for seq in 0..PACED {
+            if let Err(e) = patient.publish(Seq::new(seq)) {
+                panic!("message {seq}: {e}");
+            }
+        }
+        s.say("all accepted");
         s.until_told_to_exit();
     }
 }

@@ -15,6 +15,7 @@ use myelin_shm::wake::WakeTable;
 
 use super::qos::{decode_qos, is_any_info};
 use super::{Discovered, Domain, remote_wake_table};
+use crate::clock::Pacer;
 use crate::qos::{Durability, History, QoS};
 use crate::transport::{
     Encode, EndpointSpec, LinkLoan, PubLink, PubOwner, Refused, SendError, TransportError,
@@ -161,6 +162,9 @@ struct Conn {
     /// Chunks lent on this connection (in its ring or held by the reader).
     lent: HashSet<u32>,
     wake: Option<Arc<WakeTable>>,
+    /// A full inbox makes a publish wait for room (a reliable keep_all
+    /// reader of a reliable publisher; see `QoS::waits_for`).
+    paced: bool,
 }
 
 impl Conn {
@@ -265,27 +269,49 @@ impl PubShm {
             len: len as u32,
         };
         let key = desc.key();
+        // Shared by every paced connection: one publish waits at most
+        // `max_blocking_time` in all.
+        let mut pacer = None;
         for c in self.conns.load().iter() {
             let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
-            self.drain_returns(&mut c);
-            if c.lent.len() >= c.writer.max_lent() as usize {
-                // The reader holds all it may: it misses this one.
-                c.writer.count_lost();
-                continue;
-            }
-            match c.writer.push(desc, self.keep_last) {
-                Pushed::Full => {
+            let pushed = loop {
+                self.drain_returns(&mut c);
+                // A reader holding all the chunks it may gets nothing more
+                // until it returns some.
+                let pushed = (c.lent.len() < c.writer.max_lent() as usize)
+                    .then(|| c.writer.push(desc, self.keep_last));
+                match pushed {
+                    None | Some(Pushed::Full) if c.paced => {
+                        let pacer =
+                            pacer.get_or_insert_with(|| Pacer::new(self.qos.max_blocking_time));
+                        // The reader drains at its own pace; make sure it is
+                        // awake. A reader that died frees no room: stop.
+                        c.signal();
+                        if !pacer.pause() || !myelin_shm::process_alive(c.writer.subscriber_pid()) {
+                            break pushed;
+                        }
+                    }
+                    _ => break pushed,
+                }
+            };
+            match pushed {
+                None if !c.paced => {
+                    // Not reliable keep_all: it misses this one.
+                    c.writer.count_lost();
+                    continue;
+                }
+                None | Some(Pushed::Full) => {
                     refused.count += 1;
                     refused.limit = c.writer.capacity() as usize;
                     c.writer.count_lost();
                     continue;
                 }
-                Pushed::Replaced(old) => {
+                Some(Pushed::Replaced(old)) => {
                     if c.lent.remove(&old.key()) {
                         self.release_key(old.key());
                     }
                 }
-                Pushed::Stored => {}
+                Some(Pushed::Stored) => {}
             }
             chunk.lease.pool.retain(chunk.lease.chunk);
             c.lent.insert(key);
@@ -363,6 +389,7 @@ impl PubShm {
                         .unwrap_or_else(|e| e.into_inner())
                         .remove(f.name.file_name());
                     fresh.push(Arc::new(Mutex::new(Conn {
+                        paced: self.qos.waits_for(&decode_qos(&f.info.qos)),
                         wake: remote_wake_table(f.info.pid),
                         writer,
                         inbox: f.name.file_name().to_string(),

@@ -60,6 +60,8 @@ pub(crate) fn decode_qos(b: &[u8; QOS_BYTES]) -> QoS {
             },
             lease: d(u(40..48)),
         },
+        // Publisher-local: not announced.
+        max_blocking_time: crate::qos::DEFAULT_MAX_BLOCKING_TIME,
     }
 }
 
