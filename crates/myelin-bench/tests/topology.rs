@@ -212,7 +212,17 @@ fn malformed_json_reports_line_and_column() {
     let e =
         topology::parse(r#"{"nodes":[{"node_name":"a","publishrs":[]}]}"#, "x.json").unwrap_err();
     assert!(e.to_string().contains("publishrs"), "{e}");
+    assert!(e.to_string().contains("did you mean `publishers`?"), "{e}");
     assert!(e.to_string().starts_with("x.json:1:"), "{e}");
+    // A misspelt QoS field (flattened, so serde lists no expected names)
+    // is an error with a hint too, never silently the default.
+    let e = topology::parse(
+        r#"{"nodes":[{"node_name":"a","publishers":[{"topic_name":"t","msg_type":"stamped_int64","freq_hz":10,"qos_dept":5}]}]}"#,
+        "x.json",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("unknown field `qos_dept`"), "{e}");
+    assert!(e.to_string().contains("did you mean `qos_depth`?"), "{e}");
 }
 
 #[test]

@@ -101,6 +101,19 @@ fn unknown_topics_types_nodes_and_bad_yaml_are_clear_errors() {
     ]);
     assert!(!ok);
     assert!(err.contains("not a std_msgs/msg/Int32"), "{err}");
+    // A misspelt field is an error naming it, not silently a default.
+    let (ok, _, err) = run(&[
+        "topic",
+        "pub",
+        "/x",
+        "geometry_msgs/msg/Twist",
+        "{linear: {x: 1.0}, lineer: {y: 2.0}}",
+        "--domain",
+        "182",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("unknown field `lineer`"), "{err}");
+    assert!(err.contains("did you mean `linear`?"), "{err}");
     let (ok, _, err) = run(&["node", "info", "/ghost", "--domain", "182"]);
     assert!(!ok);
     assert!(err.contains("node \"/ghost\": not found"), "{err}");

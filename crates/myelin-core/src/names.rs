@@ -424,6 +424,72 @@ pub fn node_fqn(namespace: &str, node_name: &str) -> String {
     }
 }
 
+/// The candidate closest to `word` by edit distance, if it is close enough
+/// to be a typo of it (at most a third of its length, and at least one
+/// edit): the "did you mean" of error messages.
+///
+/// ```
+/// use myelin_core::names::did_you_mean;
+/// assert_eq!(did_you_mean("lineer", ["linear", "angular"]), Some("linear"));
+/// assert_eq!(did_you_mean("colour", ["linear", "angular"]), None);
+/// ```
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|&(d, _)| d <= limit)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions) by chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(diag + usize::from(ca != cb));
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// For a serde "unknown field `x`, expected `a` or `b`" error: the
+/// expected field closest to `x` (see [`did_you_mean`]), taken from the
+/// error's own list, else from `known`.
+///
+/// ```
+/// use myelin_core::names::did_you_mean_field;
+/// let e = "unknown field `lineer`, expected `linear` or `angular` at line 1 column 9";
+/// assert_eq!(did_you_mean_field(e, &[]), Some("linear".to_string()));
+/// let flat = "unknown field `qos_dept` at line 1 column 123";
+/// assert_eq!(did_you_mean_field(flat, &["qos_depth", "topic_name"]), Some("qos_depth".to_string()));
+/// ```
+pub fn did_you_mean_field(error: &str, known: &[&str]) -> Option<String> {
+    let (_, rest) = error.split_once("unknown field `")?;
+    let (word, tail) = rest.split_once('`')?;
+    let listed: Vec<&str> = match tail.split_once("expected") {
+        Some((_, list)) => list.split('`').skip(1).step_by(2).collect(),
+        None => Vec::new(),
+    };
+    let candidates = if listed.is_empty() {
+        known.to_vec()
+    } else {
+        listed
+    };
+    did_you_mean(word, candidates).map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -164,7 +164,7 @@ macro_rules! msg {
         $(#[$doc])*
         #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, myelin::Message)]
         #[message(cdr, name = $ros, ros_hash = $hash)]
-        #[serde(default)]
+        #[serde(default, deny_unknown_fields)]
         pub struct $name {
             $($(#[$fdoc])* pub $field: $ty,)*
         }

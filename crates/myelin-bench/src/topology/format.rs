@@ -359,14 +359,52 @@ fn fq(namespace: &str, topic: &str) -> String {
     }
 }
 
+/// Every field name of a topology file, for "did you mean" hints where
+/// serde's error does not list the expected ones (the flattened `qos_*`).
+const FIELDS: &[&str] = &[
+    "nodes",
+    "node_name",
+    "node_namespace",
+    "number",
+    "executor_id",
+    "publishers",
+    "subscribers",
+    "clients",
+    "servers",
+    "topic_name",
+    "msg_type",
+    "period_ms",
+    "freq_hz",
+    "msg_size",
+    "msg_pass_by",
+    "callback_us",
+    "service_name",
+    "srv_type",
+    "qos_history",
+    "qos_depth",
+    "qos_reliability",
+    "qos_durability",
+    "qos_liveliness",
+    "qos_avoid_ros_namespace_conventions",
+    "qos_deadline",
+    "qos_lifespan",
+    "qos_liveliness_lease_duration",
+];
+
 /// Parse `text` (named `file` in errors) and resolve it into nodes,
 /// checking everything before anything starts.
 pub fn parse(text: &str, file: &str) -> Result<Vec<NodePlan>, TopologyError> {
-    let topo: Topology = serde_json::from_str(text).map_err(|e| TopologyError::Syntax {
-        file: file.into(),
-        line: e.line(),
-        column: e.column(),
-        why: e.to_string(),
+    let topo: Topology = serde_json::from_str(text).map_err(|e| {
+        let mut why = e.to_string();
+        if let Some(f) = myelin::names::did_you_mean_field(&why, FIELDS) {
+            why.push_str(&format!(" (did you mean `{f}`?)"));
+        }
+        TopologyError::Syntax {
+            file: file.into(),
+            line: e.line(),
+            column: e.column(),
+            why,
+        }
     })?;
     let mut plans = Vec::new();
     let mut names = std::collections::HashSet::new();

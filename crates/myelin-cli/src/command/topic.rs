@@ -178,8 +178,13 @@ fn pub_as<T: Message + serde::de::DeserializeOwned>(
     count: Option<u64>,
     ctx: &myelin::Context,
 ) -> Res {
-    let msg: T = serde_yaml::from_str(yaml)
-        .map_err(|e| format!("the value is not a {type_name} in YAML: {e}"))?;
+    let msg: T = serde_yaml::from_str(yaml).map_err(|e| {
+        let e = e.to_string();
+        let hint = myelin::names::did_you_mean_field(&e, &[])
+            .map(|f| format!(" (did you mean `{f}`?)"))
+            .unwrap_or_default();
+        format!("the value is not a {type_name} in YAML: {e}{hint}")
+    })?;
     let p = node.create_publisher::<T>(topic, QoS::keep_last(10))?;
     // Give subscribers a moment to connect (discovery is event-driven;
     // over zenoh the tokens come through the router).
