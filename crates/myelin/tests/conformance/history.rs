@@ -128,7 +128,13 @@ pub mod keep_all {
         let accepted = numbers(&peer.expect("accepted"));
         t.wait_reached(&idle, accepted.len() as u64);
         assert_eq!(take_all(&idle), accepted, "delivered = accepted");
-        assert_eq!(accepted.len(), LIMIT, "a full subscription refuses");
+        // The subscription takes LIMIT; a transport may buffer some more
+        // on the way (shared memory: the inbox ring), the rest is refused.
+        assert!(
+            (LIMIT..200).contains(&accepted.len()),
+            "a full subscription refuses: {} of 200 accepted",
+            accepted.len()
+        );
         // 2. A slow reader sets the pace of a fast publisher that may wait
         //    long enough: every message is accepted and delivered.
         peer.say("go");
