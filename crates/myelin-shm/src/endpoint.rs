@@ -164,8 +164,9 @@ pub struct Found {
 
 /// Every endpoint of `domain` on this host whose segment reads correctly.
 /// Segments that fail validation are skipped (they may be half-created or
-/// damaged); `errors` gets one line per skipped segment.
-pub fn scan(domain: u32, errors: &mut Vec<String>) -> Vec<Found> {
+/// damaged, or not this user's: [`ShmError::Foreign`]); `errors` gets one
+/// error per skipped segment.
+pub fn scan(domain: u32, errors: &mut Vec<ShmError>) -> Vec<Found> {
     let mut out = Vec::new();
     for (prefix, kind) in [("p_", KIND_ANNOUNCE), ("s_", KIND_INBOX)] {
         for name in list(domain, prefix) {
@@ -174,7 +175,7 @@ pub fn scan(domain: u32, errors: &mut Vec<String>) -> Vec<Found> {
                     let alive = process_alive(info.pid);
                     out.push(Found { name, info, alive });
                 }
-                Err(e) => errors.push(e.to_string()),
+                Err(e) => errors.push(e),
             }
         }
     }
@@ -233,6 +234,7 @@ impl GraphEvent {
                     // creating it (before creation was atomic): replace.
                     let _ = std::fs::remove_file(name.path());
                 }
+                Err(e @ ShmError::Foreign { .. }) => return Err(e),
                 Err(e) if Instant::now() > deadline => return Err(e),
                 Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
             }

@@ -71,6 +71,34 @@ pub enum ShmError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The file is not one this process may trust: a symlink, not a
+    /// regular file, owned by another user, or writable by others. It was
+    /// not mapped (and, when found while scanning, it is skipped).
+    #[error(
+        "shared memory {path}: {why}; not used. Remove it if it is stale (`myelin doctor --clean` removes only this user's), or set MYELIN_SHM_DIR to a private directory"
+    )]
+    Foreign {
+        /// The file.
+        path: String,
+        /// What is wrong with it (a symlink, the owner uid, the mode).
+        why: String,
+    },
+    /// The file system holding the segments is full: the segment could not
+    /// be given its memory (reported here instead of a SIGBUS on first
+    /// touch).
+    #[error(
+        "shared memory {path}: no space for {needed} bytes ({available} bytes free in {dir}); free /dev/shm (`myelin doctor --clean`, `df -h /dev/shm`) or use smaller messages"
+    )]
+    NoSpace {
+        /// The file that could not grow.
+        path: String,
+        /// Bytes it needed.
+        needed: u64,
+        /// Bytes free on that file system.
+        available: u64,
+        /// The directory.
+        dir: String,
+    },
     /// The segment's header is not a myelin ring (or is damaged).
     #[error("shared memory {path}: bad header: {what}")]
     BadHeader {

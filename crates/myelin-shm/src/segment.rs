@@ -143,6 +143,11 @@ pub(crate) fn io(path: &Path, source: std::io::Error) -> ShmError {
 
 impl Segment {
     /// Create a new segment file of `len` bytes, owner-only, mapped.
+    ///
+    /// The file is created exclusively (never an existing file or a
+    /// symlink), mode 0600, and its memory is reserved before it is mapped:
+    /// a full file system is [`ShmError::NoSpace`] here, not a SIGBUS on
+    /// first touch.
     pub(crate) fn create(name: &SegmentName, len: usize) -> Result<Segment, ShmError> {
         let path = name.path();
         let file = OpenOptions::new()
@@ -150,34 +155,72 @@ impl Segment {
             .write(true)
             .create_new(true)
             .mode(0o600)
+            .custom_flags(libc_flags())
             .open(&path)
             .map_err(|e| io(&path, e))?;
-        file.set_len(len as u64).map_err(|e| io(&path, e))?;
-        let map = Self::map(&file, &path)?;
-        Ok(Segment {
-            path,
-            map,
-            owner: true,
-        })
+        // Ours from here: remove it again if it cannot be completed.
+        let made = (|| {
+            check_trusted(&file, &path)?;
+            reserve(&file, &path, len as u64)?;
+            Self::map(&file, &path, len as u64)
+        })();
+        match made {
+            Ok(map) => Ok(Segment {
+                path,
+                map,
+                owner: true,
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                Err(e)
+            }
+        }
     }
 
     /// Create a segment whose name carries this process's pid: a file of
-    /// that name can only be left over from a dead process that had the
-    /// same pid, so it is removed first.
+    /// that name can only be left over from a dead process of this user
+    /// that had the same pid, so it is removed first. A file of that name
+    /// that is not this user's is [`ShmError::Foreign`] (never removed,
+    /// never opened).
     pub(crate) fn create_fresh(name: &SegmentName, len: usize) -> Result<Segment, ShmError> {
-        let _ = std::fs::remove_file(name.path());
+        let path = name.path();
+        if let Ok(meta) = std::fs::symlink_metadata(&path) {
+            if let Some(why) = untrusted(&meta) {
+                return Err(ShmError::Foreign {
+                    path: path.display().to_string(),
+                    why,
+                });
+            }
+            let _ = std::fs::remove_file(&path);
+        }
         Segment::create(name, len)
     }
 
-    /// Open an existing segment for reading and waking.
+    /// Open an existing segment for reading and waking: never through a
+    /// symlink, only a regular file of this user that others cannot write,
+    /// mapped at the length the file has now.
     pub(crate) fn open(name: &SegmentName) -> Result<Segment, ShmError> {
         let path = name.path();
         let file = OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc_flags())
             .open(&path)
-            .map_err(|e| io(&path, e))?;
-        let map = Self::map(&file, &path)?;
+            .map_err(|e| match e.raw_os_error() {
+                Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => ShmError::Foreign {
+                    path: path.display().to_string(),
+                    why: "a symlink".into(),
+                },
+                _ => io(&path, e),
+            })?;
+        let size = check_trusted(&file, &path)?;
+        if size < HEADER_SIZE as u64 {
+            return Err(ShmError::BadHeader {
+                path: path.display().to_string(),
+                what: format!("file is {size} bytes, shorter than a header"),
+            });
+        }
+        let map = Self::map(&file, &path, size)?;
         Ok(Segment {
             path,
             map,
@@ -185,15 +228,22 @@ impl Segment {
         })
     }
 
-    fn map(file: &File, path: &Path) -> Result<MmapMut, ShmError> {
+    fn map(file: &File, path: &Path, len: u64) -> Result<MmapMut, ShmError> {
+        let len = usize::try_from(len).map_err(|_| ShmError::BadHeader {
+            path: path.display().to_string(),
+            what: format!("file of {len} bytes does not fit this address space"),
+        })?;
         // SAFETY: mapping a file is unsafe because another process may
         // change or truncate it. We never form Rust references to the
         // mapped bytes except to atomics (any bit pattern valid); all other
         // reads are volatile copies that are validated before use, and the
-        // length is checked against the header before any slot is touched.
-        // Truncation by another process (SIGBUS) is outside what any
-        // shared-memory reader can prevent; the file is owner-only.
-        unsafe { MmapMut::map_mut(file) }.map_err(|e| io(path, e))
+        // length is the file's length checked just before (fstat) and
+        // against the header before any slot is touched. The file is a
+        // regular file of this user that no other user can write (checked
+        // on the open descriptor); a process of this same user truncating
+        // it under us can still raise SIGBUS: that is the residual risk,
+        // the same as for any shared mapping.
+        unsafe { memmap2::MmapOptions::new().len(len).map_mut(file) }.map_err(|e| io(path, e))
     }
 
     pub(crate) fn base(&self) -> *mut u8 {
@@ -337,6 +387,81 @@ impl Drop for Segment {
     }
 }
 
+/// `O_NOFOLLOW | O_CLOEXEC`: a symlink in place of a segment is refused
+/// (`ELOOP`), and no child process inherits the descriptor.
+fn libc_flags() -> i32 {
+    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32
+}
+
+/// Why a file must not be used as a segment, if it must not: not a regular
+/// file (a symlink, a directory, a FIFO), another user's, or writable by
+/// group or others.
+fn untrusted(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        return Some("a symlink".into());
+    }
+    if !kind.is_file() {
+        return Some("not a regular file".into());
+    }
+    if meta.uid() != uid() {
+        return Some(format!(
+            "owned by uid {}, not by this user (uid {})",
+            meta.uid(),
+            uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Some(format!(
+            "mode {:04o}: group or others may write it",
+            meta.mode() & 0o7777
+        ));
+    }
+    None
+}
+
+/// Check the open descriptor (not the path, which may change under us):
+/// a regular file of this user that nobody else may write. Returns its
+/// size.
+fn check_trusted(file: &File, path: &Path) -> Result<u64, ShmError> {
+    let meta = file.metadata().map_err(|e| io(path, e))?;
+    match untrusted(&meta) {
+        Some(why) => Err(ShmError::Foreign {
+            path: path.display().to_string(),
+            why,
+        }),
+        None => Ok(meta.len()),
+    }
+}
+
+/// Size the new file to `len` bytes and reserve its memory now
+/// (`posix_fallocate`), so a full file system is an error here rather than
+/// a SIGBUS when a page is first touched. File systems without
+/// `fallocate` get the size only (the residual risk stays with them).
+fn reserve(file: &File, path: &Path, len: u64) -> Result<(), ShmError> {
+    file.set_len(len).map_err(|e| io(path, e))?;
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::NOSPC => {
+            let available = rustix::fs::fstatvfs(file)
+                .map(|v| v.f_bavail.saturating_mul(v.f_frsize))
+                .unwrap_or(0);
+            Err(ShmError::NoSpace {
+                path: path.display().to_string(),
+                needed: len,
+                available,
+                dir: segment_dir().display().to_string(),
+            })
+        }
+        Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => Ok(()),
+        Err(e) => Err(io(
+            path,
+            std::io::Error::from_raw_os_error(e.raw_os_error()),
+        )),
+    }
+}
+
 /// Whether process `pid` exists (as seen from this process).
 pub fn process_alive(pid: u32) -> bool {
     match rustix::process::Pid::from_raw(pid as i32) {
@@ -389,8 +514,19 @@ fn cleanup_prefix(prefix: &str) -> Result<Vec<PathBuf>, ShmError> {
             continue;
         }
         let path = entry.path();
+        // Never another user's file, never through a symlink.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if untrusted(&meta).is_some() {
+            continue;
+        }
         let mut head = [0u8; 32];
-        let Ok(mut f) = File::open(&path) else {
+        let Ok(mut f) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc_flags())
+            .open(&path)
+        else {
             continue;
         };
         if f.read_exact(&mut head).is_err() {

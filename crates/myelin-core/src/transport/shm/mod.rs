@@ -22,7 +22,7 @@ mod publish;
 mod qos;
 mod receive;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -197,7 +197,7 @@ impl ShmTransport {
             .filter(|f| !(f.info.pid == me && f.info.context == self.ctx_id))
             .collect();
         for e in errors {
-            tracing::debug!("discovery skipped a segment: {e}");
+            report_skipped(&e);
         }
         found
     }
@@ -342,5 +342,21 @@ struct Domain {
 impl Domain {
     fn bump(&self) {
         self.graph.bump();
+    }
+}
+
+/// Log a segment that discovery skipped: a foreign one (another user's, a
+/// symlink, writable by others) as a warning, once per file; others
+/// (half-created, damaged, gone) at debug level on every pass.
+fn report_skipped(e: &myelin_shm::ShmError) {
+    static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    match e {
+        myelin_shm::ShmError::Foreign { path, .. } => {
+            let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+            if warned.get_or_insert_with(HashSet::new).insert(path.clone()) {
+                tracing::warn!("discovery skipped a segment: {e}");
+            }
+        }
+        _ => tracing::debug!("discovery skipped a segment: {e}"),
     }
 }
