@@ -239,12 +239,13 @@ pub enum WaitArg {
 /// `myelin doctor` arguments.
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
-    /// Remove shared-memory segments whose owner process is dead.
+    /// Remove this user's shared-memory segments whose owner process is
+    /// dead (never another user's, never a symlink).
     #[arg(long)]
     pub clean: bool,
-    /// The ROS 2 domain id (0..=232).
-    #[arg(long, default_value_t = 0)]
-    pub domain: u32,
+    /// Clean only this ROS 2 domain (0..=232); default: every domain.
+    #[arg(long)]
+    pub domain: Option<u32>,
 }
 
 /// Benchmark scenarios.

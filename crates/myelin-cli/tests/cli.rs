@@ -121,6 +121,38 @@ fn doctor_clean_runs_and_rejects_a_bad_domain() {
     fails_naming(&["doctor", "--domain", "999"], "--domain");
 }
 
+/// `myelin doctor` reports what is in the segment directory: a forged file
+/// named like ours (a symlink) is reported as foreign and `--clean` leaves
+/// it (and what it points to) alone; a header-less one is reported as
+/// corrupt.
+#[test]
+fn doctor_reports_foreign_and_corrupt_segments_and_never_removes_a_foreign_one() {
+    let dir = std::env::temp_dir().join(format!("myelin_doctor_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let link = dir.join(format!("myelin_{uid}_7_s_1_1"));
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let junk = dir.join(format!("myelin_{uid}_7_p_1_2"));
+    std::fs::write(&junk, b"x").unwrap();
+    for args in [&["doctor"][..], &["doctor", "--clean"][..]] {
+        let out = myelin()
+            .args(args)
+            .env("MYELIN_SHM_DIR", &dir)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("1 corrupt, 1 foreign"), "{text}");
+        assert!(text.contains("a symlink"), "{text}");
+    }
+    assert!(std::fs::symlink_metadata(&link).is_ok());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn bench_topology_runs_a_file_and_reports_json_and_errors() {
     let dir = std::env::temp_dir().join(format!("myelin-topo-test-{}", std::process::id()));

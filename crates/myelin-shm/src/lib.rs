@@ -51,7 +51,8 @@ pub mod wake;
 
 pub use ring::{RecvInfo, RingReader, RingWriter};
 pub use segment::{
-    SegmentName, TypeId, cleanup_stale, cleanup_stale_host, process_alive, segment_dir,
+    SegmentName, SegmentState, SurveyEntry, TypeId, cleanup_stale, cleanup_stale_host,
+    process_alive, segment_dir, survey,
 };
 
 /// Shared-memory errors. Each names the segment (its path) and what is

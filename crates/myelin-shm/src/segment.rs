@@ -462,6 +462,103 @@ fn reserve(file: &File, path: &Path, len: u64) -> Result<(), ShmError> {
     }
 }
 
+/// What [`survey`] found about one file of this user in the segment
+/// directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SegmentState {
+    /// Its owner process runs.
+    Live {
+        /// The owner process.
+        pid: u32,
+    },
+    /// Its owner process is gone (`kill -9`, a crash): `cleanup_stale`
+    /// (and `myelin doctor --clean`) removes it.
+    Stale {
+        /// The dead owner.
+        pid: u32,
+    },
+    /// Shared by a domain's processes (the change counter): owned by none.
+    Shared,
+    /// Named like this user's, but a symlink, another user's file, or
+    /// writable by others: never used, never removed by myelin.
+    Foreign(String),
+    /// This user's, but its header is not a myelin header (half-created,
+    /// damaged, or not myelin's).
+    Corrupt(String),
+}
+
+/// One file of [`survey`].
+#[derive(Debug, Clone)]
+pub struct SurveyEntry {
+    /// The file.
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// What it is.
+    pub state: SegmentState,
+}
+
+/// Every file in the segment directory named like this user's segments
+/// (`myelin_<uid>_...`, any domain), classified without mapping any of
+/// them: what `myelin doctor` reports.
+pub fn survey() -> Vec<SurveyEntry> {
+    let dir = segment_dir();
+    let mine = format!("myelin_{}_", uid());
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with(&mine) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let state = match untrusted(&meta) {
+            Some(why) => SegmentState::Foreign(why),
+            None => classify(&path),
+        };
+        out.push(SurveyEntry {
+            path,
+            bytes: meta.len(),
+            state,
+        });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// A trusted file's state from its header (read, not mapped).
+fn classify(path: &Path) -> SegmentState {
+    let mut head = [0u8; 32];
+    let read = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags())
+        .open(path)
+        .and_then(|mut f| f.read_exact(&mut head));
+    if read.is_err() {
+        return SegmentState::Corrupt("shorter than a header".into());
+    }
+    let magic = u64::from_ne_bytes(head[OFF_MAGIC..OFF_MAGIC + 8].try_into().expect("8 bytes"));
+    if magic != MAGIC {
+        return SegmentState::Corrupt(format!("magic {magic:016x} is not a myelin segment"));
+    }
+    let pid = u32::from_ne_bytes(
+        head[OFF_OWNER_PID..OFF_OWNER_PID + 4]
+            .try_into()
+            .expect("4 bytes"),
+    );
+    match pid {
+        0 => SegmentState::Shared,
+        p if process_alive(p) => SegmentState::Live { pid: p },
+        p => SegmentState::Stale { pid: p },
+    }
+}
+
 /// Whether process `pid` exists (as seen from this process).
 pub fn process_alive(pid: u32) -> bool {
     match rustix::process::Pid::from_raw(pid as i32) {
