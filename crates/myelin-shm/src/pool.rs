@@ -47,6 +47,11 @@ impl Drop for PoolWriter {
 }
 
 impl PoolWriter {
+    /// The pool's file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.seg.path
+    }
+
     /// Create a pool of `count` chunks of `chunk_size` bytes for type
     /// `type_hash`.
     pub fn create(

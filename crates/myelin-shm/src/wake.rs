@@ -90,6 +90,32 @@ impl WakeTable {
         }))
     }
 
+    /// Remove this table's file when the process exits normally (return
+    /// from `main`, `std::process::exit`, Ctrl-C handled by a context): a
+    /// process-wide table lives in a static, whose destructor never runs.
+    /// A process killed outright leaves it to the survivors' sweep
+    /// (`cleanup_stale_host`). A forked child that exits leaves its
+    /// parent's table alone.
+    pub fn remove_at_exit(&self) {
+        static AT_EXIT: std::sync::OnceLock<(u32, std::path::PathBuf)> = std::sync::OnceLock::new();
+        extern "C" fn unlink_table() {
+            if let Some((pid, path)) = AT_EXIT.get()
+                && *pid == std::process::id()
+            {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        unsafe extern "C" {
+            fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+        }
+        if AT_EXIT.set((self.pid, self.seg.path.clone())).is_ok() {
+            // SAFETY: `atexit` only records the function pointer; the
+            // handler touches nothing but a `OnceLock` that is set before
+            // it is registered and never changes, and the file system.
+            unsafe { atexit(unlink_table) };
+        }
+    }
+
     /// Open the table of process `pid` to notify its slots.
     pub fn open(pid: u32) -> Result<WakeTable, ShmError> {
         let seg = Segment::open_kind(&name_for(pid)?, KIND_WAKE)?;

@@ -175,3 +175,185 @@ fn a_full_shm_is_an_error_from_the_call_not_a_sigbus() {
         out.status
     );
 }
+
+/// The other process of the churn test: subscribes and holds every message
+/// it gets (its chunks stay lent) until killed.
+#[test]
+fn holding_subscriber_child() {
+    if std::env::var(ROLE).as_deref() != Ok("hold") {
+        return;
+    }
+    let c = ctx(203);
+    let node = c.create_node("hoarder").unwrap();
+    let s = node
+        .create_polling_subscription::<Blob>("/churn", QoS::keep_last(4), Default::default())
+        .unwrap();
+    println!("ready");
+    let mut held = Vec::new();
+    loop {
+        if let Ok(m) = s.wait_for_message(Duration::from_millis(100)) {
+            held.push(m);
+        }
+    }
+}
+
+fn spawn_holder() -> std::process::Child {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "holding_subscriber_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "hold")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0,
+            "holder died"
+        );
+    }
+    child
+}
+
+/// The files of this user in the segment directory whose names contain
+/// `part`.
+fn segments(part: &str) -> std::collections::BTreeSet<String> {
+    let dir = std::env::var_os("MYELIN_SHM_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/dev/shm".into());
+    let prefix = format!("myelin_{}_", uid());
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n.starts_with(&prefix) && n.contains(part))
+        .collect()
+}
+
+/// Churn: 300 publishers created, used by a subscriber in another process
+/// that holds their chunks, and dropped; then 20 subscriber processes
+/// killed with `kill -9` while they hold chunks. Once the survivor's
+/// discovery has run, the segment directory is back to its baseline: no
+/// pool of a dropped publisher, no inbox or wake-up table of a killed
+/// process is left.
+#[test]
+fn churn_and_kill_9_leave_shm_at_its_baseline() {
+    let c = ctx(203);
+    let node = c.create_node("churner").unwrap();
+    let baseline = segments("_203_");
+    let mut holder = spawn_holder();
+    for round in 0..300 {
+        let p = node
+            .create_publisher::<Blob>("/churn", QoS::keep_last(4))
+            .unwrap();
+        let deadline = Instant::now() + LONG;
+        while p.subscription_count() == 0 {
+            assert!(Instant::now() < deadline, "round {round}: never matched");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for _ in 0..2 {
+            let mut loan = p.loan_slice(1024).unwrap();
+            loan.fill(round as u8);
+            loan.publish().unwrap();
+        }
+    }
+    let mut killed = vec![holder.id()];
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let p = node
+        .create_publisher::<Blob>("/churn", QoS::keep_last(4))
+        .unwrap();
+    for _ in 0..20 {
+        let mut h = spawn_holder();
+        let deadline = Instant::now() + LONG;
+        while p.subscription_count() == 0 {
+            assert!(Instant::now() < deadline, "never matched");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for _ in 0..3 {
+            let mut loan = p.loan_slice(1024).unwrap();
+            loan.fill(1);
+            loan.publish().unwrap();
+        }
+        killed.push(h.id());
+        h.kill().unwrap();
+        h.wait().unwrap();
+    }
+    drop(p);
+    let deadline = Instant::now() + LONG;
+    loop {
+        let now = segments("_203_");
+        let left: Vec<_> = now.difference(&baseline).collect();
+        let tables: Vec<_> = killed
+            .iter()
+            .flat_map(|pid| segments(&format!("_h_w_{pid}")))
+            .collect();
+        if left.is_empty() && tables.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left behind: {left:?} {tables:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The child of the next test: uses shared memory, then exits normally.
+#[test]
+fn clean_exit_child() {
+    if std::env::var(ROLE).as_deref() != Ok("exit") {
+        return;
+    }
+    let c = ctx(204);
+    let node = c.create_node("brief").unwrap();
+    let _s = node
+        .create_subscription("/x", QoS::default(), |_: String| {})
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    println!("pid {}", std::process::id());
+}
+
+/// A process that exits normally takes its wake-up table with it (it lives
+/// in a static, whose destructor never runs), and everything else it made:
+/// its private segment directory holds only the domain's shared counter.
+#[test]
+fn a_clean_exit_leaves_only_the_domains_shared_counter() {
+    let dir = std::env::temp_dir().join(format!("myelin_exit_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "clean_exit_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "exit")
+        .env("MYELIN_SHM_DIR", &dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("pid "));
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        left,
+        vec![format!("myelin_{}_204_graph", uid())],
+        "left: {left:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -45,7 +45,10 @@ pub(crate) fn wake_table() -> Option<Arc<WakeTable>> {
     static TABLE: OnceLock<Option<Arc<WakeTable>>> = OnceLock::new();
     TABLE
         .get_or_init(|| match WakeTable::create() {
-            Ok(t) => Some(t),
+            Ok(t) => {
+                t.remove_at_exit();
+                Some(t)
+            }
             Err(e) => {
                 tracing::warn!("shared memory wake-up table unavailable: {e}");
                 None
@@ -115,6 +118,35 @@ pub(crate) fn host_endpoints(domain: u32) -> Vec<DiscoveredEndpoint> {
             zid: None,
         })
         .collect()
+}
+
+/// How long the file of a dropped publisher's pool stays after the drop
+/// when readers still held chunks of it: a reader that has a message of it
+/// queued but has not mapped the pool yet gets this long to do so (its
+/// mapping stays valid after the file goes).
+const ORPHAN_GRACE: Duration = Duration::from_secs(2);
+
+/// Pool files of dropped publishers, with when they were dropped.
+static ORPHANS: Mutex<Vec<(std::path::PathBuf, Instant)>> = Mutex::new(Vec::new());
+
+/// Remove `path` once [`ORPHAN_GRACE`] has passed (on a discovery pass).
+fn orphan(path: &std::path::Path) {
+    ORPHANS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((path.to_path_buf(), Instant::now()));
+}
+
+/// Remove the orphaned pool files whose grace period is over.
+fn remove_orphans() {
+    let mut list = ORPHANS.lock().unwrap_or_else(|e| e.into_inner());
+    list.retain(|(path, since)| {
+        if since.elapsed() < ORPHAN_GRACE {
+            return true;
+        }
+        let _ = std::fs::remove_file(path);
+        false
+    });
 }
 
 /// A link the discovery thread keeps up to date.
@@ -204,6 +236,7 @@ impl ShmTransport {
 
     /// One discovery pass.
     fn pass(&self) {
+        remove_orphans();
         let found = self.foreign();
         let now = Instant::now();
         let periodic = {

@@ -573,12 +573,13 @@ impl Drop for PubShm {
         self.reclaim();
         self.wanted.set(false);
         self.conns.store(Arc::new(Vec::new()));
-        // A pool with chunks still lent keeps its file: readers may not have
-        // mapped it yet. The last process-wide cleanup removes it.
+        // A pool with chunks still lent keeps its file for a grace period:
+        // readers may not have mapped it yet (a mapping outlives the name).
         let pools = self.pools.list.swap(Arc::new(Vec::new()));
         for p in pools.iter() {
             if p.free_count() < p.count() as usize {
                 p.keep_file();
+                super::orphan(p.path());
             }
         }
         self.dom.bump();
