@@ -36,6 +36,9 @@ pub struct PoolWriter {
     refs: Box<[AtomicU32]>,
     free: Mutex<Vec<u32>>,
     keep: std::sync::atomic::AtomicBool,
+    /// Bytes of each chunk whose memory is reserved (see
+    /// [`reserve_chunk`](Self::reserve_chunk)).
+    reserved: Box<[AtomicU32]>,
 }
 
 impl Drop for PoolWriter {
@@ -63,7 +66,8 @@ impl PoolWriter {
         let chunk_size = chunk_size.clamp(1, MAX_CHUNK);
         let count = count.clamp(1, MAX_CHUNKS);
         let stride = stride_for(chunk_size);
-        let seg = Segment::create_fresh(name, DATA + stride * count as usize)?;
+        // The header now; each chunk when it is first handed out.
+        let seg = Segment::create_fresh_reserving(name, DATA + stride * count as usize, DATA)?;
         seg.atomic_u32(OFF_SLOT_COUNT)
             .store(count, Ordering::Relaxed);
         seg.atomic_u32(OFF_SLOT_SIZE)
@@ -79,6 +83,7 @@ impl PoolWriter {
             refs: (0..count).map(|_| AtomicU32::new(0)).collect(),
             free: Mutex::new((0..count).rev().collect()),
             keep: std::sync::atomic::AtomicBool::new(false),
+            reserved: (0..count).map(|_| AtomicU32::new(0)).collect(),
         })
     }
 
@@ -109,6 +114,27 @@ impl PoolWriter {
         let idx = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
         self.refs[idx as usize].store(1, Ordering::Relaxed);
         Some(idx)
+    }
+
+    /// Make sure the first `len` bytes of chunk `idx` have their memory
+    /// (`fallocate` of what was not reserved before): a full file system
+    /// is [`ShmError::NoSpace`] here, never a SIGBUS when the chunk is
+    /// written. Only what messages actually use takes memory; cheap once a
+    /// chunk has held a message this large.
+    pub fn reserve_chunk(&self, idx: u32, len: usize) -> Result<(), ShmError> {
+        let len = len.min(self.stride) as u32;
+        let done = &self.reserved[idx as usize];
+        // SYNC: Relaxed: the holder of a chunk is the only one reserving
+        // it; the value only saves a repeated (idempotent) fallocate.
+        let have = done.load(Ordering::Relaxed);
+        if len <= have {
+            return Ok(());
+        }
+        let base = DATA + idx as usize * self.stride;
+        self.seg
+            .reserve(base + have as usize, (len - have) as usize)?;
+        done.store(len, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Add a reference to a chunk in use.

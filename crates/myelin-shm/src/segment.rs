@@ -132,6 +132,9 @@ pub(crate) struct Segment {
     pub(crate) map: MmapMut,
     /// The creator unlinks the file when dropped.
     owner: bool,
+    /// The creator's descriptor, kept to reserve memory later
+    /// ([`reserve`](Self::reserve)); readers keep none.
+    file: Option<File>,
 }
 
 pub(crate) fn io(path: &Path, source: std::io::Error) -> ShmError {
@@ -149,6 +152,18 @@ impl Segment {
     /// a full file system is [`ShmError::NoSpace`] here, not a SIGBUS on
     /// first touch.
     pub(crate) fn create(name: &SegmentName, len: usize) -> Result<Segment, ShmError> {
+        Segment::create_reserving(name, len, len)
+    }
+
+    /// [`create`](Self::create), reserving only the first `reserved` bytes
+    /// now; the creator reserves the rest as it first uses it
+    /// ([`reserve`](Self::reserve)): a pool's chunks, which may never all
+    /// be used, take memory only when first handed out.
+    pub(crate) fn create_reserving(
+        name: &SegmentName,
+        len: usize,
+        reserved: usize,
+    ) -> Result<Segment, ShmError> {
         let path = name.path();
         let file = OpenOptions::new()
             .read(true)
@@ -161,7 +176,8 @@ impl Segment {
         // Ours from here: remove it again if it cannot be completed.
         let made = (|| {
             check_trusted(&file, &path)?;
-            reserve(&file, &path, len as u64)?;
+            file.set_len(len as u64).map_err(|e| io(&path, e))?;
+            reserve(&file, &path, 0, reserved.min(len) as u64)?;
             Self::map(&file, &path, len as u64)
         })();
         match made {
@@ -169,11 +185,22 @@ impl Segment {
                 path,
                 map,
                 owner: true,
+                file: Some(file),
             }),
             Err(e) => {
                 let _ = std::fs::remove_file(&path);
                 Err(e)
             }
+        }
+    }
+
+    /// Reserve the memory of `len` bytes at `off` (see
+    /// [`create_reserving`](Self::create_reserving)); a full file system is
+    /// [`ShmError::NoSpace`]. Only the creator can reserve.
+    pub(crate) fn reserve(&self, off: usize, len: usize) -> Result<(), ShmError> {
+        match &self.file {
+            Some(f) => reserve(f, &self.path, off as u64, len as u64),
+            None => Ok(()),
         }
     }
 
@@ -183,6 +210,16 @@ impl Segment {
     /// that is not this user's is [`ShmError::Foreign`] (never removed,
     /// never opened).
     pub(crate) fn create_fresh(name: &SegmentName, len: usize) -> Result<Segment, ShmError> {
+        Segment::create_fresh_reserving(name, len, len)
+    }
+
+    /// [`create_fresh`](Self::create_fresh), reserving only the first
+    /// `reserved` bytes (see [`create_reserving`](Self::create_reserving)).
+    pub(crate) fn create_fresh_reserving(
+        name: &SegmentName,
+        len: usize,
+        reserved: usize,
+    ) -> Result<Segment, ShmError> {
         let path = name.path();
         if let Ok(meta) = std::fs::symlink_metadata(&path) {
             if let Some(why) = untrusted(&meta) {
@@ -193,7 +230,7 @@ impl Segment {
             }
             let _ = std::fs::remove_file(&path);
         }
-        Segment::create(name, len)
+        Segment::create_reserving(name, len, reserved)
     }
 
     /// Open an existing segment for reading and waking: never through a
@@ -225,6 +262,7 @@ impl Segment {
             path,
             map,
             owner: false,
+            file: None,
         })
     }
 
@@ -435,13 +473,15 @@ fn check_trusted(file: &File, path: &Path) -> Result<u64, ShmError> {
     }
 }
 
-/// Size the new file to `len` bytes and reserve its memory now
+/// Reserve the memory of `len` bytes at `off` of the file now
 /// (`posix_fallocate`), so a full file system is an error here rather than
 /// a SIGBUS when a page is first touched. File systems without
-/// `fallocate` get the size only (the residual risk stays with them).
-fn reserve(file: &File, path: &Path, len: u64) -> Result<(), ShmError> {
-    file.set_len(len).map_err(|e| io(path, e))?;
-    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, len) {
+/// `fallocate` are left as they are (the residual risk stays with them).
+fn reserve(file: &File, path: &Path, off: u64, len: u64) -> Result<(), ShmError> {
+    if len == 0 {
+        return Ok(());
+    }
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), off, len) {
         Ok(()) => Ok(()),
         Err(e) if e == rustix::io::Errno::NOSPC => {
             let available = rustix::fs::fstatvfs(file)

@@ -72,22 +72,28 @@ impl Pools {
         }
     }
 
-    fn try_alloc(&self, len: usize) -> Option<Chunk> {
+    /// A free chunk of at least `len` bytes from the existing pools, with
+    /// its memory reserved (`Err`: the file system is full).
+    fn try_alloc(&self, len: usize) -> Result<Option<Chunk>, myelin_shm::ShmError> {
         for (i, p) in self.list.load().iter().enumerate() {
             if p.chunk_size() as usize >= len
                 && let Some(c) = p.alloc()
             {
-                return Some(Chunk {
+                if let Err(e) = p.reserve_chunk(c, len) {
+                    p.release(c);
+                    return Err(e);
+                }
+                return Ok(Some(Chunk {
                     pool_idx: i as u8,
                     ptr: p.chunk_ptr(c),
                     lease: Arc::new(Lease {
                         pool: p.clone(),
                         chunk: c,
                     }),
-                });
+                }));
             }
         }
-        None
+        Ok(None)
     }
 
     fn by_key(&self, key: u32) -> Option<(Arc<PoolWriter>, u32)> {
@@ -106,15 +112,16 @@ impl Pools {
                 format!("larger than the {MAX_CHUNK}-byte chunk limit"),
             )));
         }
-        if let Some(c) = self.try_alloc(len) {
+        let full = |e| no_memory(TransportError::new("reserving a chunk", e));
+        if let Some(c) = self.try_alloc(len).map_err(full)? {
             return Ok(c);
         }
         reclaim();
-        if let Some(c) = self.try_alloc(len) {
+        if let Some(c) = self.try_alloc(len).map_err(full)? {
             return Ok(c);
         }
         let _g = self.grow.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = self.try_alloc(len) {
+        if let Some(c) = self.try_alloc(len).map_err(full)? {
             return Ok(c);
         }
         let list = self.list.load_full();
@@ -146,7 +153,7 @@ impl Pools {
         let mut next = (*list).clone();
         next.push(pool);
         self.list.store(Arc::new(next));
-        self.try_alloc(len).ok_or_else(|| {
+        self.try_alloc(len).map_err(full)?.ok_or_else(|| {
             no_memory(TransportError::new(
                 "allocating a chunk",
                 "a new pool had no free chunk",
