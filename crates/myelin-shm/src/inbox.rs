@@ -40,6 +40,11 @@ const OFF_TL: usize = OFF_WAKE_SLOT + 12;
 const CONN_BASE: usize = 4096;
 const CTRL: usize = 256;
 // Connection block fields (relative to the block).
+/// The largest believable rise of a connection's lost-message counter
+/// between two reads (a publisher dropping 4 billion messages between two
+/// passes of its reader is a corrupt counter, not a fast publisher).
+pub const MAX_LOST_STEP: u64 = 1 << 32;
+
 const C_CLAIM: usize = 0;
 const C_GEN: usize = 8;
 const C_PUB_ID: usize = 16;
@@ -286,11 +291,32 @@ impl Inbox {
             != self.seg.atomic_u64(c + C_HEAD).load(Ordering::Acquire)
     }
 
-    /// Messages the publisher of connection `i` dropped for this inbox.
+    /// Messages the publisher of connection `i` dropped for this inbox
+    /// (as the publisher wrote it: see [`lost_since`](Self::lost_since)).
     pub fn lost(&self, i: usize) -> u64 {
         self.seg
             .atomic_u64(self.geo.conn(i) + C_LOST)
             .load(Ordering::Relaxed)
+    }
+
+    /// Messages the publisher of connection `i` dropped since the count
+    /// was `seen` (which becomes the current count). The counter is written
+    /// by another process: one that went backwards, or jumped by more than
+    /// [`MAX_LOST_STEP`] at once, is [`ShmError::Corrupt`], and nothing is
+    /// counted for it (`seen` resynchronises, so the next step counts
+    /// again).
+    pub fn lost_since(&self, i: usize, seen: &mut u64) -> Result<u64, ShmError> {
+        let now = self.lost(i);
+        let before = std::mem::replace(seen, now);
+        match now.checked_sub(before) {
+            Some(step) if step <= MAX_LOST_STEP => Ok(step),
+            _ => Err(ShmError::Corrupt {
+                path: self.seg.path_str(),
+                what: "lost-message counter step",
+                value: now.wrapping_sub(before),
+                limit: MAX_LOST_STEP,
+            }),
+        }
     }
 
     /// Hand chunk `key` back to the publisher of connection `i`, claim

@@ -121,6 +121,31 @@ fn a_corrupt_ring_index_is_reported_and_skipped() {
     ));
 }
 
+/// The lost-message counter comes from the publisher's process: a forged
+/// jump is reported and not counted, and counting resumes after it.
+#[test]
+fn a_forged_lost_counter_is_reported_not_counted() {
+    let (inbox, w, name) = pair(7, 4);
+    let mut seen = 0;
+    w.count_lost();
+    w.count_lost();
+    assert_eq!(inbox.lost_since(0, &mut seen).unwrap(), 2);
+    // A broken publisher writes an absurd count (block 0's lost word).
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(name.path())
+        .unwrap();
+    f.write_all_at(&(u64::MAX - 5).to_ne_bytes(), 4096 + 72)
+        .unwrap();
+    let e = inbox.lost_since(0, &mut seen).unwrap_err();
+    assert!(e.to_string().contains("lost-message counter"), "{e}");
+    // Backwards is corrupt too; then counting resumes from there.
+    f.write_all_at(&10u64.to_ne_bytes(), 4096 + 72).unwrap();
+    assert!(inbox.lost_since(0, &mut seen).is_err());
+    w.count_lost();
+    assert_eq!(inbox.lost_since(0, &mut seen).unwrap(), 1);
+}
+
 #[test]
 fn a_descriptor_outside_the_pool_is_refused() {
     let name = SegmentName::new(DOMAIN, &format!("k_{}_1_0", std::process::id())).unwrap();

@@ -166,6 +166,20 @@ pub fn run_in_processes_over(
             .map_err(|_| err(&"a waiter thread panicked"))?
             .map_err(|e| err(&e))?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            // Even one that printed its result: it may have panicked after
+            // (a run whose workers failed is not a result).
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let why = stderr
+                .lines()
+                .chain(text.lines())
+                .find(|l| l.contains("error") || l.contains("panicked"))
+                .unwrap_or("no message");
+            return Err(TopologyError::Run(format!(
+                "a topology process failed ({}): {why}",
+                out.status
+            )));
+        }
         let part = text
             .lines()
             .find_map(|l| l.strip_prefix(RESULT_MARK))

@@ -169,9 +169,10 @@ impl SubShm {
                     }
                 }
             }
-            let l = inbox.lost(i);
-            lost += l.saturating_sub(r.lost_seen);
-            r.lost_seen = l;
+            match inbox.lost_since(i, &mut r.lost_seen) {
+                Ok(n) => lost += n,
+                Err(e) => tracing::warn!("{e}"),
+            }
             // A closed connection is freed once it is drained (its last
             // messages may still wait for room).
             if closed && drained {
