@@ -25,7 +25,7 @@
 //! masked by capacities each side knows privately, counters are checked, and
 //! a bad value is reported and skipped.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::ShmError;
 use crate::endpoint::{EndpointInfo, INFO_LEN, INFO_OFF};
@@ -150,6 +150,12 @@ impl Geometry {
 pub struct Inbox {
     seg: Segment,
     geo: Geometry,
+    /// What the header says, kept to check and repair it
+    /// ([`repair`](Inbox::repair)).
+    info: EndpointInfo,
+    /// The wake slot and history flag last set (mirrors of header words).
+    wake_slot: AtomicU32,
+    wants_history: AtomicU32,
 }
 
 impl Inbox {
@@ -181,7 +187,52 @@ impl Inbox {
                 ret_cap,
                 stride,
             },
+            info: info.clone(),
+            wake_slot: AtomicU32::new(u32::MAX),
+            wants_history: AtomicU32::new(0),
         })
+    }
+
+    /// Check the header and endpoint description that publishers read
+    /// (another process of this user may have damaged them: then discovery
+    /// skips this inbox and its publishers disconnect, and the subscription
+    /// would go silent). If anything differs from what this process wrote,
+    /// write it all again and return true: publishers find the inbox on
+    /// their next pass and connect again.
+    pub fn repair(&self) -> bool {
+        let seg = &self.seg;
+        let intact = seg.atomic_u64(OFF_MAGIC).load(Ordering::Acquire) == MAGIC
+            && seg.atomic_u32(OFF_VERSION).load(Ordering::Relaxed) == VERSION
+            && seg.atomic_u32(OFF_KIND).load(Ordering::Relaxed) == KIND_INBOX
+            && seg.atomic_u64(OFF_TOTAL_LEN).load(Ordering::Relaxed) == seg.len() as u64
+            && seg.atomic_u32(OFF_OWNER_PID).load(Ordering::Relaxed) == self.info.pid
+            && seg.atomic_u32(OFF_DESC_CAP).load(Ordering::Relaxed) == self.geo.desc_cap
+            && seg.atomic_u32(OFF_RET_CAP).load(Ordering::Relaxed) == self.geo.ret_cap
+            && seg.atomic_u32(OFF_WAKE_SLOT).load(Ordering::Relaxed)
+                == self.wake_slot.load(Ordering::Relaxed)
+            && seg.atomic_u32(OFF_TL).load(Ordering::Relaxed)
+                == self.wants_history.load(Ordering::Relaxed)
+            && EndpointInfo::read(seg).is_ok_and(|i| i == self.info);
+        if intact {
+            return false;
+        }
+        // SYNC: the magic goes first (Relaxed zero), then the rest, then
+        // `publish_header` stores the magic with Release: a reader never
+        // accepts a half-rewritten header.
+        seg.atomic_u64(OFF_MAGIC).store(0, Ordering::Relaxed);
+        self.info.write(seg);
+        seg.atomic_u32(OFF_DESC_CAP)
+            .store(self.geo.desc_cap, Ordering::Relaxed);
+        seg.atomic_u32(OFF_RET_CAP)
+            .store(self.geo.ret_cap, Ordering::Relaxed);
+        seg.atomic_u32(OFF_TL).store(
+            self.wants_history.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        seg.atomic_u32(OFF_WAKE_SLOT)
+            .store(self.wake_slot.load(Ordering::Relaxed), Ordering::SeqCst);
+        seg.publish_header(KIND_INBOX, self.info.pid);
+        true
     }
 
     /// The segment's name (what publishers connect to).
@@ -196,6 +247,7 @@ impl Inbox {
         // SYNC: SeqCst: a publisher that pushes after this store signals the
         // new slot; one that read the old slot signalled the old executor,
         // which the caller re-checks after moving.
+        self.wake_slot.store(slot, Ordering::Relaxed);
         self.seg
             .atomic_u32(OFF_WAKE_SLOT)
             .store(slot, Ordering::SeqCst);
@@ -204,6 +256,7 @@ impl Inbox {
     /// Ask publishers for their transient-local history (set before the
     /// inbox is announced).
     pub fn set_wants_history(&self, yes: bool) {
+        self.wants_history.store(u32::from(yes), Ordering::Relaxed);
         self.seg
             .atomic_u32(OFF_TL)
             .store(u32::from(yes), Ordering::Relaxed);

@@ -357,3 +357,65 @@ fn a_clean_exit_leaves_only_the_domains_shared_counter() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Another process of this user scribbles over a subscription's inbox
+/// header (its magic and its endpoint description): discovery skips the
+/// inbox, so no publisher can connect to it. The subscription notices on
+/// its next discovery pass and rewrites the header: a publisher that
+/// starts afterwards connects and messages flow, instead of the
+/// subscription going silent for good.
+#[test]
+fn a_damaged_inbox_header_is_rewritten_and_messages_flow_again() {
+    use std::os::unix::fs::FileExt;
+    let a = ctx(205);
+    let b = ctx(205);
+    let p = a
+        .create_node("talker")
+        .unwrap()
+        .create_publisher::<String>("/fragile", QoS::keep_all())
+        .unwrap();
+    let s = b
+        .create_node("listener")
+        .unwrap()
+        .create_polling_subscription::<String>("/fragile", QoS::keep_all(), Default::default())
+        .unwrap();
+    let deadline = Instant::now() + LONG;
+    while p.subscription_count() == 0 {
+        assert!(Instant::now() < deadline, "never matched");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    p.publish("before".to_string()).unwrap();
+    assert_eq!(*s.wait_for_message(LONG).unwrap(), "before");
+    let inbox = segments("_205_s_")
+        .into_iter()
+        .next()
+        .expect("the subscription's inbox");
+    let dir = std::env::var_os("MYELIN_SHM_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/dev/shm".into());
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(&inbox))
+        .unwrap();
+    // The magic (offset 0) and the first bytes of the description.
+    f.write_all_at(&[0xAB; 8], 0).unwrap();
+    f.write_all_at(&[0xCD; 32], 256).unwrap();
+    // A publisher that starts now must find the inbox through discovery
+    // (which validates the header). Until it has connected, a message may
+    // find nobody: keep publishing until one arrives.
+    drop(p);
+    let p = a
+        .create_node("talker2")
+        .unwrap()
+        .create_publisher::<String>("/fragile", QoS::keep_all())
+        .unwrap();
+    let deadline = Instant::now() + LONG;
+    loop {
+        p.publish("after".to_string()).unwrap();
+        if let Ok(m) = s.wait_for_message(Duration::from_millis(100)) {
+            assert_eq!(*m, "after");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the subscription stayed silent");
+    }
+}

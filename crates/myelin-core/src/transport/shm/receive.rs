@@ -254,6 +254,16 @@ impl SubShm {
 impl Discovered for SubShm {
     fn rescan(self: Arc<Self>, found: &[Found]) {
         let Some(owner) = self.owner() else { return };
+        // Damaged by another process of this user: publishers would skip
+        // it and this subscription would go silent. Rewrite it, and tell
+        // the domain so they connect again.
+        if self.inbox.inbox.repair() {
+            tracing::warn!(
+                "shared memory {}: the inbox header was damaged; rewritten (publishers reconnect)",
+                self.inbox.inbox.path()
+            );
+            self.dom.bump();
+        }
         // Announced publishers with incompatible QoS raise the event here.
         self.check_publishers(found, &*owner);
         // Drain and free the connections of publishers that died.
