@@ -236,19 +236,22 @@ fn segments(part: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-/// Churn: 300 publishers created, used by a subscriber in another process
-/// that holds their chunks, and dropped; then 20 subscriber processes
-/// killed with `kill -9` while they hold chunks. Once the survivor's
-/// discovery has run, the segment directory is back to its baseline: no
-/// pool of a dropped publisher, no inbox or wake-up table of a killed
-/// process is left.
+/// Churn: 2,000 publishers created, used by a subscriber in another
+/// process that holds their chunks, and dropped; then 200 subscriber
+/// processes killed with `kill -9` while they hold chunks. Once the
+/// survivor's discovery has run, every chunk the killed readers held is
+/// back in the publisher's pool, and the segment directory is back to its
+/// baseline: no pool of a dropped publisher, no inbox or wake-up table of
+/// a killed process is left.
 #[test]
 fn churn_and_kill_9_leave_shm_at_its_baseline() {
+    const CREATE_DROP: usize = 2_000;
+    const KILLS: usize = 200;
     let c = ctx(203);
     let node = c.create_node("churner").unwrap();
     let baseline = segments("_203_");
     let mut holder = spawn_holder();
-    for round in 0..300 {
+    for round in 0..CREATE_DROP {
         let p = node
             .create_publisher::<Blob>("/churn", QoS::keep_last(4))
             .unwrap();
@@ -269,7 +272,7 @@ fn churn_and_kill_9_leave_shm_at_its_baseline() {
     let p = node
         .create_publisher::<Blob>("/churn", QoS::keep_last(4))
         .unwrap();
-    for _ in 0..20 {
+    for _ in 0..KILLS {
         let mut h = spawn_holder();
         let deadline = Instant::now() + LONG;
         while p.subscription_count() == 0 {
@@ -284,6 +287,15 @@ fn churn_and_kill_9_leave_shm_at_its_baseline() {
         killed.push(h.id());
         h.kill().unwrap();
         h.wait().unwrap();
+    }
+    let deadline = Instant::now() + LONG;
+    while p.shared_memory_in_use() > 0 || p.subscription_count() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} chunks still held by killed readers",
+            p.shared_memory_in_use()
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
     drop(p);
     let deadline = Instant::now() + LONG;

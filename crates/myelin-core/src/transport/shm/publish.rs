@@ -172,6 +172,10 @@ struct Conn {
     /// A full inbox makes a publish wait for room (a reliable keep_all
     /// reader of a reliable publisher; see `QoS::waits_for`).
     paced: bool,
+    /// Dropped by a discovery pass, which gave back everything lent on
+    /// it. A publish that loaded the connection list before that pass
+    /// must not lend on it again: nobody would give the chunk back.
+    closed: bool,
 }
 
 impl Conn {
@@ -281,6 +285,9 @@ impl PubShm {
         let mut pacer = None;
         for c in self.conns.load().iter() {
             let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+            if c.closed {
+                continue;
+            }
             let pushed = loop {
                 self.drain_returns(&mut c);
                 // A reader holding all the chunks it may gets nothing more
@@ -349,6 +356,7 @@ impl PubShm {
                 for k in std::mem::take(&mut g.lent) {
                     self.release_key(k);
                 }
+                g.closed = true;
                 changed = true;
             }
         }
@@ -401,6 +409,7 @@ impl PubShm {
                         writer,
                         inbox: f.name.file_name().to_string(),
                         lent: HashSet::new(),
+                        closed: false,
                     })));
                 }
                 Ok(None) => {
@@ -461,7 +470,7 @@ impl PubShm {
             };
             for c in &targets {
                 let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
-                if c.writer.push(desc, self.keep_last) == Pushed::Full {
+                if c.closed || c.writer.push(desc, self.keep_last) == Pushed::Full {
                     continue;
                 }
                 chunk.lease.pool.retain(chunk.lease.chunk);
