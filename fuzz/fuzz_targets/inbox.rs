@@ -26,6 +26,7 @@ fuzz_target!(|data: &[u8]| {
         type_hash: 1,
         node: "/fuzz".into(),
         qos: [0; QOS_BYTES],
+        wake_tag: 0,
     };
     let Ok(inbox) = Inbox::create(DOMAIN, &info, 4, 8) else {
         return;

@@ -59,6 +59,9 @@ pub struct EndpointInfo {
     pub node: String,
     /// The QoS, encoded by the core (opaque here).
     pub qos: [u8; QOS_BYTES],
+    /// The [tag](crate::wake::WakeTable::tag) of the owning process's
+    /// wake-up table (0: none).
+    pub wake_tag: u64,
 }
 
 fn put_str(seg: &Segment, off: usize, len_off: usize, s: &str) {
@@ -92,6 +95,8 @@ impl EndpointInfo {
         seg.atomic_u64(b + 24)
             .store(self.type_hash, Ordering::Relaxed);
         seg.write_bytes(b + 32, &self.qos);
+        seg.atomic_u64(b + 112)
+            .store(self.wake_tag, Ordering::Relaxed);
         put_str(seg, b + 128, b + 96, &self.topic);
         put_str(seg, b + 384, b + 100, &self.type_name);
         put_str(seg, b + 640, b + 104, &self.node);
@@ -120,6 +125,7 @@ impl EndpointInfo {
             id: seg.atomic_u64(b + 16).load(Ordering::Relaxed),
             type_hash: seg.atomic_u64(b + 24).load(Ordering::Relaxed),
             qos,
+            wake_tag: seg.atomic_u64(b + 112).load(Ordering::Relaxed),
             topic: get_str(seg, b + 128, b + 96).map_err(bad)?,
             type_name: get_str(seg, b + 384, b + 100).map_err(bad)?,
             node: get_str(seg, b + 640, b + 104).map_err(bad)?,

@@ -1,7 +1,7 @@
 //! A process's wake-up table: futex events in shared memory, one per
 //! executor (or blocked waiter), that other processes notify.
 //!
-//! One segment per process, `myelin_<uid>_h_w_<pid>`, of [`WAKE_SLOTS`]
+//! One segment per process, `myelin_<uid>_h_w_<pid>_<tag>` (the tag random, see [`WakeTable::tag`]), of [`WAKE_SLOTS`]
 //! cache-line sized slots: `[epoch, waiters]` (a [`SharedEvent`]), a
 //! `pending` word, and a bitmap of [`WAKE_LANES`] ready lanes. A waiter
 //! (an executor) gives each inbox it drains a lane; a remote publisher sets
@@ -65,8 +65,17 @@ impl Lanes {
     }
 }
 
-fn name_for(pid: u32) -> Result<SegmentName, ShmError> {
-    SegmentName::host(&format!("w_{pid}"))
+/// A table's name: its process and an unguessable tag, so another local
+/// user cannot plant a file at the name of a process about to start (its
+/// pid is easy to guess) and deny it shared memory.
+fn name_for(pid: u32, tag: u64) -> Result<SegmentName, ShmError> {
+    SegmentName::host(&format!("w_{pid}_{tag:016x}"))
+}
+
+/// A fresh random tag (SipHash keyed from the OS's randomness).
+fn random_tag() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::process::id()).max(1)
 }
 
 /// This process's wake-up table (or another process's, opened to notify).
@@ -74,6 +83,7 @@ pub struct WakeTable {
     seg: Segment,
     used: Mutex<Vec<bool>>,
     pid: u32,
+    tag: u64,
 }
 
 impl WakeTable {
@@ -81,12 +91,17 @@ impl WakeTable {
     /// that had the same pid).
     pub fn create() -> Result<Arc<WakeTable>, ShmError> {
         let pid = std::process::id();
-        let seg = Segment::create_fresh(&name_for(pid)?, HEADER_SIZE + WAKE_SLOTS as usize * SLOT)?;
+        let tag = random_tag();
+        let seg = Segment::create_fresh(
+            &name_for(pid, tag)?,
+            HEADER_SIZE + WAKE_SLOTS as usize * SLOT,
+        )?;
         seg.publish_header(KIND_WAKE, pid);
         Ok(Arc::new(WakeTable {
             seg,
             used: Mutex::new(vec![false; WAKE_SLOTS as usize]),
             pid,
+            tag,
         }))
     }
 
@@ -116,9 +131,11 @@ impl WakeTable {
         }
     }
 
-    /// Open the table of process `pid` to notify its slots.
-    pub fn open(pid: u32) -> Result<WakeTable, ShmError> {
-        let seg = Segment::open_kind(&name_for(pid)?, KIND_WAKE)?;
+    /// Open the table of process `pid` to notify its slots; `tag` is the
+    /// table's [`tag`](Self::tag), which that process's endpoints
+    /// announce.
+    pub fn open(pid: u32, tag: u64) -> Result<WakeTable, ShmError> {
+        let seg = Segment::open_kind(&name_for(pid, tag)?, KIND_WAKE)?;
         if seg.len() != HEADER_SIZE + WAKE_SLOTS as usize * SLOT {
             return Err(ShmError::BadHeader {
                 path: seg.path_str(),
@@ -129,12 +146,20 @@ impl WakeTable {
             seg,
             used: Mutex::new(Vec::new()),
             pid,
+            tag,
         })
     }
 
     /// The process this table belongs to.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The random part of the table's name, which the process's endpoints
+    /// announce ([`EndpointInfo::wake_tag`](crate::endpoint::EndpointInfo::wake_tag))
+    /// so publishers can open it.
+    pub fn tag(&self) -> u64 {
+        self.tag
     }
 
     /// Take a free slot (this process's table only).

@@ -23,6 +23,7 @@ fn info(id: u64) -> EndpointInfo {
         type_hash: 7,
         node: "/n".into(),
         qos: [0; QOS_BYTES],
+        wake_tag: 0,
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use myelin_shm::wake::{WAKE_LANES, WAKE_SLOTS, WakeTable, wake_word};
 
-/// This process's table: one per process (its name is the pid), shared by
+/// This process's table: one per process (its name is the pid and a tag), shared by
 /// the tests as executors in one process share it.
 fn table() -> &'static Arc<WakeTable> {
     static T: OnceLock<Arc<WakeTable>> = OnceLock::new();
@@ -18,7 +18,7 @@ fn table() -> &'static Arc<WakeTable> {
 fn a_signal_marks_exactly_the_lanes_it_names() {
     let table = table();
     let slot = table.alloc().unwrap();
-    let remote = WakeTable::open(std::process::id()).unwrap();
+    let remote = WakeTable::open(std::process::id(), table.tag()).unwrap();
     assert_eq!(slot.take_lanes(), None, "nothing signalled yet");
 
     remote.signal(wake_word(slot.index(), 5)).unwrap();
@@ -36,7 +36,7 @@ fn a_signal_marks_exactly_the_lanes_it_names() {
 fn lanes_past_the_bitmap_wrap_and_slots_past_the_table_are_refused() {
     let table = table();
     let slot = table.alloc().unwrap();
-    let remote = WakeTable::open(std::process::id()).unwrap();
+    let remote = WakeTable::open(std::process::id(), table.tag()).unwrap();
 
     // A hostile or stale word: the lane wraps (a spurious drain at worst).
     remote.signal(slot.index() | (0xffff << 16)).unwrap();
@@ -54,7 +54,7 @@ fn slots_do_not_see_each_others_lanes() {
     let table = table();
     let a = table.alloc().unwrap();
     let b = table.alloc().unwrap();
-    let remote = WakeTable::open(std::process::id()).unwrap();
+    let remote = WakeTable::open(std::process::id(), table.tag()).unwrap();
     remote.signal(wake_word(a.index(), 7)).unwrap();
     assert_eq!(b.take_lanes(), None);
     assert_eq!(a.take_lanes().unwrap().iter().collect::<Vec<_>>(), vec![7]);

@@ -97,6 +97,89 @@ fn forged_segments_are_skipped_and_legitimate_peers_still_talk() {
     let _ = std::fs::remove_file(&victim);
 }
 
+/// The child of the next test: squats every name its own first 64
+/// endpoints and its wake-up table would get if names were its pid and a
+/// counter (symlinks, as another user could plant them for a pid about to
+/// be used), then talks over shared memory between two contexts.
+#[test]
+fn squatted_names_child() {
+    if std::env::var(ROLE).as_deref() != Ok("squat") {
+        return;
+    }
+    let domain = 206;
+    let dir = std::env::var_os("MYELIN_SHM_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/dev/shm".into());
+    /// Removes the planted files however the test ends.
+    struct Planted(Vec<std::path::PathBuf>);
+    impl Drop for Planted {
+        fn drop(&mut self) {
+            for f in &self.0 {
+                let _ = std::fs::remove_file(f);
+            }
+        }
+    }
+    let mut planted = Planted(Vec::new());
+    for n in 0..64 {
+        for kind in ["p", "s"] {
+            let path = dir.join(format!(
+                "myelin_{}_{domain}_{kind}_{}_{n}",
+                uid(),
+                std::process::id()
+            ));
+            std::os::unix::fs::symlink("/nonexistent", &path).unwrap();
+            planted.0.push(path);
+        }
+    }
+    // And the name its wake-up table would have from its pid alone.
+    let table = dir.join(format!("myelin_{}_h_w_{}", uid(), std::process::id()));
+    std::os::unix::fs::symlink("/nonexistent", &table).unwrap();
+    planted.0.push(table);
+    let a = ctx(domain);
+    let b = ctx(domain);
+    let p = a
+        .create_node("talker")
+        .unwrap()
+        .create_publisher::<String>("/chatter", QoS::keep_all())
+        .unwrap();
+    let s = b
+        .create_node("listener")
+        .unwrap()
+        .create_polling_subscription::<String>("/chatter", QoS::keep_all(), Default::default())
+        .unwrap();
+    let deadline = Instant::now() + LONG;
+    while p.subscription_count() == 0 {
+        assert!(Instant::now() < deadline, "the peers never matched");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    p.publish("hello".to_string()).unwrap();
+    assert_eq!(*s.wait_for_message(LONG).unwrap(), "hello");
+    println!("talked");
+}
+
+/// Segment names carry an unguessable part: a local user who plants files
+/// at the names a process's endpoints would get from its pid and a
+/// counter does not stop it from using shared memory.
+#[test]
+fn names_a_squatter_could_predict_are_not_used() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "squatted_names_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "squat")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("talked"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The child of the next test: inside a mount namespace whose segment
 /// directory is a 2 MiB tmpfs.
 #[test]
@@ -304,7 +387,7 @@ fn churn_and_kill_9_leave_shm_at_its_baseline() {
         let left: Vec<_> = now.difference(&baseline).collect();
         let tables: Vec<_> = killed
             .iter()
-            .flat_map(|pid| segments(&format!("_h_w_{pid}")))
+            .flat_map(|pid| segments(&format!("_h_w_{pid}_")))
             .collect();
         if left.is_empty() && tables.is_empty() {
             break;
@@ -430,4 +513,53 @@ fn a_damaged_inbox_header_is_rewritten_and_messages_flow_again() {
         }
         assert!(Instant::now() < deadline, "the subscription stayed silent");
     }
+}
+
+/// The one name anyone can predict, a domain's `graph` file, planted by
+/// someone else (a symlink here; another user's file behaves the same):
+/// a context that asked for shared memory gets an error naming the file;
+/// one that did not ask works in-process; the planted file is untouched.
+#[test]
+fn a_squatted_graph_file_is_an_error_or_a_fallback_never_followed() {
+    let domain = 207;
+    let dir = std::env::var_os("MYELIN_SHM_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/dev/shm".into());
+    let victim = std::env::temp_dir().join(format!("myelin_graph_victim_{}", std::process::id()));
+    std::fs::write(&victim, b"precious").unwrap();
+    let graph = dir.join(format!("myelin_{}_{domain}_graph", uid()));
+    let _ = std::fs::remove_file(&graph);
+    std::os::unix::fs::symlink(&victim, &graph).unwrap();
+
+    let err = Context::builder()
+        .domain_id(domain)
+        .handle_signals(false)
+        .shared_memory(true)
+        .network(false)
+        .build()
+        .err()
+        .expect("shared memory was required");
+    let text = format!("{err}");
+    assert!(text.contains(&format!("{domain}_graph")), "{text}");
+
+    let c = Context::builder()
+        .domain_id(domain)
+        .handle_signals(false)
+        .network(false)
+        .build()
+        .unwrap();
+    let node = c.create_node("fallback").unwrap();
+    let s = node
+        .create_polling_subscription::<String>("/here", QoS::keep_all(), Default::default())
+        .unwrap();
+    node.create_publisher::<String>("/here", QoS::keep_all())
+        .unwrap()
+        .publish("in-process".to_string())
+        .unwrap();
+    assert_eq!(*s.wait_for_message(LONG).unwrap(), "in-process");
+
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(std::fs::symlink_metadata(&graph).unwrap().is_symlink());
+    std::fs::remove_file(&graph).unwrap();
+    std::fs::remove_file(&victim).unwrap();
 }

@@ -138,7 +138,9 @@ impl Lanes {
 #[cfg(test)]
 pub(crate) fn signal_as_remote(word: u32) -> bool {
     #[cfg(feature = "shm")]
-    if let Ok(t) = myelin_shm::wake::WakeTable::open(std::process::id()) {
+    if let Some(own) = super::shm::wake_table()
+        && let Ok(t) = myelin_shm::wake::WakeTable::open(std::process::id(), own.tag())
+    {
         return t.signal(word).is_ok();
     }
     let _ = word;

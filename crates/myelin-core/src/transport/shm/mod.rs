@@ -57,21 +57,34 @@ pub(crate) fn wake_table() -> Option<Arc<WakeTable>> {
         .clone()
 }
 
+/// A new endpoint's id, which names its segments (`p_<pid>_<id>`,
+/// `s_<pid>_<id>`, `k_<pid>_<id>_<n>`): unguessable, so another local user
+/// cannot plant files at the names a process is about to create (a
+/// squatted name would make creating the endpoint fail). A keyed hash
+/// (SipHash, keyed from the OS's randomness once per process) of a
+/// counter: distinct within the process, and seeing some ids tells
+/// nothing about the next.
+fn endpoint_id() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    static KEY: OnceLock<RandomState> = OnceLock::new();
+    KEY.get_or_init(RandomState::new).hash_one(next_id()).max(1)
+}
+
 /// Other processes' wake-up tables, opened on demand.
-fn remote_wake_table(pid: u32) -> Option<Arc<WakeTable>> {
-    static TABLES: OnceLock<Mutex<HashMap<u32, Arc<WakeTable>>>> = OnceLock::new();
+fn remote_wake_table(pid: u32, tag: u64) -> Option<Arc<WakeTable>> {
+    static TABLES: OnceLock<Mutex<HashMap<(u32, u64), Arc<WakeTable>>>> = OnceLock::new();
     let mut m = TABLES
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    if let Some(t) = m.get(&pid) {
+    if let Some(t) = m.get(&(pid, tag)) {
         return Some(t.clone());
     }
     if !process_alive(pid) {
         return None;
     }
-    let t = Arc::new(WakeTable::open(pid).ok()?);
-    m.insert(pid, t.clone());
+    let t = Arc::new(WakeTable::open(pid, tag).ok()?);
+    m.insert((pid, tag), t.clone());
     Some(t)
 }
 
@@ -284,6 +297,7 @@ impl ShmTransport {
             type_hash: spec.ty.hash.0,
             node: spec.node.fqn.to_string(),
             qos: encode_qos(spec.qos),
+            wake_tag: wake_table().map_or(0, |t| t.tag()),
         }
     }
 }
@@ -327,7 +341,7 @@ impl Transport for ShmTransport {
         let link = Arc::new(publish::PubShm::new(
             self.domain_handle(),
             spec,
-            self.info(spec, EndpointKind::Publisher, next_id()),
+            self.info(spec, EndpointKind::Publisher, endpoint_id()),
         )?);
         let weak: Weak<dyn Discovered> = Arc::downgrade(&(link.clone() as Arc<dyn Discovered>));
         self.register(weak);
@@ -344,7 +358,7 @@ impl Transport for ShmTransport {
         let link = Arc::new(receive::SubShm::new(
             self.domain_handle(),
             spec,
-            self.info(spec, EndpointKind::Subscription, next_id()),
+            self.info(spec, EndpointKind::Subscription, endpoint_id()),
         )?);
         let weak: Weak<dyn Discovered> = Arc::downgrade(&(link.clone() as Arc<dyn Discovered>));
         self.register(weak);

@@ -405,7 +405,7 @@ impl PubShm {
                         .remove(f.name.file_name());
                     fresh.push(Arc::new(Mutex::new(Conn {
                         paced: self.qos.waits_for(&decode_qos(&f.info.qos)),
-                        wake: remote_wake_table(f.info.pid),
+                        wake: remote_wake_table(f.info.pid, f.info.wake_tag),
                         writer,
                         inbox: f.name.file_name().to_string(),
                         lent: HashSet::new(),
