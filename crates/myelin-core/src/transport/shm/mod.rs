@@ -72,7 +72,9 @@ fn endpoint_id() -> u64 {
 
 /// Other processes' wake-up tables, opened on demand.
 fn remote_wake_table(pid: u32, tag: u64) -> Option<Arc<WakeTable>> {
-    static TABLES: OnceLock<Mutex<HashMap<(u32, u64), Arc<WakeTable>>>> = OnceLock::new();
+    /// Opened tables by process and tag.
+    type Tables = Mutex<HashMap<(u32, u64), Arc<WakeTable>>>;
+    static TABLES: OnceLock<Tables> = OnceLock::new();
     let mut m = TABLES
         .get_or_init(Default::default)
         .lock()
