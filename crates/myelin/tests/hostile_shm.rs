@@ -537,8 +537,7 @@ fn a_squatted_graph_file_is_an_error_or_a_fallback_never_followed() {
         .shared_memory(true)
         .network(false)
         .build()
-        .err()
-        .expect("shared memory was required");
+        .expect_err("shared memory was required");
     let text = format!("{err}");
     assert!(text.contains(&format!("{domain}_graph")), "{text}");
 
