@@ -63,6 +63,10 @@ pub(super) struct SubShm {
     readers: Mutex<Vec<ReaderConn>>,
     refused: Mutex<HashSet<String>>,
     owner: OnceLock<Weak<dyn SubOwner>>,
+    /// Times the inbox header was found damaged and rewritten: the first
+    /// is a warning, later ones (a process that keeps scribbling) debug
+    /// lines, so the log is not flooded every discovery pass.
+    repairs: std::sync::atomic::AtomicU64,
 }
 
 impl SubShm {
@@ -92,6 +96,7 @@ impl SubShm {
             ),
             refused: Mutex::new(HashSet::new()),
             owner: OnceLock::new(),
+            repairs: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -258,10 +263,21 @@ impl Discovered for SubShm {
         // it and this subscription would go silent. Rewrite it, and tell
         // the domain so they connect again.
         if self.inbox.inbox.repair() {
-            tracing::warn!(
-                "shared memory {}: the inbox header was damaged; rewritten (publishers reconnect)",
-                self.inbox.inbox.path()
-            );
+            // SYNC: Relaxed: a counter for the log only.
+            let n = self
+                .repairs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let path = self.inbox.inbox.path();
+            if n == 0 {
+                tracing::warn!(
+                    "shared memory {path}: the inbox header was damaged; rewritten (publishers reconnect)"
+                );
+            } else {
+                tracing::debug!(
+                    "shared memory {path}: the inbox header was damaged again ({} times); rewritten",
+                    n + 1
+                );
+            }
             self.dom.bump();
         }
         // Announced publishers with incompatible QoS raise the event here.
