@@ -72,7 +72,7 @@ pub use events::{
 };
 pub use executor::{Executor, MultiThreadedExecutor, StopHandle};
 pub use group::{CallbackGroup, CallbackGroupKind};
-pub use message::{Message, TypeHash};
+pub use message::{Message, ServiceType, TypeHash};
 pub use names::NameError;
 pub use node::Node;
 pub use publisher::{Loan, LoanUninit, Publisher, PublisherOptions, SliceLoan};

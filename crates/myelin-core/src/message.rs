@@ -107,6 +107,47 @@ pub trait Message: Clone + Send + Sync + 'static {
     }
 }
 
+/// A service type: the pair of messages a service takes and returns, with
+/// the service's own name and ROS 2 type hash (what ROS 2 names a `.srv`:
+/// `example_interfaces/srv/AddTwoInts`). rmw_zenoh puts the service's name
+/// and hash, not its request's, in the key expression of its queryable, so
+/// a ROS 2 peer finds a service by this type.
+///
+/// The message crate implements it for its services; a service of your
+/// own:
+///
+/// ```
+/// use myelin::{Message, ServiceType};
+///
+/// #[derive(Clone, serde::Serialize, serde::Deserialize, myelin::Message)]
+/// #[message(cdr, name = "my_pkg/srv/Ping_Request")]
+/// struct PingRequest { token: u32 }
+///
+/// #[derive(Clone, serde::Serialize, serde::Deserialize, myelin::Message)]
+/// #[message(cdr, name = "my_pkg/srv/Ping_Response")]
+/// struct PingResponse { token: u32 }
+///
+/// struct Ping;
+/// impl ServiceType for Ping {
+///     type Request = PingRequest;
+///     type Response = PingResponse;
+///     const TYPE_NAME: &'static str = "my_pkg/srv/Ping";
+/// }
+/// assert_eq!(<Ping as ServiceType>::Request::TYPE_NAME, "my_pkg/srv/Ping_Request");
+/// ```
+pub trait ServiceType: 'static {
+    /// What a client sends.
+    type Request: Message;
+    /// What the server answers.
+    type Response: Message;
+    /// The service type's name (`pkg/srv/Name`).
+    const TYPE_NAME: &'static str;
+    /// The ROS 2 type hash (REP 2011) of the service type, when it mirrors
+    /// a ROS 2 `.srv`: the hash of its request, response and event
+    /// messages together (see `myelin_msgs::idl::srv_type_hash`).
+    const ROS_TYPE_HASH: Option<&'static str> = None;
+}
+
 macro_rules! builtin_pod {
     ($($t:ty => $name:literal),* $(,)?) => {
         $(

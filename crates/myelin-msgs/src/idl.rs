@@ -175,16 +175,45 @@ pub enum BaseType {
     Nested {
         /// Its package.
         package: String,
+        /// Where it is defined: a `.msg` file, or a service's own part
+        /// (`pkg/srv/Name_Request` in a service's event message).
+        kind: InterfaceKind,
         /// Its name.
         name: String,
     },
 }
 
+/// The kind of interface file a message type comes from, the middle part
+/// of its type name (`pkg/msg/Name`, `pkg/srv/Name_Request`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum InterfaceKind {
+    /// A `.msg` file.
+    #[default]
+    Msg,
+    /// A part of a `.srv` file (its request, response, event, or the
+    /// service itself).
+    Srv,
+}
+
+impl InterfaceKind {
+    /// `msg` or `srv`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InterfaceKind::Msg => "msg",
+            InterfaceKind::Srv => "srv",
+        }
+    }
+}
+
 impl BaseType {
-    /// `pkg/msg/Name` of a nested message.
+    /// `pkg/msg/Name` (or `pkg/srv/Name`) of a nested message.
     pub fn nested_type_name(&self) -> Option<String> {
         match self {
-            BaseType::Nested { package, name } => Some(format!("{package}/msg/{name}")),
+            BaseType::Nested {
+                package,
+                kind,
+                name,
+            } => Some(format!("{package}/{}/{name}", kind.as_str())),
             _ => None,
         }
     }
@@ -196,7 +225,16 @@ impl fmt::Display for BaseType {
             BaseType::Primitive(p) => write!(f, "{p}"),
             BaseType::BoundedString(n) => write!(f, "string<={n}"),
             BaseType::BoundedWString(n) => write!(f, "wstring<={n}"),
-            BaseType::Nested { package, name } => write!(f, "{package}/{name}"),
+            BaseType::Nested {
+                package,
+                kind: InterfaceKind::Msg,
+                name,
+            } => write!(f, "{package}/{name}"),
+            BaseType::Nested {
+                package,
+                kind: InterfaceKind::Srv,
+                name,
+            } => write!(f, "{package}/srv/{name}"),
         }
     }
 }
@@ -258,12 +296,14 @@ pub struct Constant {
     pub value: String,
 }
 
-/// A parsed `.msg` file.
+/// A parsed `.msg` file (or one message of a `.srv` file).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MsgSpec {
     /// The package (`std_msgs`).
     pub package: String,
-    /// The message name (`Header`).
+    /// `msg`, or `srv` for the messages of a service.
+    pub kind: InterfaceKind,
+    /// The message name (`Header`, `AddTwoInts_Request`).
     pub name: String,
     /// The fields, in order. Empty for an empty message (whose type
     /// description and CDR encoding have [`EMPTY_STRUCT_MEMBER`]).
@@ -273,9 +313,124 @@ pub struct MsgSpec {
 }
 
 impl MsgSpec {
-    /// `pkg/msg/Name`.
+    /// `pkg/msg/Name` (`pkg/srv/Name_Request` for a service's request).
     pub fn type_name(&self) -> String {
-        format!("{}/msg/{}", self.package, self.name)
+        format!("{}/{}/{}", self.package, self.kind.as_str(), self.name)
+    }
+}
+
+/// A parsed `.srv` file: a request and a response message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SrvSpec {
+    /// The package (`example_interfaces`).
+    pub package: String,
+    /// The service name (`AddTwoInts`).
+    pub name: String,
+    /// `pkg/srv/Name_Request`: the part above `---`.
+    pub request: MsgSpec,
+    /// `pkg/srv/Name_Response`: the part below `---`.
+    pub response: MsgSpec,
+}
+
+/// The message every service event carries (`service_msgs`, REP 2016's
+/// service introspection), part of every service's type description.
+pub const SERVICE_EVENT_INFO: &str = "service_msgs/msg/ServiceEventInfo";
+
+impl SrvSpec {
+    /// `pkg/srv/Name`.
+    pub fn type_name(&self) -> String {
+        format!("{}/srv/{}", self.package, self.name)
+    }
+
+    fn part(&self, suffix: &str) -> BaseType {
+        BaseType::Nested {
+            package: self.package.clone(),
+            kind: InterfaceKind::Srv,
+            name: format!("{}_{suffix}", self.name),
+        }
+    }
+
+    /// `pkg/srv/Name_Event`, the message service introspection publishes:
+    /// `info` (`service_msgs/msg/ServiceEventInfo`) and at most one
+    /// request and one response.
+    pub fn event(&self) -> MsgSpec {
+        let field = |name: &str, base: BaseType, collection| Field {
+            name: name.to_owned(),
+            ty: FieldType { base, collection },
+            default: None,
+        };
+        let (pkg, info) = split_type_name(SERVICE_EVENT_INFO).expect("a message type name");
+        MsgSpec {
+            package: self.package.clone(),
+            kind: InterfaceKind::Srv,
+            name: format!("{}_Event", self.name),
+            fields: vec![
+                field(
+                    "info",
+                    BaseType::Nested {
+                        package: pkg.to_owned(),
+                        kind: InterfaceKind::Msg,
+                        name: info.to_owned(),
+                    },
+                    Collection::Single,
+                ),
+                field(
+                    "request",
+                    self.part("Request"),
+                    Collection::BoundedSequence(1),
+                ),
+                field(
+                    "response",
+                    self.part("Response"),
+                    Collection::BoundedSequence(1),
+                ),
+            ],
+            constants: Vec::new(),
+        }
+    }
+
+    /// The service as one type (`pkg/srv/Name`) for its type description
+    /// and hash: `request_message`, `response_message` and
+    /// `event_message`, as `rosidl` describes a service.
+    pub fn description(&self) -> MsgSpec {
+        let field = |name: &str, suffix: &str| Field {
+            name: name.to_owned(),
+            ty: FieldType {
+                base: self.part(suffix),
+                collection: Collection::Single,
+            },
+            default: None,
+        };
+        MsgSpec {
+            package: self.package.clone(),
+            kind: InterfaceKind::Srv,
+            name: self.name.clone(),
+            fields: vec![
+                field("request_message", "Request"),
+                field("response_message", "Response"),
+                field("event_message", "Event"),
+            ],
+            constants: Vec::new(),
+        }
+    }
+
+    /// A lookup that answers this service's own types (`pkg/srv/Name`,
+    /// `_Request`, `_Response`, `_Event`) and asks `lookup` for the rest.
+    pub fn lookup<'a>(
+        &'a self,
+        lookup: impl Fn(&str) -> Option<MsgSpec> + 'a,
+    ) -> impl Fn(&str) -> Option<MsgSpec> + 'a {
+        move |name| {
+            let own = [
+                self.description(),
+                self.request.clone(),
+                self.response.clone(),
+                self.event(),
+            ];
+            own.into_iter()
+                .find(|s| s.type_name() == name)
+                .or_else(|| lookup(name))
+        }
     }
 }
 
@@ -290,6 +445,17 @@ pub fn split_type_name(type_name: &str) -> Option<(&str, &str)> {
 /// counts from 1.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
+    /// A `.srv` file without exactly one `---` line between its request
+    /// and its response.
+    #[error(
+        "{type_name}: a service needs exactly one `---` line between request and response, found {found}"
+    )]
+    Separator {
+        /// The file's type.
+        type_name: String,
+        /// How many `---` lines it has.
+        found: usize,
+    },
     /// The package or message name given to [`parse_msg`] is not valid.
     #[error(
         "{type_name}: invalid message type name (package: lowercase letters, digits and single \
@@ -420,8 +586,77 @@ pub fn parse_msg(package: &str, name: &str, text: &str) -> Result<MsgSpec, Parse
     if !is_valid_package_name(package) || !is_valid_message_name(name) {
         return Err(ParseError::InvalidTypeName { type_name });
     }
+    parse_fields(package, InterfaceKind::Msg, name, text, 0)
+}
+
+/// Parses the `.srv` file `text` of the service `package/Name`: a request
+/// and a response separated by a line `---`, each parsed as
+/// [`parse_msg`] parses a `.msg` file (line numbers count in the whole
+/// file).
+///
+/// ```
+/// let srv = myelin_msgs::idl::parse_srv(
+///     "example_interfaces",
+///     "AddTwoInts",
+///     "int64 a\nint64 b\n---\nint64 sum\n",
+/// )
+/// .unwrap();
+/// assert_eq!(srv.request.type_name(), "example_interfaces/srv/AddTwoInts_Request");
+/// assert_eq!(srv.response.fields[0].name, "sum");
+/// ```
+pub fn parse_srv(package: &str, name: &str, text: &str) -> Result<SrvSpec, ParseError> {
+    let type_name = format!("{package}/srv/{name}");
+    if !is_valid_package_name(package) || !is_valid_message_name(name) {
+        return Err(ParseError::InvalidTypeName { type_name });
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let separators: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == "---")
+        .map(|(i, _)| i)
+        .collect();
+    let [sep] = separators.as_slice() else {
+        return Err(ParseError::Separator {
+            type_name,
+            found: separators.len(),
+        });
+    };
+    let request = lines[..*sep].join("\n");
+    let response = lines[sep + 1..].join("\n");
+    Ok(SrvSpec {
+        package: package.to_owned(),
+        name: name.to_owned(),
+        request: parse_fields(
+            package,
+            InterfaceKind::Srv,
+            &format!("{name}_Request"),
+            &request,
+            0,
+        )?,
+        response: parse_fields(
+            package,
+            InterfaceKind::Srv,
+            &format!("{name}_Response"),
+            &response,
+            sep + 1,
+        )?,
+    })
+}
+
+/// The fields and constants of one message; `first_line` lines come
+/// before `text` in its file.
+fn parse_fields(
+    package: &str,
+    kind: InterfaceKind,
+    name: &str,
+    text: &str,
+    first_line: usize,
+) -> Result<MsgSpec, ParseError> {
+    let type_name = format!("{package}/{}/{name}", kind.as_str());
     let mut spec = MsgSpec {
         package: package.to_owned(),
+        kind,
         name: name.to_owned(),
         fields: Vec::new(),
         constants: Vec::new(),
@@ -431,7 +666,7 @@ pub fn parse_msg(package: &str, name: &str, text: &str) -> Result<MsgSpec, Parse
     for (index, raw) in text.lines().enumerate() {
         let cx = Cx {
             type_name: &type_name,
-            line: index + 1,
+            line: first_line + index + 1,
         };
         let without_comment = raw.split_once('#').map_or(raw, |(code, _)| code);
         let line = without_comment.replace('\t', " ");
@@ -585,6 +820,7 @@ fn parse_type(ty: &str, package: &str) -> Result<FieldType, &'static str> {
         }
         BaseType::Nested {
             package: pkg.to_owned(),
+            kind: InterfaceKind::Msg,
             name: name.to_owned(),
         }
     };
@@ -793,6 +1029,17 @@ pub fn type_hash(
     Ok(out)
 }
 
+/// The REP 2011 type hash of the service `srv` (`pkg/srv/Name`): the hash
+/// of its description (request, response and event messages); `lookup`
+/// gives every message type its parts refer to, including
+/// [`SERVICE_EVENT_INFO`] and `builtin_interfaces/msg/Time`.
+pub fn srv_type_hash(
+    srv: &SrvSpec,
+    lookup: impl Fn(&str) -> Option<MsgSpec>,
+) -> Result<String, HashError> {
+    type_hash(&srv.type_name(), srv.lookup(lookup))
+}
+
 /// The JSON that [`type_hash`] hashes: `{"type_description": ...,
 /// "referenced_type_descriptions": [...]}` as Python's
 /// `json.dumps(separators=(", ", ": "), ensure_ascii=True)` writes it in
@@ -956,6 +1203,65 @@ mod tests {
     }
 
     const TIME: (&str, &str) = ("builtin_interfaces/msg/Time", "int32 sec\nuint32 nanosec\n");
+    const EVENT_INFO: (&str, &str) = (
+        SERVICE_EVENT_INFO,
+        include_str!("../msg/service_msgs/ServiceEventInfo.msg"),
+    );
+
+    /// Service hashes as ROS 2 Jazzy publishes them in rmw_zenoh key
+    /// expressions (rmw_zenoh's design document for AddTwoInts; two
+    /// independent rmw_zenoh peers for the others).
+    #[test]
+    fn service_hashes_match_ros_2() {
+        let lookup = registry(&[TIME, EVENT_INFO]);
+        for (pkg, name, text, want) in [
+            (
+                "example_interfaces",
+                "AddTwoInts",
+                "int64 a\nint64 b\n---\nint64 sum\n",
+                "RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c81a",
+            ),
+            (
+                "std_srvs",
+                "Trigger",
+                "---\nbool success # done?\nstring message\n",
+                "RIHS01_eeff2cd6fa5ad9d27cdf4dec64818317839b62f212a91e6b5304b634b2062c5f",
+            ),
+            (
+                "example_interfaces",
+                "SetBool",
+                "bool data\n---\nbool success\nstring message\n",
+                "RIHS01_a69782e5631b12e15c8e218410de1685bbf13e382718295adad14037a24afbe8",
+            ),
+        ] {
+            let srv = parse_srv(pkg, name, text).unwrap();
+            assert_eq!(
+                srv_type_hash(&srv, &lookup).unwrap(),
+                want,
+                "{pkg}/srv/{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_service_needs_one_separator() {
+        for (text, found) in [("int64 a\n", 0), ("---\n---\n", 2)] {
+            assert_eq!(
+                parse_srv("p", "S", text),
+                Err(ParseError::Separator {
+                    type_name: "p/srv/S".into(),
+                    found
+                })
+            );
+        }
+        // Errors in the response count lines in the whole file.
+        match parse_srv("p", "S", "int64 a\n---\nint64 a b c\nfoo@ x\n") {
+            Err(ParseError::InvalidValue { line, .. } | ParseError::InvalidType { line, .. }) => {
+                assert!(line >= 3, "line {line}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
     const HEADER: (&str, &str) = (
         "std_msgs/msg/Header",
         "builtin_interfaces/Time stamp\nstring frame_id\n",
@@ -1163,7 +1469,7 @@ mod tests {
     fn errors_name_the_type_and_line() {
         let err = |text: &str| parse_msg("p", "M", text).unwrap_err();
         let line = |e: &ParseError| match e {
-            ParseError::InvalidTypeName { .. } => 0,
+            ParseError::InvalidTypeName { .. } | ParseError::Separator { .. } => 0,
             ParseError::MissingName { line, .. }
             | ParseError::InvalidType { line, .. }
             | ParseError::InvalidFieldName { line, .. }

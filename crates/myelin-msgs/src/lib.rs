@@ -28,6 +28,13 @@
 //! Your own types: `#[derive(Clone, serde::Serialize, serde::Deserialize,
 //! myelin::Message)]` with `#[message(cdr, name = "my_pkg/msg/MyType")]`.
 //!
+//! Services are types too: each `.srv` of [`std_srvs`] and
+//! [`example_interfaces`] is a request message (`AddTwoIntsRequest`, ROS
+//! name `example_interfaces/srv/AddTwoInts_Request`), a response message,
+//! and a [`myelin::ServiceType`] (`AddTwoInts`) that carries the
+//! service's name and RIHS01 hash, as rmw_zenoh names a service on the
+//! wire ([`for_all_services!`], [`srv_definitions`], [`ros_srv_hash_of`]).
+//!
 //! Each type also carries its ROS 2 type hash (REP 2011, `RIHS01_...`) in
 //! [`myelin::Message::ROS_TYPE_HASH`], so ROS 2 nodes (through
 //! `rmw_zenoh`) match its topics. The hashes are computed by [`idl`] from
@@ -59,6 +66,7 @@ macro_rules! __type_list {
         $crate::$then! { $($arg)*;
             builtin_interfaces Time,
             builtin_interfaces Duration,
+            service_msgs ServiceEventInfo,
             std_msgs Header,
             std_msgs String,
             std_msgs Bool,
@@ -128,6 +136,86 @@ macro_rules! for_all_types {
 
 static DEFINITIONS: &[(&str, &str)] = __type_list!(__definitions);
 
+/// The one list of this crate's services (`package Name`), as
+/// [`__type_list`] is for messages.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __srv_list {
+    ($then:ident $($arg:tt)*) => {
+        $crate::$then! { $($arg)*;
+            std_srvs Empty,
+            std_srvs Trigger,
+            std_srvs SetBool,
+            example_interfaces AddTwoInts,
+            example_interfaces Trigger,
+            example_interfaces SetBool,
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __srv_definitions {
+    (; $($pkg:ident $name:ident),* $(,)?) => {
+        &[$((
+            concat!(stringify!($pkg), "/srv/", stringify!($name)),
+            include_str!(concat!("../srv/", stringify!($pkg), "/", stringify!($name), ".srv")),
+        )),*]
+    };
+}
+
+/// Calls the macro `$m` with the path of every service type of this crate
+/// (each a [`myelin::ServiceType`]), in the order of [`srv_definitions`]:
+///
+/// ```
+/// macro_rules! names {
+///     ($($t:ty),*) => { [$(<$t as myelin::ServiceType>::TYPE_NAME),*] };
+/// }
+/// let all = myelin_msgs::for_all_services!(names);
+/// assert_eq!(all[0], "std_srvs/srv/Empty");
+/// assert_eq!(all.len(), myelin_msgs::srv_definitions().len());
+/// ```
+#[macro_export]
+macro_rules! for_all_services {
+    ($m:ident) => {
+        $crate::__srv_list!(__type_paths $m)
+    };
+}
+
+static SRV_DEFINITIONS: &[(&str, &str)] = __srv_list!(__srv_definitions);
+
+/// The ROS 2 (Jazzy) `.srv` definition of every service of this crate, as
+/// `("pkg/srv/Name", text)`.
+pub fn srv_definitions() -> &'static [(&'static str, &'static str)] {
+    SRV_DEFINITIONS
+}
+
+/// The parsed `.srv` of `type_name` (`pkg/srv/Name`), if this crate has
+/// it.
+pub fn srv_spec(type_name: &str) -> Option<idl::SrvSpec> {
+    let (package, name) = type_name.split_once("/srv/")?;
+    let text = SRV_DEFINITIONS
+        .iter()
+        .find(|(n, _)| *n == type_name)
+        .map(|(_, t)| *t)?;
+    idl::parse_srv(package, name, text).ok()
+}
+
+/// The ROS 2 type hash of the service `type_name` (`pkg/srv/Name`), if
+/// this crate has it.
+///
+/// ```
+/// use myelin::ServiceType;
+/// use myelin_msgs::example_interfaces::AddTwoInts;
+///
+/// let h = myelin_msgs::ros_srv_hash_of("example_interfaces/srv/AddTwoInts").unwrap();
+/// assert_eq!(h, "RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c81a");
+/// assert_eq!(AddTwoInts::ROS_TYPE_HASH, Some(h.as_str()));
+/// ```
+pub fn ros_srv_hash_of(type_name: &str) -> Option<String> {
+    idl::srv_type_hash(&srv_spec(type_name)?, msg_spec).ok()
+}
+
 /// The ROS 2 (Jazzy) `.msg` definition of every type of this crate, as
 /// `("pkg/msg/Name", text)`, in the order of the modules.
 pub fn definitions() -> &'static [(&'static str, &'static str)] {
@@ -146,6 +234,17 @@ pub fn definition(type_name: &str) -> Option<&'static str> {
 /// has it: the lookup to give [`idl::type_hash`] to hash this crate's
 /// types, or your own types that use them.
 pub fn msg_spec(type_name: &str) -> Option<idl::MsgSpec> {
+    if let Some((service, part)) = type_name.rsplit_once('_')
+        && service.contains("/srv/")
+    {
+        let srv = srv_spec(service)?;
+        return match part {
+            "Request" => Some(srv.request),
+            "Response" => Some(srv.response),
+            "Event" => Some(srv.event()),
+            _ => None,
+        };
+    }
     let (package, name) = idl::split_type_name(type_name)?;
     idl::parse_msg(package, name, definition(type_name)?).ok()
 }
@@ -167,6 +266,37 @@ macro_rules! msg {
         #[serde(default, deny_unknown_fields)]
         pub struct $name {
             $($(#[$fdoc])* pub $field: $ty,)*
+        }
+    };
+}
+
+/// `srv!(Name = "pkg/srv/Name", "RIHS01_..." (service hash) {
+/// NameRequest = "pkg/srv/Name_Request", "RIHS01_..." { fields }
+/// NameResponse = "pkg/srv/Name_Response", "RIHS01_..." { fields } })`:
+/// the request and response messages (`NameRequest`, `NameResponse`,
+/// named `pkg/srv/Name_Request` and `pkg/srv/Name_Response` as ROS 2
+/// names them) and the service type `Name`.
+macro_rules! srv {
+    ($(#[$doc:meta])* $name:ident = $ros:literal, $hash:literal {
+        $req:ident = $req_ros:literal, $req_hash:literal { $($(#[$qdoc:meta])* $qf:ident : $qt:ty),* $(,)? }
+        $resp:ident = $resp_ros:literal, $resp_hash:literal { $($(#[$rdoc:meta])* $rf:ident : $rt:ty),* $(,)? }
+    }) => {
+        msg!(
+            #[doc = concat!("The request of [`", stringify!($name), "`].")]
+            $req = $req_ros, $req_hash { $($(#[$qdoc])* $qf: $qt),* }
+        );
+        msg!(
+            #[doc = concat!("The response of [`", stringify!($name), "`].")]
+            $resp = $resp_ros, $resp_hash { $($(#[$rdoc])* $rf: $rt),* }
+        );
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name;
+        impl myelin::ServiceType for $name {
+            type Request = $req;
+            type Response = $resp;
+            const TYPE_NAME: &'static str = $ros;
+            const ROS_TYPE_HASH: Option<&'static str> = Some($hash);
         }
     };
 }
@@ -206,6 +336,131 @@ pub mod builtin_interfaces {
             }
         }
     }
+}
+
+/// `service_msgs`: what service introspection reports about a call (part
+/// of every service's type description).
+pub mod service_msgs {
+    use super::builtin_interfaces::Time;
+
+    msg!(
+        /// One event of a service call: sent or received, request or
+        /// response, by which client, with which number.
+        ServiceEventInfo = "service_msgs/msg/ServiceEventInfo",
+            "RIHS01_41bcbbe07a75c9b52bc96bfd5c24d7f0fc0a08c0cb7921b3373c5732345a6f45" {
+            /// `0` request sent, `1` request received, `2` response sent,
+            /// `3` response received.
+            event_type: u8,
+            /// When it happened.
+            stamp: Time,
+            /// The calling client's id.
+            client_gid: [u8; 16],
+            /// The call's number at that client.
+            sequence_number: i64,
+        }
+    );
+}
+
+/// `std_srvs`: the services with no particular payload.
+pub mod std_srvs {
+    srv!(
+        /// Nothing in, nothing out (a trigger without an answer).
+        Empty = "std_srvs/srv/Empty",
+            "RIHS01_5888399dedec5ccc85ea6451949fd2c9f97bfdf963f9a588821639fcd31b5d19" {
+            EmptyRequest = "std_srvs/srv/Empty_Request", "RIHS01_458eaf200a3f63d9cc53d19436edebc0c140ef4c93ca75d5bd4ce19fd7759e35" {
+                /// CDR gives an empty structure one byte, as ROS 2 does.
+                structure_needs_at_least_one_member: u8,
+            }
+            EmptyResponse = "std_srvs/srv/Empty_Response", "RIHS01_0a2858b3f60df644a61d0fa44cfc923a3d3628e0ad9c8ad8534b1a2c92a413dc" {
+                /// CDR gives an empty structure one byte, as ROS 2 does.
+                structure_needs_at_least_one_member: u8,
+            }
+        }
+    );
+    srv!(
+        /// Do something; say whether it worked.
+        Trigger = "std_srvs/srv/Trigger",
+            "RIHS01_eeff2cd6fa5ad9d27cdf4dec64818317839b62f212a91e6b5304b634b2062c5f" {
+            TriggerRequest = "std_srvs/srv/Trigger_Request", "RIHS01_d010825374ce8918e72bfd826c82603e60f45419e932ea976f807b74a863a199" {
+                /// CDR gives an empty structure one byte, as ROS 2 does.
+                structure_needs_at_least_one_member: u8,
+            }
+            TriggerResponse = "std_srvs/srv/Trigger_Response", "RIHS01_2d946c21e2fc3f1e9ca6986a8191d85fcc70097a8bb7771a053564bc47009cdf" {
+                /// Whether it worked.
+                success: bool,
+                /// What happened, for a human.
+                message: std::string::String,
+            }
+        }
+    );
+    srv!(
+        /// Turn something on or off.
+        SetBool = "std_srvs/srv/SetBool",
+            "RIHS01_abe9e4bb6b41b40e6789712c00ec8871923e089af3f667a79992a428cff2da0a" {
+            SetBoolRequest = "std_srvs/srv/SetBool_Request", "RIHS01_c62fbb99d94e1b25e8ef9e109f9581956bb1b3361a45a4e5810c36a90d29932e" {
+                /// On (`true`) or off.
+                data: bool,
+            }
+            SetBoolResponse = "std_srvs/srv/SetBool_Response", "RIHS01_d0814e7f7b4880ab77e9c57426c7aa1562ab69f11eef8e2e968812f9cbd0b059" {
+                /// Whether the change was made.
+                success: bool,
+                /// What happened, for a human.
+                message: std::string::String,
+            }
+        }
+    );
+}
+
+/// `example_interfaces`: the services of ROS 2's own demos.
+pub mod example_interfaces {
+    srv!(
+        /// Add two integers (the `add_two_ints` demo).
+        AddTwoInts = "example_interfaces/srv/AddTwoInts",
+            "RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c81a" {
+            AddTwoIntsRequest = "example_interfaces/srv/AddTwoInts_Request", "RIHS01_000c5fd92d6b2e1a05949348f584d6d652adea1e92d691792011ac2273508302" {
+                /// The first.
+                a: i64,
+                /// The second.
+                b: i64,
+            }
+            AddTwoIntsResponse = "example_interfaces/srv/AddTwoInts_Response", "RIHS01_de5c030d4af33cba2749310b249737b631594703f9300495f48bffb2b44dcc2f" {
+                /// `a + b`.
+                sum: i64,
+            }
+        }
+    );
+    srv!(
+        /// Do something; say whether it worked.
+        Trigger = "example_interfaces/srv/Trigger",
+            "RIHS01_cfeeee47f8105dd7685e4c92d46d4074669cb1c477402be1dea37486542a69e0" {
+            TriggerRequest = "example_interfaces/srv/Trigger_Request", "RIHS01_2521571bb7fb4de94da045720b069b2859084c689ee27382f48414ebf4dd3a8d" {
+                /// CDR gives an empty structure one byte, as ROS 2 does.
+                structure_needs_at_least_one_member: u8,
+            }
+            TriggerResponse = "example_interfaces/srv/Trigger_Response", "RIHS01_3faa1e36b834f5705a7e9aa990c4720c082f0630bf28abedf315cc69f01dc8fc" {
+                /// Whether it worked.
+                success: bool,
+                /// What happened, for a human.
+                message: std::string::String,
+            }
+        }
+    );
+    srv!(
+        /// Turn something on or off.
+        SetBool = "example_interfaces/srv/SetBool",
+            "RIHS01_a69782e5631b12e15c8e218410de1685bbf13e382718295adad14037a24afbe8" {
+            SetBoolRequest = "example_interfaces/srv/SetBool_Request", "RIHS01_db31a9146de9f58c3196ef92ebc43abc460199adfa57ece51550f37544c4ee58" {
+                /// On (`true`) or off.
+                data: bool,
+            }
+            SetBoolResponse = "example_interfaces/srv/SetBool_Response", "RIHS01_fd35d6974b0ede7fad127f600619719eb7caf8b0ff8b02a4a5a103900479a619" {
+                /// Whether the change was made.
+                success: bool,
+                /// What happened, for a human.
+                message: std::string::String,
+            }
+        }
+    );
 }
 
 /// `std_msgs`: basic types and the standard header.

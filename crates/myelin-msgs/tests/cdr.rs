@@ -231,3 +231,27 @@ fn types_carry_their_ros_names() {
     assert_eq!(PointCloud2::TYPE_NAME, "sensor_msgs/msg/PointCloud2");
     assert_eq!(Time::TYPE_NAME, "builtin_interfaces/msg/Time");
 }
+
+/// Service requests and responses are CDR messages like any other:
+/// `AddTwoInts`'s request is two aligned int64s after the header, exactly
+/// what a ROS 2 client sends in its zenoh query.
+#[test]
+fn service_messages_are_cdr_as_ros_2_sends_them() {
+    use myelin_msgs::example_interfaces::{AddTwoIntsRequest, AddTwoIntsResponse};
+    use myelin_msgs::std_srvs::TriggerResponse;
+    let mut want = vec![0, 1, 0, 0];
+    want.extend(2i64.to_le_bytes());
+    want.extend((-3i64).to_le_bytes());
+    assert_eq!(encode(&AddTwoIntsRequest { a: 2, b: -3 }), want);
+    round_trip(AddTwoIntsResponse { sum: -1 });
+    round_trip(TriggerResponse {
+        success: true,
+        message: "done".into(),
+    });
+    round_trip(myelin_msgs::service_msgs::ServiceEventInfo {
+        event_type: 1,
+        stamp: myelin_msgs::builtin_interfaces::Time { sec: 1, nanosec: 2 },
+        client_gid: [7; 16],
+        sequence_number: 42,
+    });
+}

@@ -79,3 +79,46 @@ fn every_definition_parses_and_hashes() {
         println!("{name} = \"{hash}\"");
     }
 }
+
+/// Checks the service `S` against its `.srv`: its hash, and its request
+/// and response types as [`check`] checks messages; returns its name.
+fn check_srv<S: myelin::ServiceType>() -> &'static str
+where
+    S::Request: for<'de> serde::Deserialize<'de>,
+    S::Response: for<'de> serde::Deserialize<'de>,
+{
+    let name = S::TYPE_NAME;
+    let hash = myelin_msgs::ros_srv_hash_of(name).unwrap_or_else(|| panic!("{name}: no .srv"));
+    assert_eq!(S::ROS_TYPE_HASH, Some(hash.as_str()), "{name}");
+    assert_eq!(check::<S::Request>(), format!("{name}_Request"));
+    assert_eq!(check::<S::Response>(), format!("{name}_Response"));
+    name
+}
+
+macro_rules! check_all_srv {
+    ($($t:ty),* $(,)?) => { vec![$(check_srv::<$t>()),*] };
+}
+
+#[test]
+fn service_types_carry_the_hashes_of_their_srv() {
+    for (name, _) in myelin_msgs::srv_definitions() {
+        let spec = myelin_msgs::srv_spec(name).unwrap_or_else(|| panic!("{name} parses"));
+        println!(
+            "{name} = \"{}\"",
+            myelin_msgs::ros_srv_hash_of(name).unwrap()
+        );
+        for part in [spec.request, spec.response] {
+            let n = part.type_name();
+            println!("{n} = \"{}\"", idl::type_hash(&n, msg_spec).unwrap());
+        }
+    }
+    let checked = myelin_msgs::for_all_services!(check_all_srv);
+    let registered: Vec<&str> = myelin_msgs::srv_definitions()
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    assert_eq!(
+        checked, registered,
+        "every service has a .srv and vice versa"
+    );
+}
