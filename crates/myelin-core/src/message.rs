@@ -113,27 +113,20 @@ pub trait Message: Clone + Send + Sync + 'static {
 /// and hash, not its request's, in the key expression of its queryable, so
 /// a ROS 2 peer finds a service by this type.
 ///
-/// The message crate implements it for its services; a service of your
-/// own:
+/// The message crate implements it for its services (`myelin_msgs::
+/// example_interfaces::AddTwoInts`, ...); a service of your own:
 ///
 /// ```
-/// use myelin::{Message, ServiceType};
+/// use myelin_core::{Message, ServiceType};
 ///
-/// #[derive(Clone, serde::Serialize, serde::Deserialize, myelin::Message)]
-/// #[message(cdr, name = "my_pkg/srv/Ping_Request")]
-/// struct PingRequest { token: u32 }
-///
-/// #[derive(Clone, serde::Serialize, serde::Deserialize, myelin::Message)]
-/// #[message(cdr, name = "my_pkg/srv/Ping_Response")]
-/// struct PingResponse { token: u32 }
-///
-/// struct Ping;
-/// impl ServiceType for Ping {
-///     type Request = PingRequest;
-///     type Response = PingResponse;
-///     const TYPE_NAME: &'static str = "my_pkg/srv/Ping";
+/// /// Doubles a number.
+/// struct Double;
+/// impl ServiceType for Double {
+///     type Request = i64;
+///     type Response = i64;
+///     const TYPE_NAME: &'static str = "my_pkg/srv/Double";
 /// }
-/// assert_eq!(<Ping as ServiceType>::Request::TYPE_NAME, "my_pkg/srv/Ping_Request");
+/// assert_eq!(<Double as ServiceType>::Request::TYPE_NAME, i64::TYPE_NAME);
 /// ```
 pub trait ServiceType: 'static {
     /// What a client sends.

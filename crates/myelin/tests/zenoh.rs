@@ -8,8 +8,6 @@
 //! conformance suite (`tests/conformance/`, `zenoh::*`).
 #![cfg(feature = "zenoh")]
 
-use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -26,55 +24,10 @@ struct Reading {
     label: String,
 }
 
-/// A zenoh router on a free loopback port and a session config file
-/// pointing at it.
-struct Router {
-    _session: myelin_zenoh::zenoh::Session,
-    config: PathBuf,
-    _dir: TempDir,
+mod common {
+    pub mod router;
 }
-
-struct TempDir(PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn router(tag: &str) -> Router {
-    let port = free_port();
-    let endpoint = format!("tcp/127.0.0.1:{port}");
-    let cfg =
-        myelin_zenoh::config::router_config(None, std::slice::from_ref(&endpoint), &[]).unwrap();
-    let session = myelin_zenoh::config::open(cfg).unwrap();
-    let dir = std::env::temp_dir().join(format!("myelin_net_{tag}_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("session.json5");
-    let mut f = std::fs::File::create(&config).unwrap();
-    write!(
-        f,
-        r#"{{
-  mode: "peer",
-  connect: {{ endpoints: ["{endpoint}"] }},
-  listen: {{ endpoints: ["tcp/127.0.0.1:0"] }},
-  scouting: {{ multicast: {{ enabled: false }}, gossip: {{ enabled: true }} }},
-}}"#
-    )
-    .unwrap();
-    Router {
-        _session: session,
-        config,
-        _dir: TempDir(dir),
-    }
-}
+use common::router::{Router, router};
 
 fn ctx(r: &Router, domain: u32, shm: bool) -> Context {
     Context::builder()

@@ -400,6 +400,73 @@ impl Node {
         options: ServiceOptions,
         callback: impl FnMut(Req) -> Resp + Send + 'static,
     ) -> Result<Service<Req, Resp>, CreateServiceError> {
+        self.make_service(name, options, callback, None)
+    }
+
+    /// Create a server for the service type `S` (a `.srv`: see
+    /// [`ServiceType`](crate::ServiceType)), as rclcpp's
+    /// `create_service<AddTwoInts>`: besides what
+    /// [`create_service`](Self::create_service) does, it answers ROS 2
+    /// clients on rmw_zenoh (a zenoh queryable on the service type's key
+    /// expression, and its `SS` liveliness token) when the context is on
+    /// the network.
+    ///
+    /// ```
+    /// use myelin_core::{Context, Executor, ServiceType};
+    /// use std::time::Duration;
+    ///
+    /// struct Double;
+    /// impl ServiceType for Double {
+    ///     type Request = i64;
+    ///     type Response = i64;
+    ///     const TYPE_NAME: &'static str = "my_pkg/srv/Double";
+    /// }
+    ///
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("doubler")?;
+    /// let _srv = node.create_service_for::<Double>("double", |x| 2 * x)?;
+    /// let client = node.create_client_for::<Double>("double")?;
+    /// let mut exec = Executor::new();
+    /// exec.add_node(&node)?;
+    /// let stop = exec.stop_handle();
+    /// let spinner = std::thread::spawn(move || exec.spin());
+    /// assert_eq!(client.call(21, Duration::from_secs(5))?, 42);
+    /// stop.stop();
+    /// spinner.join().unwrap()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_service_for<S: crate::ServiceType>(
+        &self,
+        name: &str,
+        callback: impl FnMut(S::Request) -> S::Response + Send + 'static,
+    ) -> Result<Service<S::Request, S::Response>, CreateServiceError> {
+        self.create_service_for_with::<S>(name, ServiceOptions::default(), callback)
+    }
+
+    /// [`create_service_for`](Self::create_service_for) with options.
+    pub fn create_service_for_with<S: crate::ServiceType>(
+        &self,
+        name: &str,
+        options: ServiceOptions,
+        callback: impl FnMut(S::Request) -> S::Response + Send + 'static,
+    ) -> Result<Service<S::Request, S::Response>, CreateServiceError> {
+        self.make_service(
+            name,
+            options,
+            callback,
+            Some(remote_services::service_type_info::<S>()),
+        )
+    }
+
+    /// A server; `net`: the service type, to serve through the transports'
+    /// own service mechanism too.
+    fn make_service<Req: Message, Resp: Message>(
+        &self,
+        name: &str,
+        options: ServiceOptions,
+        callback: impl FnMut(Req) -> Resp + Send + 'static,
+        net: Option<TypeInfo>,
+    ) -> Result<Service<Req, Resp>, CreateServiceError> {
         let name = self.service_name(name)?;
         let group = options
             .callback_group
@@ -435,10 +502,43 @@ impl Node {
         } else {
             None
         };
+        let mut guards: Vec<Box<dyn std::any::Any + Send + Sync>> = Vec::new();
+        if let Some(r) = remote {
+            guards.push(Box::new(r));
+        }
+        if let Some(ty) = net.filter(|_| remote_services::transportable::<Req, Resp>()) {
+            let spec = self.service_spec(id, &inner.name, ty);
+            for t in self.inner.ctx.transports.iter() {
+                let handler = remote_services::request_handler(Arc::downgrade(&inner));
+                if let Some(g) = t
+                    .service_server(&spec, handler)
+                    .map_err(|e| CreateServiceError::Transport(e.to_string()))?
+                {
+                    guards.push(g);
+                }
+            }
+        }
         Ok(Service {
             inner,
-            _remote: remote.map(|r| Box::new(r) as Box<dyn std::any::Any + Send + Sync>),
+            _remote: (!guards.is_empty())
+                .then(|| Box::new(guards) as Box<dyn std::any::Any + Send + Sync>),
         })
+    }
+
+    /// What the transports see of a service of type `ty`.
+    fn service_spec<'a>(&'a self, id: u64, name: &'a str, ty: TypeInfo) -> EndpointSpec<'a> {
+        EndpointSpec {
+            id,
+            topic: name,
+            qos: &remote_services::SERVICE_QOS,
+            ty,
+            node: NodeIdent {
+                fqn: &self.inner.fqn,
+                name: &self.inner.name,
+                namespace: &self.inner.namespace,
+                nid: self.inner.nid,
+            },
+        }
     }
 
     /// Create a service client.
@@ -446,15 +546,58 @@ impl Node {
         &self,
         name: &str,
     ) -> Result<Client<Req, Resp>, CreateServiceError> {
+        self.make_client(name, None)
+    }
+
+    /// A client of the service type `S` (see
+    /// [`create_service_for`](Self::create_service_for)): besides servers
+    /// in this process and other myelin processes, it reaches ROS 2
+    /// servers on rmw_zenoh when the context is on the network (a zenoh
+    /// `get` on the service type's key expression).
+    pub fn create_client_for<S: crate::ServiceType>(
+        &self,
+        name: &str,
+    ) -> Result<Client<S::Request, S::Response>, CreateServiceError> {
+        self.make_client(name, Some(remote_services::service_type_info::<S>()))
+    }
+
+    /// A client; `net`: the service type, to call through the transports'
+    /// own service mechanism too (after myelin's, which it prefers).
+    fn make_client<Req: Message, Resp: Message>(
+        &self,
+        name: &str,
+        net: Option<TypeInfo>,
+    ) -> Result<Client<Req, Resp>, CreateServiceError> {
         let name = self.service_name(name)?;
         crate::service::check_type::<Req, Resp>(&self.inner.ctx.graph, &name)?;
-        let mut c = ClientInner::new(self.inner.ctx.new_id(), name, self.inner.clone());
+        let id = self.inner.ctx.new_id();
+        let mut c = ClientInner::new(id, name, self.inner.clone());
+        let mut ways: Vec<Box<dyn crate::service::RemoteCalls<Req, Resp>>> = Vec::new();
         if self.inner.ctx.crosses_processes() && remote_services::transportable::<Req, Resp>() {
-            c.remote = Some(Box::new(
+            ways.push(Box::new(
                 remote_services::ClientRemote::new(self, &c.name)
                     .map_err(|e| CreateServiceError::Transport(e.to_string()))?,
             ));
+            if let Some(ty) = net {
+                let spec = self.service_spec(id, &c.name, ty);
+                for t in self.inner.ctx.transports.iter() {
+                    if let Some(raw) = t
+                        .service_client(&spec)
+                        .map_err(|e| CreateServiceError::Transport(e.to_string()))?
+                    {
+                        ways.push(Box::new(remote_services::NetCalls {
+                            raw,
+                            _types: std::marker::PhantomData,
+                        }));
+                    }
+                }
+            }
         }
+        c.remote = match ways.len() {
+            0 => None,
+            1 => ways.pop(),
+            _ => Some(Box::new(remote_services::FirstReady(ways))),
+        };
         let inner = Arc::new(c);
         crate::service::add_client(&self.inner.ctx.graph, inner.clone())?;
         Ok(Client { inner })

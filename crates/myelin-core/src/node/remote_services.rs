@@ -335,3 +335,137 @@ impl<Req: Message, Resp: Message> RemoteCalls<Req, Resp> for ClientRemote<Req, R
             .unwrap_or_else(|| Err(CallError::ServiceUnavailable(service.to_string())))
     }
 }
+
+// ------------------------------------------- services over a transport's own
+// mechanism (zenoh queryables, as rmw_zenoh)
+
+/// The type a service of type `S` shows transports: its own name and ROS
+/// hash (the key expression of rmw_zenoh's queryable), and a myelin hash
+/// of its request and response types for services without a ROS hash.
+pub(crate) fn service_type_info<S: crate::ServiceType>() -> crate::transport::TypeInfo {
+    crate::transport::TypeInfo {
+        name: S::TYPE_NAME,
+        hash: mix(
+            S::Request::TYPE_HASH,
+            S::Response::TYPE_HASH.0.rotate_left(29),
+        ),
+        ros_hash: S::ROS_TYPE_HASH,
+        wire: wire_of(S::Request::WIRE),
+        any: false,
+    }
+}
+
+/// The QoS rmw_zenoh announces for services (ROS 2's services default:
+/// reliable, volatile, keep last 10).
+pub(crate) const SERVICE_QOS: QoS = QoS::keep_last(10);
+
+/// Answers a request that came through a transport's own service
+/// mechanism.
+struct NetResponder<Resp> {
+    raw: Box<dyn crate::transport::RawReply>,
+    _resp: std::marker::PhantomData<fn() -> Resp>,
+}
+
+impl<Resp: Message> Responder<Resp> for NetResponder<Resp> {
+    fn respond(self: Box<Self>, answer: Result<Resp, CallError>) {
+        let answer = match answer {
+            Ok(r) => crate::transport::encode_to_vec(&r).map_err(|e| e.to_string()),
+            Err(CallError::ServerPanicked { message, .. }) => Err(message),
+            Err(e) => Err(e.to_string()),
+        };
+        self.raw.reply(answer);
+    }
+}
+
+/// What a transport calls with each request: decode it and queue it on
+/// the service like any other request (callback groups, inline services
+/// and panics behave as for a local call).
+pub(crate) fn request_handler<Req: Message, Resp: Message>(
+    server: Weak<crate::service::ServiceInner<Req, Resp>>,
+) -> crate::transport::RequestHandler {
+    Arc::new(move |bytes, raw| {
+        let Some(s) = server.upgrade() else {
+            raw.reply(Err("the service is gone".into()));
+            return;
+        };
+        match Req::wire_decode(bytes) {
+            Ok(req) => s.submit_remote(
+                req,
+                Box::new(NetResponder {
+                    raw,
+                    _resp: std::marker::PhantomData,
+                }),
+            ),
+            Err(e) => {
+                tracing::warn!("service {:?}: a request that does not decode: {e}", s.name);
+                raw.reply(Err(format!("the request does not decode: {e}")));
+            }
+        }
+    })
+}
+
+/// Calls through a transport's own service mechanism.
+pub(crate) struct NetCalls<Req, Resp> {
+    pub(crate) raw: Arc<dyn crate::transport::RawCalls>,
+    pub(crate) _types: std::marker::PhantomData<fn(Req) -> Resp>,
+}
+
+impl<Req: Message, Resp: Message> RemoteCalls<Req, Resp> for NetCalls<Req, Resp> {
+    fn ready(&self) -> bool {
+        self.raw.ready()
+    }
+
+    fn call(
+        &self,
+        service: &str,
+        req: Req,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Resp, CallError> {
+        use crate::transport::RawCallError;
+        let bytes = crate::transport::encode_to_vec(&req).map_err(|e| {
+            tracing::warn!("request to {service:?}: {e}");
+            CallError::ServiceUnavailable(service.to_string())
+        })?;
+        match self.raw.call(bytes, deadline) {
+            Ok(answer) => Resp::wire_decode(answer).map_err(|e| {
+                tracing::warn!("reply from {service:?}: {e}");
+                CallError::ServiceUnavailable(service.to_string())
+            }),
+            Err(RawCallError::Timeout) => Err(CallError::Timeout {
+                service: service.to_string(),
+                timeout,
+            }),
+            Err(RawCallError::Unavailable) => {
+                Err(CallError::ServiceUnavailable(service.to_string()))
+            }
+            Err(RawCallError::Failed(message)) => Err(CallError::ServerPanicked {
+                service: service.to_string(),
+                message,
+            }),
+        }
+    }
+}
+
+/// Several ways to reach remote servers, in order of preference: a call
+/// takes the first that has a server now.
+pub(crate) struct FirstReady<Req, Resp>(pub(crate) Vec<Box<dyn RemoteCalls<Req, Resp>>>);
+
+impl<Req: Message, Resp: Message> RemoteCalls<Req, Resp> for FirstReady<Req, Resp> {
+    fn ready(&self) -> bool {
+        self.0.iter().any(|r| r.ready())
+    }
+
+    fn call(
+        &self,
+        service: &str,
+        req: Req,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Resp, CallError> {
+        match self.0.iter().find(|r| r.ready()) {
+            Some(r) => r.call(service, req, deadline, timeout),
+            None => Err(CallError::ServiceUnavailable(service.to_string())),
+        }
+    }
+}

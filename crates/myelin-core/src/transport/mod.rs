@@ -265,6 +265,62 @@ pub(crate) trait Transport: Send + Sync {
     fn session_id(&self) -> Option<String> {
         None
     }
+
+    /// Serve a service (`spec.topic` is the service name, `spec.ty` the
+    /// service type) to callers this transport reaches: `handler` gets
+    /// each request's encoded bytes and a [`RawReply`] for the answer. The
+    /// guard withdraws the service when dropped; `None` when this
+    /// transport carries no services of its own.
+    fn service_server(
+        &self,
+        _spec: &EndpointSpec<'_>,
+        _handler: RequestHandler,
+    ) -> Result<Option<Box<dyn Any + Send + Sync>>, TransportError> {
+        Ok(None)
+    }
+
+    /// Call servers this transport reaches (see
+    /// [`service_server`](Self::service_server)).
+    fn service_client(
+        &self,
+        _spec: &EndpointSpec<'_>,
+    ) -> Result<Option<Arc<dyn RawCalls>>, TransportError> {
+        Ok(None)
+    }
+}
+
+/// What a transport calls with each request for a served service.
+pub(crate) type RequestHandler = Arc<dyn Fn(SharedBytes, Box<dyn RawReply>) + Send + Sync>;
+
+/// The way back to the caller of one request (called at most once;
+/// dropped unanswered, the caller learns the service is gone).
+pub(crate) trait RawReply: Send {
+    /// The encoded response, or why there is none.
+    fn reply(self: Box<Self>, answer: Result<Vec<u8>, String>);
+}
+
+/// A service's servers as one transport reaches them.
+pub(crate) trait RawCalls: Send + Sync {
+    /// Whether a server is there now.
+    fn ready(&self) -> bool;
+    /// Send the encoded request to one server; its encoded answer, or why
+    /// there is none by `deadline`.
+    fn call(
+        &self,
+        request: Vec<u8>,
+        deadline: std::time::Instant,
+    ) -> Result<SharedBytes, RawCallError>;
+}
+
+/// Why a [`RawCalls::call`] has no answer.
+#[derive(Debug)]
+pub(crate) enum RawCallError {
+    /// No answer by the deadline.
+    Timeout,
+    /// No server took the request (gone, or none).
+    Unavailable,
+    /// The server answered with an error.
+    Failed(String),
 }
 
 /// Whether a publisher's link has a subscription to reach: set by the link

@@ -24,6 +24,7 @@
 
 mod publish;
 mod receive;
+mod service;
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
@@ -40,8 +41,8 @@ use myelin_zenoh::zenoh::sample::{Sample, SampleKind};
 use myelin_zenoh::zenoh::{Session, Wait};
 
 use super::{
-    DiscoveredEndpoint, EndpointEvents, EndpointSpec, NodeIdent, PubLink, SubLink, Transport,
-    TransportConfig, TransportError, TypeInfo,
+    DiscoveredEndpoint, EndpointEvents, EndpointSpec, NodeIdent, PubLink, RawCalls, RequestHandler,
+    SubLink, Transport, TransportConfig, TransportError, TypeInfo,
 };
 use crate::error::ContextError;
 use crate::qos::{Durability, History, LivelinessKind, QoS, Reliability};
@@ -527,6 +528,21 @@ impl Transport for ZenohTransport {
 
     fn session_id(&self) -> Option<String> {
         Some(self.zid.clone())
+    }
+
+    fn service_server(
+        &self,
+        spec: &EndpointSpec<'_>,
+        handler: RequestHandler,
+    ) -> Result<Option<Box<dyn Any + Send + Sync>>, TransportError> {
+        service::serve(&self.me(), spec, handler).map(Some)
+    }
+
+    fn service_client(
+        &self,
+        spec: &EndpointSpec<'_>,
+    ) -> Result<Option<Arc<dyn RawCalls>>, TransportError> {
+        service::client(&self.me(), spec).map(Some)
     }
 }
 

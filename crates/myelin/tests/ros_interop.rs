@@ -1,0 +1,198 @@
+//! myelin next to ROS 2 nodes on rmw_zenoh, checked against an independent
+//! peer: `interop/rmw_zenoh_peer.py`, written in Python (eclipse-zenoh)
+//! from rmw_zenoh's design document, sharing no code with myelin. Both
+//! sides reach a zenoh router on a free loopback port.
+//!
+//! The peer needs a Python with the `zenoh` module: `MYELIN_INTEROP_PYTHON`
+//! names it (`.ci/run` creates a virtualenv with `eclipse-zenoh` and sets
+//! it). Without one the tests print why and pass, except under CI
+//! (`CI=true`), where a missing peer is a failure.
+#![cfg(feature = "zenoh")]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use myelin::prelude::*;
+use myelin_msgs::example_interfaces::{AddTwoInts, AddTwoIntsRequest, AddTwoIntsResponse};
+
+mod common {
+    pub mod router;
+}
+use common::router::{Router, router};
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// The Python that runs the peer, or `None` (with the reason printed) when
+/// there is none outside CI.
+fn python() -> Option<PathBuf> {
+    let candidate = std::env::var_os("MYELIN_INTEROP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "python3".into());
+    let ok = Command::new(&candidate)
+        .args(["-c", "import zenoh"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        return Some(candidate);
+    }
+    let why = format!(
+        "{} cannot import zenoh; set MYELIN_INTEROP_PYTHON to a Python with eclipse-zenoh \
+         (see .ci/run)",
+        candidate.display()
+    );
+    assert!(std::env::var("CI").is_err(), "{why}");
+    eprintln!("skipped: {why}");
+    None
+}
+
+fn peer_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/rmw_zenoh_peer.py")
+}
+
+/// The peer, its stdout as lines.
+struct Peer {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Peer {
+    fn start(python: &PathBuf, r: &Router, args: &[&str]) -> Peer {
+        let mut child = Command::new(python)
+            .arg(peer_script())
+            .args(args)
+            .args(["--connect", &r.endpoint])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the Python peer");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                eprintln!("peer: {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Peer { child, lines }
+    }
+
+    /// The next line that starts with `prefix`.
+    fn expect(&self, prefix: &str) -> String {
+        loop {
+            match self.lines.recv_timeout(LONG) {
+                Ok(l) if l.starts_with(prefix) => return l,
+                Ok(_) => {}
+                Err(_) => panic!("the peer never printed {prefix:?}"),
+            }
+        }
+    }
+
+    /// Wait for the peer to exit; its exit status.
+    fn wait(mut self) -> std::process::ExitStatus {
+        drop(self.child.stdin.take());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ctx(r: &Router, domain: u32) -> Context {
+    Context::builder()
+        .domain_id(domain)
+        .handle_signals(false)
+        .shared_memory(false)
+        .zenoh_config(&r.config)
+        .build()
+        .unwrap()
+}
+
+/// A ROS 2 client on rmw_zenoh (the peer) finds a myelin server by its
+/// liveliness token and calls it: the request arrives as the service's
+/// CDR over a zenoh query, the reply carries the caller's sequence number
+/// and gid back (the peer drops replies that do not).
+#[test]
+fn a_ros_2_client_calls_a_myelin_server() {
+    let Some(py) = python() else { return };
+    let r = router("interop_srv");
+    let c = ctx(&r, 31);
+    let node = c.create_node("add_two_ints_server").unwrap();
+    let _srv = node
+        .create_service_for::<AddTwoInts>("add_two_ints", |req| AddTwoIntsResponse {
+            sum: req.a + req.b,
+        })
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    let stop = exec.stop_handle();
+    let spin = std::thread::spawn(move || exec.spin());
+    let peer = Peer::start(
+        &py,
+        &r,
+        &[
+            "client", "--domain", "31", "--a", "40", "--b", "2", "--calls", "3",
+        ],
+    );
+    let server = peer.expect("server ");
+    // rmw_zenoh's token grammar, as the peer parsed it.
+    assert!(
+        server.starts_with("server add_two_ints_server @ros2_lv/31/"),
+        "{server}"
+    );
+    assert!(
+        server.contains(
+            "/SS/%/%/add_two_ints_server/%add_two_ints/example_interfaces::srv::dds_::AddTwoInts_/\
+             RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c81a/"
+        ),
+        "{server}"
+    );
+    for (n, sum) in [(1, 42), (2, 43), (3, 44)] {
+        assert_eq!(peer.expect("sum "), format!("sum {sum} seq={n}"));
+    }
+    assert!(peer.wait().success());
+    stop.stop();
+    spin.join().unwrap().unwrap();
+}
+
+/// A myelin client reaches a ROS 2 server on rmw_zenoh (the peer): it
+/// waits for the server's token, sends each request with an attachment
+/// whose sequence number counts up from 1 under one gid, and takes the
+/// answer.
+#[test]
+fn a_myelin_client_calls_a_ros_2_server() {
+    let Some(py) = python() else { return };
+    let r = router("interop_cli");
+    let peer = Peer::start(&py, &r, &["server", "--domain", "32"]);
+    peer.expect("ready");
+    let c = ctx(&r, 32);
+    let node = c.create_node("add_two_ints_client").unwrap();
+    let client = node
+        .create_client_for::<AddTwoInts>("add_two_ints")
+        .unwrap();
+    assert!(
+        client.wait_for_service(LONG),
+        "the ROS 2 server was never seen"
+    );
+    let mut gids = Vec::new();
+    for (n, b) in [(1, 3), (2, 4)] {
+        let answer = client.call(AddTwoIntsRequest { a: 2, b }, LONG).unwrap();
+        assert_eq!(answer.sum, 2 + b);
+        let line = peer.expect("request ");
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert_eq!(fields[1], format!("seq={n}"), "{line}");
+        assert_eq!(fields[3..], ["a=2".to_string(), format!("b={b}")], "{line}");
+        let gid = fields[2].strip_prefix("gid=").unwrap().to_string();
+        assert_eq!(gid.len(), 32, "{line}");
+        gids.push(gid);
+    }
+    assert_eq!(gids[0], gids[1], "one client, one gid");
+}

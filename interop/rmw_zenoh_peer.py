@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""An independent ROS 2 peer in rmw_zenoh's wire format, for interop tests.
+
+Written from rmw_zenoh's design document (docs/design.md in ros2/rmw_zenoh)
+and its source, not from myelin's code: it shares no code with myelin, so
+a test where myelin and this peer talk checks myelin against the
+specification, the way a ROS 2 node on rmw_zenoh would see it.
+
+What it does (all on one zenoh session, client mode, to a given router,
+multicast scouting off so nothing leaves the machine):
+
+  server  serve example_interfaces/srv/AddTwoInts: a complete queryable on
+          the service key and an SS liveliness token; each reply echoes
+          the request's sequence number and the client's gid. Prints
+          "ready", then one "request seq=N gid=HEX a=A b=B" line per call.
+  client  wait for an SS token of the service (as wait_for_service does),
+          print "server NODE TOKEN", then call it with the given numbers
+          (a get on the service key, target ALL_COMPLETE, no
+          consolidation, with an SC token declared first). Prints
+          "sum S seq=N" per call; exits 1 on no reply.
+
+Keys and tokens (rmw_zenoh, zenoh 1.x):
+  service key  <domain>/<name without outer '/'>/<pkg>::srv::dds_::<Srv>_/<RIHS01 hash of the srv>
+  token        @ros2_lv/<domain>/<zid>/<nid>/<eid>/<SS|SC>/<enclave>/<namespace>/<node>/<name>/<type>/<hash>/<qos>
+               ('/' inside a name becomes '%', an empty part is '%')
+  attachment   int64 LE sequence number, int64 LE source timestamp (ns),
+               varint 16, 16-byte gid (zenoh-ext serialization)
+  payload      CDR: 00 01 00 00 (little endian), then the fields
+"""
+
+import argparse
+import hashlib
+import os
+import struct
+import sys
+import threading
+import time
+
+import zenoh
+
+SRV_TYPE = "example_interfaces::srv::dds_::AddTwoInts_"
+# REP 2011 hash of example_interfaces/srv/AddTwoInts, as rmw_zenoh's design
+# document shows it in its example key expression.
+SRV_HASH = "RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c81a"
+# ROS 2's services default QoS (reliable, volatile, keep last 10) in the
+# token's form, defaults left empty.
+SERVICE_QOS = "::,10:,:,:,,"
+CDR_LE = b"\x00\x01\x00\x00"
+
+
+def mangle(name):
+    """A name inside a token: '/' becomes '%', empty becomes '%'."""
+    return name.replace("/", "%") if name else "%"
+
+
+def service_key(domain, service):
+    return f"{domain}/{service.strip('/')}/{SRV_TYPE}/{SRV_HASH}"
+
+
+def token(domain, zid, eid, kind, node, service):
+    return "/".join([
+        "@ros2_lv", str(domain), zid, "0", str(eid), kind,
+        "%", "%", node, mangle(service), SRV_TYPE, SRV_HASH, SERVICE_QOS,
+    ])
+
+
+def parse_token(key):
+    """The fields of an rmw_zenoh entity token (None if it is not one)."""
+    parts = key.split("/")
+    if len(parts) != 13 or parts[0] != "@ros2_lv":
+        return None
+    names = ["prefix", "domain", "zid", "nid", "eid", "kind", "enclave",
+             "namespace", "node", "name", "type", "hash", "qos"]
+    t = dict(zip(names, parts))
+    t["name"] = t["name"].replace("%", "/")
+    return t
+
+
+def attachment(seq, gid):
+    assert len(gid) == 16
+    return struct.pack("<qqB", seq, time.time_ns(), 16) + gid
+
+
+def read_attachment(b):
+    if b is None or len(b) != 33 or b[16] != 16:
+        raise ValueError(f"not an rmw_zenoh attachment: {b!r}")
+    seq, stamp = struct.unpack_from("<qq", b, 0)
+    return seq, stamp, bytes(b[17:33])
+
+
+def open_session(connect):
+    conf = zenoh.Config()
+    conf.insert_json5("mode", '"client"')
+    conf.insert_json5("connect/endpoints", f'["{connect}"]')
+    conf.insert_json5("scouting/multicast/enabled", "false")
+    return zenoh.open(conf)
+
+
+def serve(args):
+    session = open_session(args.connect)
+    zid = str(session.zid())
+    key = service_key(args.domain, args.service)
+    lock = threading.Lock()
+
+    def on_query(query):
+        payload = query.payload.to_bytes() if query.payload is not None else b""
+        att = query.attachment.to_bytes() if query.attachment is not None else None
+        try:
+            seq, _, gid = read_attachment(att)
+            if payload[:4] != CDR_LE or len(payload) != 20:
+                raise ValueError(f"bad request payload {payload.hex()}")
+            a, b = struct.unpack_from("<qq", payload, 4)
+        except ValueError as e:
+            with lock:
+                print(f"error {e}", flush=True)
+            query.reply_err(str(e).encode())
+            return
+        with lock:
+            print(f"request seq={seq} gid={gid.hex()} a={a} b={b}", flush=True)
+        query.reply(query.key_expr, CDR_LE + struct.pack("<q", a + b),
+                    attachment=attachment(seq, gid))
+
+    _q = session.declare_queryable(key, on_query, complete=True)
+    _t = session.liveliness().declare_token(
+        token(args.domain, zid, 10, "SS", args.node, args.service))
+    print("ready", flush=True)
+    # Serve until stdin closes (the test ends) or the time is up.
+    deadline = time.time() + args.lifetime
+    while time.time() < deadline:
+        if sys.stdin.readline() == "":
+            break
+    session.close()
+
+
+def wait_for_server(session, domain, service, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for reply in session.liveliness().get(f"@ros2_lv/{domain}/**", timeout=1.0):
+            if reply.ok is None:
+                continue
+            t = parse_token(str(reply.ok.key_expr))
+            if (t and t["kind"] == "SS" and t["name"] == service
+                    and t["type"] == SRV_TYPE and t["hash"] == SRV_HASH):
+                return t, str(reply.ok.key_expr)
+        time.sleep(0.1)
+    return None, None
+
+
+def call(args):
+    session = open_session(args.connect)
+    zid = str(session.zid())
+    gid = hashlib.sha256(f"{zid}/client".encode()).digest()[:16]
+    _t = session.liveliness().declare_token(
+        token(args.domain, zid, 11, "SC", args.node, args.service))
+    server, key_of_token = wait_for_server(session, args.domain, args.service, args.timeout)
+    if server is None:
+        print("no server", flush=True)
+        sys.exit(1)
+    print(f"server {server['node']} {key_of_token}", flush=True)
+    key = service_key(args.domain, args.service)
+    for seq in range(1, args.calls + 1):
+        request = CDR_LE + struct.pack("<qq", args.a, args.b + seq - 1)
+        got = None
+        for reply in session.get(key, payload=request, attachment=attachment(seq, gid),
+                                 target=zenoh.QueryTarget.ALL_COMPLETE,
+                                 consolidation=zenoh.ConsolidationMode.NONE,
+                                 timeout=args.timeout):
+            if reply.ok is None:
+                print(f"error reply {reply.err.payload.to_bytes()!r}", flush=True)
+                continue
+            body = reply.ok.payload.to_bytes()
+            att = reply.ok.attachment.to_bytes() if reply.ok.attachment is not None else None
+            rseq, _, rgid = read_attachment(att)
+            if rgid != gid:
+                print(f"reply for another client {rgid.hex()}", flush=True)
+                continue
+            if body[:4] != CDR_LE or len(body) != 12:
+                print(f"bad reply payload {body.hex()}", flush=True)
+                continue
+            got = (struct.unpack_from("<q", body, 4)[0], rseq)
+        if got is None:
+            print("no reply", flush=True)
+            sys.exit(1)
+        print(f"sum {got[0]} seq={got[1]}", flush=True)
+    session.close()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("role", choices=["server", "client"])
+    p.add_argument("--connect", required=True, help="router endpoint, e.g. tcp/127.0.0.1:7447")
+    p.add_argument("--domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0")))
+    p.add_argument("--service", default="/add_two_ints")
+    p.add_argument("--node", default="py_peer")
+    p.add_argument("--a", type=int, default=2)
+    p.add_argument("--b", type=int, default=3)
+    p.add_argument("--calls", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=30.0)
+    p.add_argument("--lifetime", type=float, default=120.0)
+    args = p.parse_args()
+    serve(args) if args.role == "server" else call(args)
+
+
+if __name__ == "__main__":
+    main()
