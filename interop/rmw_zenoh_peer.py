@@ -13,11 +13,13 @@ multicast scouting off so nothing leaves the machine):
           the service key and an SS liveliness token; each reply echoes
           the request's sequence number and the client's gid. Prints
           "ready", then one "request seq=N gid=HEX a=A b=B" line per call.
+          --hang: take requests and never answer.
   client  wait for an SS token of the service (as wait_for_service does),
           print "server NODE TOKEN", then call it with the given numbers
           (a get on the service key, target ALL_COMPLETE, no
           consolidation, with an SC token declared first). Prints
-          "sum S seq=N" per call; exits 1 on no reply.
+          "sum S seq=N" per call; exits 1 on no reply. --garbage: the
+          first request is three bytes of garbage (expects an error reply).
 
 Keys and tokens (rmw_zenoh, zenoh 1.x):
   service key  <domain>/<name without outer '/'>/<pkg>::srv::dds_::<Srv>_/<RIHS01 hash of the srv>
@@ -101,6 +103,7 @@ def serve(args):
     zid = str(session.zid())
     key = service_key(args.domain, args.service)
     lock = threading.Lock()
+    held = []
 
     def on_query(query):
         payload = query.payload.to_bytes() if query.payload is not None else b""
@@ -117,6 +120,11 @@ def serve(args):
             return
         with lock:
             print(f"request seq={seq} gid={gid.hex()} a={a} b={b}", flush=True)
+        if args.hang:
+            # Keep the query open and never answer (a server that hangs
+            # or is about to be killed).
+            held.append(query)
+            return
         query.reply(query.key_expr, CDR_LE + struct.pack("<q", a + b),
                     attachment=attachment(seq, gid))
 
@@ -160,6 +168,10 @@ def call(args):
     key = service_key(args.domain, args.service)
     for seq in range(1, args.calls + 1):
         request = CDR_LE + struct.pack("<qq", args.a, args.b + seq - 1)
+        if args.garbage and seq == 1:
+            # Not a CDR AddTwoInts request: the server must say so, not
+            # crash or hang.
+            request = b"\xff" * 3
         got = None
         for reply in session.get(key, payload=request, attachment=attachment(seq, gid),
                                  target=zenoh.QueryTarget.ALL_COMPLETE,
@@ -178,6 +190,8 @@ def call(args):
                 print(f"bad reply payload {body.hex()}", flush=True)
                 continue
             got = (struct.unpack_from("<q", body, 4)[0], rseq)
+        if got is None and args.garbage and seq == 1:
+            continue
         if got is None:
             print("no reply", flush=True)
             sys.exit(1)
@@ -197,6 +211,9 @@ def main():
     p.add_argument("--calls", type=int, default=1)
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--lifetime", type=float, default=120.0)
+    p.add_argument("--hang", action="store_true", help="server: never answer")
+    p.add_argument("--garbage", action="store_true",
+                   help="client: make the first request malformed")
     args = p.parse_args()
     serve(args) if args.role == "server" else call(args)
 

@@ -196,3 +196,63 @@ fn a_myelin_client_calls_a_ros_2_server() {
     }
     assert_eq!(gids[0], gids[1], "one client, one gid");
 }
+
+/// A ROS 2 server that takes a request and dies before answering: the
+/// myelin caller learns the service is gone (zenoh closes the query when
+/// the server's session goes), long before its own timeout, and does not
+/// hang.
+#[test]
+fn a_ros_2_server_dying_mid_call_fails_the_call_not_hangs_it() {
+    let Some(py) = python() else { return };
+    let r = router("interop_die");
+    let mut peer = Peer::start(&py, &r, &["server", "--domain", "33", "--hang"]);
+    peer.expect("ready");
+    let c = ctx(&r, 33);
+    let node = c.create_node("caller").unwrap();
+    let client = node
+        .create_client_for::<AddTwoInts>("add_two_ints")
+        .unwrap();
+    assert!(client.wait_for_service(LONG));
+    let call = std::thread::spawn(move || {
+        // Far longer than the test takes: only the server's death ends it.
+        client.call(AddTwoIntsRequest { a: 1, b: 1 }, Duration::from_secs(600))
+    });
+    peer.expect("request ");
+    peer.child.kill().unwrap();
+    let err = call.join().unwrap().unwrap_err();
+    assert!(
+        matches!(err, myelin::CallError::ServiceUnavailable(_)),
+        "{err}"
+    );
+}
+
+/// A ROS 2 client that sends bytes that are not an AddTwoInts request gets
+/// an error reply (and the caller's next, valid call is answered): the
+/// myelin server neither crashes nor stops serving.
+#[test]
+fn a_malformed_request_gets_an_error_reply_and_the_server_goes_on() {
+    let Some(py) = python() else { return };
+    let r = router("interop_bad");
+    let c = ctx(&r, 34);
+    let node = c.create_node("add_two_ints_server").unwrap();
+    let _srv = node
+        .create_service_for::<AddTwoInts>("add_two_ints", |req| AddTwoIntsResponse {
+            sum: req.a + req.b,
+        })
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    let stop = exec.stop_handle();
+    let spin = std::thread::spawn(move || exec.spin());
+    let peer = Peer::start(
+        &py,
+        &r,
+        &["client", "--domain", "34", "--garbage", "--calls", "2"],
+    );
+    let err = peer.expect("error reply ");
+    assert!(err.contains("does not decode"), "{err}");
+    assert_eq!(peer.expect("sum "), "sum 6 seq=2");
+    assert!(peer.wait().success());
+    stop.stop();
+    spin.join().unwrap().unwrap();
+}
