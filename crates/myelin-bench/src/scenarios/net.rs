@@ -22,6 +22,15 @@
 //! * `zenoh-thread`: zenoh's callback hands the sample to the stage's own
 //!   thread through a channel, which republishes (the same threading as
 //!   myelin's).
+//!
+//! Service modes (ping-pong only, shape `service`): the stage serves an
+//! echo service and the measuring end calls it, once per round trip.
+//!
+//! * `myelin-service`: a myelin server and client of a service type (the
+//!   path one myelin process takes to another's service over zenoh);
+//! * `zenoh-queryable`: a raw zenoh queryable that replies with the
+//!   query's payload, called with `get` (target all complete, no
+//!   consolidation: what rmw_zenoh's services do; the baseline).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -106,10 +115,11 @@ pub fn plan(p: NetParams, systems: &[&System]) -> Result<Vec<Job>, BenchError> {
         for s in systems {
             let Some(ring) = s.runs.net else { continue };
             for &mode in ring.modes {
-                let shape = if stages == 1 {
-                    "pingpong"
-                } else {
-                    "relay 3 hops"
+                let shape = match (is_service(mode), stages) {
+                    (true, 1) => "service",
+                    (true, _) => continue,
+                    (false, 1) => "pingpong",
+                    (false, _) => "relay 3 hops",
                 };
                 let system = s.name;
                 jobs.push(Job::new(
@@ -120,6 +130,11 @@ pub fn plan(p: NetParams, systems: &[&System]) -> Result<Vec<Job>, BenchError> {
         }
     }
     Ok(jobs)
+}
+
+/// Whether a ring mode is a service (a call and its reply per round trip).
+pub(crate) fn is_service(mode: &str) -> bool {
+    mode.ends_with("-service") || mode.ends_with("-queryable")
 }
 
 /// A zenoh router on a free loopback port, and a peer configuration file
@@ -299,6 +314,8 @@ pub(crate) fn run(
     drop(helpers);
     let shape = if one_way {
         "shm off, one way".to_string()
+    } else if is_service(mode) {
+        "service round trip".to_string()
     } else if stages == 1 {
         "pingpong".to_string()
     } else {

@@ -2,11 +2,16 @@
 //! message crosses zenoh through the run's router. Each stage is a polling
 //! subscription whose thread wakes and republishes (zenoh's thread hands
 //! the message over, as to any executor); the measuring end publishes and
-//! waits for the reply the same way.
+//! waits for the reply the same way. In `myelin-service` mode the stage is
+//! an echo service (a service type, run by an executor thread) and the
+//! measuring end, a myelin client, calls it (myelin to myelin: the
+//! request/reply topics). In `myelin-queryable` mode the same server is
+//! called as a ROS 2 client on rmw_zenoh calls it: a raw zenoh `get` on
+//! the service's key expression (its queryable).
 
 use std::path::Path;
 
-use myelin::{Blob, Context, Publisher, QoS, Subscription};
+use myelin::{Blob, Client, Context, Executor, Publisher, QoS, ServiceType, Subscription};
 
 use crate::harness::{BenchError, Job, size_label};
 use crate::scenarios::net::{
@@ -15,7 +20,7 @@ use crate::scenarios::net::{
 
 /// myelin's part in the ring: one way of forwarding.
 pub(super) const RING: NetRing = NetRing {
-    modes: &["myelin"],
+    modes: &["myelin", "myelin-service", "myelin-queryable"],
     stage,
     open,
 };
@@ -75,7 +80,55 @@ fn hop(
     Ok((sub, out))
 }
 
+/// The echo service of `myelin-service` mode: the reply is the request.
+struct Echo;
+impl ServiceType for Echo {
+    type Request = Blob;
+    type Response = Blob;
+    const TYPE_NAME: &'static str = "myelin_bench/srv/Echo";
+    // A fixed hash, so the raw caller of `myelin-queryable` knows the key.
+    const ROS_TYPE_HASH: Option<&'static str> =
+        Some("RIHS01_0000000000000000000000000000000000000000000000000000000000000001");
+}
+
+const ECHO: &str = "/bench_net/echo";
+
+/// Serve `total` echo calls, then return.
+fn service_stage(ring: &Ring, total: u64) -> Result<(), BenchError> {
+    let ctx = context(&ring.config, ring.domain)?;
+    let node = ctx.create_node("echo").map_err(err)?;
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let mut left = total;
+    let _srv = node
+        .create_service_for::<Echo>(ECHO, move |req| {
+            if req.is_empty() {
+                // The measuring end's probe.
+                return req;
+            }
+            left = left.saturating_sub(1);
+            if left == 0 {
+                let _ = tx.send(());
+            }
+            req
+        })
+        .map_err(err)?;
+    let mut exec = Executor::new();
+    exec.add_node(&node).map_err(err)?;
+    let stop = exec.stop_handle();
+    let spin = std::thread::spawn(move || exec.spin());
+    println!("ready");
+    let served = rx.recv_timeout(WAIT * 10).map_err(err);
+    // Let the last reply leave before the context closes.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    stop.stop();
+    let _ = spin.join();
+    served
+}
+
 fn stage(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
+    if ring.mode != "myelin" {
+        return service_stage(ring, total);
+    }
     let ctx = context(&ring.config, ring.domain)?;
     let (sub, out) = hop(&ctx, &format!("stage{i}"), i, i + 1)?;
     println!("ready");
@@ -97,7 +150,99 @@ struct End {
     _ctx: Context,
 }
 
+/// The measuring end of `myelin-service` mode: each send is a call, whose
+/// reply the next recv returns.
+struct Caller {
+    client: Client<Blob, Blob>,
+    reply: Option<Blob>,
+    _ctx: Context,
+}
+
+impl RingEnd for Caller {
+    fn send(&mut self, payload: &[u8]) -> Result<(), BenchError> {
+        self.reply = Some(self.client.call(Blob::from(payload), WAIT).map_err(err)?);
+        Ok(())
+    }
+
+    fn recv(&mut self) -> Result<[u8; 8], BenchError> {
+        seq_of(&self.reply.take().ok_or_else(|| err("no call made"))?)
+    }
+}
+
+/// The measuring end of `myelin-queryable`: a raw zenoh `get` per call, as
+/// a ROS 2 client on rmw_zenoh sends it (without the attachment: the
+/// server answers either way).
+struct RawCaller {
+    session: myelin_zenoh::zenoh::Session,
+    key: String,
+    reply: Option<Vec<u8>>,
+}
+
+impl RawCaller {
+    fn get(&self, payload: Vec<u8>) -> Result<Vec<u8>, BenchError> {
+        use myelin_zenoh::zenoh::Wait;
+        use myelin_zenoh::zenoh::query::{ConsolidationMode, QueryTarget};
+        let replies = self
+            .session
+            .get(&self.key)
+            .payload(payload)
+            .target(QueryTarget::AllComplete)
+            .consolidation(ConsolidationMode::None)
+            .timeout(WAIT)
+            .wait()
+            .map_err(err)?;
+        let reply = replies.recv().map_err(err)?;
+        let sample = reply.result().map_err(|e| err(format!("{e:?}")))?;
+        Ok(sample.payload().to_bytes().into_owned())
+    }
+}
+
+impl RingEnd for RawCaller {
+    fn send(&mut self, payload: &[u8]) -> Result<(), BenchError> {
+        self.reply = Some(self.get(payload.to_vec())?);
+        Ok(())
+    }
+
+    fn recv(&mut self) -> Result<[u8; 8], BenchError> {
+        seq_of(&self.reply.take().ok_or_else(|| err("no call made"))?)
+    }
+}
+
 fn open(ring: &Ring, stages: u32) -> OpenedEnd {
+    if ring.mode == "myelin-queryable" {
+        let session =
+            myelin_zenoh::config::open(myelin_zenoh::config::from_file(&ring.config).map_err(err)?)
+                .map_err(err)?;
+        let key = myelin_zenoh::names::topic_key(
+            ring.domain,
+            ECHO,
+            Echo::TYPE_NAME,
+            Echo::ROS_TYPE_HASH.unwrap_or_default(),
+        )
+        .map_err(err)?;
+        let c = RawCaller {
+            session,
+            key,
+            reply: None,
+        };
+        // The server's queryable: wait until a call reaches it (an empty
+        // probe, which the server does not count).
+        wait_for(|| c.get(Vec::new()).is_ok())?;
+        return Ok(Box::new(c));
+    }
+    if ring.mode == "myelin-service" {
+        let ctx = context(&ring.config, ring.domain)?;
+        let node = ctx.create_node("caller").map_err(err)?;
+        let client = node.create_client_for::<Echo>(ECHO).map_err(err)?;
+        if !client.wait_for_service(WAIT) {
+            return Err(err("the echo service never appeared"));
+        }
+        return Ok(Box::new(Caller {
+            client,
+            reply: None,
+            _ctx: ctx,
+        }));
+    }
     let ctx = context(&ring.config, ring.domain)?;
     let (back, out) = hop(&ctx, "ping", stages, 0)?;
     wait_for(|| out.subscription_count() > 0 && back.matched_count() > 0)?;

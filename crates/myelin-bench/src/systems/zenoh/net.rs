@@ -3,6 +3,9 @@
 //! (`zenoh-callback`: no thread hand-off, zenoh's fastest), or zenoh's
 //! callback hands the sample to the stage's own thread through a channel,
 //! which republishes (`zenoh-thread`: the same threading as myelin's).
+//! `zenoh-queryable`: the stage is a queryable that replies with the
+//! query's payload (in zenoh's callback), the measuring end calls it with
+//! `get` as rmw_zenoh's clients do (the baseline of service calls).
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -15,7 +18,7 @@ use crate::scenarios::net::{NetRing, OpenedEnd, Ring, RingEnd, WAIT, err, seq_of
 
 /// zenoh's part in the ring: two ways of forwarding.
 pub(super) const RING: NetRing = NetRing {
-    modes: &["zenoh-callback", "zenoh-thread"],
+    modes: &["zenoh-callback", "zenoh-thread", "zenoh-queryable"],
     stage,
     open,
 };
@@ -47,6 +50,33 @@ fn stage(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
                 .wait()
                 .map_err(err)?;
             rx.recv_timeout(WAIT * 10).map_err(err)?;
+        }
+        "zenoh-queryable" => {
+            let s = session(&ring.config)?;
+            let (tx, rx) = mpsc::channel::<()>();
+            let mut left = total;
+            let _q = s
+                .declare_queryable(key(tag, 0))
+                .complete(true)
+                .callback_mut(move |q| {
+                    let payload = q.payload().cloned().unwrap_or_default();
+                    // An empty query is the measuring end's probe.
+                    let probe = payload.is_empty();
+                    let _ = q.reply(q.key_expr().clone(), payload).wait();
+                    if probe {
+                        return;
+                    }
+                    left = left.saturating_sub(1);
+                    if left == 0 {
+                        let _ = tx.send(());
+                    }
+                })
+                .wait()
+                .map_err(err)?;
+            println!("ready");
+            rx.recv_timeout(WAIT * 10).map_err(err)?;
+            // Let the last reply leave before the session closes.
+            std::thread::sleep(Duration::from_millis(100));
         }
         "zenoh-thread" => {
             let (s, out) = stage_session(&ring.config, tag, i)?;
@@ -113,7 +143,57 @@ struct End {
     _session: zenoh::Session,
 }
 
+/// The measuring end of `zenoh-queryable`: each send is a `get`, whose
+/// first reply the next recv returns.
+struct Getter {
+    session: zenoh::Session,
+    key: String,
+    reply: Option<zenoh::bytes::ZBytes>,
+}
+
+impl RingEnd for Getter {
+    fn send(&mut self, payload: &[u8]) -> Result<(), BenchError> {
+        let replies = self
+            .session
+            .get(&self.key)
+            .payload(payload.to_vec())
+            .target(zenoh::query::QueryTarget::AllComplete)
+            .consolidation(zenoh::query::ConsolidationMode::None)
+            .timeout(WAIT)
+            .wait()
+            .map_err(err)?;
+        let reply = replies.recv().map_err(err)?;
+        let sample = reply.result().map_err(|e| err(format!("{e:?}")))?;
+        self.reply = Some(sample.payload().clone());
+        Ok(())
+    }
+
+    fn recv(&mut self) -> Result<[u8; 8], BenchError> {
+        let r = self.reply.take().ok_or_else(|| err("no get made"))?;
+        seq_of(&r.to_bytes())
+    }
+}
+
 fn open(ring: &Ring, stages: u32) -> OpenedEnd {
+    if ring.mode == "zenoh-queryable" {
+        let s = session(&ring.config)?;
+        let key = key(&ring.tag, 0);
+        // The queryable is declared before the stage says ready; wait
+        // until a get reaches it (an empty probe, which the stage does not
+        // count).
+        wait_for(|| {
+            s.get(&key)
+                .target(zenoh::query::QueryTarget::AllComplete)
+                .timeout(Duration::from_secs(1))
+                .wait()
+                .is_ok_and(|r| r.recv().is_ok_and(|r| r.result().is_ok()))
+        })?;
+        return Ok(Box::new(Getter {
+            session: s,
+            key,
+            reply: None,
+        }));
+    }
     let s = session(&ring.config)?;
     let out = s.declare_publisher(key(&ring.tag, 0)).wait().map_err(err)?;
     let (sub, rx) = channel_subscriber(&s, key(&ring.tag, stages))?;
