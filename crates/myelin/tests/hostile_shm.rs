@@ -34,6 +34,36 @@ fn uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
+/// Two contexts of one domain with a publisher in one and a subscription
+/// in the other on `topic`, matched (through shared memory).
+struct Pair {
+    a: Context,
+    _b: Context,
+    p: Publisher<String>,
+    s: Subscription<String>,
+}
+
+fn pair(domain: u32, topic: &str) -> Pair {
+    let a = ctx(domain);
+    let b = ctx(domain);
+    let p = a
+        .create_node("talker")
+        .unwrap()
+        .create_publisher::<String>(topic, QoS::keep_all())
+        .unwrap();
+    let s = b
+        .create_node("listener")
+        .unwrap()
+        .create_polling_subscription::<String>(topic, QoS::keep_all(), Default::default())
+        .unwrap();
+    let deadline = Instant::now() + LONG;
+    while p.subscription_count() == 0 {
+        assert!(Instant::now() < deadline, "the peers never matched");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Pair { a, _b: b, p, s }
+}
+
 /// Forged endpoint segments in the domain (one writable by everybody, one
 /// of another user when root, one a symlink to a private file) are skipped:
 /// two legitimate contexts still find each other and talk, and the file
@@ -72,21 +102,7 @@ fn forged_segments_are_skipped_and_legitimate_peers_still_talk() {
         eprintln!("note: not root, so no segment of another uid is forged");
     }
 
-    let a = ctx(domain);
-    let b = ctx(domain);
-    let pub_node = a.create_node("talker").unwrap();
-    let sub_node = b.create_node("listener").unwrap();
-    let p = pub_node
-        .create_publisher::<String>("/chatter", QoS::keep_all())
-        .unwrap();
-    let s = sub_node
-        .create_polling_subscription::<String>("/chatter", QoS::keep_all(), Default::default())
-        .unwrap();
-    let deadline = Instant::now() + LONG;
-    while p.subscription_count() == 0 {
-        assert!(Instant::now() < deadline, "the peers never matched");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let Pair { a: _a, _b, p, s } = pair(domain, "/chatter");
     p.publish("hello".to_string()).unwrap();
     assert_eq!(*s.wait_for_message(LONG).unwrap(), "hello");
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
@@ -135,23 +151,7 @@ fn squatted_names_child() {
     let table = dir.join(format!("myelin_{}_h_w_{}", uid(), std::process::id()));
     std::os::unix::fs::symlink("/nonexistent", &table).unwrap();
     planted.0.push(table);
-    let a = ctx(domain);
-    let b = ctx(domain);
-    let p = a
-        .create_node("talker")
-        .unwrap()
-        .create_publisher::<String>("/chatter", QoS::keep_all())
-        .unwrap();
-    let s = b
-        .create_node("listener")
-        .unwrap()
-        .create_polling_subscription::<String>("/chatter", QoS::keep_all(), Default::default())
-        .unwrap();
-    let deadline = Instant::now() + LONG;
-    while p.subscription_count() == 0 {
-        assert!(Instant::now() < deadline, "the peers never matched");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let Pair { a: _a, _b, p, s } = pair(domain, "/chatter");
     p.publish("hello".to_string()).unwrap();
     assert_eq!(*s.wait_for_message(LONG).unwrap(), "hello");
     println!("talked");
@@ -462,23 +462,7 @@ fn a_clean_exit_leaves_only_the_domains_shared_counter() {
 #[test]
 fn a_damaged_inbox_header_is_rewritten_and_messages_flow_again() {
     use std::os::unix::fs::FileExt;
-    let a = ctx(205);
-    let b = ctx(205);
-    let p = a
-        .create_node("talker")
-        .unwrap()
-        .create_publisher::<String>("/fragile", QoS::keep_all())
-        .unwrap();
-    let s = b
-        .create_node("listener")
-        .unwrap()
-        .create_polling_subscription::<String>("/fragile", QoS::keep_all(), Default::default())
-        .unwrap();
-    let deadline = Instant::now() + LONG;
-    while p.subscription_count() == 0 {
-        assert!(Instant::now() < deadline, "never matched");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let Pair { a, _b, p, s } = pair(205, "/fragile");
     p.publish("before".to_string()).unwrap();
     assert_eq!(*s.wait_for_message(LONG).unwrap(), "before");
     let inbox = segments("_205_s_")

@@ -116,6 +116,46 @@ fn ctx(r: &Router, domain: u32) -> Context {
         .unwrap()
 }
 
+/// A myelin `add_two_ints_server` spinning on its own thread until dropped.
+struct Server {
+    stop: myelin::StopHandle,
+    spin: Option<std::thread::JoinHandle<Result<(), myelin::SpinError>>>,
+    _ctx: Context,
+}
+
+impl Server {
+    fn start(r: &Router, domain: u32) -> Server {
+        let c = ctx(r, domain);
+        let node = c.create_node("add_two_ints_server").unwrap();
+        let srv = node
+            .create_service_for::<AddTwoInts>("add_two_ints", |req| AddTwoIntsResponse {
+                sum: req.a + req.b,
+            })
+            .unwrap();
+        let mut exec = Executor::new();
+        exec.add_node(&node).unwrap();
+        let stop = exec.stop_handle();
+        let spin = std::thread::spawn(move || {
+            let _keep = srv;
+            exec.spin()
+        });
+        Server {
+            stop,
+            spin: Some(spin),
+            _ctx: c,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.stop();
+        if let Some(s) = self.spin.take() {
+            s.join().unwrap().unwrap();
+        }
+    }
+}
+
 /// A ROS 2 client on rmw_zenoh (the peer) finds a myelin server by its
 /// liveliness token and calls it: the request arrives as the service's
 /// CDR over a zenoh query, the reply carries the caller's sequence number
@@ -124,17 +164,7 @@ fn ctx(r: &Router, domain: u32) -> Context {
 fn a_ros_2_client_calls_a_myelin_server() {
     let Some(py) = python() else { return };
     let r = router("interop_srv");
-    let c = ctx(&r, 31);
-    let node = c.create_node("add_two_ints_server").unwrap();
-    let _srv = node
-        .create_service_for::<AddTwoInts>("add_two_ints", |req| AddTwoIntsResponse {
-            sum: req.a + req.b,
-        })
-        .unwrap();
-    let mut exec = Executor::new();
-    exec.add_node(&node).unwrap();
-    let stop = exec.stop_handle();
-    let spin = std::thread::spawn(move || exec.spin());
+    let _server = Server::start(&r, 31);
     let peer = Peer::start(
         &py,
         &r,
@@ -159,8 +189,6 @@ fn a_ros_2_client_calls_a_myelin_server() {
         assert_eq!(peer.expect("sum "), format!("sum {sum} seq={n}"));
     }
     assert!(peer.wait().success());
-    stop.stop();
-    spin.join().unwrap().unwrap();
 }
 
 /// A myelin client reaches a ROS 2 server on rmw_zenoh (the peer): it
@@ -233,17 +261,7 @@ fn a_ros_2_server_dying_mid_call_fails_the_call_not_hangs_it() {
 fn a_malformed_request_gets_an_error_reply_and_the_server_goes_on() {
     let Some(py) = python() else { return };
     let r = router("interop_bad");
-    let c = ctx(&r, 34);
-    let node = c.create_node("add_two_ints_server").unwrap();
-    let _srv = node
-        .create_service_for::<AddTwoInts>("add_two_ints", |req| AddTwoIntsResponse {
-            sum: req.a + req.b,
-        })
-        .unwrap();
-    let mut exec = Executor::new();
-    exec.add_node(&node).unwrap();
-    let stop = exec.stop_handle();
-    let spin = std::thread::spawn(move || exec.spin());
+    let _server = Server::start(&r, 34);
     let peer = Peer::start(
         &py,
         &r,
@@ -253,6 +271,4 @@ fn a_malformed_request_gets_an_error_reply_and_the_server_goes_on() {
     assert!(err.contains("does not decode"), "{err}");
     assert_eq!(peer.expect("sum "), "sum 6 seq=2");
     assert!(peer.wait().success());
-    stop.stop();
-    spin.join().unwrap().unwrap();
 }
