@@ -28,6 +28,10 @@ pub enum Command {
     /// info.
     #[command(subcommand)]
     Node(NodeCommand),
+    /// Services of a domain (this host, and ROS 2 and myelin services on
+    /// other hosts through zenoh): list, call.
+    #[command(subcommand)]
+    Service(ServiceCommand),
     /// ddsperf-style latency between two processes: `perf pong` in one
     /// terminal, `perf ping` in another (or `perf ping --local`).
     #[command(subcommand)]
@@ -123,6 +127,40 @@ pub enum TopicCommand {
         /// Stop after this many seconds (default: until Ctrl-C).
         #[arg(long)]
         duration: Option<f64>,
+        /// The ROS 2 domain id.
+        #[arg(long, default_value_t = 0)]
+        domain: u32,
+    },
+}
+
+/// `myelin service` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// The services with a server or client, and their servers' nodes.
+    List {
+        /// Show each service's type (when its announcement names one).
+        #[arg(short = 't', long = "show-types")]
+        show_types: bool,
+        /// The ROS 2 domain id.
+        #[arg(long, default_value_t = 0)]
+        domain: u32,
+    },
+    /// Call a service of a standard type once and print the response as
+    /// YAML, e.g. `myelin service call /add_two_ints
+    /// example_interfaces/srv/AddTwoInts "{a: 2, b: 3}"`.
+    Call {
+        /// The service (`add_two_ints` means `/add_two_ints`).
+        service: String,
+        /// The service type, e.g. `example_interfaces/srv/AddTwoInts` (the
+        /// services of myelin-msgs: std_srvs, example_interfaces).
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The request as YAML (`{}` for defaults).
+        #[arg(default_value = "{}")]
+        request: String,
+        /// Seconds to wait for a server, then for the answer.
+        #[arg(long, default_value_t = 10.0)]
+        timeout: f64,
         /// The ROS 2 domain id.
         #[arg(long, default_value_t = 0)]
         domain: u32,

@@ -22,6 +22,7 @@ fn main() {
         cli::Command::Perf(cmd) => command::perf::run(cmd),
         cli::Command::Topic(cmd) => command::topic::run(cmd),
         cli::Command::Node(cmd) => command::topic::run_node(cmd),
+        cli::Command::Service(cmd) => command::service::run(cmd),
         cli::Command::Router(args) => command::router::run(args),
     };
     if let Err(e) = result {

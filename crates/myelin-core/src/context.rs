@@ -173,6 +173,46 @@ impl Context {
         all
     }
 
+    /// The service servers and clients other processes have, on this host
+    /// and (through the network, asking it for up to `wait`) elsewhere:
+    /// myelin's services by their request topics, and every service
+    /// announced as rmw_zenoh does (ROS 2 nodes; myelin services of a
+    /// [`ServiceType`](crate::ServiceType)), which name their type. One
+    /// entry per (service, node, server or client), with the type when any
+    /// announcement names it.
+    ///
+    /// ```
+    /// let ctx = myelin_core::Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("doubler")?;
+    /// let _srv = node.create_service::<i64, i64>("double", |x| 2 * x)?;
+    /// let found = ctx.discover_services(std::time::Duration::ZERO);
+    /// # let _ = found;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn discover_services(
+        &self,
+        wait: std::time::Duration,
+    ) -> Vec<crate::transport::DiscoveredService> {
+        let mut all = crate::transport::services_of(&self.discover(wait));
+        for t in self.inner.transports.iter() {
+            all.extend(t.discover_services(wait));
+        }
+        // One entry per (name, node, kind), the typed one when there is one.
+        all.sort_by(|a, b| {
+            (&a.name, &a.node, a.is_server, a.type_name.is_none()).cmp(&(
+                &b.name,
+                &b.node,
+                b.is_server,
+                b.type_name.is_none(),
+            ))
+        });
+        all.dedup_by(|later, first| {
+            (&later.name, &later.node, later.is_server)
+                == (&first.name, &first.node, first.is_server)
+        });
+        all
+    }
+
     /// Create a node in the root namespace.
     pub fn create_node(&self, name: &str) -> Result<Node, CreateNodeError> {
         self.create_node_in(name, "/")

@@ -86,6 +86,6 @@ pub use subscription::{
     SubscriptionStream, WaitError,
 };
 pub use timer::Timer;
-pub use transport::{DiscoveredEndpoint, endpoints, shared_memory_enabled};
+pub use transport::{DiscoveredEndpoint, DiscoveredService, endpoints, shared_memory_enabled};
 pub use waitset::{GuardCondition, WaitSet, WaitSetError, WaitSetReady};
 pub use wire::{AnyMessage, Blob, SharedBytes, Wire, WireError};

@@ -18,39 +18,13 @@ use myelin::prelude::*;
 use myelin_msgs::example_interfaces::{AddTwoInts, AddTwoIntsRequest, AddTwoIntsResponse};
 
 mod common {
+    pub mod interop;
     pub mod router;
 }
+use common::interop::{peer_script, python};
 use common::router::{Router, router};
 
 const LONG: Duration = Duration::from_secs(60);
-
-/// The Python that runs the peer, or `None` (with the reason printed) when
-/// there is none outside CI.
-fn python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("MYELIN_INTEROP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "python3".into());
-    let ok = Command::new(&candidate)
-        .args(["-c", "import zenoh"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
-        return Some(candidate);
-    }
-    let why = format!(
-        "{} cannot import zenoh; set MYELIN_INTEROP_PYTHON to a Python with eclipse-zenoh \
-         (see .ci/run)",
-        candidate.display()
-    );
-    assert!(std::env::var("CI").is_err(), "{why}");
-    eprintln!("skipped: {why}");
-    None
-}
-
-fn peer_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/rmw_zenoh_peer.py")
-}
 
 /// The peer, its stdout as lines.
 struct Peer {

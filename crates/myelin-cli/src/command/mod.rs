@@ -3,4 +3,5 @@ pub mod bench;
 pub mod doctor;
 pub mod perf;
 pub mod router;
+pub mod service;
 pub mod topic;

@@ -46,13 +46,13 @@ fn check_domain(domain: u32) -> Result<(), String> {
 
 /// The tool's own context on `domain` (its transports follow
 /// `MYELIN_TRANSPORT` and `MYELIN_ZENOH_CONFIG`, as any process's do).
-fn tool_ctx(domain: u32) -> Result<myelin::Context, Box<dyn std::error::Error>> {
+pub(crate) fn tool_ctx(domain: u32) -> Result<myelin::Context, Box<dyn std::error::Error>> {
     check_domain(domain)?;
     Ok(myelin::Context::builder().domain_id(domain).build()?)
 }
 
 /// How long the network is asked for the current graph.
-const DISCOVERY_WAIT: Duration = Duration::from_millis(1000);
+pub(crate) const DISCOVERY_WAIT: Duration = Duration::from_millis(1000);
 
 /// User endpoints (not the internal service topics) of other processes and
 /// hosts.
@@ -72,7 +72,7 @@ fn place(e: &DiscoveredEndpoint) -> String {
     }
 }
 
-fn absolute(topic: &str) -> String {
+pub(crate) fn absolute(topic: &str) -> String {
     if topic.starts_with('/') {
         topic.to_string()
     } else {

@@ -258,6 +258,13 @@ pub(crate) trait Transport: Send + Sync {
         Vec::new()
     }
 
+    /// Service servers and clients this transport sees in other processes
+    /// and hosts by their own announcement (rmw_zenoh's `SS`/`SC` tokens),
+    /// asking the network for up to `wait`.
+    fn discover_services(&self, _wait: Duration) -> Vec<DiscoveredService> {
+        Vec::new()
+    }
+
     /// The context is shutting down.
     fn shutdown(&self) {}
 
@@ -543,6 +550,45 @@ pub struct DiscoveredEndpoint {
     /// The zenoh session of an endpoint seen over the network (`None`:
     /// found in this host's shared memory).
     pub zid: Option<String>,
+}
+
+/// A service server or client found in the graph (`myelin service list`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveredService {
+    /// A server (`true`) or a client.
+    pub is_server: bool,
+    /// The fully qualified service name.
+    pub name: String,
+    /// The service type (`example_interfaces/srv/AddTwoInts`), or `None`
+    /// for a myelin service without a service type (its request and
+    /// response types only travel with its internal topics).
+    pub type_name: Option<String>,
+    /// The fully qualified node name.
+    pub node: String,
+    /// The process (0 when unknown: another implementation's).
+    pub pid: u32,
+    /// The zenoh session of one seen over the network.
+    pub zid: Option<String>,
+}
+
+/// The services behind the internal request topics of myelin's
+/// services (`/_srv<name>/request`): a subscription is a server, a
+/// publisher a client.
+pub(crate) fn services_of(endpoints: &[DiscoveredEndpoint]) -> Vec<DiscoveredService> {
+    endpoints
+        .iter()
+        .filter_map(|e| {
+            let name = e.topic.strip_prefix("/_srv")?.strip_suffix("/request")?;
+            Some(DiscoveredService {
+                is_server: !e.is_publisher,
+                name: name.to_string(),
+                type_name: None,
+                node: e.node.clone(),
+                pid: e.pid,
+                zid: e.zid.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Every live publisher and subscription of `domain` on this host that

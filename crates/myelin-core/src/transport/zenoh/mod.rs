@@ -530,6 +530,31 @@ impl Transport for ZenohTransport {
         Some(self.zid.clone())
     }
 
+    fn discover_services(&self, wait: Duration) -> Vec<super::DiscoveredService> {
+        self.endpoints(wait)
+            .into_iter()
+            .filter_map(|(t, _)| {
+                let is_server = match t.kind {
+                    EntityKind::ServiceServer => true,
+                    EntityKind::ServiceClient => false,
+                    _ => return None,
+                };
+                let info = t.topic.as_ref()?;
+                Some(super::DiscoveredService {
+                    is_server,
+                    name: info.name.clone(),
+                    type_name: Some(
+                        names::ros_type_name(&info.type_name)
+                            .unwrap_or_else(|| info.type_name.replace("::", "/")),
+                    ),
+                    node: t.node_fqn(),
+                    pid: zid_pid(&t.zid),
+                    zid: Some(t.zid.clone()),
+                })
+            })
+            .collect()
+    }
+
     fn service_server(
         &self,
         spec: &EndpointSpec<'_>,
