@@ -27,8 +27,9 @@ fn run(args: &[&str], net: Option<&std::path::Path>) -> (bool, String, String) {
     )
 }
 
-/// A ROS 2 server (the peer) is listed with its type and node, and
-/// `service call` gets its answer, as `ros2 service list -t` / `call` do.
+/// A ROS 2 server (the peer) is listed with its type and node, `service
+/// call` gets its answer, as `ros2 service list -t` / `call` do, and
+/// `node list`/`node info` show the node that only serves a service.
 #[test]
 fn list_and_call_a_ros_2_service_through_a_router() {
     let Some(py) = interop::python() else { return };
@@ -79,6 +80,15 @@ fn list_and_call_a_ros_2_service_through_a_router() {
     );
     assert!(ok, "{out}{err}");
     assert!(out.ends_with("response:\nsum: 42\n"), "{out}");
+    // A node that only serves a service is a node too.
+    let (_, nodes, _) = run(&["node", "list", "--domain", "185"], Some(&cfg));
+    assert!(nodes.lines().any(|n| n == "/adder"), "{nodes}");
+    let (ok, info, err) = run(&["node", "info", "/adder", "--domain", "185"], Some(&cfg));
+    assert!(ok, "{err}");
+    assert!(
+        info.contains("  Service Servers:\n    /add_two_ints: example_interfaces/srv/AddTwoInts\n"),
+        "{info}"
+    );
     drop(server);
     drop(router);
 }

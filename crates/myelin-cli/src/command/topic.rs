@@ -431,7 +431,13 @@ pub fn run_node(cmd: NodeCommand) -> Res {
     match cmd {
         NodeCommand::List { domain } => {
             let ctx = tool_ctx(domain)?;
-            let nodes: BTreeSet<String> = visible(&ctx).into_iter().map(|e| e.node).collect();
+            // Nodes with topics, and nodes that only serve or call services.
+            let mut nodes: BTreeSet<String> = visible(&ctx).into_iter().map(|e| e.node).collect();
+            nodes.extend(
+                ctx.discover_services(DISCOVERY_WAIT)
+                    .into_iter()
+                    .map(|s| s.node),
+            );
             if nodes.is_empty() {
                 eprintln!("no nodes on domain {domain}");
             }
@@ -447,7 +453,12 @@ pub fn run_node(cmd: NodeCommand) -> Res {
                 .into_iter()
                 .filter(|e| e.node == name)
                 .collect();
-            if eps.is_empty() {
+            let services: Vec<_> = ctx
+                .discover_services(DISCOVERY_WAIT)
+                .into_iter()
+                .filter(|s| s.node == name)
+                .collect();
+            if eps.is_empty() && services.is_empty() {
                 return Err(format!(
                     "node {name:?}: not found on domain {domain} (`myelin node list --domain {domain}`)"
                 )
@@ -461,6 +472,13 @@ pub fn run_node(cmd: NodeCommand) -> Res {
                     if seen.insert((e.topic.clone(), e.type_name.clone())) {
                         println!("    {}: {}", e.topic, e.type_name);
                     }
+                }
+            }
+            for (label, server) in [("Service Servers", true), ("Service Clients", false)] {
+                println!("  {label}:");
+                for s in services.iter().filter(|s| s.is_server == server) {
+                    let ty = s.type_name.as_deref().unwrap_or("(type not announced)");
+                    println!("    {}: {ty}", s.name);
                 }
             }
             Ok(())
