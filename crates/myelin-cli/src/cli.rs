@@ -65,16 +65,16 @@ pub enum TopicCommand {
         /// Show each topic's type.
         #[arg(short = 't', long = "show-types")]
         show_types: bool,
-        /// The ROS 2 domain id.
-        #[arg(long, default_value_t = 0)]
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
     /// A topic's type, publishers and subscriptions (node, process, QoS).
     Info {
         /// The topic (`chatter` means `/chatter`).
         topic: String,
-        /// The ROS 2 domain id.
-        #[arg(long, default_value_t = 0)]
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
     /// Print the messages of a topic (decoded for the standard types, as
@@ -85,8 +85,8 @@ pub enum TopicCommand {
         /// Stop after N messages.
         #[arg(long)]
         count: Option<u64>,
-        /// The ROS 2 domain id.
-        #[arg(long, default_value_t = 0)]
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
     /// Publish a message of a standard type, once or at a rate.
@@ -105,8 +105,8 @@ pub enum TopicCommand {
         /// Stop after N messages.
         #[arg(long)]
         count: Option<u64>,
-        /// The ROS 2 domain id.
-        #[arg(long, default_value_t = 0)]
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
     /// Print a topic's bandwidth (bytes per second) every second.
@@ -116,8 +116,8 @@ pub enum TopicCommand {
         /// Stop after this many seconds (default: until Ctrl-C).
         #[arg(long)]
         duration: Option<f64>,
-        /// The ROS 2 domain id.
-        #[arg(long, default_value_t = 0)]
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
     /// Print a topic's message rate every second.
@@ -127,8 +127,8 @@ pub enum TopicCommand {
         /// Stop after this many seconds (default: until Ctrl-C).
         #[arg(long)]
         duration: Option<f64>,
-        /// The ROS 2 domain id.
-        #[arg(long, default_value_t = 0)]
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
 }
@@ -141,8 +141,8 @@ pub enum ServiceCommand {
         /// Show each service's type (when its announcement names one).
         #[arg(short = 't', long = "show-types")]
         show_types: bool,
-        /// The ROS 2 domain id.
-        #[arg(long, default_value_t = 0)]
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
     /// Call a service of a standard type once and print the response as
@@ -161,8 +161,8 @@ pub enum ServiceCommand {
         /// Seconds to wait for a server, then for the answer.
         #[arg(long, default_value_t = 10.0)]
         timeout: f64,
-        /// The ROS 2 domain id.
-        #[arg(long, default_value_t = 0)]
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
 }
@@ -172,16 +172,16 @@ pub enum ServiceCommand {
 pub enum NodeCommand {
     /// The nodes with a publisher or subscription.
     List {
-        /// The ROS 2 domain id.
-        #[arg(long, default_value_t = 0)]
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
     /// A node's publishers and subscriptions.
     Info {
         /// The fully qualified node name (e.g. `/talker`).
         node: String,
-        /// The ROS 2 domain id.
-        #[arg(long, default_value_t = 0)]
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
 }
@@ -205,8 +205,8 @@ pub struct PerfCommon {
     /// block: sleep in the kernel until woken; poll: spin.
     #[arg(long, value_enum, default_value_t = WaitArg::Block)]
     pub wait: WaitArg,
-    /// The ROS 2 domain id (0..=232).
-    #[arg(long, default_value_t = 0)]
+    /// The ROS 2 domain id, 0..=232 (default: ROS_DOMAIN_ID, else 0).
+    #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
     pub domain: u32,
     /// Pin this process to CPU N (sched_setaffinity).
     #[arg(long, value_name = "N")]

@@ -66,17 +66,19 @@ fn list_and_call_a_ros_2_service_through_a_router() {
         list.contains("/add_two_ints [example_interfaces/srv/AddTwoInts]  (/adder)"),
         "{list}"
     );
-    let (ok, out, err) = run(
-        &[
-            "service",
-            "call",
-            "add_two_ints",
-            "example_interfaces/srv/AddTwoInts",
-            "{a: 40, b: 2}",
-            "--domain",
-            "185",
-        ],
-        Some(&cfg),
+    // The domain from ROS_DOMAIN_ID, as ros2 takes it.
+    let called = myelin()
+        .args(["service", "call", "add_two_ints"])
+        .args(["example_interfaces/srv/AddTwoInts", "{a: 40, b: 2}"])
+        .env("ROS_DOMAIN_ID", "185")
+        .env("MYELIN_TRANSPORT", "zenoh")
+        .env("MYELIN_ZENOH_CONFIG", &cfg)
+        .output()
+        .unwrap();
+    let (ok, out, err) = (
+        called.status.success(),
+        String::from_utf8_lossy(&called.stdout).into_owned(),
+        String::from_utf8_lossy(&called.stderr).into_owned(),
     );
     assert!(ok, "{out}{err}");
     assert!(out.ends_with("response:\nsum: 42\n"), "{out}");

@@ -27,7 +27,8 @@ pub struct Context {
 /// Builds a [`Context`].
 #[derive(Debug, Clone)]
 pub struct ContextBuilder {
-    domain_id: u32,
+    /// `None`: `ROS_DOMAIN_ID`, else 0.
+    domain_id: Option<u32>,
     handle_signals: bool,
     /// `None`: the default (on when available; a failure falls back to
     /// in-process with a warning). `Some(true)`: required (a failure is an
@@ -42,7 +43,7 @@ pub struct ContextBuilder {
 impl Default for ContextBuilder {
     fn default() -> Self {
         ContextBuilder {
-            domain_id: 0,
+            domain_id: None,
             handle_signals: true,
             shared_memory: None,
             network: None,
@@ -52,9 +53,12 @@ impl Default for ContextBuilder {
 }
 
 impl ContextBuilder {
-    /// The ROS 2 domain id (0..=232). Different domains never see each other.
+    /// The ROS 2 domain id (0..=232). Different domains never see each
+    /// other. Without it the context takes `ROS_DOMAIN_ID` from the
+    /// environment, as every ROS 2 node does (unset or empty: 0; anything
+    /// but a number from 0 to 232 is [`ContextError::InvalidDomainEnv`]).
     pub fn domain_id(mut self, id: u32) -> Self {
-        self.domain_id = id;
+        self.domain_id = Some(id);
         self
     }
 
@@ -104,16 +108,20 @@ impl ContextBuilder {
 
     /// Create the context.
     pub fn build(self) -> Result<Context, ContextError> {
-        if self.domain_id > MAX_DOMAIN_ID {
-            return Err(ContextError::DomainOutOfRange(self.domain_id));
+        let domain_id = match self.domain_id {
+            Some(d) => d,
+            None => domain_from_env(std::env::var_os(DOMAIN_ENV).as_deref())?,
+        };
+        if domain_id > MAX_DOMAIN_ID {
+            return Err(ContextError::DomainOutOfRange(domain_id));
         }
         let transports = crate::transport::start_all(&TransportConfig {
-            domain: self.domain_id,
+            domain: domain_id,
             shared_memory: self.shared_memory,
             network: self.network,
             zenoh_config: self.zenoh_config,
         })?;
-        let inner = Arc::new(ContextInner::new(self.domain_id, transports));
+        let inner = Arc::new(ContextInner::new(domain_id, transports));
         if self.handle_signals {
             signals::register(&inner);
         }
@@ -121,12 +129,36 @@ impl ContextBuilder {
     }
 }
 
+/// The environment variable that names the domain, as in ROS 2.
+pub const DOMAIN_ENV: &str = "ROS_DOMAIN_ID";
+
+/// The domain `ROS_DOMAIN_ID` names (`value`): unset or empty is 0.
+fn domain_from_env(value: Option<&std::ffi::OsStr>) -> Result<u32, ContextError> {
+    let Some(v) = value else { return Ok(0) };
+    let text = v.to_string_lossy();
+    let t = text.trim();
+    if t.is_empty() {
+        return Ok(0);
+    }
+    match t.parse::<u32>() {
+        Ok(d) if d <= MAX_DOMAIN_ID => Ok(d),
+        _ => Err(ContextError::InvalidDomainEnv {
+            value: text.chars().take(40).collect(),
+        }),
+    }
+}
+
 impl Context {
-    /// A context on domain 0 that shuts down on Ctrl-C.
+    /// A context on the domain `ROS_DOMAIN_ID` names (0 when unset), with
+    /// every transport compiled in, that shuts down on Ctrl-C: what a
+    /// program's `main` wants. It panics only on a configuration error,
+    /// with a message that names what to fix (a bad `ROS_DOMAIN_ID` or
+    /// `MYELIN_ZENOH_CONFIG`); a library should use
+    /// [`Context::builder`] and handle the error.
     pub fn new() -> Self {
         ContextBuilder::default()
             .build()
-            .expect("domain 0 is always valid")
+            .unwrap_or_else(|e| panic!("myelin: cannot create the context: {e}"))
     }
 
     /// A builder to choose the domain id and signal handling.
@@ -307,5 +339,30 @@ mod signals {
                 c.shutdown();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn ros_domain_id_is_read_as_ros_2_reads_it() {
+        assert_eq!(domain_from_env(None).unwrap(), 0);
+        assert_eq!(domain_from_env(Some(OsStr::new(""))).unwrap(), 0);
+        assert_eq!(domain_from_env(Some(OsStr::new("42"))).unwrap(), 42);
+        assert_eq!(domain_from_env(Some(OsStr::new(" 7 "))).unwrap(), 7);
+        assert_eq!(domain_from_env(Some(OsStr::new("232"))).unwrap(), 232);
+        for bad in ["233", "-1", "one", "4294967296", "1e3"] {
+            let e = domain_from_env(Some(OsStr::new(bad))).unwrap_err();
+            assert!(e.to_string().contains("ROS_DOMAIN_ID"), "{e}");
+        }
+        let long = "x".repeat(10_000);
+        let e = domain_from_env(Some(OsStr::new(&long))).unwrap_err();
+        assert!(
+            e.to_string().len() < 200,
+            "the error quotes a short excerpt"
+        );
     }
 }

@@ -146,3 +146,64 @@ fn derived_message_types_carry_name_and_schema_hash() {
     assert_eq!(<B as Message>::TYPE_NAME, "geometry_msgs/msg/Point");
     assert_ne!(<A as Message>::TYPE_HASH, <B as Message>::TYPE_HASH);
 }
+
+/// The child of the next test: builds a context without a domain id and
+/// reports what `ROS_DOMAIN_ID` made of it.
+#[test]
+fn domain_env_child() {
+    let Ok(role) = std::env::var("MYELIN_DOMAIN_CHILD") else {
+        return;
+    };
+    let built = Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .network(false)
+        .build();
+    match role.as_str() {
+        "builder" => match built {
+            Ok(c) => println!("domain {}", c.domain_id()),
+            Err(e) => println!("error {e}"),
+        },
+        _ => {
+            let c = Context::new();
+            println!("domain {}", c.domain_id());
+        }
+    }
+}
+
+/// A context without an explicit domain takes `ROS_DOMAIN_ID`, as ROS 2
+/// nodes do; a bad value is a typed error from the builder (and a panic
+/// that names the variable from `Context::new`), never silently domain 0.
+#[test]
+fn ros_domain_id_picks_the_domain() {
+    let child = |role: &str, value: &str| {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "domain_env_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("MYELIN_DOMAIN_CHILD", role)
+            .env("ROS_DOMAIN_ID", value)
+            .env("MYELIN_TRANSPORT", "intra")
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert!(child("builder", "77").0.contains("domain 77"));
+    assert!(child("builder", "").0.contains("domain 0"));
+    let (out, _) = child("builder", "robot");
+    assert!(
+        out.contains("error ROS_DOMAIN_ID=\"robot\" is not a domain id"),
+        "{out}"
+    );
+    let (_, err) = child("new", "300");
+    assert!(
+        err.contains("cannot create the context: ROS_DOMAIN_ID=\"300\""),
+        "{err}"
+    );
+}
