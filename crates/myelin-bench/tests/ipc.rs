@@ -154,8 +154,10 @@ fn net_rings_over_a_zenoh_router_complete_for_myelin_and_raw_zenoh() {
         &named(&["myelin", "zenoh"]),
     )
     .unwrap();
-    // pingpong and relay, for myelin and the two raw zenoh threadings.
-    assert_eq!(jobs.len(), 6);
+    // pingpong and relay, for myelin and the two raw zenoh threadings, and
+    // the three service round trips (myelin client, raw get to a myelin
+    // server, raw get/queryable).
+    assert_eq!(jobs.len(), 9);
     for j in jobs {
         let name = j.name.clone();
         let r = (j.run)().unwrap_or_else(|e| panic!("{name}: {e}")).record;

@@ -16,6 +16,8 @@ fn main() {
     // --processes`, `net`, `topology --processes`) as a helper process.
     myelin_bench::child_if_requested();
     let cli = cli::Cli::parse();
+    // Warnings (a squatted segment, a missing router, ...) on stderr.
+    myelin::init_logging();
     let result = match cli.command {
         cli::Command::Bench(args) => command::bench::run(args),
         cli::Command::Doctor(args) => command::doctor::run(args),

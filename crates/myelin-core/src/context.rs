@@ -150,12 +150,14 @@ fn domain_from_env(value: Option<&std::ffi::OsStr>) -> Result<u32, ContextError>
 
 impl Context {
     /// A context on the domain `ROS_DOMAIN_ID` names (0 when unset), with
-    /// every transport compiled in, that shuts down on Ctrl-C: what a
-    /// program's `main` wants. It panics only on a configuration error,
+    /// every transport compiled in, that shuts down on Ctrl-C, and whose
+    /// warnings reach stderr ([`init_logging`](crate::init_logging)): what
+    /// a program's `main` wants. It panics only on a configuration error,
     /// with a message that names what to fix (a bad `ROS_DOMAIN_ID` or
     /// `MYELIN_ZENOH_CONFIG`); a library should use
     /// [`Context::builder`] and handle the error.
     pub fn new() -> Self {
+        crate::init_logging();
         ContextBuilder::default()
             .build()
             .unwrap_or_else(|e| panic!("myelin: cannot create the context: {e}"))

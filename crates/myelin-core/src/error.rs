@@ -8,6 +8,14 @@ pub enum ContextError {
     /// Domain ids follow ROS 2: 0 to 232.
     #[error("domain id {0} is out of range: ROS 2 domain ids are 0 to 232")]
     DomainOutOfRange(u32),
+    /// `MYELIN_TRANSPORT` names something that is not a transport.
+    #[error("MYELIN_TRANSPORT={value:?}: {why}")]
+    InvalidTransportEnv {
+        /// The variable's value (its first 60 characters).
+        value: String,
+        /// What is wrong, with a suggestion.
+        why: String,
+    },
     /// `ROS_DOMAIN_ID` is set to something that is not a domain id.
     #[error(
         "ROS_DOMAIN_ID={value:?} is not a domain id: set it to a number from 0 to 232, or unset it (domain 0)"

@@ -73,6 +73,32 @@ pub use events::{
 pub use executor::{Executor, MultiThreadedExecutor, StopHandle};
 pub use group::{CallbackGroup, CallbackGroupKind};
 pub use message::{Message, ServiceType, TypeHash};
+
+/// Print myelin's warnings (and errors) on stderr, as rclcpp prints its
+/// logs to the console, unless the program has installed a `tracing`
+/// subscriber of its own (then this does nothing). `MYELIN_LOG` sets the
+/// filter in `RUST_LOG` syntax (default: `warn` for myelin, `error` for
+/// zenoh). [`Context::new`] calls it; a library that builds its context
+/// with [`Context::builder`] leaves logging to its program.
+///
+/// ```
+/// myelin_core::init_logging();
+/// myelin_core::init_logging(); // idempotent
+/// ```
+pub fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    if tracing::dispatcher::has_been_set() {
+        return;
+    }
+    let filter = EnvFilter::try_from_env("MYELIN_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("warn,zenoh=error,zenoh_transport=error"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+}
 pub use names::NameError;
 pub use node::Node;
 pub use publisher::{Loan, LoanUninit, Publisher, PublisherOptions, SliceLoan};

@@ -432,6 +432,7 @@ pub fn node_fqn(namespace: &str, node_name: &str) -> String {
 /// use myelin_core::names::did_you_mean;
 /// assert_eq!(did_you_mean("lineer", ["linear", "angular"]), Some("linear"));
 /// assert_eq!(did_you_mean("colour", ["linear", "angular"]), None);
+/// assert_eq!(did_you_mean("zneoh", ["intra", "shm", "zenoh"]), Some("zenoh"));
 /// ```
 pub fn did_you_mean<'a>(
     word: &str,
@@ -446,22 +447,30 @@ pub fn did_you_mean<'a>(
         .map(|(_, c)| c)
 }
 
-/// Levenshtein distance (insertions, deletions, substitutions) by chars.
+/// Edit distance by chars: insertions, deletions, substitutions and
+/// swaps of two neighbours (the commonest typo, `zneoh`) each count 1
+/// (optimal string alignment).
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let next = (row[j + 1] + 1)
-                .min(row[j] + 1)
-                .min(diag + usize::from(ca != cb));
-            diag = row[j + 1];
-            row[j + 1] = next;
+    // Three rows: two back (for swaps), one back, and this one.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur: Vec<usize> = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        cur[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(before[j - 2] + 1);
+            }
+            cur[j] = d;
         }
+        std::mem::swap(&mut before, &mut prev);
+        std::mem::swap(&mut prev, &mut cur);
     }
-    row[b.len()]
+    prev[b.len()]
 }
 
 /// For a serde "unknown field `x`, expected `a` or `b`" error: the

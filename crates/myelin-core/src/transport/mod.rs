@@ -72,6 +72,30 @@ pub(crate) fn next_id() -> u64 {
 
 /// Whether `MYELIN_TRANSPORT` lets `name` run (unset: every transport
 /// compiled in).
+/// The names `MYELIN_TRANSPORT` takes.
+const TRANSPORT_NAMES: [&str; 3] = ["intra", "shm", "zenoh"];
+
+/// Check `MYELIN_TRANSPORT` (`value`): a comma-separated list of
+/// [`TRANSPORT_NAMES`]; a typo would otherwise silently mean "in-process
+/// only".
+fn check_transport_env(value: &str) -> Result<(), ContextError> {
+    for part in value.split(',').map(str::trim) {
+        if !TRANSPORT_NAMES.contains(&part) {
+            let hint = crate::names::did_you_mean(part, TRANSPORT_NAMES)
+                .map(|n| format!(" (did you mean {n}?)"))
+                .unwrap_or_default();
+            return Err(ContextError::InvalidTransportEnv {
+                value: value.chars().take(60).collect(),
+                why: format!(
+                    "{:?} is not a transport{hint}; use a comma-separated list of intra, shm, zenoh",
+                    part.chars().take(20).collect::<String>()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn transport_allowed(name: &str) -> bool {
     match std::env::var("MYELIN_TRANSPORT") {
         Ok(v) => v.split(',').any(|t| t.trim() == name),
@@ -502,6 +526,9 @@ impl Transports {
 /// Start every transport compiled in that `config` and `MYELIN_TRANSPORT`
 /// ask for. Registering a transport is one line here.
 pub(crate) fn start_all(config: &TransportConfig) -> Result<Transports, ContextError> {
+    if let Ok(v) = std::env::var("MYELIN_TRANSPORT") {
+        check_transport_env(&v)?;
+    }
     let mut started = Transports::default();
     #[cfg(feature = "shm")]
     started.push(shm::start(config)?);
@@ -607,5 +634,21 @@ pub fn endpoints(domain: u32) -> Vec<DiscoveredEndpoint> {
     {
         let _ = domain;
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+
+    #[test]
+    fn myelin_transport_names_are_checked() {
+        for ok in ["intra", "shm", "zenoh", "shm,zenoh", " shm , zenoh "] {
+            assert!(check_transport_env(ok).is_ok(), "{ok}");
+        }
+        let e = check_transport_env("shm,zneoh").unwrap_err().to_string();
+        assert!(e.contains("did you mean zenoh?"), "{e}");
+        let e = check_transport_env("").unwrap_err().to_string();
+        assert!(e.contains("not a transport"), "{e}");
     }
 }

@@ -233,6 +233,19 @@ impl ZenohTransport {
         } else {
             router_listening()
         };
+        if !custom && !expect_peers && !shm {
+            // Multicast scouting is off: without a router this session
+            // meets nobody, and without shared memory neither does the
+            // process. Say so once instead of staying silent.
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                tracing::warn!(
+                    "domain {domain}: zenoh is the only transport and no router listens on \
+                     tcp/127.0.0.1:7447: this process reaches no other until one starts \
+                     (`myelin router`, or MYELIN_ZENOH_CONFIG pointing at one)"
+                );
+            });
+        }
         if !custom && expect_peers {
             // A router is up: wait for the connection (milliseconds), so
             // what this process declares next reaches it. Without one,
