@@ -114,4 +114,4 @@ pub use subscription::{
 pub use timer::Timer;
 pub use transport::{DiscoveredEndpoint, DiscoveredService, endpoints, shared_memory_enabled};
 pub use waitset::{GuardCondition, WaitSet, WaitSetError, WaitSetReady};
-pub use wire::{AnyMessage, Blob, SharedBytes, Wire, WireError};
+pub use wire::{AnyMessage, Blob, RawType, RawTypeError, SharedBytes, Wire, WireError};

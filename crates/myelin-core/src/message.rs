@@ -49,6 +49,21 @@ impl TypeHash {
         }
         TypeHash(h)
     }
+
+    /// The schema hash of a type that mirrors a ROS 2 `.msg`: derived from
+    /// its REP-2011 hash (`RIHS01_...`), which already covers the type's
+    /// name and every field, so every program that knows the ROS type by
+    /// name and hash (a derive with `ros_hash`, a bag player) agrees.
+    ///
+    /// ```
+    /// use myelin_core::TypeHash;
+    /// let h = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18";
+    /// assert_eq!(TypeHash::of_ros_hash(h), TypeHash::of_ros_hash(h));
+    /// assert_ne!(TypeHash::of_ros_hash(h), TypeHash::of_schema("struct String{data:String}"));
+    /// ```
+    pub const fn of_ros_hash(ros_hash: &str) -> TypeHash {
+        TypeHash::of_schema(ros_hash)
+    }
 }
 
 impl fmt::Debug for TypeHash {

@@ -255,6 +255,121 @@ impl crate::Message for AnyMessage {
     }
 }
 
+/// A message type known by name at run time, for programs that carry
+/// messages they do not decode: a bag player republishing recorded bytes,
+/// a bridge. [`Node::create_raw_publisher`](crate::Node::create_raw_publisher)
+/// publishes [`AnyMessage`] bytes as this type.
+///
+/// ```
+/// use myelin_core::{Message, RawType, TypeHash};
+///
+/// let h = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18";
+/// let t = RawType::ros("std_msgs/msg/String", h).unwrap();
+/// assert_eq!(t.name(), "std_msgs/msg/String");
+/// assert_eq!(t.hash(), TypeHash::of_ros_hash(h));
+/// assert!(RawType::ros("std_msgs/String", h).is_err());
+/// assert!(RawType::ros("std_msgs/msg/String", "RIHS01_00").is_err());
+/// assert_eq!(RawType::of::<u32>().name(), u32::TYPE_NAME);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawType {
+    name: &'static str,
+    ros_hash: Option<&'static str>,
+    hash: crate::TypeHash,
+    wire: Wire,
+}
+
+/// A [`RawType`] that cannot name a ROS 2 type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RawTypeError {
+    /// The name is not `package/msg/Name` (or `package/srv/Name_Request`).
+    #[error("{0:?} is not a ROS 2 type name (package/msg/Name)")]
+    Name(String),
+    /// The hash is not `RIHS01_` and 64 lowercase hex digits.
+    #[error("{0:?} is not a ROS 2 type hash (RIHS01_ and 64 lowercase hex digits)")]
+    Hash(String),
+}
+
+impl RawType {
+    /// The ROS 2 type `name` (`package/msg/Name`) with its REP-2011 hash,
+    /// CDR on the wire: what a ROS 2 node or a myelin type with the same
+    /// `ros_hash` sends.
+    pub fn ros(name: &str, ros_hash: &str) -> Result<RawType, RawTypeError> {
+        let part_ok = |p: &str| {
+            !p.is_empty()
+                && p.len() <= 255
+                && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        };
+        let parts: Vec<&str> = name.split('/').collect();
+        if parts.len() != 3
+            || !parts.iter().all(|p| part_ok(p))
+            || !matches!(parts[1], "msg" | "srv" | "action")
+        {
+            return Err(RawTypeError::Name(name.chars().take(300).collect()));
+        }
+        let hex = ros_hash.strip_prefix("RIHS01_").unwrap_or("");
+        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(RawTypeError::Hash(ros_hash.chars().take(80).collect()));
+        }
+        Ok(RawType {
+            name: intern(name),
+            ros_hash: Some(intern(ros_hash)),
+            hash: crate::TypeHash::of_ros_hash(ros_hash),
+            wire: Wire::Cdr,
+        })
+    }
+
+    /// The type `T` is, as a raw type.
+    pub fn of<T: crate::Message>() -> RawType {
+        RawType {
+            name: T::TYPE_NAME,
+            ros_hash: T::ROS_TYPE_HASH,
+            hash: T::TYPE_HASH,
+            wire: T::WIRE,
+        }
+    }
+
+    /// The type name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The ROS 2 type hash, if the type is a ROS type.
+    pub fn ros_hash(&self) -> Option<&'static str> {
+        self.ros_hash
+    }
+
+    /// myelin's schema hash (what endpoints compare).
+    pub fn hash(&self) -> crate::TypeHash {
+        self.hash
+    }
+
+    /// The wire encoding.
+    pub fn wire(&self) -> Wire {
+        self.wire
+    }
+
+}
+
+/// A string that lives as long as the process, stored once however often
+/// it is asked for: type names of [`RawType`]s are few (one per type a
+/// program meets), and transports keep `&'static str` names.
+fn intern(s: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = names.get(s) {
+        return n;
+    }
+    let leaked: &'static str = Box::leak(s.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
 /// Whether `T` is [`AnyMessage`] (matches every type).
 pub(crate) fn is_any<T: crate::Message>() -> bool {
     T::TYPE_NAME == "*" && T::TYPE_HASH.0 == 0

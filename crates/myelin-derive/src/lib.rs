@@ -16,7 +16,8 @@
 //!
 //! A type that mirrors a ROS 2 `.msg` adds its REP-2011 hash,
 //! `#[message(ros_hash = "RIHS01_...")]`, so the zenoh transport names the
-//! topic as rmw_zenoh does and ROS 2 nodes match it.
+//! topic as rmw_zenoh does and ROS 2 nodes match it; its schema hash is
+//! then derived from the ROS hash (`TypeHash::of_ros_hash`).
 #![warn(missing_docs)]
 
 use proc_macro::TokenStream;
@@ -143,16 +144,20 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
             }
         },
     };
-    let ros_hash_item = match ros_hash {
-        Some(h) => {
-            quote!(const ROS_TYPE_HASH: ::core::option::Option<&'static str> = ::core::option::Option::Some(#h);)
-        }
-        None => quote!(),
+    // A type that names its ROS 2 hash is that ROS type, whatever the Rust
+    // field names: its identity is the ROS hash (so a tool that only knows
+    // the ROS name and hash, a bag player, matches it).
+    let (ros_hash_item, hash_item) = match ros_hash {
+        Some(h) => (
+            quote!(const ROS_TYPE_HASH: ::core::option::Option<&'static str> = ::core::option::Option::Some(#h);),
+            quote!(::myelin::TypeHash::of_ros_hash(#h)),
+        ),
+        None => (quote!(), quote!(::myelin::TypeHash::of_schema(#schema))),
     };
     Ok(quote! {
         impl #impl_g ::myelin::Message for #ident #ty_g #where_c {
             const TYPE_NAME: &'static str = #type_name;
-            const TYPE_HASH: ::myelin::TypeHash = ::myelin::TypeHash::of_schema(#schema);
+            const TYPE_HASH: ::myelin::TypeHash = #hash_item;
             #ros_hash_item
             #wire_items
         }

@@ -84,6 +84,49 @@ impl Node {
         qos: QoS,
         options: PublisherOptions,
     ) -> Result<Publisher<T>, CreateEndpointError> {
+        self.make_publisher(topic, qos, options, TypeInfo::of::<T>())
+    }
+
+    /// A publisher of bytes as the message type `ty` names (known at run
+    /// time, e.g. from a recorded bag): subscriptions of that type in other
+    /// processes and hosts receive each [`AnyMessage`](crate::AnyMessage)
+    /// published as if a typed publisher had sent those bytes, so the
+    /// bytes must be the type's wire encoding (CDR for a ROS type). It is
+    /// what `myelin bag play` republishes with. In this context it only
+    /// meets other `AnyMessage` endpoints: a typed endpoint of the topic in
+    /// the same context is a [`CreateEndpointError::TypeMismatch`].
+    ///
+    /// ```
+    /// use myelin_core::{AnyMessage, Context, QoS, RawType};
+    ///
+    /// let ctx = Context::builder().shared_memory(false).network(false).build().unwrap();
+    /// let node = ctx.create_node("player").unwrap();
+    /// let ty = RawType::ros(
+    ///     "std_msgs/msg/String",
+    ///     "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18",
+    /// )
+    /// .unwrap();
+    /// let p = node.create_raw_publisher("chatter", &ty, QoS::keep_last(10)).unwrap();
+    /// // CDR of std_msgs/String "hi": encapsulation, length 3, "hi\0".
+    /// let cdr: &[u8] = &[0, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0];
+    /// p.publish(AnyMessage(cdr.into())).unwrap();
+    /// ```
+    pub fn create_raw_publisher(
+        &self,
+        topic: &str,
+        ty: &crate::RawType,
+        qos: QoS,
+    ) -> Result<Publisher<crate::AnyMessage>, CreateEndpointError> {
+        self.make_publisher(topic, qos, PublisherOptions::default(), TypeInfo::of_raw(ty))
+    }
+
+    fn make_publisher<T: Message>(
+        &self,
+        topic: &str,
+        qos: QoS,
+        options: PublisherOptions,
+        ty: TypeInfo,
+    ) -> Result<Publisher<T>, CreateEndpointError> {
         let topic = self.resolve_topic_name(topic)?;
         self.check_ctx(&topic)?;
         let group = options
@@ -93,7 +136,7 @@ impl Node {
             .inner
             .clone();
         let id = self.inner.ctx.new_id();
-        let links = self.links::<T, dyn PubLink>(id, &topic, &qos, |t, spec| t.publisher(spec))?;
+        let links = self.links::<dyn PubLink>(id, &topic, &qos, ty, |t, spec| t.publisher(spec))?;
         let events = self.event_queue(&options.event_callback, &group, "publisher", &topic);
         let inner = Arc::new(PubInner::new(
             id,
@@ -258,7 +301,9 @@ impl Node {
             // other processes have no such thread (see README).
             Vec::new()
         } else {
-            self.links::<T, dyn SubLink>(id, &topic, &qos, |t, spec| t.subscription(spec))?
+            self.links::<dyn SubLink>(id, &topic, &qos, TypeInfo::of::<T>(), |t, spec| {
+                t.subscription(spec)
+            })?
         };
         let events = self.event_queue(&options.event_callback, &group, "subscription", &topic);
         let inner = Arc::new(SubInner::new(SubSpec {
@@ -323,12 +368,12 @@ impl Node {
     }
 
     /// What the transports see of a new endpoint.
-    fn spec<'a, T: Message>(&'a self, id: u64, topic: &'a str, qos: &'a QoS) -> EndpointSpec<'a> {
+    fn spec<'a>(&'a self, id: u64, topic: &'a str, qos: &'a QoS, ty: TypeInfo) -> EndpointSpec<'a> {
         EndpointSpec {
             id,
             topic,
             qos,
-            ty: TypeInfo::of::<T>(),
+            ty,
             node: NodeIdent {
                 fqn: &self.inner.fqn,
                 name: &self.inner.name,
@@ -341,14 +386,15 @@ impl Node {
     /// One link per transport of the context for a new endpoint (`make`
     /// asks a transport for it): an error when another process has the
     /// topic with another type, or when a transport fails.
-    fn links<T: Message, L: ?Sized>(
+    fn links<L: ?Sized>(
         &self,
         id: u64,
         topic: &str,
         qos: &QoS,
+        ty: TypeInfo,
         make: impl Fn(&dyn Transport, &EndpointSpec<'_>) -> Result<Option<Arc<L>>, TransportError>,
     ) -> Result<Vec<Arc<L>>, CreateEndpointError> {
-        let spec = self.spec::<T>(id, topic, qos);
+        let spec = self.spec(id, topic, qos, ty);
         let transports = &self.inner.ctx.transports;
         for t in transports.iter() {
             t.check_type(&spec)?;

@@ -192,6 +192,17 @@ impl TypeInfo {
         }
     }
 
+    /// A type named at run time (a publisher of recorded bytes).
+    pub(crate) fn of_raw(t: &crate::RawType) -> TypeInfo {
+        TypeInfo {
+            name: t.name(),
+            hash: t.hash(),
+            ros_hash: t.ros_hash(),
+            wire: t.wire(),
+            any: false,
+        }
+    }
+
     /// Whether the type can leave the process at all.
     pub(crate) fn crosses(&self) -> bool {
         self.wire != Wire::Local
@@ -568,6 +579,10 @@ pub struct DiscoveredEndpoint {
     pub type_name: String,
     /// The schema hash.
     pub type_hash: crate::TypeHash,
+    /// The ROS 2 type hash (`RIHS01_...`) when the endpoint announced one
+    /// (zenoh liveliness tokens carry it; this host's shared memory does
+    /// not, the type name and schema hash identify the type there).
+    pub ros_hash: Option<String>,
     /// The fully qualified node name.
     pub node: String,
     /// The process.

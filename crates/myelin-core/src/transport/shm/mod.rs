@@ -127,6 +127,7 @@ pub(crate) fn host_endpoints(domain: u32) -> Vec<DiscoveredEndpoint> {
             topic: f.info.topic,
             type_name: f.info.type_name,
             type_hash: crate::TypeHash(f.info.type_hash),
+            ros_hash: None,
             node: f.info.node,
             pid: f.info.pid,
             qos: decode_qos(&f.info.qos),

@@ -647,11 +647,18 @@ fn discovered(t: &Token) -> Option<DiscoveredEndpoint> {
     } else {
         names::ros_type_name(&info.type_name).unwrap_or_else(|| info.type_name.replace("::", "/"))
     };
+    let ros_hash = info
+        .type_hash
+        .starts_with("RIHS01_")
+        .then(|| info.type_hash.clone());
     Some(DiscoveredEndpoint {
         is_publisher,
         topic: info.name.clone(),
         type_name,
-        type_hash: crate::TypeHash(0),
+        type_hash: ros_hash
+            .as_deref()
+            .map_or(crate::TypeHash(0), crate::TypeHash::of_ros_hash),
+        ros_hash,
         node: t.node_fqn(),
         pid: zid_pid(&t.zid),
         qos: qos_of_token(&info.qos),
