@@ -32,6 +32,10 @@ pub enum Command {
     /// other hosts through zenoh): list, call.
     #[command(subcommand)]
     Service(ServiceCommand),
+    /// Record topics into a rosbag2-compatible MCAP bag, play one back,
+    /// and show what a bag holds (`ros2 bag` reads them and vice versa).
+    #[command(subcommand)]
+    Bag(BagCommand),
     /// ddsperf-style latency between two processes: `perf pong` in one
     /// terminal, `perf ping` in another (or `perf ping --local`).
     #[command(subcommand)]
@@ -165,6 +169,101 @@ pub enum ServiceCommand {
         #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
+}
+
+/// `myelin bag` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BagCommand {
+    /// Record topics (from this host's shared memory and, through zenoh,
+    /// other hosts and ROS 2 nodes) until Ctrl-C, e.g. `myelin bag record
+    /// -a` or `myelin bag record /camera/image /imu -o run1`.
+    Record(RecordArgs),
+    /// Republish a bag's messages with their recorded timing and QoS, e.g.
+    /// `myelin bag play run1 --rate 2 --loop`.
+    Play(PlayArgs),
+    /// What a bag holds: files, duration, topics with types and counts.
+    Info {
+        /// A bag directory or one .mcap file.
+        bag: std::path::PathBuf,
+    },
+}
+
+/// `myelin bag record` arguments.
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// Topics to record (or -a / --regex).
+    pub topics: Vec<String>,
+    /// Record every topic, including those that appear while recording.
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// Record topics whose name matches this regular expression.
+    #[arg(short = 'e', long)]
+    pub regex: Option<String>,
+    /// Leave out topics whose name matches this regular expression.
+    #[arg(short = 'x', long)]
+    pub exclude: Option<String>,
+    /// The bag directory (default: rosbag2_YYYY_MM_DD-HH_MM_SS, UTC).
+    #[arg(short = 'o', long)]
+    pub output: Option<std::path::PathBuf>,
+    /// Start a new file after this many bytes.
+    #[arg(short = 'b', long)]
+    pub max_bag_size: Option<u64>,
+    /// Start a new file after this many seconds.
+    #[arg(short = 'd', long)]
+    pub max_bag_duration: Option<f64>,
+    /// Compress chunks.
+    #[arg(long, value_enum, default_value = "none")]
+    pub compression: CompressionArg,
+    /// Stop after this many seconds (default: at Ctrl-C).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Messages the recorder may hold while the disk catches up; more are
+    /// dropped and counted.
+    #[arg(long, default_value_t = 10_000)]
+    pub queue: usize,
+    /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+    #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+    pub domain: u32,
+}
+
+/// `--compression`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CompressionArg {
+    /// Stored as received.
+    None,
+    /// zstd per chunk.
+    Zstd,
+    /// LZ4 per chunk.
+    Lz4,
+}
+
+/// `myelin bag play` arguments.
+#[derive(Debug, clap::Args)]
+pub struct PlayArgs {
+    /// A bag directory or one .mcap file (from myelin, `ros2 bag` or any
+    /// MCAP writer of ROS 2 messages).
+    pub bag: std::path::PathBuf,
+    /// Play faster (2) or slower (0.5).
+    #[arg(short = 'r', long, default_value_t = 1.0)]
+    pub rate: f64,
+    /// Start again at the end.
+    #[arg(short = 'l', long = "loop")]
+    pub looping: bool,
+    /// Only these topics.
+    #[arg(long, num_args = 1..)]
+    pub topics: Vec<String>,
+    /// Publish a topic under another name: `--remap /from:=/to` (repeat).
+    #[arg(long, num_args = 1..)]
+    pub remap: Vec<String>,
+    /// Skip this many seconds from the start.
+    #[arg(long, default_value_t = 0.0)]
+    pub start_offset: f64,
+    /// Seconds to wait for subscribers before the first message.
+    #[arg(long, default_value_t = 1.0)]
+    pub wait_for_subscribers: f64,
+    /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+    #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+    pub domain: u32,
 }
 
 /// `myelin node` subcommands.

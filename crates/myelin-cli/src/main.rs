@@ -25,6 +25,7 @@ fn main() {
         cli::Command::Topic(cmd) => command::topic::run(cmd),
         cli::Command::Node(cmd) => command::topic::run_node(cmd),
         cli::Command::Service(cmd) => command::service::run(cmd),
+        cli::Command::Bag(cmd) => command::bag::run(cmd),
         cli::Command::Router(args) => command::router::run(args),
     };
     if let Err(e) = result {

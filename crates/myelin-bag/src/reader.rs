@@ -1,0 +1,338 @@
+//! Reading a bag: a directory (its `metadata.yaml` and MCAP files) or one
+//! MCAP file, messages merged in time order across files.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::BagError;
+use crate::metadata::BagMetadata;
+use crate::topic::TopicInfo;
+
+/// The longest record a reader accepts: a corrupt length field cannot make
+/// it allocate more than this (larger than any real message: a 4K RGB
+/// frame is 25 MB).
+const RECORD_LIMIT: usize = 1 << 30;
+
+/// One recorded message.
+#[derive(Debug, Clone)]
+pub struct BagMessage {
+    /// Its topic.
+    pub topic: Arc<TopicInfo>,
+    /// When it was received (ns since the Unix epoch).
+    pub log_time: u64,
+    /// When it was sent, as recorded (ns since the Unix epoch).
+    pub publish_time: u64,
+    /// Its sequence number on its topic.
+    pub sequence: u32,
+    /// Its encoded bytes (CDR for ROS types).
+    pub data: Vec<u8>,
+}
+
+impl BagMessage {
+    /// Decode as `T` (which must be the recorded type, or one with the
+    /// same encoding).
+    ///
+    /// See [`Writer`](crate::Writer) for an example.
+    pub fn decode<T: myelin::Message>(&self) -> Result<T, BagError> {
+        T::wire_decode(myelin::SharedBytes::copy_from(&self.data)).map_err(|e| BagError::Decode {
+            topic: self.topic.name.clone(),
+            type_name: T::TYPE_NAME,
+            why: e.to_string(),
+        })
+    }
+}
+
+/// A bag opened for reading.
+///
+/// ```no_run
+/// let bag = myelin_bag::Reader::open("rosbag2_2026_11_24-10_00_00").unwrap();
+/// for m in bag.messages().unwrap() {
+///     let m = m.unwrap();
+///     println!("{} {} {} bytes", m.log_time, m.topic.name, m.data.len());
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Reader {
+    path: PathBuf,
+    files: Vec<PathBuf>,
+    metadata: Option<BagMetadata>,
+}
+
+impl Reader {
+    /// Open a bag directory (with or without `metadata.yaml`: a recorder
+    /// killed before writing it leaves its MCAP files readable) or a single
+    /// `.mcap` file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Reader, BagError> {
+        let path = path.as_ref().to_path_buf();
+        let meta = std::fs::metadata(&path).map_err(|e| BagError::io(&path, e))?;
+        if meta.is_file() {
+            check_magic(&path)?;
+            return Ok(Reader {
+                files: vec![path.clone()],
+                path,
+                metadata: None,
+            });
+        }
+        let yaml = path.join("metadata.yaml");
+        let metadata = if yaml.exists() {
+            Some(BagMetadata::read(&yaml)?)
+        } else {
+            None
+        };
+        let mut files: Vec<PathBuf> = Vec::new();
+        if let Some(m) = &metadata {
+            if m.storage_identifier != "mcap" && !m.storage_identifier.is_empty() {
+                return Err(BagError::NotABag {
+                    path,
+                    why: format!(
+                        "its storage is {:?}; only mcap bags are read (convert with `ros2 bag convert`)",
+                        m.storage_identifier
+                    ),
+                });
+            }
+            for f in &m.files {
+                let p = path.join(&f.path);
+                if p.exists() {
+                    files.push(p);
+                } else {
+                    tracing::warn!("{}: listed in metadata.yaml but missing", p.display());
+                }
+            }
+        }
+        // MCAP files metadata.yaml does not list (a recorder killed after
+        // a split): read them too, in the order of their number.
+        let mut extra: Vec<PathBuf> = std::fs::read_dir(&path)
+            .map_err(|e| BagError::io(&path, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "mcap") && !files.contains(p))
+            .collect();
+        extra.sort_by_key(|p| (file_number(p), p.clone()));
+        if metadata.is_some() && !extra.is_empty() {
+            tracing::warn!(
+                "{}: {} MCAP file(s) not listed in metadata.yaml are read too",
+                path.display(),
+                extra.len()
+            );
+        }
+        files.extend(extra);
+        if files.is_empty() {
+            return Err(BagError::NotABag {
+                path,
+                why: "no metadata.yaml and no .mcap file in it".into(),
+            });
+        }
+        for f in &files {
+            check_magic(f)?;
+        }
+        Ok(Reader {
+            path,
+            files,
+            metadata,
+        })
+    }
+
+    /// What was opened.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The MCAP files, in order.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// The bag's `metadata.yaml`, if it has one.
+    pub fn metadata(&self) -> Option<&BagMetadata> {
+        self.metadata.as_ref()
+    }
+
+    /// Every message, oldest first (merged by receive time across files;
+    /// within a file in file order). A damaged file yields one
+    /// [`BagError::Corrupt`] naming how far it was read, then the other
+    /// files go on.
+    pub fn messages(&self) -> Result<Messages, BagError> {
+        let mut streams = Vec::new();
+        for path in &self.files {
+            let file = File::open(path).map_err(|e| BagError::io(path, e))?;
+            let counted = Counted {
+                inner: BufReader::with_capacity(1 << 20, file),
+                read: Arc::default(),
+            };
+            let read = counted.read.clone();
+            let options = mcap::sans_io::LinearReaderOptions::default()
+                .with_record_length_limit(RECORD_LIMIT);
+            streams.push(Stream {
+                path: path.clone(),
+                reader: mcap::io::MessageReader::new_with_options(counted, options),
+                read,
+                topics: HashMap::new(),
+            });
+        }
+        let mut m = Messages {
+            streams,
+            heads: BinaryHeap::new(),
+            pending_errors: Vec::new(),
+        };
+        for i in 0..m.streams.len() {
+            m.advance(i);
+        }
+        Ok(m)
+    }
+}
+
+/// The number at the end of `name_<n>.mcap`.
+fn file_number(p: &Path) -> u64 {
+    p.file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.rsplit('_').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+fn check_magic(path: &Path) -> Result<(), BagError> {
+    let mut head = [0u8; 8];
+    let mut f = File::open(path).map_err(|e| BagError::io(path, e))?;
+    let n = read_up_to(&mut f, &mut head).map_err(|e| BagError::io(path, e))?;
+    if n < head.len() || head != mcap::MAGIC {
+        return Err(BagError::NotABag {
+            path: path.to_path_buf(),
+            why: "it does not start with the MCAP magic".into(),
+        });
+    }
+    Ok(())
+}
+
+fn read_up_to(f: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// A reader that counts the bytes it has handed out (how far into a file
+/// a corrupt record was met).
+struct Counted<R> {
+    inner: R,
+    read: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+struct Stream {
+    path: PathBuf,
+    reader: mcap::io::MessageReader<Counted<BufReader<File>>>,
+    read: Arc<std::sync::atomic::AtomicU64>,
+    topics: HashMap<u16, Arc<TopicInfo>>,
+}
+
+/// The messages of a bag in time order (see [`Reader::messages`]).
+pub struct Messages {
+    streams: Vec<Stream>,
+    /// The next message of each stream, by (log time, stream).
+    heads: BinaryHeap<Reverse<(u64, usize, HeadSlot)>>,
+    pending_errors: Vec<BagError>,
+}
+
+/// A message waiting in the merge (ordered only by its key).
+struct HeadSlot(BagMessage);
+
+impl PartialEq for HeadSlot {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for HeadSlot {}
+impl PartialOrd for HeadSlot {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for HeadSlot {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+impl Messages {
+    /// Read the next message of stream `i` into the merge.
+    fn advance(&mut self, i: usize) {
+        let s = &mut self.streams[i];
+        match s.reader.next() {
+            None => {}
+            Some(Ok(m)) => {
+                let topic = s
+                    .topics
+                    .entry(m.channel.id)
+                    .or_insert_with(|| Arc::new(topic_of_channel(&m.channel)))
+                    .clone();
+                let msg = BagMessage {
+                    topic,
+                    log_time: m.log_time,
+                    publish_time: m.publish_time,
+                    sequence: m.sequence,
+                    data: m.data.into_owned(),
+                };
+                self.heads.push(Reverse((msg.log_time, i, HeadSlot(msg))));
+            }
+            Some(Err(e)) => self.pending_errors.push(BagError::Corrupt {
+                path: s.path.clone(),
+                offset: s.read.load(std::sync::atomic::Ordering::Relaxed),
+                why: e.to_string(),
+            }),
+        }
+    }
+}
+
+impl Iterator for Messages {
+    type Item = Result<BagMessage, BagError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.pending_errors.pop() {
+            return Some(Err(e));
+        }
+        let Reverse((_, i, HeadSlot(msg))) = self.heads.pop()?;
+        self.advance(i);
+        Some(Ok(msg))
+    }
+}
+
+/// A topic as an MCAP channel describes it (rosbag2's channel metadata).
+pub(crate) fn topic_of_channel(c: &mcap::Channel<'_>) -> TopicInfo {
+    let offered_qos = c
+        .metadata
+        .get("offered_qos_profiles")
+        .map(|y| crate::qos::profiles_from_yaml(y))
+        .unwrap_or_default();
+    TopicInfo {
+        name: c.topic.clone(),
+        type_name: c
+            .schema
+            .as_ref()
+            .map(|s| s.name.clone())
+            .unwrap_or_default(),
+        serialization_format: c.message_encoding.clone(),
+        offered_qos,
+        type_hash: c
+            .metadata
+            .get("topic_type_hash")
+            .filter(|h| !h.is_empty())
+            .cloned(),
+    }
+}

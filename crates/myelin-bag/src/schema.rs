@@ -1,0 +1,117 @@
+//! `ros2msg` schemas: a type's `.msg` text followed by the text of every
+//! message it uses, each after a separator line, as rosbag2 stores them
+//! (and as MCAP's `ros2msg` schema encoding defines), so a reader with no
+//! ROS installation can decode every field.
+
+use std::collections::BTreeSet;
+
+/// The line before each dependency's definition.
+pub(crate) const SEPARATOR: &str =
+    "================================================================================";
+
+/// The full `ros2msg` schema of `type_name` (`pkg/msg/Name`), built from
+/// the definitions of `myelin-msgs`; `None` if it does not have the type
+/// (or one of its dependencies).
+///
+/// ```
+/// let s = myelin_bag::ros2msg_schema("std_msgs/msg/Header").unwrap();
+/// assert!(s.starts_with("builtin_interfaces/Time stamp"));
+/// assert!(s.contains("\nMSG: builtin_interfaces/Time\n"));
+/// assert!(myelin_bag::ros2msg_schema("my_pkg/msg/Unknown").is_none());
+/// ```
+pub fn ros2msg_schema(type_name: &str) -> Option<String> {
+    let mut out = text_of(type_name)?.trim_end().to_string();
+    out.push('\n');
+    let mut seen = BTreeSet::new();
+    seen.insert(type_name.to_string());
+    let mut order = Vec::new();
+    dependencies(type_name, &mut seen, &mut order)?;
+    for dep in order {
+        out.push_str(SEPARATOR);
+        out.push('\n');
+        out.push_str("MSG: ");
+        out.push_str(&short_name(&dep));
+        out.push('\n');
+        out.push_str(text_of(&dep)?.trim_end());
+        out.push('\n');
+    }
+    Some(out)
+}
+
+/// The `.msg` text of one type (a service's request or response part
+/// included).
+fn text_of(type_name: &str) -> Option<String> {
+    if let Some(t) = myelin_msgs::definition(type_name) {
+        return Some(t.to_string());
+    }
+    // `pkg/srv/Name_Request` / `_Response`: the part of the `.srv` text.
+    let (service, part) = type_name.rsplit_once('_')?;
+    let (_, text) = myelin_msgs::srv_definitions()
+        .iter()
+        .find(|(n, _)| *n == service)?;
+    let mut halves = text.splitn(2, "\n---");
+    let request = halves.next()?;
+    let response = halves.next().unwrap_or("");
+    match part {
+        "Request" => Some(request.to_string()),
+        "Response" => Some(response.trim_start_matches('\n').to_string()),
+        _ => None,
+    }
+}
+
+/// The nested message types of `type_name`, depth first, each once.
+fn dependencies(
+    type_name: &str,
+    seen: &mut BTreeSet<String>,
+    order: &mut Vec<String>,
+) -> Option<()> {
+    let spec = myelin_msgs::msg_spec(type_name)?;
+    for field in &spec.fields {
+        if let Some(nested) = field.ty.base.nested_type_name()
+            && seen.insert(nested.clone())
+        {
+            order.push(nested.clone());
+            dependencies(&nested, seen, order)?;
+        }
+    }
+    Some(())
+}
+
+/// `pkg/Name` for `pkg/msg/Name` (the form `.msg` files use).
+fn short_name(type_name: &str) -> String {
+    match type_name.split('/').collect::<Vec<_>>()[..] {
+        [pkg, "msg", name] => format!("{pkg}/{name}"),
+        _ => type_name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_standard_type_has_a_complete_schema() {
+        for (name, _) in myelin_msgs::definitions() {
+            let s = ros2msg_schema(name).unwrap_or_else(|| panic!("{name}"));
+            let spec = myelin_msgs::msg_spec(name).unwrap();
+            for f in &spec.fields {
+                if let Some(n) = f.ty.base.nested_type_name() {
+                    assert!(
+                        s.contains(&format!("MSG: {}\n", short_name(&n))),
+                        "{name}: {n}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dependencies_come_once_depth_first() {
+        let s = ros2msg_schema("sensor_msgs/msg/Image").unwrap();
+        assert_eq!(s.matches("MSG: std_msgs/Header\n").count(), 1);
+        assert_eq!(s.matches("MSG: builtin_interfaces/Time\n").count(), 1);
+        let header = s.find("MSG: std_msgs/Header").unwrap();
+        let time = s.find("MSG: builtin_interfaces/Time").unwrap();
+        assert!(header < time);
+    }
+}
