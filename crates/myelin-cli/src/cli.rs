@@ -217,10 +217,10 @@ pub struct RecordArgs {
     /// Stop after this many seconds (default: at Ctrl-C).
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Messages the recorder may hold while the disk catches up; more are
-    /// dropped and counted.
-    #[arg(long, default_value_t = 10_000)]
-    pub queue: usize,
+    /// Bytes of messages the recorder may hold while the disk catches up
+    /// (as rosbag2's --max-cache-size); more are dropped and counted.
+    #[arg(long, default_value_t = 100 * 1024 * 1024)]
+    pub max_cache_size: u64,
     /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
     #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
     pub domain: u32,

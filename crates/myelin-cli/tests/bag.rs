@@ -238,3 +238,118 @@ fn mistakes_are_errors_that_say_what_to_do() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The recorder cannot keep up (here: it may hold no message at all):
+/// every message it loses is counted, reported, and the exit status says
+/// the bag is not complete.
+#[test]
+fn messages_the_recorder_cannot_hold_are_counted_and_fail_the_run() {
+    let domain = 188;
+    let dir = scratch("dropped");
+    let d = dir.to_str().unwrap().to_string();
+    let c = ctx(domain);
+    let recorder = bag(&[
+        "record",
+        "/bag_drop",
+        "-o",
+        &d,
+        "--max-cache-size",
+        "1",
+        "--domain",
+        "188",
+    ]);
+    let node = c.create_node("bag_test_drop").unwrap();
+    let p = node
+        .create_publisher::<std_msgs::Int32>("/bag_drop", QoS::keep_last(10))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while p.subscription_count() == 0 {
+        assert!(Instant::now() < deadline, "the recorder never subscribed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for i in 0..20 {
+        p.publish(std_msgs::Int32 { data: i }).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut child = recorder;
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    let status = child.0.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("DROPPED"), "{err}");
+    assert!(err.contains("messages were not recorded"), "{err}");
+    assert!(recorded(&dir, "/bag_drop").is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A full disk (a 512 KiB tmpfs) stops the recording with the OS error
+/// and a non-zero exit; what was written before stays readable.
+#[test]
+fn a_full_disk_stops_the_recording_with_the_error() {
+    let mnt = scratch("full_disk");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let m = mnt.to_str().unwrap().to_string();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=512k", "tmpfs", &m])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(m.clone());
+    let domain = 189;
+    let c = ctx(domain);
+    let d = format!("{m}/bag");
+    let mut recorder = bag(&["record", "/bag_full", "-o", &d, "--domain", "189"]);
+    let node = c.create_node("bag_test_full").unwrap();
+    let p = node
+        .create_publisher::<sensor_msgs_like::Frame>("/bag_full", QoS::keep_last(10))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the recorder never hit the full disk"
+        );
+        let _ = p.publish(sensor_msgs_like::frame());
+        std::thread::sleep(Duration::from_millis(5));
+        if let Ok(Some(s)) = recorder.0.try_wait() {
+            break s;
+        }
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(recorder.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    // The bag opens; what reached the disk reads, in order.
+    let r = Reader::open(&d).unwrap();
+    let n = r.messages().unwrap().filter(|m| m.is_ok()).count();
+    assert!(n < 100, "{n}");
+}
+
+/// 16 KiB messages, to fill a small disk quickly.
+mod sensor_msgs_like {
+    pub use myelin_msgs::sensor_msgs::Image as Frame;
+
+    pub fn frame() -> Frame {
+        Frame {
+            height: 128,
+            width: 128,
+            encoding: "mono8".into(),
+            step: 128,
+            data: vec![7; 128 * 128],
+            ..Default::default()
+        }
+    }
+}

@@ -348,7 +348,6 @@ impl RawType {
     pub fn wire(&self) -> Wire {
         self.wire
     }
-
 }
 
 /// A string that lives as long as the process, stored once however often

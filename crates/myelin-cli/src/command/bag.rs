@@ -205,8 +205,8 @@ fn record(args: RecordArgs) -> Res {
     if args.max_bag_size == Some(0) {
         return Err("invalid --max-bag-size 0: must be a number of bytes above 0".into());
     }
-    if !(1..=10_000_000).contains(&args.queue) {
-        return Err(format!("invalid --queue {}: must be 1 to 10000000", args.queue).into());
+    if args.max_cache_size == 0 {
+        return Err("invalid --max-cache-size 0: must be a number of bytes above 0".into());
     }
     let stop_after = positive_seconds("--duration", args.duration)?;
     let options = WriterOptions {
@@ -232,7 +232,11 @@ fn record(args: RecordArgs) -> Res {
     let node = ctx.create_node(&format!("myelin_bag_recorder_{}", std::process::id()))?;
 
     // The writer thread owns the bag: callbacks never wait for the disk.
-    let (tx, rx) = mpsc::sync_channel::<Item>(args.queue);
+    // Held messages are bounded by bytes (a shared-memory message held
+    // here keeps its chunk from going back to the publisher's pool) and
+    // by count.
+    let (tx, rx) = mpsc::sync_channel::<Item>(100_000);
+    let held = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicU64::new(0));
     let bytes = Arc::new(AtomicU64::new(0));
@@ -240,6 +244,7 @@ fn record(args: RecordArgs) -> Res {
         let failed = failed.clone();
         let written = written.clone();
         let bytes = bytes.clone();
+        let held = held.clone();
         std::thread::Builder::new()
             .name("bag-writer".into())
             .spawn(move || -> Result<Writer, myelin_bag::BagError> {
@@ -260,6 +265,7 @@ fn record(args: RecordArgs) -> Res {
                         }) => writer
                             .write(ids[topic], log_time, log_time, msg.bytes())
                             .map(|()| {
+                                held.fetch_sub(msg.bytes().len() as u64, Ordering::Relaxed);
                                 written.fetch_add(1, Ordering::Relaxed);
                                 bytes.fetch_add(msg.bytes().len() as u64, Ordering::Relaxed);
                             }),
@@ -357,6 +363,8 @@ fn record(args: RecordArgs) -> Res {
                 }
                 let tx = tx.clone();
                 let dropped = dropped.clone();
+                let held = held.clone();
+                let max_cache = args.max_cache_size;
                 let sub =
                     node.create_subscription(&topic, qos, move |m: Received<AnyMessage>| {
                         let msg = match m {
@@ -364,12 +372,19 @@ fn record(args: RecordArgs) -> Res {
                             Received::Shared(m) => (*m).clone(),
                             Received::InPlace(m) => (*m).clone(),
                         };
+                        let len = msg.bytes().len() as u64;
+                        if held.fetch_add(len, Ordering::Relaxed) + len > max_cache {
+                            held.fetch_sub(len, Ordering::Relaxed);
+                            dropped.fetch_add(1, Ordering::Relaxed);
+                            return;
+                        }
                         let item = Item::Message {
                             topic: index,
                             log_time: now_ns(),
                             msg,
                         };
                         if tx.try_send(item).is_err() {
+                            held.fetch_sub(len, Ordering::Relaxed);
                             dropped.fetch_add(1, Ordering::Relaxed);
                         }
                     })?;

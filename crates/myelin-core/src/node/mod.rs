@@ -117,7 +117,12 @@ impl Node {
         ty: &crate::RawType,
         qos: QoS,
     ) -> Result<Publisher<crate::AnyMessage>, CreateEndpointError> {
-        self.make_publisher(topic, qos, PublisherOptions::default(), TypeInfo::of_raw(ty))
+        self.make_publisher(
+            topic,
+            qos,
+            PublisherOptions::default(),
+            TypeInfo::of_raw(ty),
+        )
     }
 
     fn make_publisher<T: Message>(
