@@ -409,6 +409,10 @@ pub enum Scenario {
     /// The network transport across processes through a zenoh router on
     /// loopback (ping-pong and a 3-process relay), beside raw zenoh.
     Net,
+    /// The bag recorder against the disk's raw write speed (a robot's mix
+    /// and saturated), and the player's timing at 1 kHz (`--duration`
+    /// seconds per recording, default 20; writes to the temp directory).
+    Bag,
 }
 
 /// `myelin bench` arguments.

@@ -191,6 +191,13 @@ impl Deref for Blob {
     }
 }
 
+impl From<SharedBytes> for Blob {
+    /// No copy: the blob shares the bytes.
+    fn from(v: SharedBytes) -> Blob {
+        Blob(v)
+    }
+}
+
 impl From<Vec<u8>> for Blob {
     fn from(v: Vec<u8>) -> Blob {
         Blob(SharedBytes::from_vec(v))

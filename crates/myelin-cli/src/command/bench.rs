@@ -71,6 +71,7 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
         Scenario::Relay => scenarios::relay::plan(chain, &sys)?,
         Scenario::Rpc => scenarios::rpc::plan(chain, &sys)?,
         Scenario::Topology => unreachable!("handled by `topology`"),
+        Scenario::Bag => unreachable!("handled by `bench_bag`"),
         Scenario::Pingpong => scenarios::pingpong::plan(
             scenarios::pingpong::PingPongParams {
                 count: args.count.unwrap_or(if q { 2_000 } else { 20_000 }),
@@ -203,6 +204,9 @@ fn run_child(index: usize, name: &str) -> Result<Record, String> {
 pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.scenario == Scenario::Topology {
         return topology(&args);
+    }
+    if args.scenario == Scenario::Bag {
+        return crate::command::bench_bag::run(&args);
     }
     let jobs = plan(&args)?;
     if let Some(index) = args.job {

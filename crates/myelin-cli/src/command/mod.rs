@@ -1,6 +1,7 @@
 //! One module per subcommand.
 pub mod bag;
 pub mod bench;
+pub mod bench_bag;
 pub mod doctor;
 pub mod perf;
 pub mod router;
