@@ -198,7 +198,7 @@ fn record(dir: &Path, secs: f64, saturated: bool) -> Result<Recorded, Box<dyn st
         }
         imu.publish(sensor_msgs::Imu::default())?;
         published += 1;
-        if tick % 10 == 0 {
+        if tick.is_multiple_of(10) {
             for t in &twists {
                 t.publish(geometry_msgs::Twist::default())?;
                 published += 1;
