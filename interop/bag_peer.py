@@ -68,7 +68,8 @@ def channels(path):
                 )
             )
         for m in reader.iter_metadata():
-            print(json.dumps({"metadata_record": m.name, "keys": sorted(m.metadata)}))
+            first = m.metadata.get("serialized_metadata", "").splitlines()[:1]
+            print(json.dumps({"metadata_record": m.name, "keys": sorted(m.metadata), "first_line": first}))
 
 
 TWIST = """geometry_msgs/Vector3 linear

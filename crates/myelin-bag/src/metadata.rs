@@ -66,6 +66,19 @@ fn ns_map(key: &str, ns: u64) -> Value {
 impl BagMetadata {
     /// As `metadata.yaml` text.
     pub fn to_yaml(&self) -> Result<String, String> {
+        let mut root = Mapping::new();
+        root.insert("rosbag2_bagfile_information".into(), self.to_value());
+        serde_yaml::to_string(&Value::Mapping(root)).map_err(|e| e.to_string())
+    }
+
+    /// The bag's metadata without `metadata.yaml`'s top key: what rosbag2's
+    /// MCAP storage stores in each file's `rosbag2` metadata record (key
+    /// `serialized_metadata`).
+    pub fn to_record_yaml(&self) -> Result<String, String> {
+        serde_yaml::to_string(&self.to_value()).map_err(|e| e.to_string())
+    }
+
+    fn to_value(&self) -> Value {
         let mut info = Mapping::new();
         info.insert("version".into(), VERSION.into());
         info.insert(
@@ -143,9 +156,7 @@ impl BagMetadata {
             "ros_distro".into(),
             self.ros_distro.clone().unwrap_or_default().into(),
         );
-        let mut root = Mapping::new();
-        root.insert("rosbag2_bagfile_information".into(), Value::Mapping(info));
-        serde_yaml::to_string(&Value::Mapping(root)).map_err(|e| e.to_string())
+        Value::Mapping(info)
     }
 
     /// Write `path` (atomically: a reader never sees half a file).

@@ -14,8 +14,12 @@ use serde_yaml::{Mapping, Value};
 /// rmw's "infinite" duration: `RMW_DURATION_INFINITE` split in seconds and
 /// nanoseconds.
 const INFINITE: (u64, u64) = (9_223_372_036, 854_775_807);
-/// The infinite duration of bags written before Iron.
-const INFINITE_OLD: (u64, u64) = (2_147_483_647, 4_294_967_295);
+/// The infinite durations of bags written with Foxy (CycloneDDS; Fast
+/// DDS and Connext), which rosbag2 still reads as infinite.
+const INFINITE_OLD: [(u64, u64); 2] = [
+    (2_147_483_647, 4_294_967_295),
+    (2_147_483_647, 2_147_483_647),
+];
 
 fn duration_value(d: Option<Duration>) -> Value {
     let (sec, nsec) = d.map_or(INFINITE, |d| (d.as_secs(), u64::from(d.subsec_nanos())));
@@ -109,7 +113,7 @@ fn duration_of(v: Option<&Value>) -> Option<Duration> {
     let m = v?.as_mapping()?;
     let sec = m.get("sec")?.as_u64()?;
     let nsec = m.get("nsec")?.as_u64()?;
-    if (sec, nsec) == INFINITE || (sec, nsec) == INFINITE_OLD || (sec, nsec) == (0, 0) {
+    if (sec, nsec) == INFINITE || INFINITE_OLD.contains(&(sec, nsec)) || (sec, nsec) == (0, 0) {
         return None;
     }
     // Out-of-range values (a corrupt or hostile bag) mean "none".

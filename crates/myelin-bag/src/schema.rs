@@ -1,7 +1,7 @@
 //! `ros2msg` schemas: a type's `.msg` text followed by the text of every
-//! message it uses, each after a separator line, as rosbag2 stores them
-//! (and as MCAP's `ros2msg` schema encoding defines), so a reader with no
-//! ROS installation can decode every field.
+//! message it uses, each after a line of 80 `=` and a line `MSG:
+//! pkg/msg/Name` (rosbag2's docs/message_definition_encoding.md), so a
+//! reader with no ROS installation can decode every field.
 
 use std::collections::BTreeSet;
 
@@ -15,8 +15,8 @@ pub(crate) const SEPARATOR: &str =
 ///
 /// ```
 /// let s = myelin_bag::ros2msg_schema("std_msgs/msg/Header").unwrap();
-/// assert!(s.starts_with("builtin_interfaces/Time stamp"));
-/// assert!(s.contains("\nMSG: builtin_interfaces/Time\n"));
+/// assert!(s.contains("\nbuiltin_interfaces/Time stamp\n"));
+/// assert!(s.contains("\nMSG: builtin_interfaces/msg/Time\n"));
 /// assert!(myelin_bag::ros2msg_schema("my_pkg/msg/Unknown").is_none());
 /// ```
 pub fn ros2msg_schema(type_name: &str) -> Option<String> {
@@ -30,7 +30,7 @@ pub fn ros2msg_schema(type_name: &str) -> Option<String> {
         out.push_str(SEPARATOR);
         out.push('\n');
         out.push_str("MSG: ");
-        out.push_str(&short_name(&dep));
+        out.push_str(&dep);
         out.push('\n');
         out.push_str(text_of(&dep)?.trim_end());
         out.push('\n');
@@ -77,14 +77,6 @@ fn dependencies(
     Some(())
 }
 
-/// `pkg/Name` for `pkg/msg/Name` (the form `.msg` files use).
-fn short_name(type_name: &str) -> String {
-    match type_name.split('/').collect::<Vec<_>>()[..] {
-        [pkg, "msg", name] => format!("{pkg}/{name}"),
-        _ => type_name.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,10 +88,7 @@ mod tests {
             let spec = myelin_msgs::msg_spec(name).unwrap();
             for f in &spec.fields {
                 if let Some(n) = f.ty.base.nested_type_name() {
-                    assert!(
-                        s.contains(&format!("MSG: {}\n", short_name(&n))),
-                        "{name}: {n}"
-                    );
+                    assert!(s.contains(&format!("MSG: {n}\n")), "{name}: {n}");
                 }
             }
         }
@@ -108,10 +97,10 @@ mod tests {
     #[test]
     fn dependencies_come_once_depth_first() {
         let s = ros2msg_schema("sensor_msgs/msg/Image").unwrap();
-        assert_eq!(s.matches("MSG: std_msgs/Header\n").count(), 1);
-        assert_eq!(s.matches("MSG: builtin_interfaces/Time\n").count(), 1);
-        let header = s.find("MSG: std_msgs/Header").unwrap();
-        let time = s.find("MSG: builtin_interfaces/Time").unwrap();
+        assert_eq!(s.matches("MSG: std_msgs/msg/Header\n").count(), 1);
+        assert_eq!(s.matches("MSG: builtin_interfaces/msg/Time\n").count(), 1);
+        let header = s.find("MSG: std_msgs/msg/Header").unwrap();
+        let time = s.find("MSG: builtin_interfaces/msg/Time").unwrap();
         assert!(header < time);
     }
 }

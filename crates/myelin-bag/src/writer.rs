@@ -173,7 +173,7 @@ impl Writer {
     }
 
     /// Add a topic with its full `ros2msg` schema text (the type's `.msg`
-    /// text, then each dependency after a line of 80 `=` and `MSG: pkg/Name`).
+    /// text, then each dependency after a line of 80 `=` and `MSG: pkg/msg/Name`).
     pub fn add_topic_with_schema(
         &mut self,
         info: TopicInfo,
@@ -355,7 +355,7 @@ impl Writer {
             name: "rosbag2".into(),
             metadata: BTreeMap::from([(
                 "serialized_metadata".to_string(),
-                meta.to_yaml().map_err(|why| BagError::Metadata {
+                meta.to_record_yaml().map_err(|why| BagError::Metadata {
                     path: f.path.clone(),
                     why,
                 })?,

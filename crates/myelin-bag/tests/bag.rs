@@ -357,9 +357,16 @@ fn the_mcap_python_reader_decodes_every_field_of_every_type() {
         );
     }
     // rosbag2's channel metadata and the profile.
+    let mut records = 0;
     for ch in peer(&py, &["channels", file]) {
         if let Some(name) = ch.get("metadata_record") {
+            // As rosbag2's MCAP storage writes it: the bag's metadata
+            // (version 9) under `serialized_metadata`, without
+            // metadata.yaml's top key.
             assert_eq!(name, "rosbag2");
+            assert_eq!(ch["keys"], serde_json::json!(["serialized_metadata"]));
+            assert_eq!(ch["first_line"], serde_json::json!(["version: 9"]));
+            records += 1;
             continue;
         }
         assert_eq!(ch["profile"], "ros2");
