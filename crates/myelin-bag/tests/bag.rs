@@ -387,6 +387,7 @@ fn the_mcap_python_reader_decodes_every_field_of_every_type() {
                 .starts_with("RIHS01_")
         );
     }
+    assert_eq!(records, 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
