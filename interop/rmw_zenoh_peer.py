@@ -20,6 +20,13 @@ multicast scouting off so nothing leaves the machine):
           consolidation, with an SC token declared first). Prints
           "sum S seq=N" per call; exits 1 on no reply. --garbage: the
           first request is three bytes of garbage (expects an error reply).
+  talker  publish std_msgs/msg/String "py talker N" (N = 0, 1, ...) on
+          --topic at --rate Hz with an MP token and the attachment, as
+          demo_nodes_cpp's talker on rmw_zenoh. Prints "ready"; runs until
+          stdin closes.
+  listener  subscribe to std_msgs/msg/String on --topic with an MS token;
+          prints "ready", then "heard TEXT" per message; exits after
+          --count messages (exit 1 if they do not come within --timeout).
 
 Keys and tokens (rmw_zenoh, zenoh 1.x):
   service key  <domain>/<name without outer '/'>/<pkg>::srv::dds_::<Srv>_/<RIHS01 hash of the srv>
@@ -48,6 +55,12 @@ SRV_HASH = "RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c
 # token's form, defaults left empty.
 SERVICE_QOS = "::,10:,:,:,,"
 CDR_LE = b"\x00\x01\x00\x00"
+MSG_TYPE = "std_msgs::msg::dds_::String_"
+# REP 2011 hash of std_msgs/msg/String.
+MSG_HASH = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18"
+# rclcpp's default publisher/subscription QoS: reliable, volatile, keep
+# last 10 (defaults left empty).
+TOPIC_QOS = "::,10:,:,:,,"
 
 
 def mangle(name):
@@ -64,6 +77,80 @@ def token(domain, zid, eid, kind, node, service):
         "@ros2_lv", str(domain), zid, "0", str(eid), kind,
         "%", "%", node, mangle(service), SRV_TYPE, SRV_HASH, SERVICE_QOS,
     ])
+
+
+def topic_key(domain, topic):
+    return f"{domain}/{topic.strip('/')}/{MSG_TYPE}/{MSG_HASH}"
+
+
+def topic_token(domain, zid, eid, kind, node, topic):
+    return "/".join([
+        "@ros2_lv", str(domain), zid, "0", str(eid), kind,
+        "%", "%", node, mangle(topic), MSG_TYPE, MSG_HASH, TOPIC_QOS,
+    ])
+
+
+def cdr_string(text):
+    data = text.encode() + b"\x00"
+    return CDR_LE + struct.pack("<I", len(data)) + data
+
+
+def read_cdr_string(payload):
+    if payload[:4] != CDR_LE or len(payload) < 9:
+        raise ValueError(f"not a CDR string: {payload.hex()}")
+    (n,) = struct.unpack_from("<I", payload, 4)
+    body = payload[8:8 + n]
+    if n == 0 or len(body) != n or body[-1] != 0:
+        raise ValueError(f"bad CDR string length {n}")
+    return body[:-1].decode()
+
+
+def talk(args):
+    session = open_session(args.connect)
+    zid = str(session.zid())
+    gid = hashlib.sha256(f"{zid}/talker".encode()).digest()[:16]
+    _n = session.liveliness().declare_token(
+        "/".join(["@ros2_lv", str(args.domain), zid, "0", "0", "NN", "%", "%", args.node]))
+    _t = session.liveliness().declare_token(
+        topic_token(args.domain, zid, 12, "MP", args.node, args.topic))
+    pub = session.declare_publisher(topic_key(args.domain, args.topic))
+    print("ready", flush=True)
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    n = 0
+    deadline = time.time() + args.lifetime
+    while not stop.is_set() and time.time() < deadline:
+        pub.put(cdr_string(f"py talker {n}"), attachment=attachment(n + 1, gid))
+        n += 1
+        stop.wait(1.0 / args.rate)
+    session.close()
+
+
+def listen(args):
+    session = open_session(args.connect)
+    zid = str(session.zid())
+    heard = []
+    done = threading.Event()
+
+    def on_sample(sample):
+        try:
+            read_attachment(sample.attachment.to_bytes() if sample.attachment is not None else None)
+            text = read_cdr_string(sample.payload.to_bytes())
+        except ValueError as e:
+            print(f"error {e}", flush=True)
+            return
+        print(f"heard {text}", flush=True)
+        heard.append(text)
+        if len(heard) >= args.count:
+            done.set()
+
+    _s = session.declare_subscriber(topic_key(args.domain, args.topic), on_sample)
+    _t = session.liveliness().declare_token(
+        topic_token(args.domain, zid, 13, "MS", args.node, args.topic))
+    print("ready", flush=True)
+    ok = done.wait(args.timeout)
+    session.close()
+    sys.exit(0 if ok else 1)
 
 
 def parse_token(key):
@@ -201,7 +288,7 @@ def call(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("role", choices=["server", "client"])
+    p.add_argument("role", choices=["server", "client", "talker", "listener"])
     p.add_argument("--connect", required=True, help="router endpoint, e.g. tcp/127.0.0.1:7447")
     p.add_argument("--domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0")))
     p.add_argument("--service", default="/add_two_ints")
@@ -209,13 +296,16 @@ def main():
     p.add_argument("--a", type=int, default=2)
     p.add_argument("--b", type=int, default=3)
     p.add_argument("--calls", type=int, default=1)
+    p.add_argument("--topic", default="/chatter")
+    p.add_argument("--rate", type=float, default=20.0)
+    p.add_argument("--count", type=int, default=10)
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--lifetime", type=float, default=120.0)
     p.add_argument("--hang", action="store_true", help="server: never answer")
     p.add_argument("--garbage", action="store_true",
                    help="client: make the first request malformed")
     args = p.parse_args()
-    serve(args) if args.role == "server" else call(args)
+    {"server": serve, "client": call, "talker": talk, "listener": listen}[args.role](args)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,10 @@ use myelin_bag::Reader;
 use myelin_msgs::std_msgs;
 
 mod common;
-use common::{Background, myelin};
+use common::{Background, myelin, router};
+
+#[path = "../../myelin/tests/common/interop.rs"]
+mod interop;
 
 fn ctx(domain: u32) -> Context {
     Context::builder()
@@ -352,4 +355,121 @@ mod sensor_msgs_like {
             ..Default::default()
         }
     }
+}
+
+/// A ROS 2 talker on rmw_zenoh (the independent Python peer) recorded
+/// through a router: its type, type hash and QoS come from its token, its
+/// messages in order; the bag then plays to a ROS 2 listener.
+#[test]
+fn record_a_ros_2_talker_and_play_to_a_ros_2_listener() {
+    let Some(py) = interop::python() else { return };
+    let (_router, cfg) = router();
+    let endpoint = std::fs::read_to_string(&cfg).unwrap();
+    let endpoint = endpoint
+        .split('"')
+        .find(|s| s.starts_with("tcp/127.0.0.1:") && !s.ends_with(":0"))
+        .unwrap()
+        .to_string();
+    let peer = |role: &str, domain: &str| {
+        let mut c = std::process::Command::new(&py)
+            .arg(interop::peer_script())
+            .args([
+                role,
+                "--domain",
+                domain,
+                "--connect",
+                &endpoint,
+                "--count",
+                "10",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        (c, out)
+    };
+    let (talker, _talker_out) = peer("talker", "190");
+    let talker = Background(talker);
+    let dir = scratch("ros_talker");
+    let d = dir.to_str().unwrap().to_string();
+    let recorder = Background(
+        myelin()
+            .args(["bag", "record", "/chatter", "-o", &d, "--domain", "190"])
+            .env("MYELIN_TRANSPORT", "zenoh")
+            .env("MYELIN_ZENOH_CONFIG", &cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !Reader::open(&dir).is_ok_and(|r| {
+        r.messages()
+            .is_ok_and(|m| m.filter(|m| m.is_ok()).count() >= 10)
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "nothing recorded from the ROS 2 talker"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(recorder);
+    drop(talker);
+    let r = Reader::open(&dir).unwrap();
+    let msgs: Vec<_> = r.messages().unwrap().map(|m| m.unwrap()).collect();
+    let t = &msgs[0].topic;
+    assert_eq!(t.type_name, "std_msgs/msg/String");
+    assert_eq!(
+        t.type_hash.as_deref(),
+        Some("RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18")
+    );
+    assert_eq!(t.offered_qos.len(), 1);
+    assert_eq!(t.offered_qos[0].reliability, myelin::Reliability::Reliable);
+    let texts: Vec<String> = msgs
+        .iter()
+        .map(|m| m.decode::<std_msgs::String>().unwrap().data)
+        .collect();
+    let first: usize = texts[0]
+        .strip_prefix("py talker ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    for (i, t) in texts.iter().enumerate() {
+        assert_eq!(t, &format!("py talker {}", first + i));
+    }
+
+    // Play to a ROS 2 listener on another domain.
+    let (listener, listener_out) = peer("listener", "191");
+    let out = myelin()
+        .args([
+            "bag",
+            "play",
+            &d,
+            "--rate",
+            "5",
+            "--wait-for-subscribers",
+            "30",
+        ])
+        .args(["--domain", "191"])
+        .env("MYELIN_TRANSPORT", "zenoh")
+        .env("MYELIN_ZENOH_CONFIG", &cfg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let heard: Vec<String> = std::io::BufRead::lines(listener_out)
+        .map_while(Result::ok)
+        .filter_map(|l| l.strip_prefix("heard ").map(str::to_string))
+        .take(10)
+        .collect();
+    drop(Background(listener));
+    assert_eq!(heard, texts[..10].to_vec());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
