@@ -261,6 +261,10 @@ pub struct PlayArgs {
     /// Seconds to wait for subscribers before the first message.
     #[arg(long, default_value_t = 1.0)]
     pub wait_for_subscribers: f64,
+    /// Publish the bag's time on /clock (rosgraph_msgs/msg/Clock) at this
+    /// rate (default 40 Hz), for nodes with use_sim_time.
+    #[arg(long, value_name = "HZ", num_args = 0..=1, default_missing_value = "40")]
+    pub clock: Option<f64>,
     /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
     #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
     pub domain: u32,

@@ -473,3 +473,64 @@ fn record_a_ros_2_talker_and_play_to_a_ros_2_listener() {
     assert_eq!(heard, texts[..10].to_vec());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `bag play --clock`: the bag's time on /clock while it plays, never
+/// backwards, within the bag's span.
+#[test]
+fn play_publishes_the_bag_time_on_clock() {
+    use myelin_bag::{TopicInfo, Writer, WriterOptions};
+    use myelin_msgs::rosgraph_msgs::Clock;
+    let dir = scratch("clock");
+    let t0 = 1_700_000_000_000_000_000u64;
+    {
+        let mut w = Writer::create(&dir, WriterOptions::default()).unwrap();
+        let id = w
+            .add_topic(TopicInfo::of::<std_msgs::Int32>("/ticks"))
+            .unwrap();
+        for i in 0..100 {
+            w.write_message(id, t0 + i as u64 * 10_000_000, &std_msgs::Int32 { data: i })
+                .unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let c = ctx(192);
+    let node = c.create_node("bag_test_clock").unwrap();
+    let clock = node
+        .create_polling_subscription::<Clock>(
+            "/clock",
+            QoS::keep_last(1000).best_effort(),
+            Default::default(),
+        )
+        .unwrap();
+    let ticks = node
+        .create_polling_subscription::<std_msgs::Int32>(
+            "/ticks",
+            QoS::keep_all(),
+            Default::default(),
+        )
+        .unwrap();
+    let out = myelin()
+        .args(["bag", "play", dir.to_str().unwrap(), "--clock", "200"])
+        .args(["--wait-for-subscribers", "30", "--domain", "192"])
+        .env("MYELIN_TRANSPORT", "shm")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut times = Vec::new();
+    while let Some(m) = clock.take() {
+        times.push(m.clock.sec as u64 * 1_000_000_000 + m.clock.nanosec as u64);
+    }
+    assert!(times.len() >= 20, "{}", times.len());
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(times.iter().all(|t| (t0..=t0 + 990_000_000).contains(t)));
+    let mut n = 0;
+    while ticks.take().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 100);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -67,6 +67,7 @@ macro_rules! __type_list {
             builtin_interfaces Time,
             builtin_interfaces Duration,
             service_msgs ServiceEventInfo,
+            rosgraph_msgs Clock,
             std_msgs Header,
             std_msgs String,
             std_msgs Bool,
@@ -336,6 +337,19 @@ pub mod builtin_interfaces {
             }
         }
     }
+}
+
+/// `rosgraph_msgs`: the simulated clock (`/clock`, which `myelin bag play
+/// --clock` publishes and nodes with `use_sim_time` follow).
+pub mod rosgraph_msgs {
+    msg!(
+        /// The current time of a simulation or a replay.
+        Clock = "rosgraph_msgs/msg/Clock",
+            "RIHS01_692f7a66e93a3c83e71765d033b60349ba68023a8c689a79e48078bcb5c58564" {
+            /// The time.
+            clock: super::builtin_interfaces::Time,
+        }
+    );
 }
 
 /// `service_msgs`: what service introspection reports about a call (part

@@ -489,6 +489,11 @@ fn play(args: PlayArgs) -> Res {
     {
         return Err("invalid --wait-for-subscribers: must be 0 to 3600 seconds".into());
     }
+    if let Some(hz) = args.clock
+        && !(hz.is_finite() && (0.1..=10_000.0).contains(&hz))
+    {
+        return Err(format!("invalid --clock {hz}: must be 0.1 to 10000 Hz").into());
+    }
     let remaps = parse_remaps(&args.remap)?;
     let only: BTreeSet<String> = args.topics.iter().map(|t| absolute(t)).collect();
     let reader = Reader::open(&args.bag)?;
@@ -555,9 +560,48 @@ fn play(args: PlayArgs) -> Res {
         args.rate,
         if args.looping { ", looping" } else { "" }
     );
+    // --clock: the bag's time, from where playback started, on /clock.
+    let origin: Arc<std::sync::Mutex<Option<(Instant, u64)>>> = Arc::default();
+    let done = Arc::new(AtomicBool::new(false));
+    let clock_thread = match args.clock {
+        Some(hz) => {
+            let p = node.create_publisher::<myelin_msgs::rosgraph_msgs::Clock>(
+                "/clock",
+                QoS::keep_last(1).best_effort(),
+            )?;
+            let (origin, done, rate) = (origin.clone(), done.clone(), args.rate);
+            let end = info.end_ns;
+            Some(std::thread::spawn(move || {
+                let period = Duration::from_secs_f64(1.0 / hz);
+                let mut next = Instant::now();
+                while !done.load(Ordering::Relaxed) {
+                    let o = *origin.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some((start, first)) = o {
+                        let ns = (start.elapsed().as_nanos() as f64 * rate) as u64;
+                        let t = first.saturating_add(ns).min(end);
+                        let _ = p.publish(myelin_msgs::rosgraph_msgs::Clock {
+                            clock: myelin_msgs::builtin_interfaces::Time {
+                                sec: (t / 1_000_000_000).min(i32::MAX as u64) as i32,
+                                nanosec: (t % 1_000_000_000) as u32,
+                            },
+                        });
+                    }
+                    next += period;
+                    let now = Instant::now();
+                    if next > now {
+                        std::thread::sleep(next - now);
+                    } else {
+                        next = now;
+                    }
+                }
+            }))
+        }
+        None => None,
+    };
     let mut played = 0u64;
     loop {
         let start = Instant::now();
+        *origin.lock().unwrap_or_else(|e| e.into_inner()) = Some((start, first));
         for m in reader.messages()? {
             if ctx.is_shut_down() {
                 break;
@@ -587,6 +631,10 @@ fn play(args: PlayArgs) -> Res {
     // Let subscriptions in other processes read the last messages before
     // the publishers (and their shared memory) go away.
     std::thread::sleep(Duration::from_millis(200));
+    done.store(true, Ordering::Relaxed);
+    if let Some(t) = clock_thread {
+        let _ = t.join();
+    }
     eprintln!("played {played} messages");
     Ok(())
 }
