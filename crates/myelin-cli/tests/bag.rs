@@ -12,7 +12,7 @@ use myelin_bag::Reader;
 use myelin_msgs::std_msgs;
 
 mod common;
-use common::{Background, myelin, router};
+use common::{Background, myelin, router, router_endpoint};
 
 #[path = "../../myelin/tests/common/interop.rs"]
 mod interop;
@@ -75,15 +75,12 @@ fn recorded(dir: &Path, topic: &str) -> Vec<i32> {
         .collect()
 }
 
-fn bag_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| e.path().extension().is_some_and(|x| x == "mcap"))
-                .map(|e| e.metadata().map_or(0, |m| m.len()))
-                .sum()
-        })
-        .unwrap_or(0)
+/// How many messages of the bag at `dir` read back now (0 while there is
+/// no bag yet).
+fn readable_messages(dir: &Path) -> usize {
+    Reader::open(dir)
+        .and_then(|r| r.messages())
+        .map_or(0, |m| m.filter(|m| m.is_ok()).count())
 }
 
 /// Record while this process publishes, stop with Ctrl-C: a complete bag
@@ -99,11 +96,7 @@ fn record_stop_with_ctrl_c_then_play_into_a_subscriber() {
     // Publish until 40 messages are safely on disk (the recorder flushes
     // each second), then stop the recorder with SIGINT.
     let sent = publisher(&c, "/bag_src", Duration::from_millis(10), |_| {
-        bag_bytes(&dir) > 0
-            && Reader::open(&dir).is_ok_and(|r| {
-                r.messages()
-                    .is_ok_and(|m| m.filter(|m| m.is_ok()).count() >= 40)
-            })
+        readable_messages(&dir) >= 40
     });
     drop(recorder);
     let values = recorded(&dir, "/bag_src");
@@ -177,10 +170,7 @@ fn a_recorder_killed_with_sigkill_leaves_a_readable_bag() {
     let c = ctx(domain);
     let mut recorder = bag(&["record", "-a", "-o", &d, "--domain", "187"]);
     publisher(&c, "/bag_kill", Duration::from_millis(5), |_| {
-        Reader::open(&dir).is_ok_and(|r| {
-            r.messages()
-                .is_ok_and(|m| m.filter(|m| m.is_ok()).count() >= 50)
-        })
+        readable_messages(&dir) >= 50
     });
     recorder.0.kill().unwrap();
     recorder.0.wait().unwrap();
@@ -364,12 +354,7 @@ mod sensor_msgs_like {
 fn record_a_ros_2_talker_and_play_to_a_ros_2_listener() {
     let Some(py) = interop::python() else { return };
     let (_router, cfg) = router();
-    let endpoint = std::fs::read_to_string(&cfg).unwrap();
-    let endpoint = endpoint
-        .split('"')
-        .find(|s| s.starts_with("tcp/127.0.0.1:") && !s.ends_with(":0"))
-        .unwrap()
-        .to_string();
+    let endpoint = router_endpoint(&cfg);
     let peer = |role: &str, domain: &str| {
         let mut c = std::process::Command::new(&py)
             .arg(interop::peer_script())
@@ -407,10 +392,7 @@ fn record_a_ros_2_talker_and_play_to_a_ros_2_listener() {
             .unwrap(),
     );
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !Reader::open(&dir).is_ok_and(|r| {
-        r.messages()
-            .is_ok_and(|m| m.filter(|m| m.is_ok()).count() >= 10)
-    }) {
+    while readable_messages(&dir) < 10 {
         assert!(
             Instant::now() < deadline,
             "nothing recorded from the ROS 2 talker"

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Background, myelin, router};
+use common::{Background, myelin, router, router_endpoint};
 
 #[path = "../../myelin/tests/common/interop.rs"]
 mod interop;
@@ -34,12 +34,7 @@ fn run(args: &[&str], net: Option<&std::path::Path>) -> (bool, String, String) {
 fn list_and_call_a_ros_2_service_through_a_router() {
     let Some(py) = interop::python() else { return };
     let (router, cfg) = router();
-    let endpoint = std::fs::read_to_string(&cfg).unwrap();
-    let endpoint = endpoint
-        .split('"')
-        .find(|s| s.starts_with("tcp/127.0.0.1:") && !s.ends_with(":0"))
-        .unwrap()
-        .to_string();
+    let endpoint = router_endpoint(&cfg);
     let mut server = std::process::Command::new(py)
         .arg(interop::peer_script())
         .args(["server", "--domain", "185", "--node", "adder"])

@@ -65,3 +65,14 @@ pub fn router() -> (Background, std::path::PathBuf) {
     });
     (Background(child), cfg)
 }
+
+/// The router endpoint a session config from [`router`] connects to.
+#[allow(dead_code)] // not every test file starts a router
+pub fn router_endpoint(cfg: &std::path::Path) -> String {
+    std::fs::read_to_string(cfg)
+        .unwrap()
+        .split('"')
+        .find(|s| s.starts_with("tcp/127.0.0.1:") && !s.ends_with(":0"))
+        .unwrap()
+        .to_string()
+}
