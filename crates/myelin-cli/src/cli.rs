@@ -36,6 +36,14 @@ pub enum Command {
     /// and show what a bag holds (`ros2 bag` reads them and vice versa).
     #[command(subcommand)]
     Bag(BagCommand),
+    /// Print a shell completion script: `myelin completions bash >
+    /// ~/.local/share/bash-completion/completions/myelin` (zsh: into a
+    /// directory of $fpath as `_myelin`; fish:
+    /// ~/.config/fish/completions/myelin.fish).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// ddsperf-style latency between two processes: `perf pong` in one
     /// terminal, `perf ping` in another (or `perf ping --local`).
     #[command(subcommand)]
@@ -86,6 +94,11 @@ pub enum TopicCommand {
     Echo {
         /// The topic.
         topic: String,
+        /// The type, e.g. `std_msgs/msg/String`: subscribe at once, before
+        /// any publisher exists (without it, echo waits until the topic
+        /// appears and takes its publishers' type).
+        #[arg(value_name = "TYPE")]
+        type_name: Option<String>,
         /// Stop after N messages.
         #[arg(long)]
         count: Option<u64>,

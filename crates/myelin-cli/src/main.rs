@@ -26,6 +26,11 @@ fn main() {
         cli::Command::Node(cmd) => command::topic::run_node(cmd),
         cli::Command::Service(cmd) => command::service::run(cmd),
         cli::Command::Bag(cmd) => command::bag::run(cmd),
+        cli::Command::Completions { shell } => {
+            let mut cmd = <cli::Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "myelin", &mut std::io::stdout());
+            Ok(())
+        }
         cli::Command::Router(args) => command::router::run(args),
     };
     if let Err(e) = result {

@@ -81,7 +81,7 @@ fn list_info_echo_hz_and_node_list_see_a_publisher_in_another_process() {
 
 #[test]
 fn unknown_topics_types_nodes_and_bad_yaml_are_clear_errors() {
-    let (ok, _, err) = run(&["topic", "echo", "/nobody_here", "--domain", "182"]);
+    let (ok, _, err) = run(&["topic", "hz", "/nobody_here", "--domain", "182"]);
     assert!(!ok);
     assert!(
         err.contains("\"/nobody_here\": nothing publishes or subscribes"),
@@ -90,6 +90,16 @@ fn unknown_topics_types_nodes_and_bad_yaml_are_clear_errors() {
     let (ok, _, err) = run(&["topic", "pub", "/x", "foo/msg/Bar", "{}", "--domain", "182"]);
     assert!(!ok);
     assert!(err.contains("unknown type \"foo/msg/Bar\""), "{err}");
+    let (ok, _, err) = run(&[
+        "topic",
+        "echo",
+        "/x",
+        "std_msgs/msg/Strin",
+        "--domain",
+        "182",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("did you mean std_msgs/msg/String?"), "{err}");
     let (ok, _, err) = run(&[
         "topic",
         "pub",
@@ -215,4 +225,130 @@ fn a_broken_zenoh_config_is_named_in_the_error() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/myelin.json5"), "{err}");
+}
+
+/// Read `child`'s stdout lines until one contains `want` (generous bound).
+fn wait_line(lines: &mut impl Iterator<Item = std::io::Result<String>>, want: &str) -> String {
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line.contains(want) {
+            return line;
+        }
+    }
+    panic!("output ended before a line with {want:?}");
+}
+
+/// `topic echo` started before anything publishes: without a type it
+/// waits for the topic; with one it subscribes at once. Both print the
+/// message when it comes.
+#[test]
+fn echo_waits_for_a_topic_that_does_not_exist_yet() {
+    let d = "183";
+    let echo = |args: &[&str]| {
+        myelin()
+            .args(["topic", "echo"])
+            .args(args)
+            .args(["--count", "1", "--domain", d])
+            .env("MYELIN_TRANSPORT", "shm")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let untyped = echo(&["/late"]);
+    let typed = echo(&["/late_typed", "std_msgs/msg/Int32"]);
+    // The untyped echo says it waits (on stderr) before anything exists.
+    let mut err = std::io::BufReader::new(untyped.stderr.unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    assert!(line.contains("waiting for /late to appear"), "{line}");
+    let untyped_out = untyped.stdout.unwrap();
+    let pubs: Vec<_> = [
+        ["/late", "std_msgs/msg/String", "data: came late"],
+        ["/late_typed", "std_msgs/msg/Int32", "data: 42"],
+    ]
+    .iter()
+    .map(|[t, ty, v]| {
+        Background(
+            myelin()
+                .args(["topic", "pub", t, ty, v, "--rate", "20", "--domain", d])
+                .env("MYELIN_TRANSPORT", "shm")
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    })
+    .collect();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut { untyped_out }, &mut out).unwrap();
+    assert!(out.contains("came late"), "{out}");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut typed.stdout.unwrap(), &mut out).unwrap();
+    assert!(out.contains("data: 42"), "{out}");
+    drop(pubs);
+}
+
+/// `topic hz` says "no new messages" once the publisher stops, instead of
+/// repeating the last rate.
+#[test]
+fn hz_says_when_the_publisher_went_silent() {
+    let ctx = myelin::Context::builder()
+        .domain_id(184)
+        .network(false)
+        .build()
+        .unwrap();
+    let node = ctx.create_node("hz_source").unwrap();
+    let p = node
+        .create_publisher::<myelin_msgs::std_msgs::Int32>("/hz_silent", myelin::QoS::keep_last(10))
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let publishing = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                p.publish(myelin_msgs::std_msgs::Int32 { data: 1 }).unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let mut hz = Background(
+        myelin()
+            .args([
+                "topic",
+                "hz",
+                "/hz_silent",
+                "--duration",
+                "120",
+                "--domain",
+                "184",
+            ])
+            .env("MYELIN_TRANSPORT", "shm")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(hz.0.stdout.take().unwrap()));
+    wait_line(&mut lines, "average rate");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    publishing.join().unwrap();
+    wait_line(&mut lines, "no new messages");
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "_myelin()"),
+        ("zsh", "#compdef myelin"),
+        ("fish", "complete -c myelin"),
+    ] {
+        let (ok, out, err) = run(&["completions", shell]);
+        assert!(ok, "{shell}: {err}");
+        assert!(
+            out.contains(marker),
+            "{shell}: {}",
+            &out[..out.len().min(200)]
+        );
+        assert!(out.contains("bag"), "{shell}");
+    }
 }

@@ -144,9 +144,13 @@ pub fn run(cmd: TopicCommand) -> Res {
         }
         TopicCommand::Echo {
             topic,
+            type_name,
             count,
             domain,
-        } => echo(&topic, count, domain),
+        } => match type_name {
+            Some(t) => echo_typed(&topic, &t, count, domain),
+            None => echo(&topic, count, domain),
+        },
         TopicCommand::Hz {
             topic,
             duration,
@@ -245,10 +249,7 @@ fn publish(
         };
     }
     standard_types!(known);
-    Err(format!(
-        "unknown type {type_name:?}: `topic pub` knows the standard types (e.g. std_msgs/msg/String, geometry_msgs/msg/Twist)"
-    )
-    .into())
+    Err(unknown_type(type_name).into())
 }
 
 /// What `echo` and `hz` read from: the context, topic, its type, and an
@@ -260,9 +261,38 @@ type Tap = (
     myelin::Subscription<AnyMessage>,
 );
 
-fn subscribe(topic: &str, domain: u32) -> Result<Tap, Box<dyn std::error::Error>> {
+/// Wait until `topic` has an endpoint (saying so once), or Ctrl-C.
+fn wait_for_topic(
+    ctx: &myelin::Context,
+    topic: &str,
+) -> Result<(String, Vec<DiscoveredEndpoint>), Box<dyn std::error::Error>> {
+    let mut said = false;
+    loop {
+        match find(ctx, topic) {
+            Ok(found) => return Ok(found),
+            Err(why) if ctx.is_shut_down() => return Err(why.into()),
+            Err(_) => {
+                if !said {
+                    eprintln!(
+                        "waiting for {} to appear on domain {} (Ctrl-C to stop)",
+                        absolute(topic),
+                        ctx.domain_id()
+                    );
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+fn subscribe(topic: &str, domain: u32, wait: bool) -> Result<Tap, Box<dyn std::error::Error>> {
     let ctx = tool_ctx(domain)?;
-    let (t, eps) = find(&ctx, topic)?;
+    let (t, eps) = if wait {
+        wait_for_topic(&ctx, topic)?
+    } else {
+        find(&ctx, topic)?
+    };
     let type_name = eps
         .iter()
         .find(|e| e.is_publisher)
@@ -308,7 +338,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn echo(topic: &str, count: Option<u64>, domain: u32) -> Res {
-    let (ctx, t, type_name, sub) = subscribe(topic, domain)?;
+    let (ctx, t, type_name, sub) = subscribe(topic, domain, true)?;
     eprintln!("echoing {t} [{type_name}] on domain {domain}; Ctrl-C to stop");
     let mut n = 0u64;
     while count.is_none_or(|c| n < c) {
@@ -332,14 +362,78 @@ fn echo(topic: &str, count: Option<u64>, domain: u32) -> Res {
     Ok(())
 }
 
+/// `topic echo TOPIC TYPE`: a subscription of that type from the start
+/// (no publisher needed yet; the graph shows the type, not a wildcard).
+fn echo_typed(topic: &str, type_name: &str, count: Option<u64>, domain: u32) -> Res {
+    fn run<T: Message + serde::Serialize>(topic: &str, count: Option<u64>, domain: u32) -> Res {
+        let ctx = tool_ctx(domain)?;
+        let t = absolute(topic);
+        let node = ctx.create_node(&format!("myelin_cli_{}", std::process::id()))?;
+        let sub = node.create_polling_subscription::<T>(
+            &t,
+            QoS::keep_last(100).best_effort().volatile(),
+            Default::default(),
+        )?;
+        eprintln!(
+            "echoing {t} [{}] on domain {domain}; Ctrl-C to stop",
+            T::TYPE_NAME
+        );
+        let mut n = 0u64;
+        while count.is_none_or(|c| n < c) {
+            match sub.wait_for_message(Duration::from_millis(500)) {
+                Ok(m) => {
+                    let text = serde_yaml::to_string(&*m)
+                        .map(|s| s.trim_end().to_string())
+                        .unwrap_or_else(|e| format!("(cannot print: {e})"));
+                    println!("{text}\n---");
+                    n += 1;
+                }
+                Err(myelin::WaitError::ContextShutDown(_)) => break,
+                Err(_) if ctx.is_shut_down() => break,
+                Err(_) => {}
+            }
+        }
+        Ok(())
+    }
+    macro_rules! known {
+        ($($t:ty),* $(,)?) => {
+            $(
+                if type_name == <$t as Message>::TYPE_NAME {
+                    return run::<$t>(topic, count, domain);
+                }
+            )*
+        };
+    }
+    standard_types!(known);
+    Err(unknown_type(type_name).into())
+}
+
+/// The error for a type `echo`/`pub` do not know, with the nearest name.
+fn unknown_type(type_name: &str) -> String {
+    macro_rules! names {
+        ($($t:ty),* $(,)?) => { [$(<$t as Message>::TYPE_NAME),*] };
+    }
+    let all = myelin_msgs::for_all_types!(names);
+    let hint = myelin::names::did_you_mean(type_name, all.iter().copied())
+        .map(|n| format!(" (did you mean {n}?)"))
+        .unwrap_or_default();
+    format!(
+        "unknown type {type_name:?}{hint}: the standard types are known (e.g. std_msgs/msg/String, geometry_msgs/msg/Twist)"
+    )
+}
+
 fn hz(topic: &str, duration: Option<f64>, domain: u32) -> Res {
-    let (ctx, t, type_name, sub) = subscribe(topic, domain)?;
+    let (ctx, t, type_name, sub) = subscribe(topic, domain, false)?;
     eprintln!("measuring the rate of {t} [{type_name}]; Ctrl-C to stop");
     let end = duration.map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
     let mut stamps: Vec<Instant> = Vec::new();
     let mut next_print = Instant::now() + Duration::from_secs(1);
+    // Messages since the last line: none means the publisher went silent,
+    // and the old rate is not repeated.
+    let mut fresh = 0u64;
     while !ctx.is_shut_down() && end.is_none_or(|e| Instant::now() < e) {
         if sub.wait_for_message(Duration::from_millis(100)).is_ok() {
+            fresh += 1;
             stamps.push(Instant::now());
             if stamps.len() > 10_000 {
                 stamps.drain(..stamps.len() - 10_000);
@@ -347,7 +441,7 @@ fn hz(topic: &str, duration: Option<f64>, domain: u32) -> Res {
         }
         if Instant::now() >= next_print {
             next_print += Duration::from_secs(1);
-            if stamps.len() < 2 {
+            if std::mem::take(&mut fresh) == 0 || stamps.len() < 2 {
                 println!("no new messages");
                 continue;
             }
@@ -386,13 +480,15 @@ fn human_bytes(b: f64) -> String {
 /// `topic bw`: bytes per second over a sliding window of messages, with
 /// the mean, min and max message size (as `ros2 topic bw`).
 fn bw(topic: &str, duration: Option<f64>, domain: u32) -> Res {
-    let (ctx, t, type_name, sub) = subscribe(topic, domain)?;
+    let (ctx, t, type_name, sub) = subscribe(topic, domain, false)?;
     eprintln!("measuring the bandwidth of {t} [{type_name}]; Ctrl-C to stop");
     let end = duration.map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
     let mut window: std::collections::VecDeque<(Instant, usize)> = Default::default();
     let mut next_print = Instant::now() + Duration::from_secs(1);
+    let mut fresh = 0u64;
     while !ctx.is_shut_down() && end.is_none_or(|e| Instant::now() < e) {
         if let Ok(m) = sub.wait_for_message(Duration::from_millis(100)) {
+            fresh += 1;
             window.push_back((Instant::now(), m.bytes().len()));
             if window.len() > 100 {
                 window.pop_front();
@@ -404,6 +500,10 @@ fn bw(topic: &str, duration: Option<f64>, domain: u32) -> Res {
                 println!("no new messages");
                 continue;
             };
+            if std::mem::take(&mut fresh) == 0 {
+                println!("no new messages");
+                continue;
+            }
             let span = last.0.duration_since(first.0).as_secs_f64();
             let total: usize = window.iter().map(|w| w.1).sum();
             let sizes = window.iter().map(|w| w.1);
