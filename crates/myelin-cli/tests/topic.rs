@@ -255,14 +255,14 @@ fn echo_waits_for_a_topic_that_does_not_exist_yet() {
             .spawn()
             .unwrap()
     };
-    let untyped = echo(&["/late"]);
-    let typed = echo(&["/late_typed", "std_msgs/msg/Int32"]);
+    let mut untyped = echo(&["/late"]);
+    let mut typed = echo(&["/late_typed", "std_msgs/msg/Int32"]);
     // The untyped echo says it waits (on stderr) before anything exists.
-    let mut err = std::io::BufReader::new(untyped.stderr.unwrap());
+    let mut err = std::io::BufReader::new(untyped.stderr.take().unwrap());
     let mut line = String::new();
     std::io::BufRead::read_line(&mut err, &mut line).unwrap();
     assert!(line.contains("waiting for /late to appear"), "{line}");
-    let untyped_out = untyped.stdout.unwrap();
+    let untyped_out = untyped.stdout.take().unwrap();
     let pubs: Vec<_> = [
         ["/late", "std_msgs/msg/String", "data: came late"],
         ["/late_typed", "std_msgs/msg/Int32", "data: 42"],
@@ -283,8 +283,10 @@ fn echo_waits_for_a_topic_that_does_not_exist_yet() {
     std::io::Read::read_to_string(&mut { untyped_out }, &mut out).unwrap();
     assert!(out.contains("came late"), "{out}");
     let mut out = String::new();
-    std::io::Read::read_to_string(&mut typed.stdout.unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(&mut typed.stdout.take().unwrap(), &mut out).unwrap();
     assert!(out.contains("data: 42"), "{out}");
+    assert!(untyped.wait().unwrap().success());
+    assert!(typed.wait().unwrap().success());
     drop(pubs);
 }
 
