@@ -213,6 +213,7 @@ impl BagMetadata {
                                     .unwrap_or_default(),
                                 type_hash: Some(s(m.get("type_description_hash")))
                                     .filter(|h| !h.is_empty()),
+                                definition: None,
                             },
                             message_count: u(e.get("message_count")),
                         })

@@ -155,8 +155,24 @@ impl Reader {
     /// [`BagError::Corrupt`] naming how far it was read, then the other
     /// files go on.
     pub fn messages(&self) -> Result<Messages, BagError> {
+        Messages::of_files(&self.files)
+    }
+
+    /// The messages of several bags as one stream, oldest first (what
+    /// `myelin bag convert` merges).
+    pub fn merged(readers: &[Reader]) -> Result<Messages, BagError> {
+        let files: Vec<PathBuf> = readers
+            .iter()
+            .flat_map(|r| r.files.iter().cloned())
+            .collect();
+        Messages::of_files(&files)
+    }
+}
+
+impl Messages {
+    fn of_files(files: &[PathBuf]) -> Result<Messages, BagError> {
         let mut streams = Vec::new();
-        for path in &self.files {
+        for path in files {
             let file = File::open(path).map_err(|e| BagError::io(path, e))?;
             let counted = Counted {
                 inner: BufReader::with_capacity(1 << 20, file),
@@ -334,5 +350,10 @@ pub(crate) fn topic_of_channel(c: &mcap::Channel<'_>) -> TopicInfo {
             .get("topic_type_hash")
             .filter(|h| !h.is_empty())
             .cloned(),
+        definition: c
+            .schema
+            .as_ref()
+            .filter(|s| s.encoding == "ros2msg" && !s.data.is_empty())
+            .map(|s| String::from_utf8_lossy(&s.data).into_owned()),
     }
 }

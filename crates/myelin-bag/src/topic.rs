@@ -17,6 +17,10 @@ pub struct TopicInfo {
     pub offered_qos: Vec<QoS>,
     /// The REP-2011 type hash (`RIHS01_...`), when known.
     pub type_hash: Option<String>,
+    /// The full `ros2msg` definition as a bag stores it (a read topic has
+    /// its file's; `None` lets a [`Writer`](crate::Writer) look the type
+    /// up in `myelin-msgs`).
+    pub definition: Option<String>,
 }
 
 impl TopicInfo {
@@ -36,6 +40,7 @@ impl TopicInfo {
             serialization_format: "cdr".into(),
             offered_qos: vec![QoS::keep_last(10)],
             type_hash: T::ROS_TYPE_HASH.map(str::to_string),
+            definition: None,
         }
     }
 

@@ -156,11 +156,15 @@ impl Writer {
         &self.dir
     }
 
-    /// Add a topic, its schema from `myelin-msgs` (a type it does not have
+    /// Add a topic with its schema: its [`TopicInfo::definition`], else
+    /// the definition in `myelin-msgs` (a type it does not have
     /// gets an empty schema and a warning, as `ros2 bag` records a type it
     /// cannot find: readers then see bytes without field names; use
     /// [`add_topic_with_schema`](Self::add_topic_with_schema)).
     pub fn add_topic(&mut self, info: TopicInfo) -> Result<TopicId, BagError> {
+        if let Some(d) = info.definition.clone() {
+            return self.add_topic_with_schema(info, &d);
+        }
         let schema = crate::ros2msg_schema(&info.type_name).unwrap_or_else(|| {
             tracing::warn!(
                 "topic {}: no definition of {} known; recorded without a schema",

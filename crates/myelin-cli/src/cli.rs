@@ -194,6 +194,9 @@ pub enum BagCommand {
     /// Republish a bag's messages with their recorded timing and QoS, e.g.
     /// `myelin bag play run1 --rate 2 --loop`.
     Play(PlayArgs),
+    /// Merge, split, filter or recompress bags into a new one, e.g.
+    /// `myelin bag convert run1 run2 -o both --topics /imu -b 100000000`.
+    Convert(ConvertArgs),
     /// What a bag holds: files, duration, topics with types and counts.
     Info {
         /// A bag directory or one .mcap file.
@@ -237,6 +240,32 @@ pub struct RecordArgs {
     /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
     #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
     pub domain: u32,
+}
+
+/// `myelin bag convert` arguments.
+#[derive(Debug, clap::Args)]
+pub struct ConvertArgs {
+    /// The input bags (directories or .mcap files), merged in time order.
+    #[arg(required = true)]
+    pub inputs: Vec<std::path::PathBuf>,
+    /// The new bag directory.
+    #[arg(short = 'o', long)]
+    pub output: std::path::PathBuf,
+    /// Keep only these topics.
+    #[arg(long, num_args = 1..)]
+    pub topics: Vec<String>,
+    /// Leave out topics whose name matches this regular expression.
+    #[arg(short = 'x', long)]
+    pub exclude: Option<String>,
+    /// Start a new file after this many bytes.
+    #[arg(short = 'b', long)]
+    pub max_bag_size: Option<u64>,
+    /// Start a new file after this many seconds.
+    #[arg(short = 'd', long)]
+    pub max_bag_duration: Option<f64>,
+    /// Compress chunks.
+    #[arg(long, value_enum, default_value = "none")]
+    pub compression: CompressionArg,
 }
 
 /// `--compression`.

@@ -516,3 +516,84 @@ fn play_publishes_the_bag_time_on_clock() {
     assert_eq!(n, 100);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `bag convert`: two bags merged in time order, filtered, split, with a
+/// custom type's definition carried over.
+#[test]
+fn convert_merges_filters_and_splits_keeping_definitions() {
+    use myelin_bag::{TopicInfo, Writer, WriterOptions};
+    let dir = scratch("convert");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b, out) = (dir.join("a"), dir.join("b"), dir.join("out"));
+    let custom = TopicInfo {
+        name: "/custom".into(),
+        type_name: "my_pkg/msg/Custom".into(),
+        serialization_format: "cdr".into(),
+        offered_qos: vec![QoS::keep_last(5)],
+        type_hash: None,
+        definition: None,
+    };
+    {
+        let mut w = Writer::create(&a, WriterOptions::default()).unwrap();
+        let id = w
+            .add_topic(TopicInfo::of::<std_msgs::Int32>("/ints"))
+            .unwrap();
+        let c = w.add_topic_with_schema(custom, "int32 x\n").unwrap();
+        for i in 0..50u64 {
+            w.write_message(id, i * 2, &std_msgs::Int32 { data: i as i32 })
+                .unwrap();
+            w.write(c, i * 2, i * 2, &[0, 1, 0, 0, 7, 0, 0, 0]).unwrap();
+        }
+        w.finish().unwrap();
+        let mut w = Writer::create(&b, WriterOptions::default()).unwrap();
+        let id = w
+            .add_topic(TopicInfo::of::<std_msgs::String>("/strs"))
+            .unwrap();
+        let skip = w
+            .add_topic(TopicInfo::of::<std_msgs::Int32>("/skip_me"))
+            .unwrap();
+        for i in 0..50u64 {
+            let m = std_msgs::String {
+                data: format!("s{i}"),
+            };
+            w.write_message(id, i * 2 + 1, &m).unwrap();
+            w.write_message(skip, i * 2 + 1, &std_msgs::Int32 { data: 0 })
+                .unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let out_s = out.to_str().unwrap();
+    let result = myelin()
+        .args([
+            "bag",
+            "convert",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "-o",
+            out_s,
+        ])
+        .args(["--exclude", "skip", "-b", "1000"])
+        .output()
+        .unwrap();
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let r = Reader::open(&out).unwrap();
+    assert!(r.files().len() > 1, "split into {:?}", r.files());
+    let msgs: Vec<_> = r.messages().unwrap().map(|m| m.unwrap()).collect();
+    assert_eq!(msgs.len(), 150);
+    assert!(msgs.windows(2).all(|w| w[0].log_time <= w[1].log_time));
+    assert!(msgs.iter().all(|m| m.topic.name != "/skip_me"));
+    let c = msgs.iter().find(|m| m.topic.name == "/custom").unwrap();
+    assert_eq!(c.topic.definition.as_deref(), Some("int32 x\n"));
+    assert_eq!(c.topic.offered_qos, vec![QoS::keep_last(5)]);
+    let strs: Vec<String> = msgs
+        .iter()
+        .filter(|m| m.topic.name == "/strs")
+        .map(|m| m.decode::<std_msgs::String>().unwrap().data)
+        .collect();
+    assert_eq!(strs, (0..50).map(|i| format!("s{i}")).collect::<Vec<_>>());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use myelin::{AnyMessage, Blob, QoS, RawType, Received};
 use myelin_bag::{BagInfo, Compression, Reader, TopicInfo, Writer, WriterOptions};
 
-use crate::cli::{BagCommand, CompressionArg, PlayArgs, RecordArgs};
+use crate::cli::{BagCommand, CompressionArg, ConvertArgs, PlayArgs, RecordArgs};
 use crate::command::topic::{absolute, tool_ctx};
 
 type Res = Result<(), Box<dyn std::error::Error>>;
@@ -21,6 +21,7 @@ pub fn run(cmd: BagCommand) -> Res {
         BagCommand::Record(args) => record(args),
         BagCommand::Play(args) => play(args),
         BagCommand::Info { bag } => info(&bag),
+        BagCommand::Convert(args) => convert(args),
     }
 }
 
@@ -192,6 +193,78 @@ fn ros_hash(type_name: &str, announced: Option<&str>) -> Option<String> {
         .or_else(|| myelin_msgs::ros_hash_of(type_name))
 }
 
+fn compression(c: CompressionArg) -> Compression {
+    match c {
+        CompressionArg::None => Compression::None,
+        CompressionArg::Zstd => Compression::Zstd,
+        CompressionArg::Lz4 => Compression::Lz4,
+    }
+}
+
+// --------------------------------------------------------------- convert
+
+fn convert(args: ConvertArgs) -> Res {
+    if args.max_bag_size == Some(0) {
+        return Err("invalid --max-bag-size 0: must be a number of bytes above 0".into());
+    }
+    let exclude = regex_arg("--exclude", &args.exclude)?;
+    let only: BTreeSet<String> = args.topics.iter().map(|t| absolute(t)).collect();
+    let readers = args
+        .inputs
+        .iter()
+        .map(Reader::open)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut writer = Writer::create(
+        &args.output,
+        WriterOptions {
+            max_bag_size: args.max_bag_size,
+            max_bag_duration: positive_seconds("--max-bag-duration", args.max_bag_duration)?,
+            compression: compression(args.compression),
+            ..WriterOptions::default()
+        },
+    )?;
+    let mut ids = BTreeMap::new();
+    let (mut kept, mut damaged) = (0u64, 0u64);
+    for m in Reader::merged(&readers)? {
+        let m = match m {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("warning: {e}; the rest of that file is skipped");
+                damaged += 1;
+                continue;
+            }
+        };
+        let name = &m.topic.name;
+        if (!only.is_empty() && !only.contains(name))
+            || exclude.as_ref().is_some_and(|x| x.is_match(name))
+        {
+            continue;
+        }
+        let id = match ids.get(name) {
+            Some(id) => *id,
+            None => {
+                let id = writer.add_topic((*m.topic).clone())?;
+                ids.insert(name.clone(), id);
+                id
+            }
+        };
+        writer.write(id, m.log_time, m.publish_time, &m.data)?;
+        kept += 1;
+    }
+    writer.finish()?;
+    eprintln!(
+        "wrote {kept} messages on {} topic(s) to {}{}",
+        ids.len(),
+        args.output.display(),
+        if damaged > 0 {
+            format!(" ({damaged} damaged file(s) read up to the damage)")
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
 fn record(args: RecordArgs) -> Res {
     let selection = Selection {
         all: args.all,
@@ -212,11 +285,7 @@ fn record(args: RecordArgs) -> Res {
     let options = WriterOptions {
         max_bag_size: args.max_bag_size,
         max_bag_duration: positive_seconds("--max-bag-duration", args.max_bag_duration)?,
-        compression: match args.compression {
-            CompressionArg::None => Compression::None,
-            CompressionArg::Zstd => Compression::Zstd,
-            CompressionArg::Lz4 => Compression::Lz4,
-        },
+        compression: compression(args.compression),
         ..WriterOptions::default()
     };
     let dir = args.output.clone().unwrap_or_else(|| {
@@ -341,6 +410,7 @@ fn record(args: RecordArgs) -> Res {
                     offered_qos: pubs.iter().map(|p| p.qos).collect(),
                     type_hash: hash,
                     type_name: type_name.clone(),
+                    definition: None,
                 };
                 // Reliable only if every publisher is; transient local
                 // only if every publisher is (as rosbag2 adapts).
