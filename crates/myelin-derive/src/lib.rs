@@ -1,5 +1,6 @@
 //! `#[derive(Message)]` for myelin: implements `myelin::Message` with the
-//! type's name (`module::path::Type`, or `#[message(name = "pkg/msg/Type")]`)
+//! type's name (`<cargo package>/msg/<Type>`, `-` read as `_`, or
+//! `#[message(name = "pkg/msg/Type")]`)
 //! and a schema hash computed from the field names and types in declaration
 //! order, so two builds that disagree on a type's layout never connect.
 //!
@@ -106,11 +107,18 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
             ));
         }
     };
+    // Without `name`, the ROS-style `<package>/msg/<Type>` of the Cargo
+    // package being compiled: every binary, example and test of a package
+    // that defines the same struct names it the same, so they talk (the
+    // schema hash still tells different layouts apart).
     let type_name = match name_override {
         Some(n) => quote!(#n),
         None => {
-            let s = ident.to_string();
-            quote!(concat!(module_path!(), "::", #s))
+            let package = std::env::var("CARGO_PKG_NAME")
+                .unwrap_or_else(|_| "myelin_user".into())
+                .replace('-', "_");
+            let s = format!("{package}/msg/{ident}");
+            quote!(#s)
         }
     };
     let (impl_g, ty_g, where_c) = input.generics.split_for_impl();

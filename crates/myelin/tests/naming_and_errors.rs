@@ -142,7 +142,8 @@ fn derived_message_types_carry_name_and_schema_hash() {
         y: f64,
         z: f64,
     }
-    assert!(<A as Message>::TYPE_NAME.ends_with("::A"));
+    // The ROS-style name in this package, whatever the module or binary.
+    assert_eq!(<A as Message>::TYPE_NAME, "myelin/msg/A");
     assert_eq!(<B as Message>::TYPE_NAME, "geometry_msgs/msg/Point");
     assert_ne!(<A as Message>::TYPE_HASH, <B as Message>::TYPE_HASH);
 }
@@ -206,4 +207,47 @@ fn ros_domain_id_picks_the_domain() {
         err.contains("cannot create the context: ROS_DOMAIN_ID=\"300\""),
         "{err}"
     );
+}
+
+/// The child of the next test: publishes a type without a wire encoding
+/// while shared memory is on.
+#[test]
+fn local_type_child() {
+    if std::env::var("MYELIN_LOCAL_TYPE_CHILD").is_err() {
+        return;
+    }
+    #[derive(Clone, myelin::Message)]
+    struct OnlyHere {
+        _x: u32,
+    }
+    let ctx = Context::new();
+    let node = ctx.create_node("local_type").unwrap();
+    let _p = node
+        .create_publisher::<OnlyHere>("only_here", myelin::QoS::keep_last(1))
+        .unwrap();
+    let _q = node
+        .create_publisher::<OnlyHere>("only_here_too", myelin::QoS::keep_last(1))
+        .unwrap();
+}
+
+/// A type that cannot leave its process, used while a transport to other
+/// processes runs, is said once (with the fix), never silently.
+#[test]
+fn a_type_that_cannot_cross_processes_is_named_once_with_the_fix() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "local_type_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("MYELIN_LOCAL_TYPE_CHILD", "1")
+        .env("MYELIN_TRANSPORT", "shm")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("has no wire encoding").count(), 1, "{err}");
+    assert!(err.contains("myelin/msg/OnlyHere"), "{err}");
+    assert!(err.contains("#[message(cdr)]"), "{err}");
 }

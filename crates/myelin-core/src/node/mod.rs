@@ -401,6 +401,9 @@ impl Node {
     ) -> Result<Vec<Arc<L>>, CreateEndpointError> {
         let spec = self.spec(id, topic, qos, ty);
         let transports = &self.inner.ctx.transports;
+        if !ty.crosses() && !ty.any && !transports.is_empty() {
+            warn_local_type(ty.name, topic);
+        }
         for t in transports.iter() {
             t.check_type(&spec)?;
         }
@@ -725,5 +728,26 @@ impl std::fmt::Debug for Node {
         f.debug_struct("Node")
             .field("fqn", &self.inner.fqn)
             .finish()
+    }
+}
+
+/// Say once per type that a type without a wire encoding stays in its
+/// process while other transports are running (where a user expects it to
+/// cross and would otherwise see nothing arrive).
+fn warn_local_type(type_name: &'static str, topic: &str) {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static WARNED: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let first = WARNED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashSet::new)
+        .insert(type_name);
+    if first {
+        tracing::warn!(
+            "topic {topic:?}: {type_name} has no wire encoding, so its messages stay in this \
+             process (other processes and hosts never see them); derive it with \
+             #[message(cdr)] (serde) or #[message(pod)] (plain old data) to send it"
+        );
     }
 }
