@@ -201,14 +201,52 @@ fn abandoned(name: &SegmentName) -> bool {
 /// The domain-wide change counter (`graph` segment, owned by nobody).
 pub struct GraphEvent {
     seg: Segment,
+    squatted: Vec<ShmError>,
 }
 
 const OFF_GRAPH_EVENT: usize = HEADER_SIZE;
 
+/// How many names a domain's change counter may take: `graph`, then
+/// `graph_1` .. `graph_7`. The counter's name is the one name in a domain
+/// that anyone can predict, so another local user could plant a file
+/// there first; every process of this user skips the same planted names
+/// in the same order and meets at the first name that is its own.
+pub const GRAPH_NAMES: usize = 8;
+
+fn graph_name(domain: u32, i: usize) -> Result<SegmentName, ShmError> {
+    match i {
+        0 => SegmentName::new(domain, "graph"),
+        i => SegmentName::new(domain, &format!("graph_{i}")),
+    }
+}
+
 impl GraphEvent {
     /// Open `domain`'s counter, creating it if this is the first process.
+    ///
+    /// A name held by a file this user does not own (another user's, a
+    /// symlink, writable by others) is skipped for the next of
+    /// [`GRAPH_NAMES`]; [`squatted`](Self::squatted) lists what was
+    /// skipped. Only when every name is taken is that an error.
     pub fn open_or_create(domain: u32) -> Result<GraphEvent, ShmError> {
-        let name = SegmentName::new(domain, "graph")?;
+        let mut squatted = Vec::new();
+        for i in 0..GRAPH_NAMES {
+            let name = graph_name(domain, i)?;
+            match Self::open_or_create_at(domain, &name) {
+                Ok(seg) => return Ok(GraphEvent { seg, squatted }),
+                Err(e @ ShmError::Foreign { .. }) => squatted.push(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(squatted.pop().expect("GRAPH_NAMES > 0"))
+    }
+
+    /// The planted files skipped on the way to this counter (each names
+    /// its path and what is wrong with it).
+    pub fn squatted(&self) -> &[ShmError] {
+        &self.squatted
+    }
+
+    fn open_or_create_at(domain: u32, name: &SegmentName) -> Result<Segment, ShmError> {
         let deadline = Instant::now() + std::time::Duration::from_secs(2);
         loop {
             // Build the segment under a private name and link it into
@@ -223,7 +261,7 @@ impl GraphEvent {
             let linked = std::fs::hard_link(tmp.path(), name.path());
             let _ = std::fs::remove_file(tmp.path());
             match linked {
-                Ok(()) => return Ok(GraphEvent { seg }),
+                Ok(()) => return Ok(seg),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => {
                     return Err(ShmError::Io {
@@ -233,9 +271,9 @@ impl GraphEvent {
                 }
             }
             drop(seg);
-            match Segment::open_kind(&name, KIND_GRAPH) {
-                Ok(seg) => return Ok(GraphEvent { seg }),
-                Err(ShmError::BadHeader { .. }) if abandoned(&name) => {
+            match Segment::open_kind(name, KIND_GRAPH) {
+                Ok(seg) => return Ok(seg),
+                Err(ShmError::BadHeader { .. }) if abandoned(name) => {
                     // Left half-written by a process that died while
                     // creating it (before creation was atomic): replace.
                     let _ = std::fs::remove_file(name.path());

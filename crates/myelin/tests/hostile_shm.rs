@@ -501,10 +501,11 @@ fn a_damaged_inbox_header_is_rewritten_and_messages_flow_again() {
 
 /// The one name anyone can predict, a domain's `graph` file, planted by
 /// someone else (a symlink here; another user's file behaves the same):
-/// a context that asked for shared memory gets an error naming the file;
-/// one that did not ask works in-process; the planted file is untouched.
+/// this user's processes meet at the next name (`graph_1`) and talk
+/// across processes as before, with one warning naming the planted file;
+/// the planted file and what it points to are untouched.
 #[test]
-fn a_squatted_graph_file_is_an_error_or_a_fallback_never_followed() {
+fn a_squatted_graph_file_is_skipped_for_the_next_name_never_followed() {
     let domain = 207;
     let dir = std::env::var_os("MYELIN_SHM_DIR")
         .map(std::path::PathBuf::from)
@@ -515,34 +516,81 @@ fn a_squatted_graph_file_is_an_error_or_a_fallback_never_followed() {
     let _ = std::fs::remove_file(&graph);
     std::os::unix::fs::symlink(&victim, &graph).unwrap();
 
-    let err = Context::builder()
+    // Another process of this user subscribes on the squatted domain...
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "squatted_graph_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("MYELIN_SQUATTED_GRAPH_CHILD", domain.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // ...and hears a publisher of this one.
+    let c = Context::builder()
         .domain_id(domain)
         .handle_signals(false)
         .shared_memory(true)
         .network(false)
         .build()
-        .expect_err("shared memory was required");
-    let text = format!("{err}");
-    assert!(text.contains(&format!("{domain}_graph")), "{text}");
-
-    let c = Context::builder()
-        .domain_id(domain)
-        .handle_signals(false)
-        .network(false)
-        .build()
+        .expect("the next name is free");
+    let node = c.create_node("squat_pub").unwrap();
+    let p = node
+        .create_publisher::<String>("/over_squat", QoS::keep_last(10))
         .unwrap();
-    let node = c.create_node("fallback").unwrap();
-    let s = node
-        .create_polling_subscription::<String>("/here", QoS::keep_all(), Default::default())
-        .unwrap();
-    node.create_publisher::<String>("/here", QoS::keep_all())
-        .unwrap()
-        .publish("in-process".to_string())
-        .unwrap();
-    assert_eq!(*s.wait_for_message(LONG).unwrap(), "in-process");
+    let deadline = Instant::now() + LONG;
+    while p.subscription_count() == 0 {
+        assert!(Instant::now() < deadline, "the child never matched");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    p.publish("across".to_string()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("got across"), "{stdout}{stderr}");
+    assert_eq!(
+        stderr.matches(&format!("{domain}_graph")).count(),
+        1,
+        "one warning names the planted file: {stderr}"
+    );
+    assert!(
+        dir.join(format!("myelin_{}_{domain}_graph_1", uid()))
+            .exists()
+    );
 
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     assert!(std::fs::symlink_metadata(&graph).unwrap().is_symlink());
     std::fs::remove_file(&graph).unwrap();
     std::fs::remove_file(&victim).unwrap();
+}
+
+/// The child of the test above: a subscription on the squatted domain.
+#[test]
+fn squatted_graph_child() {
+    let Ok(domain) = std::env::var("MYELIN_SQUATTED_GRAPH_CHILD") else {
+        return;
+    };
+    myelin::init_logging();
+    let c = Context::builder()
+        .domain_id(domain.parse().unwrap())
+        .shared_memory(true)
+        .network(false)
+        .build()
+        .unwrap();
+    let node = c.create_node("squat_sub").unwrap();
+    let s = node
+        .create_polling_subscription::<String>(
+            "/over_squat",
+            QoS::keep_last(10),
+            Default::default(),
+        )
+        .unwrap();
+    let m = s
+        .wait_for_message(LONG)
+        .expect("a message across processes");
+    println!("got {}", *m);
 }

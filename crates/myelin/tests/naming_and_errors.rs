@@ -211,6 +211,7 @@ fn ros_domain_id_picks_the_domain() {
 
 /// The child of the next test: publishes a type without a wire encoding
 /// while shared memory is on.
+#[cfg(feature = "shm")]
 #[test]
 fn local_type_child() {
     if std::env::var("MYELIN_LOCAL_TYPE_CHILD").is_err() {
@@ -231,7 +232,9 @@ fn local_type_child() {
 }
 
 /// A type that cannot leave its process, used while a transport to other
-/// processes runs, is said once (with the fix), never silently.
+/// processes runs, is said once (with the fix), never silently. (A
+/// build without shared memory has no other process to name it for.)
+#[cfg(feature = "shm")]
 #[test]
 fn a_type_that_cannot_cross_processes_is_named_once_with_the_fix() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())

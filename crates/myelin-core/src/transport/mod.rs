@@ -70,8 +70,6 @@ pub(crate) fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Whether `MYELIN_TRANSPORT` lets `name` run (unset: every transport
-/// compiled in).
 /// The names `MYELIN_TRANSPORT` takes.
 const TRANSPORT_NAMES: [&str; 3] = ["intra", "shm", "zenoh"];
 
@@ -96,6 +94,8 @@ fn check_transport_env(value: &str) -> Result<(), ContextError> {
     Ok(())
 }
 
+/// Whether `MYELIN_TRANSPORT` lets `name` run (unset: every transport
+/// compiled in).
 pub(crate) fn transport_allowed(name: &str) -> bool {
     match std::env::var("MYELIN_TRANSPORT") {
         Ok(v) => v.split(',').any(|t| t.trim() == name),
@@ -539,6 +539,26 @@ impl Transports {
 pub(crate) fn start_all(config: &TransportConfig) -> Result<Transports, ContextError> {
     if let Ok(v) = std::env::var("MYELIN_TRANSPORT") {
         check_transport_env(&v)?;
+        // A transport asked for by name but not compiled in would
+        // otherwise mean "in-process only" without a word.
+        let missing: Vec<&str> = [
+            ("shm", cfg!(feature = "shm")),
+            ("zenoh", cfg!(feature = "zenoh")),
+        ]
+        .into_iter()
+        .filter(|&(name, built)| !built && transport_allowed(name))
+        .map(|(name, _)| name)
+        .collect();
+        if !missing.is_empty() {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                tracing::warn!(
+                    "MYELIN_TRANSPORT={v:?} asks for {}, but this build of myelin lacks that \
+                     feature; running without it",
+                    missing.join(" and ")
+                )
+            });
+        }
     }
     let mut started = Transports::default();
     #[cfg(feature = "shm")]

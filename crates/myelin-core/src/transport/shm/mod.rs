@@ -187,6 +187,11 @@ impl ShmTransport {
             GraphEvent::open_or_create(domain)
                 .map_err(|e| TransportError::new("the domain's graph segment", e))?,
         );
+        // A planted file at the counter's usual name: this user's
+        // processes meet at the next name instead, and say so once.
+        for e in graph.squatted() {
+            report_skipped(e);
+        }
         static SWEPT: std::sync::Once = std::sync::Once::new();
         SWEPT.call_once(|| {
             let _ = myelin_shm::cleanup_stale_host();
