@@ -597,3 +597,186 @@ fn convert_merges_filters_and_splits_keeping_definitions() {
     assert_eq!(strs, (0..50).map(|i| format!("s{i}")).collect::<Vec<_>>());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A bag of `n` Int32 (0..n) on `topic`, 10 ms apart from 1.7e18 ns.
+fn int_bag(dir: &Path, topic: &str, n: i32) -> u64 {
+    use myelin_bag::{TopicInfo, Writer, WriterOptions};
+    let t0 = 1_700_000_000_000_000_000u64;
+    let mut w = Writer::create(dir, WriterOptions::default()).unwrap();
+    let id = w
+        .add_topic(TopicInfo::of::<std_msgs::Int32>(topic))
+        .unwrap();
+    for i in 0..n {
+        w.write_message(id, t0 + i as u64 * 10_000_000, &std_msgs::Int32 { data: i })
+            .unwrap();
+    }
+    w.finish().unwrap();
+    t0
+}
+
+/// A node with `use_sim_time` follows a replay: its ROS time is the bag's
+/// time, and its timers tick on it.
+#[test]
+fn a_sim_time_node_follows_the_replay() {
+    use std::sync::{Arc, Mutex};
+    let dir = scratch("simtime");
+    let t0 = int_bag(&dir, "/sim_ticks", 100);
+    let c = Context::builder()
+        .domain_id(193)
+        .network(false)
+        .use_sim_time(true)
+        .build()
+        .unwrap();
+    let node = c.create_node("bag_test_sim").unwrap();
+    let stamps = Arc::new(Mutex::new(Vec::new()));
+    let (s, n) = (stamps.clone(), node.clone());
+    let _timer = node
+        .create_timer(Duration::from_millis(100), move || {
+            s.lock().unwrap().push(n.now().nanos() as u64)
+        })
+        .unwrap();
+    let _sub = node
+        .create_subscription("/sim_ticks", QoS::keep_all(), |_: &std_msgs::Int32| {})
+        .unwrap();
+    let mut exec = myelin::Executor::new();
+    exec.add_node(&node).unwrap();
+    let stop = exec.stop_handle();
+    let spin = std::thread::spawn(move || exec.spin().unwrap());
+    let out = myelin()
+        .args(["bag", "play", dir.to_str().unwrap(), "--clock", "100"])
+        .args(["--wait-for-subscribers", "30", "--domain", "193"])
+        .env("MYELIN_TRANSPORT", "shm")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stop.stop();
+    spin.join().unwrap();
+    let stamps = stamps.lock().unwrap().clone();
+    // One second of bag time at 100 ms: ticks at its time (a few may be
+    // missed at the edges; wall time would tick from t = 0).
+    assert!(stamps.len() >= 3, "{stamps:?}");
+    assert!(
+        stamps.iter().all(|t| (t0..=t0 + 1_000_000_000).contains(t)),
+        "{stamps:?}"
+    );
+    assert!(node.now().nanos() as u64 >= t0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `bag play` on a terminal: SPACE pauses (nothing more is published),
+/// `s` plays exactly one message, SPACE resumes, and every message
+/// arrives once, in order. The terminal is a pseudo-terminal this test
+/// holds.
+#[test]
+fn keys_on_a_terminal_pause_step_and_resume_playback() {
+    use std::io::{Read, Write};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::sync::{Arc, Mutex};
+    let dir = scratch("keys");
+    int_bag(&dir, "/keyed", 300);
+    let c = ctx(194);
+    let node = c.create_node("bag_test_keys").unwrap();
+    let sub = node
+        .create_polling_subscription::<std_msgs::Int32>(
+            "/keyed",
+            QoS::keep_all(),
+            Default::default(),
+        )
+        .unwrap();
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two new descriptors into the out-parameters;
+    // the name, termios and window size arguments may be null.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened by openpty and are owned
+    // by nobody else.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let player = Background(
+        myelin()
+            .args(["bag", "play", dir.to_str().unwrap()])
+            .args(["--wait-for-subscribers", "30", "--domain", "194"])
+            .env("MYELIN_TRANSPORT", "shm")
+            .stdin(slave.try_clone().unwrap())
+            .stderr(slave.try_clone().unwrap())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    drop(slave);
+    let said = Arc::new(Mutex::new(String::new()));
+    let mut reader = std::fs::File::from(master.try_clone().unwrap());
+    let s = said.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            s.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let mut keys = std::fs::File::from(master);
+    let wait_said = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = said.lock().unwrap().clone();
+            if text.contains(what) {
+                return text;
+            }
+            assert!(Instant::now() < deadline, "never said {what:?}: {text}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    wait_said("SPACE pause/resume");
+    let mut got: Vec<i32> = Vec::new();
+    let drain = |got: &mut Vec<i32>| {
+        while let Some(m) = sub.take() {
+            got.push(m.data);
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < 5 {
+        assert!(Instant::now() < deadline, "playback never started");
+        drain(&mut got);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    keys.write_all(b" ").unwrap();
+    wait_said("paused");
+    std::thread::sleep(Duration::from_millis(300));
+    drain(&mut got);
+    let at_pause = got.len();
+    assert!(at_pause < 300, "the pause came too late to test anything");
+    keys.write_all(b"s").unwrap();
+    let text = wait_said("step: ");
+    let stepped: usize = text
+        .split("step: ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert_eq!(stepped, at_pause + 1, "{text}");
+    std::thread::sleep(Duration::from_millis(300));
+    drain(&mut got);
+    assert_eq!(got.len(), at_pause + 1, "exactly one message while paused");
+    keys.write_all(b" ").unwrap();
+    wait_said("resumed");
+    wait_said("played 300 messages");
+    drain(&mut got);
+    assert_eq!(got, (0..300).collect::<Vec<_>>());
+    drop(player);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -38,6 +38,8 @@ pub struct ContextBuilder {
     network: Option<bool>,
     /// A zenoh configuration file.
     zenoh_config: Option<std::path::PathBuf>,
+    /// ROS time follows `/clock`.
+    use_sim_time: bool,
 }
 
 impl Default for ContextBuilder {
@@ -48,6 +50,7 @@ impl Default for ContextBuilder {
             shared_memory: None,
             network: None,
             zenoh_config: None,
+            use_sim_time: false,
         }
     }
 }
@@ -106,6 +109,18 @@ impl ContextBuilder {
         self
     }
 
+    /// Simulated time, as ROS 2's `use_sim_time` parameter: ROS time
+    /// (every node's [`now`](crate::Node::now), [`create_timer`](crate::Node::create_timer)
+    /// timers, deadline checks, lifespans) follows the last
+    /// `rosgraph_msgs/msg/Clock` on `/clock` from any process or host
+    /// (a simulator, `myelin bag play --clock`, `ros2 bag play --clock`),
+    /// and reads zero until the first arrives. Wall timers and liveliness
+    /// leases stay on steady time. See [`time`](crate::time).
+    pub fn use_sim_time(mut self, on: bool) -> Self {
+        self.use_sim_time = on;
+        self
+    }
+
     /// Create the context.
     pub fn build(self) -> Result<Context, ContextError> {
         let domain_id = match self.domain_id {
@@ -121,12 +136,71 @@ impl ContextBuilder {
             network: self.network,
             zenoh_config: self.zenoh_config,
         })?;
-        let inner = Arc::new(ContextInner::new(domain_id, transports));
+        let sim = self
+            .use_sim_time
+            .then(|| Arc::new(crate::dispatch::SimTime::new()));
+        let inner = Arc::new(ContextInner::new(domain_id, transports, sim.clone()));
         if self.handle_signals {
             signals::register(&inner);
         }
-        Ok(Context { inner })
+        let ctx = Context { inner };
+        if let Some(sim) = sim {
+            // A hidden node (leading underscore, as ROS 2 hides them) per
+            // context holds the /clock subscription.
+            let node = ctx
+                .create_node(&format!(
+                    "_myelin_clock_{}_{}",
+                    std::process::id(),
+                    ctx.inner.new_id()
+                ))
+                .map_err(|e| ContextError::SimTime(e.to_string()))?;
+            start_time_source(node, sim)?;
+        }
+        Ok(ctx)
     }
+}
+
+/// Subscribe `node` to `/clock` and feed what arrives into `sim`, on a
+/// thread of its own (the context may have no executor; a simulator or a
+/// replay publishes from another process). The thread ends when the
+/// context shuts down or when nothing but this thread holds the context.
+fn start_time_source(
+    node: crate::Node,
+    sim: Arc<crate::dispatch::SimTime>,
+) -> Result<(), ContextError> {
+    use crate::subscription::WaitError;
+    use crate::time::ClockMessage;
+    use std::time::Duration;
+    let sub = node
+        .create_polling_subscription::<ClockMessage>(
+            "/clock",
+            // rclcpp's ClockQoS: the latest time, best effort (matches
+            // reliable publishers too).
+            crate::QoS::keep_last(1).best_effort(),
+            Default::default(),
+        )
+        .map_err(|e| ContextError::SimTime(e.to_string()))?;
+    let ctx = Arc::downgrade(&node.inner.ctx);
+    std::thread::Builder::new()
+        .name("myelin-clock".into())
+        .spawn(move || {
+            let _node = node;
+            loop {
+                match sub.wait_for_message(Duration::from_millis(200)) {
+                    Ok(m) => sim.set(m.clock.nanos()),
+                    Err(WaitError::Timeout { .. } | WaitError::PublisherGone(_)) => {}
+                    Err(_) => return,
+                }
+                // Only this thread's node holds the context: the program
+                // is done with it.
+                match ctx.upgrade() {
+                    Some(c) if !c.is_shut_down() && Arc::strong_count(&c) > 2 => {}
+                    _ => return,
+                }
+            }
+        })
+        .map_err(|e| ContextError::SimTime(format!("starting its thread: {e}")))?;
+    Ok(())
 }
 
 /// The environment variable that names the domain, as in ROS 2.

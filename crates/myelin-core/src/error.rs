@@ -41,6 +41,10 @@ pub enum ContextError {
         /// What failed (names the configuration file when there is one).
         why: String,
     },
+    /// Simulated time was asked for and its `/clock` subscription could
+    /// not be set up.
+    #[error("use_sim_time: the /clock subscription could not be set up: {0}")]
+    SimTime(String),
 }
 
 /// Creating a node failed.

@@ -55,6 +55,7 @@ pub mod qos;
 mod runtime;
 pub mod service;
 pub mod subscription;
+pub mod time;
 mod timer;
 pub mod transport;
 mod waitpoint;
@@ -111,6 +112,7 @@ pub use subscription::{
     BufferKind, SharedEventCallback, Subscription, SubscriptionCallback, SubscriptionOptions,
     SubscriptionStream, WaitError,
 };
+pub use time::{Clock, ClockType, Time};
 pub use timer::Timer;
 pub use transport::{DiscoveredEndpoint, DiscoveredService, endpoints, shared_memory_enabled};
 pub use waitset::{GuardCondition, WaitSet, WaitSetError, WaitSetReady};

@@ -30,11 +30,17 @@ pub(crate) struct ContextInner {
     /// The transports that connect this context to other processes and
     /// hosts (empty: in-process only).
     pub(crate) transports: Transports,
+    /// Simulated time (`use_sim_time`): ROS time follows `/clock`.
+    pub(crate) sim: Option<Arc<crate::dispatch::SimTime>>,
 }
 
 impl ContextInner {
     /// A running context on `domain_id`, connected by `transports`.
-    pub(crate) fn new(domain_id: u32, transports: Transports) -> Self {
+    pub(crate) fn new(
+        domain_id: u32,
+        transports: Transports,
+        sim: Option<Arc<crate::dispatch::SimTime>>,
+    ) -> Self {
         ContextInner {
             domain_id,
             graph: Graph::default(),
@@ -44,6 +50,17 @@ impl ContextInner {
             next_id: AtomicU64::new(1),
             epoch: std::time::Instant::now(),
             transports,
+            sim,
+        }
+    }
+
+    /// The clock of message expiry (lifespan): simulated time under
+    /// `use_sim_time` (0 before the first `/clock`), else the monotonic
+    /// clock.
+    pub(crate) fn expiry_now_ns(&self) -> u64 {
+        match &self.sim {
+            Some(s) => u64::try_from(s.now_ns()).unwrap_or(0),
+            None => crate::clock::now_ns(),
         }
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::dispatch::GroupInner;
+use crate::dispatch::SimTime;
 use crate::dispatch::{ExecShared, Executable, Tick};
 use crate::error::SpinError;
 use crate::runtime::NodeInner;
@@ -16,6 +17,9 @@ pub(crate) struct TimerInner {
     pub(crate) id: u64,
     pub(crate) period: Duration,
     created: Instant,
+    /// The simulated time this timer runs on (a ROS-time timer of a
+    /// context with `use_sim_time`); `None`: steady time.
+    pub(crate) sim: Option<Arc<SimTime>>,
     callback: Mutex<Box<dyn FnMut() + Send>>,
     cancelled: AtomicBool,
     reset_to: Mutex<Option<Instant>>,
@@ -74,6 +78,10 @@ impl Tick for TimerInner {
         epoch + Duration::from_nanos(u64::try_from(due_ns).unwrap_or(u64::MAX))
     }
 
+    fn sim(&self) -> Option<&SimTime> {
+        self.sim.as_deref()
+    }
+
     #[inline]
     fn take_reset(&self) -> Option<Instant> {
         // SYNC: pairs with the Release store in `Timer::reset`.
@@ -104,17 +112,22 @@ impl Tick for TimerInner {
 }
 
 impl TimerInner {
+    /// A timer on ROS time (`ros_time`: simulated time when the context
+    /// uses it) or on steady time.
     pub(crate) fn new(
         id: u64,
         period: Duration,
+        ros_time: bool,
         callback: Box<dyn FnMut() + Send>,
         node: Arc<NodeInner>,
         group: Arc<GroupInner>,
     ) -> Self {
+        let sim = if ros_time { node.ctx.sim.clone() } else { None };
         TimerInner {
             id,
             period,
             created: Instant::now(),
+            sim,
             callback: Mutex::new(callback),
             cancelled: AtomicBool::new(false),
             reset_to: Mutex::new(None),
@@ -162,7 +175,8 @@ impl Timer {
         self.inner.is_cancelled()
     }
 
-    /// Restart the period from now (and un-cancel).
+    /// Restart the period from now (and un-cancel). A timer on simulated
+    /// time restarts from the simulated now.
     pub fn reset(&self) {
         *self
             .inner

@@ -46,6 +46,12 @@ pub enum WaitSetError {
     /// The timer's node is attached to an executor, which runs it.
     #[error("the timer's node is attached to an executor")]
     TimerInExecutor,
+    /// A wait set waits on steady time; a timer that follows `/clock`
+    /// needs an executor.
+    #[error(
+        "the timer runs on simulated time (use_sim_time): run it in an executor, or make it with create_wall_timer"
+    )]
+    TimerOnSimTime,
     /// A subscription's context was shut down.
     #[error("the context is shut down")]
     ContextShutDown,
@@ -144,6 +150,9 @@ impl WaitSet {
     pub fn add_timer(&mut self, timer: &Timer) -> Result<usize, WaitSetError> {
         if timer.inner.node.executor().is_some() {
             return Err(WaitSetError::TimerInExecutor);
+        }
+        if timer.inner.sim.is_some() {
+            return Err(WaitSetError::TimerOnSimTime);
         }
         if self
             .timers

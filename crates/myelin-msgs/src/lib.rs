@@ -304,16 +304,11 @@ macro_rules! srv {
 
 /// `builtin_interfaces`: time.
 pub mod builtin_interfaces {
-    msg!(
-        /// A point in time (seconds and nanoseconds since the epoch).
-        Time = "builtin_interfaces/msg/Time",
-            "RIHS01_b106235e25a4c5ed35098aa0a61a3ee9c9b18d197f398b0e4206cea9acf9c197" {
-            /// Seconds.
-            sec: i32,
-            /// Nanoseconds (0..1e9).
-            nanosec: u32,
-        }
-    );
+    /// A point in time (seconds and nanoseconds since the epoch): myelin's
+    /// own [`myelin::time::Time`], what [`Node::now`](myelin::Node::now)
+    /// returns, so a stamp goes straight into a header.
+    pub use myelin::time::Time;
+
     msg!(
         /// A span of time.
         Duration = "builtin_interfaces/msg/Duration",
@@ -324,32 +319,16 @@ pub mod builtin_interfaces {
             nanosec: u32,
         }
     );
-
-    impl Time {
-        /// The current wall-clock time.
-        pub fn now() -> Time {
-            let d = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            Time {
-                sec: d.as_secs().min(i32::MAX as u64) as i32,
-                nanosec: d.subsec_nanos(),
-            }
-        }
-    }
 }
 
 /// `rosgraph_msgs`: the simulated clock (`/clock`, which `myelin bag play
-/// --clock` publishes and nodes with `use_sim_time` follow).
+/// --clock` publishes and contexts with
+/// [`use_sim_time`](myelin::ContextBuilder::use_sim_time) follow).
 pub mod rosgraph_msgs {
-    msg!(
-        /// The current time of a simulation or a replay.
-        Clock = "rosgraph_msgs/msg/Clock",
-            "RIHS01_692f7a66e93a3c83e71765d033b60349ba68023a8c689a79e48078bcb5c58564" {
-            /// The time.
-            clock: super::builtin_interfaces::Time,
-        }
-    );
+    /// The current time of a simulation or a replay: myelin's own
+    /// [`myelin::time::ClockMessage`], the type a context's `/clock`
+    /// subscription takes.
+    pub use myelin::time::ClockMessage as Clock;
 }
 
 /// `service_msgs`: what service introspection reports about a call (part

@@ -47,11 +47,11 @@ pub use cells::{RetainCell, TryLock, TryLockGuard};
 pub mod atomic {
     #[cfg(loom)]
     pub use loom::sync::atomic::{
-        AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+        AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
     };
     #[cfg(not(loom))]
     pub use std::sync::atomic::{
-        AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+        AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
     };
 }
 

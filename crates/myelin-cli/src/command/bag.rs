@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
-use myelin::{AnyMessage, Blob, QoS, RawType, Received};
+use myelin::{AnyMessage, QoS, Received};
 use myelin_bag::{BagInfo, Compression, Reader, TopicInfo, Writer, WriterOptions};
 
-use crate::cli::{BagCommand, CompressionArg, ConvertArgs, PlayArgs, RecordArgs};
+use crate::cli::{BagCommand, CompressionArg, ConvertArgs, RecordArgs};
 use crate::command::topic::{absolute, tool_ctx};
 
 type Res = Result<(), Box<dyn std::error::Error>>;
@@ -19,7 +19,7 @@ type Res = Result<(), Box<dyn std::error::Error>>;
 pub fn run(cmd: BagCommand) -> Res {
     match cmd {
         BagCommand::Record(args) => record(args),
-        BagCommand::Play(args) => play(args),
+        BagCommand::Play(args) => crate::command::bag_play::play(args),
         BagCommand::Info { bag } => info(&bag),
         BagCommand::Convert(args) => convert(args),
     }
@@ -509,202 +509,5 @@ fn record(args: RecordArgs) -> Res {
     if dropped > 0 {
         return Err(format!("{dropped} messages were not recorded").into());
     }
-    Ok(())
-}
-
-// ------------------------------------------------------------------ play
-
-fn parse_remaps(remaps: &[String]) -> Result<BTreeMap<String, String>, String> {
-    remaps
-        .iter()
-        .map(|r| {
-            r.split_once(":=")
-                .filter(|(a, b)| !a.is_empty() && !b.is_empty())
-                .map(|(a, b)| (absolute(a), absolute(b)))
-                .ok_or_else(|| format!("invalid --remap {r:?}: use /from:=/to"))
-        })
-        .collect()
-}
-
-/// Sleep until `target` (to within tens of microseconds: the last stretch
-/// is a yield loop, as a 1 kHz replay needs).
-fn sleep_until(target: Instant, ctx: &myelin::Context) {
-    loop {
-        let now = Instant::now();
-        if now >= target || ctx.is_shut_down() {
-            return;
-        }
-        let left = target - now;
-        if left > Duration::from_micros(300) {
-            std::thread::sleep((left - Duration::from_micros(200)).min(Duration::from_millis(50)));
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
-fn play(args: PlayArgs) -> Res {
-    if !(args.rate.is_finite() && (1e-3..=1e3).contains(&args.rate)) {
-        return Err(format!("invalid --rate {}: must be 0.001 to 1000", args.rate).into());
-    }
-    if !(args.start_offset.is_finite() && args.start_offset >= 0.0 && args.start_offset <= 1e9) {
-        return Err(format!(
-            "invalid --start-offset {}: must be 0 to 1e9 seconds",
-            args.start_offset
-        )
-        .into());
-    }
-    if !(args.wait_for_subscribers.is_finite()
-        && (0.0..=3600.0).contains(&args.wait_for_subscribers))
-    {
-        return Err("invalid --wait-for-subscribers: must be 0 to 3600 seconds".into());
-    }
-    if let Some(hz) = args.clock
-        && !(hz.is_finite() && (0.1..=10_000.0).contains(&hz))
-    {
-        return Err(format!("invalid --clock {hz}: must be 0.1 to 10000 Hz").into());
-    }
-    let remaps = parse_remaps(&args.remap)?;
-    let only: BTreeSet<String> = args.topics.iter().map(|t| absolute(t)).collect();
-    let reader = Reader::open(&args.bag)?;
-    let info = reader.info()?;
-    if info.message_count == 0 {
-        return Err(format!("{}: no messages to play", args.bag.display()).into());
-    }
-    let ctx = tool_ctx(args.domain)?;
-    let node = ctx.create_node(&format!("myelin_bag_player_{}", std::process::id()))?;
-    let mut pubs: BTreeMap<String, myelin::Publisher<AnyMessage>> = BTreeMap::new();
-    for (t, _) in &info.topics {
-        if !only.is_empty() && !only.contains(&t.name) {
-            continue;
-        }
-        if t.serialization_format != "cdr" {
-            eprintln!(
-                "warning: {}: serialization {:?} cannot be replayed (only cdr); skipped",
-                t.name, t.serialization_format
-            );
-            continue;
-        }
-        let Some(hash) = t
-            .type_hash
-            .clone()
-            .or_else(|| myelin_msgs::ros_hash_of(&t.type_name))
-        else {
-            eprintln!(
-                "warning: {}: the bag has no type hash for {} and myelin-msgs does not know it; skipped",
-                t.name, t.type_name
-            );
-            continue;
-        };
-        let ty = match RawType::ros(&t.type_name, &hash) {
-            Ok(ty) => ty,
-            Err(e) => {
-                eprintln!("warning: {}: {e}; skipped", t.name);
-                continue;
-            }
-        };
-        let out = remaps
-            .get(&t.name)
-            .cloned()
-            .unwrap_or_else(|| t.name.clone());
-        let p = node.create_raw_publisher(&out, &ty, t.replay_qos())?;
-        pubs.insert(t.name.clone(), p);
-    }
-    if pubs.is_empty() {
-        return Err("no topic of the bag can be played".into());
-    }
-    let wait_until = Instant::now() + Duration::from_secs_f64(args.wait_for_subscribers);
-    while Instant::now() < wait_until
-        && pubs.values().any(|p| p.subscription_count() == 0)
-        && !ctx.is_shut_down()
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let offset = (args.start_offset * 1e9) as u64;
-    let first = info.start_ns.saturating_add(offset);
-    eprintln!(
-        "playing {} ({} messages, {:.1} s) at rate {}{}; Ctrl-C to stop",
-        args.bag.display(),
-        info.message_count,
-        info.duration().as_secs_f64(),
-        args.rate,
-        if args.looping { ", looping" } else { "" }
-    );
-    // --clock: the bag's time, from where playback started, on /clock.
-    let origin: Arc<std::sync::Mutex<Option<(Instant, u64)>>> = Arc::default();
-    let done = Arc::new(AtomicBool::new(false));
-    let clock_thread = match args.clock {
-        Some(hz) => {
-            let p = node.create_publisher::<myelin_msgs::rosgraph_msgs::Clock>(
-                "/clock",
-                QoS::keep_last(1).best_effort(),
-            )?;
-            let (origin, done, rate) = (origin.clone(), done.clone(), args.rate);
-            let end = info.end_ns;
-            Some(std::thread::spawn(move || {
-                let period = Duration::from_secs_f64(1.0 / hz);
-                let mut next = Instant::now();
-                while !done.load(Ordering::Relaxed) {
-                    let o = *origin.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some((start, first)) = o {
-                        let ns = (start.elapsed().as_nanos() as f64 * rate) as u64;
-                        let t = first.saturating_add(ns).min(end);
-                        let _ = p.publish(myelin_msgs::rosgraph_msgs::Clock {
-                            clock: myelin_msgs::builtin_interfaces::Time {
-                                sec: (t / 1_000_000_000).min(i32::MAX as u64) as i32,
-                                nanosec: (t % 1_000_000_000) as u32,
-                            },
-                        });
-                    }
-                    next += period;
-                    let now = Instant::now();
-                    if next > now {
-                        std::thread::sleep(next - now);
-                    } else {
-                        next = now;
-                    }
-                }
-            }))
-        }
-        None => None,
-    };
-    let mut played = 0u64;
-    loop {
-        let start = Instant::now();
-        *origin.lock().unwrap_or_else(|e| e.into_inner()) = Some((start, first));
-        for m in reader.messages()? {
-            if ctx.is_shut_down() {
-                break;
-            }
-            let m = match m {
-                Ok(m) => m,
-                Err(e) => {
-                    eprintln!("warning: {e}; the rest of that file is skipped");
-                    continue;
-                }
-            };
-            if m.log_time < first {
-                continue;
-            }
-            let Some(p) = pubs.get(&m.topic.name) else {
-                continue;
-            };
-            let due = Duration::from_secs_f64((m.log_time - first) as f64 / 1e9 / args.rate);
-            sleep_until(start + due, &ctx);
-            p.publish(AnyMessage(Blob::from(m.data)))?;
-            played += 1;
-        }
-        if !args.looping || ctx.is_shut_down() {
-            break;
-        }
-    }
-    // Let subscriptions in other processes read the last messages before
-    // the publishers (and their shared memory) go away.
-    std::thread::sleep(Duration::from_millis(200));
-    done.store(true, Ordering::Relaxed);
-    if let Some(t) = clock_thread {
-        let _ = t.join();
-    }
-    eprintln!("played {played} messages");
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 pub mod bag;
+pub mod bag_play;
 pub mod bench;
 pub mod bench_bag;
 pub mod doctor;

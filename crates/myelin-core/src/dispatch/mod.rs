@@ -13,9 +13,11 @@
 //! readiness, O(ready work), the timer overrun rule).
 
 mod group;
+mod sim;
 
 pub use group::CallbackGroupKind;
 pub(crate) use group::GroupInner;
+pub(crate) use sim::SimTime;
 
 use std::any::Any;
 use std::sync::{Arc, Mutex, Weak};
@@ -89,8 +91,12 @@ pub(crate) trait Tick: Executable {
     fn id(&self) -> u64;
     /// The period.
     fn period(&self) -> Duration;
-    /// The first deadline.
+    /// The first deadline (on steady time).
     fn first_due(&self) -> Instant;
+    /// The simulated time the timer runs on instead of steady time.
+    fn sim(&self) -> Option<&SimTime> {
+        None
+    }
     /// A new deadline set by a reset since the last look, if any.
     fn take_reset(&self) -> Option<Instant>;
     /// Whether the timer is cancelled (it keeps its place, but never fires).
@@ -198,7 +204,17 @@ impl ReadyQueue {
 
 struct LocalTimer {
     inner: Arc<dyn Tick>,
+    /// The next deadline on steady time (timers on simulated time: unused).
     next_due: Instant,
+    /// Timers on simulated time: the next deadline and the simulated time
+    /// last seen (ns; 0: no `/clock` seen yet, the deadline is not set).
+    sim_due: i64,
+    sim_seen: i64,
+}
+
+/// A period in nanoseconds (at least 1).
+fn period_ns(p: Duration) -> i64 {
+    i64::try_from(p.as_nanos()).unwrap_or(i64::MAX).max(1)
 }
 
 /// The timer schedule, owned by whichever worker holds its lock.
@@ -234,6 +250,11 @@ pub(crate) struct ExecShared {
     wheel: TryLock<Wheel>,
     /// The earliest timer deadline (`mono_ns`), `u64::MAX` for none.
     next_due: AtomicU64,
+    /// Bumped when the simulated time of a timer here moves.
+    // SYNC: Release in `sim_time_moved` pairs with the Acquire in `poll_timers`.
+    sim_gen: AtomicU64,
+    /// `sim_gen` as last seen by the wheel.
+    wheel_sim_gen: AtomicU64,
 }
 
 impl ExecShared {
@@ -253,6 +274,8 @@ impl ExecShared {
             wheel_gen: AtomicU64::new(0),
             wheel: TryLock::new(Wheel::default()),
             next_due: AtomicU64::new(u64::MAX),
+            sim_gen: AtomicU64::new(0),
+            wheel_sim_gen: AtomicU64::new(0),
         })
     }
 
@@ -292,7 +315,10 @@ impl ExecShared {
         self.ready.push(e);
     }
 
-    pub(crate) fn add_timer(&self, t: Arc<dyn Tick>) {
+    pub(crate) fn add_timer(self: &Arc<Self>, t: Arc<dyn Tick>) {
+        if let Some(sim) = t.sim() {
+            sim.add_executor(self);
+        }
         self.timers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -306,6 +332,12 @@ impl ExecShared {
             .unwrap_or_else(|e| e.into_inner())
             .retain(|t| t.id() != id);
         self.timers_changed();
+    }
+
+    /// The simulated time of a timer here moved: look at the timers.
+    pub(crate) fn sim_time_moved(&self) {
+        self.sim_gen.fetch_add(1, Ordering::Release);
+        self.event.notify();
     }
 
     pub(crate) fn timers_changed(&self) {
@@ -327,14 +359,17 @@ impl ExecShared {
     #[inline]
     pub(crate) fn poll_timers(&self) {
         let gen_now = self.timers_gen.load(Ordering::Acquire);
+        let sim_now_gen = self.sim_gen.load(Ordering::Acquire);
         if gen_now == self.wheel_gen.load(Ordering::Relaxed)
             && self.next_due.load(Ordering::Acquire) == u64::MAX
+            && sim_now_gen == self.wheel_sim_gen.load(Ordering::Relaxed)
         {
-            return; // no timers
+            return; // no timers (on steady time), simulated time still
         }
         let Some(mut wheel) = self.wheel.try_lock() else {
             return;
         };
+        self.wheel_sim_gen.store(sim_now_gen, Ordering::Relaxed);
         if gen_now != wheel.seen_gen {
             let registered = self
                 .timers
@@ -343,15 +378,26 @@ impl ExecShared {
                 .clone();
             let mut next = Vec::with_capacity(registered.len());
             for t in registered {
-                let due = wheel
+                let kept = wheel
                     .timers
                     .iter()
                     .find(|l| Arc::ptr_eq(&l.inner, &t))
-                    .map(|l| l.next_due)
-                    .unwrap_or_else(|| t.first_due());
+                    .map(|l| (l.next_due, l.sim_due, l.sim_seen));
+                let (next_due, sim_due, sim_seen) = match kept {
+                    Some(k) => k,
+                    None => {
+                        // On simulated time: the period starts now (or at
+                        // the first /clock).
+                        let seen = t.sim().map_or(0, |s| s.now_ns());
+                        let due = seen.saturating_add(period_ns(t.period()));
+                        (t.first_due(), due, seen)
+                    }
+                };
                 next.push(LocalTimer {
                     inner: t,
-                    next_due: due,
+                    next_due,
+                    sim_due,
+                    sim_seen,
                 });
             }
             wheel.timers = next;
@@ -361,6 +407,11 @@ impl ExecShared {
         let now = Instant::now();
         let mut earliest = u64::MAX;
         for lt in &mut wheel.timers {
+            if let Some(sim) = lt.inner.sim() {
+                let sim_now = sim.now_ns();
+                self.poll_sim_timer(lt, sim_now);
+                continue;
+            }
             if let Some(at) = lt.inner.take_reset() {
                 lt.next_due = at;
             }
@@ -388,6 +439,35 @@ impl ExecShared {
             earliest = earliest.min(mono_ns(lt.next_due));
         }
         self.next_due.store(earliest, Ordering::Release);
+    }
+
+    /// One timer on simulated time, now `sim_now` (rcl's rules: the first
+    /// `/clock` and a jump backwards restart the period; a jump forwards
+    /// past several periods fires once and counts the rest missed).
+    fn poll_sim_timer(&self, lt: &mut LocalTimer, sim_now: i64) {
+        let period = period_ns(lt.inner.period());
+        let reset = lt.inner.take_reset().is_some();
+        if sim_now == 0 {
+            return; // no /clock yet: simulated time stands at zero
+        }
+        if reset || lt.sim_seen == 0 || sim_now < lt.sim_seen {
+            lt.sim_due = sim_now.saturating_add(period);
+        }
+        lt.sim_seen = sim_now;
+        if lt.inner.is_cancelled() || sim_now < lt.sim_due {
+            return;
+        }
+        let late = sim_now - lt.sim_due;
+        let mut missed = (late / period) as u64;
+        lt.sim_due = lt
+            .sim_due
+            .saturating_add(period.saturating_mul((missed as i64).saturating_add(1)));
+        if !lt.inner.mark_queued() {
+            missed += 1;
+        } else {
+            self.ready.push(lt.inner.clone() as Arc<dyn Executable>);
+        }
+        lt.inner.note_missed(missed);
     }
 
     /// Run one popped entry, marking this thread as inside it.
@@ -464,6 +544,8 @@ impl ExecShared {
                         && !self.halted()
                         && !enough()
                         && self.timers_gen.load(Ordering::Acquire) == seen_gen
+                        && self.sim_gen.load(Ordering::Acquire)
+                            == self.wheel_sim_gen.load(Ordering::Relaxed)
                         && self.next_due.load(Ordering::Acquire) == timer.map_or(u64::MAX, mono_ns)
                 },
                 wake_at,

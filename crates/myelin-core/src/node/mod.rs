@@ -270,7 +270,11 @@ impl Node {
         let group = CallbackGroup {
             inner: group.clone(),
         };
-        self.create_timer_in(period, &group, f)
+        // Deadlines are periods of the data's time (ROS time: simulated
+        // under use_sim_time, so a replay at any rate keeps its deadlines);
+        // liveliness leases are about the process and stay on steady time.
+        let ros_time = policy == QosPolicy::Deadline;
+        self.make_timer(period, &group, ros_time, Box::new(f))
             .map_err(|e| match e {
                 CreateTimerError::ZeroPeriod => CreateEndpointError::InvalidQos {
                     topic: topic.to_string(),
@@ -672,15 +676,28 @@ impl Node {
         self.inner.default_group.clone()
     }
 
-    /// Create a periodic timer run by this node's executor. See the
-    /// [executor docs](crate::executor) for what happens on overrun.
+    /// Create a periodic timer on ROS time, run by this node's executor.
+    /// ROS time is steady time unless the context uses simulated time
+    /// ([`use_sim_time`](crate::ContextBuilder::use_sim_time)): then the
+    /// timer follows `/clock` (see [`time`](crate::time) for jumps). See
+    /// the [executor docs](crate::executor) for what happens on overrun.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let ctx = myelin_core::Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("ticker")?;
+    /// let timer = node.create_timer(Duration::from_millis(10), || println!("tick"))?;
+    /// assert_eq!(timer.period(), Duration::from_millis(10));
+    /// # Ok(()) }
+    /// ```
     pub fn create_timer(
         &self,
         period: Duration,
         callback: impl FnMut() + Send + 'static,
     ) -> Result<Timer, CreateTimerError> {
         let group = self.inner.default_group.clone();
-        self.create_timer_in(period, &group, callback)
+        self.make_timer(period, &group, true, Box::new(callback))
     }
 
     /// [`create_timer`](Self::create_timer) in a given callback group.
@@ -689,6 +706,39 @@ impl Node {
         period: Duration,
         group: &CallbackGroup,
         callback: impl FnMut() + Send + 'static,
+    ) -> Result<Timer, CreateTimerError> {
+        self.make_timer(period, group, true, Box::new(callback))
+    }
+
+    /// A periodic timer on steady time, whatever `/clock` says (rclcpp's
+    /// `create_wall_timer`): for work paced by the real world (polling a
+    /// device, a watchdog) in a node that otherwise follows simulated time.
+    pub fn create_wall_timer(
+        &self,
+        period: Duration,
+        callback: impl FnMut() + Send + 'static,
+    ) -> Result<Timer, CreateTimerError> {
+        let group = self.inner.default_group.clone();
+        self.make_timer(period, &group, false, Box::new(callback))
+    }
+
+    /// [`create_wall_timer`](Self::create_wall_timer) in a given callback
+    /// group.
+    pub fn create_wall_timer_in(
+        &self,
+        period: Duration,
+        group: &CallbackGroup,
+        callback: impl FnMut() + Send + 'static,
+    ) -> Result<Timer, CreateTimerError> {
+        self.make_timer(period, group, false, Box::new(callback))
+    }
+
+    fn make_timer(
+        &self,
+        period: Duration,
+        group: &CallbackGroup,
+        ros_time: bool,
+        callback: Box<dyn FnMut() + Send>,
     ) -> Result<Timer, CreateTimerError> {
         if period.is_zero() {
             return Err(CreateTimerError::ZeroPeriod);
@@ -700,12 +750,34 @@ impl Node {
         let inner = Arc::new(TimerInner::new(
             id,
             period,
-            Box::new(callback),
+            ros_time,
+            callback,
             self.inner.clone(),
             group.inner.clone(),
         ));
         self.inner.adopt_timer(inner.clone());
         Ok(Timer { inner })
+    }
+
+    /// This node's ROS clock ([`Clock::now`](crate::time::Clock::now)
+    /// follows `/clock` when the context uses simulated time).
+    pub fn get_clock(&self) -> crate::time::Clock {
+        crate::time::Clock::ros(self.inner.ctx.sim.clone())
+    }
+
+    /// ROS time now: the system clock, or the last `/clock` under
+    /// simulated time (zero before the first). Stamp messages with it.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let ctx = myelin_core::Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("stamper")?;
+    /// let stamp = node.now();
+    /// assert!(stamp.sec > 1_600_000_000); // the wall clock: after 2020
+    /// # Ok(()) }
+    /// ```
+    pub fn now(&self) -> crate::time::Time {
+        self.get_clock().now()
     }
 
     /// The topics known in this node's context with their type names.

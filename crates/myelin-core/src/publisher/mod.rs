@@ -284,9 +284,11 @@ impl<T: Message> PubInner<T> {
         }
         match self.qos.lifespan {
             None => 0,
-            Some(l) => {
-                crate::clock::now_ns().saturating_add(l.as_nanos().min(u128::from(u64::MAX)) as u64)
-            }
+            Some(l) => self
+                .node
+                .ctx
+                .expiry_now_ns()
+                .saturating_add(l.as_nanos().min(u128::from(u64::MAX)) as u64),
         }
     }
 

@@ -233,7 +233,7 @@ impl<T: Message> SubInner<T> {
     pub(crate) fn pop_live(&self) -> Option<Received<T>> {
         loop {
             let (item, expires) = self.buffer.pop()?;
-            if expires != 0 && crate::clock::now_ns() > expires {
+            if expires != 0 && self.node.ctx.expiry_now_ns() > expires {
                 self.expired.fetch_add(1, Ordering::Relaxed);
                 self.lost.fetch_add(1, Ordering::Relaxed);
                 continue;
