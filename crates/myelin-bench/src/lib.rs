@@ -22,6 +22,8 @@
 //!   peers behind their cargo feature at their line of the table.
 //! - [`topology`]: whole robot graphs from a topology file.
 //! - [`perf`]: `myelin perf ping` / `pong`, one row per second.
+//! - [`testbed`]: hosts as network namespaces on one machine, with link
+//!   faults, for multi-host tests and `bench net --hosts`.
 //!
 //! # Example
 //!
@@ -66,6 +68,7 @@ pub mod harness;
 pub mod perf;
 pub mod scenarios;
 pub mod systems;
+pub mod testbed;
 pub mod topology;
 
 pub use harness::plot::{PlotError, RowPoint, sanitize_stem, write_plots, write_rows_plot};

@@ -39,6 +39,13 @@ fn list(endpoints: &[String]) -> String {
     format!("[{}]", quoted.join(","))
 }
 
+/// How a session or router retries its `connect` endpoints: forever
+/// (timeout -1, never exit on failure), in the background, backing off
+/// from 250 ms to 2 s (rmw_zenoh: 1 s to 4 s; shorter here, so a
+/// restarted router is found again within 2 s).
+const RETRY_PERIODS: &str =
+    "{ period_init_ms: 250, period_max_ms: 2000, period_increase_factor: 2 }";
+
 /// The largest configuration file read (zenoh's own files are a few KiB).
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
@@ -98,14 +105,17 @@ pub fn session_config(file: Option<&Path>) -> Result<Config, Error> {
     }
     // `scouting.delay`: zenoh waits this long in open() for scouting
     // replies (500 ms by default); with multicast off there are none.
-    // `connect.timeout_ms = 0`: do not wait for the router; zenoh retries
-    // in the background (`exit_on_failure: false`).
+    // `connect`: as rmw_zenoh's peers, never give up on the router: open()
+    // returns at once and a background connector retries, backing off
+    // from 250 ms to 2 s, until it reaches the router, and again whenever
+    // the link to it closes (a router started after the process, a router
+    // restart). zenoh only retries when the timeout is not zero.
     let text = format!(
         r#"{{
   mode: "peer",
   scouting: {{ multicast: {{ enabled: false }}, gossip: {{ enabled: true }}, delay: 0 }},
   listen: {{ endpoints: ["tcp/127.0.0.1:0"] }},
-  connect: {{ endpoints: ["{DEFAULT_ROUTER}"], timeout_ms: 0, exit_on_failure: false }},
+  connect: {{ endpoints: ["{DEFAULT_ROUTER}"], timeout_ms: -1, exit_on_failure: false, retry: {RETRY_PERIODS} }},
 }}"#
     );
     Config::from_json5(&text).map_err(|e| Error::Config {
@@ -140,7 +150,8 @@ pub fn router_config(
     if !connect.is_empty() {
         set(&mut c, "connect/endpoints", &list(connect))?;
         set(&mut c, "connect/exit_on_failure", "false")?;
-        set(&mut c, "connect/timeout_ms", "0")?;
+        set(&mut c, "connect/timeout_ms", "-1")?;
+        set(&mut c, "connect/retry", RETRY_PERIODS)?;
     }
     Ok(c)
 }
@@ -157,11 +168,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_stays_on_loopback_and_does_not_wait() {
+    fn the_default_stays_on_loopback_and_retries_its_router_forever() {
         let c = session_config(None).unwrap();
         assert_eq!(c.get_json("scouting/multicast/enabled").unwrap(), "false");
         assert_eq!(c.get_json("scouting/delay").unwrap(), "0");
-        assert_eq!(c.get_json("connect/timeout_ms").unwrap(), "0");
+        assert_eq!(c.get_json("connect/timeout_ms").unwrap(), "-1");
+        assert_eq!(c.get_json("connect/exit_on_failure").unwrap(), "false");
         assert!(
             c.get_json("listen/endpoints")
                 .unwrap()
@@ -191,7 +203,7 @@ mod tests {
                 .unwrap()
                 .contains("127.0.0.1:2")
         );
-        assert_eq!(r.get_json("connect/timeout_ms").unwrap(), "0");
+        assert_eq!(r.get_json("connect/timeout_ms").unwrap(), "-1");
         assert!(
             r.get_json("listen/endpoints")
                 .unwrap()

@@ -241,10 +241,8 @@ fn keyboard(timeline: Arc<Timeline>) {
                         eprintln!("resumed");
                     }
                 }
-                Some("right") => {
-                    if !timeline.step() {
-                        eprintln!("RIGHT/s steps while paused: press SPACE first");
-                    }
+                Some("right") if !timeline.step() => {
+                    eprintln!("RIGHT/s steps while paused: press SPACE first");
                 }
                 Some("up") => eprintln!("rate {:.3}", timeline.scale_rate(1.1)),
                 Some("down") => eprintln!("rate {:.3}", timeline.scale_rate(1.0 / 1.1)),

@@ -12,6 +12,8 @@
 //! 4. Replay timing: a 1 kHz bag played by `myelin bag play` into a
 //!    subscription here; the error of each inter-message gap against the
 //!    recorded 1 ms (P50, P99, max).
+//! 5. Drift: a 10-minute 100 Hz bag played at rate 60; the last message's
+//!    arrival against the first one's plus the bag's span over the rate.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -253,8 +255,25 @@ fn dir_size(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Play a 1 kHz bag of `n` messages; the gap errors in nanoseconds.
-fn replay_timing(dir: &Path, n: u64) -> Result<Vec<u64>, Box<dyn std::error::Error>> {
+/// What one replay measured.
+struct Replayed {
+    /// Errors of consecutive inter-message gaps against the recorded gap
+    /// scaled by the rate (ns).
+    gaps: Vec<u64>,
+    /// The last arrival's lateness against the first one plus the bag's
+    /// span divided by the rate (ns; negative: early): what accumulates
+    /// over a long bag if the schedule drifts.
+    drift_ns: i64,
+}
+
+/// Play a bag of `n` messages `period_ns` apart at `rate` into a
+/// subscription of this process.
+fn replay_timing(
+    dir: &Path,
+    n: u64,
+    period_ns: u64,
+    rate: f64,
+) -> Result<Replayed, Box<dyn std::error::Error>> {
     let bag = dir.join("replay");
     let mut w = Writer::create(&bag, WriterOptions::default())?;
     let topic = w.add_topic(TopicInfo::of::<std_msgs::Int64>("/tick"))?;
@@ -262,7 +281,7 @@ fn replay_timing(dir: &Path, n: u64) -> Result<Vec<u64>, Box<dyn std::error::Err
     for i in 0..n {
         w.write_message(
             topic,
-            t0 + i * 1_000_000,
+            t0 + i * period_ns,
             &std_msgs::Int64 { data: i as i64 },
         )?;
     }
@@ -279,9 +298,12 @@ fn replay_timing(dir: &Path, n: u64) -> Result<Vec<u64>, Box<dyn std::error::Err
     )?;
     let b = bag.to_str().ok_or("non-UTF-8 temp dir")?.to_string();
     let domain = DOMAIN.to_string();
+    let rate_arg = rate.to_string();
     let player = myelin_bag(&[
         "play",
         &b,
+        "--rate",
+        &rate_arg,
         "--wait-for-subscribers",
         "30",
         "--domain",
@@ -299,14 +321,19 @@ fn replay_timing(dir: &Path, n: u64) -> Result<Vec<u64>, Box<dyn std::error::Err
     if arrivals.len() < n as usize || !ok && arrivals.is_empty() {
         return Err(format!("replay delivered {} of {n} messages: {err}", arrivals.len()).into());
     }
-    Ok(arrivals
+    let expected_gap = (period_ns as f64 / rate) as i64;
+    let gaps = arrivals
         .windows(2)
         .filter(|w| w[1].0 == w[0].0 + 1)
         .map(|w| {
             let gap = w[1].1.duration_since(w[0].1).as_nanos() as i64;
-            (gap - 1_000_000).unsigned_abs()
+            (gap - expected_gap).unsigned_abs()
         })
-        .collect())
+        .collect();
+    let (first, last) = (arrivals[0], arrivals[arrivals.len() - 1]);
+    let span = ((last.0 - first.0) as f64 * period_ns as f64 / rate) as i64;
+    let drift_ns = last.1.duration_since(first.1).as_nanos() as i64 - span;
+    Ok(Replayed { gaps, drift_ns })
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
@@ -357,15 +384,21 @@ fn run_in(dir: &Path, secs: f64, quick: bool) -> Res {
         .into());
     }
     eprintln!("bag bench in {} ({secs} s per recording)", dir.display());
-    eprintln!("[1/4] raw sequential write (1 MiB blocks + fdatasync)...");
+    eprintln!("[1/5] raw sequential write (1 MiB blocks + fdatasync)...");
     let raw = raw_write(dir, if quick { 256 << 20 } else { 1 << 30 })?;
-    eprintln!("[2/4] recording the robot mix for {secs} s...");
+    eprintln!("[2/5] recording the robot mix for {secs} s...");
     let mix = record(dir, secs, false)?;
-    eprintln!("[3/4] recording saturated (images back to back) for {saturated_secs} s...");
+    eprintln!("[3/5] recording saturated (images back to back) for {saturated_secs} s...");
     let sat = record(dir, saturated_secs, true)?;
-    eprintln!("[4/4] replaying a 1 kHz bag...");
-    let mut gaps = replay_timing(dir, if quick { 2_000 } else { 10_000 })?;
+    eprintln!("[4/5] replaying a 1 kHz bag...");
+    let replay = replay_timing(dir, if quick { 2_000 } else { 10_000 }, 1_000_000, 1.0)?;
+    let mut gaps = replay.gaps;
     gaps.sort_unstable();
+    // A 10-minute bag (100 Hz) played 60 times faster: what a drifting
+    // schedule would accumulate shows at its end.
+    let long_minutes = if quick { 1 } else { 10 };
+    eprintln!("[5/5] replaying a {long_minutes}-minute 100 Hz bag at rate 60...");
+    let long = replay_timing(dir, long_minutes * 6_000, 10_000_000, 60.0)?;
 
     println!(
         "\nmyelin bench bag (recorder: `myelin bag record -a`, a child process, shared memory)\n"
@@ -409,6 +442,11 @@ fn run_in(dir: &Path, secs: f64, quick: bool) -> Res {
         percentile(&gaps, 0.5) as f64 / 1e3,
         percentile(&gaps, 0.99) as f64 / 1e3,
         gaps.last().copied().unwrap_or(0) as f64 / 1e3
+    );
+    println!(
+        "| replay of a {long_minutes}-minute 100 Hz bag at rate 60: last message vs the schedule | {:+.1} us (over {:.1} s of playback) |",
+        long.drift_ns as f64 / 1e3,
+        long_minutes as f64 * 60.0 / 60.0
     );
     let verdict_mix = mix.published == mix.recorded;
     let verdict_sat = sat.bytes as f64 / sat.secs >= 0.8 * raw;

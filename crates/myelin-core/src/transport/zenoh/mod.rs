@@ -247,10 +247,12 @@ impl ZenohTransport {
             });
         }
         if !custom && expect_peers {
-            // A router is up: wait for the connection (milliseconds), so
-            // what this process declares next reaches it. Without one,
-            // `connect/timeout_ms = 0` keeps open() instant.
-            let _ = config.insert_json5("connect/timeout_ms", "2000");
+            // A router is up: let open() wait for the connection
+            // (milliseconds; zenoh waits up to the scouting delay for its
+            // connectors), so what this process declares next reaches it.
+            // Without one, open() returns at once and the connector keeps
+            // retrying in the background.
+            let _ = config.insert_json5("scouting/delay", "2000");
         }
         let session = myelin_zenoh::config::open(config)
             .map_err(|e| TransportError::new("opening the zenoh session", e))?;

@@ -1,0 +1,307 @@
+//! Across hosts for real: two hosts as network namespaces (each with its
+//! own `/dev/shm`) on the test bed of `myelin_bench::testbed`, a `myelin
+//! router` on each, a talker on one and a listener on the other (this test
+//! binary in a role), and the faults a robot and its base station meet:
+//! started in the wrong order, a router that restarts, a link down for
+//! 10 s, a partition that heals, a lossy link. Without root or network
+//! namespaces each test prints why and returns.
+
+use std::io::BufRead;
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use myelin::{Context, QoS};
+use myelin_bench::testbed::TestBed;
+use myelin_msgs::std_msgs;
+
+const LONG: Duration = Duration::from_secs(90);
+const ROLE: &str = "MYELIN_HOSTS_ROLE";
+
+/// A process on a host; killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn bed(n: usize) -> Option<TestBed> {
+    match TestBed::new(n) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            println!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// `myelin router` on host `i` as the README deploys them: with no
+/// `peers` (the base station), listening on every address (loopback for
+/// its processes, its address for other hosts' routers); else (a robot)
+/// listening on loopback and connecting to the routers of `peers`.
+fn router(bed: &TestBed, i: usize, peers: &[usize]) -> Proc {
+    let mut c = bed.command(i, env!("CARGO_BIN_EXE_myelin"));
+    if peers.is_empty() {
+        c.args(["router", "--listen", "tcp/0.0.0.0:7447"]);
+    } else {
+        c.args(["router", "--listen", "tcp/127.0.0.1:7447"]);
+    }
+    for &p in peers {
+        c.args(["--connect", &format!("tcp/{}:7447", bed.host(p).addr)]);
+    }
+    Proc(
+        c.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// This test binary on host `i` as `role` with extra environment.
+fn role(bed: &TestBed, i: usize, role: &str, env: &[(&str, String)]) -> Child {
+    let mut c = bed.command(i, std::env::current_exe().unwrap());
+    c.args([
+        "--exact",
+        &format!("{role}_role"),
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(ROLE, role);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// A listener on host `i`: the values it receives, as they arrive.
+fn listener(bed: &TestBed, i: usize, env: &[(&str, String)]) -> (Proc, mpsc::Receiver<i64>) {
+    let mut child = role(bed, i, "listener", env);
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            // (The first may follow libtest's "test listener_role ... ".)
+            if let Some(v) = line
+                .split("got ")
+                .nth(1)
+                .and_then(|v| v.trim().parse().ok())
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (Proc(child), rx)
+}
+
+fn talker(bed: &TestBed, i: usize, env: &[(&str, String)]) -> Proc {
+    Proc(role(bed, i, "talker", env))
+}
+
+/// The next value the listener hears, or a panic after `LONG` saying
+/// what was awaited.
+fn next(rx: &mpsc::Receiver<i64>, what: &str) -> i64 {
+    rx.recv_timeout(LONG)
+        .unwrap_or_else(|_| panic!("nothing heard: {what}"))
+}
+
+/// Wait until the listener hears a value above `above`; how long it took.
+fn heard_above(rx: &mpsc::Receiver<i64>, above: i64, what: &str) -> Duration {
+    let start = Instant::now();
+    let deadline = start + LONG;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(v) if v > above => return start.elapsed(),
+            Ok(_) => {}
+            Err(_) => panic!("nothing above {above} heard: {what}"),
+        }
+    }
+}
+
+/// Drain what is queued; the last value (or `last` if none).
+fn drain(rx: &mpsc::Receiver<i64>, last: i64) -> i64 {
+    rx.try_iter().last().unwrap_or(last)
+}
+
+fn qos_env() -> (&'static str, String) {
+    ("MYELIN_HOSTS_QOS", "reliable".into())
+}
+
+// ----------------------------------------------------------------- roles
+
+fn role_ctx() -> Context {
+    Context::builder()
+        .handle_signals(false)
+        .build()
+        .expect("a context with shared memory and zenoh")
+}
+
+fn role_qos() -> QoS {
+    match std::env::var("MYELIN_HOSTS_QOS").as_deref() {
+        Ok("keep_all") => QoS::keep_all(),
+        Ok("best_effort") => QoS::keep_last(10).best_effort(),
+        _ => QoS::keep_last(10),
+    }
+}
+
+/// Publishes 0, 1, 2, ... on /count every `MYELIN_HOSTS_PERIOD_MS` (10),
+/// `MYELIN_HOSTS_COUNT` of them (forever if unset), then stays.
+#[test]
+fn talker_role() {
+    if std::env::var(ROLE).as_deref() != Ok("talker") {
+        return;
+    }
+    let ctx = role_ctx();
+    let node = ctx.create_node("hosts_talker").unwrap();
+    let p = node
+        .create_publisher::<std_msgs::Int64>("/count", role_qos())
+        .unwrap();
+    let period = std::env::var("MYELIN_HOSTS_PERIOD_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let count: i64 = std::env::var("MYELIN_HOSTS_COUNT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(i64::MAX);
+    if count != i64::MAX {
+        // A fixed run waits for its listener first.
+        while p.subscription_count() == 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let mut i = 0;
+    while i < count {
+        // A reliable keep_all publish refused after its blocking time is
+        // retried: nothing is skipped.
+        if p.publish(std_msgs::Int64 { data: i }).is_ok() {
+            i += 1;
+        }
+        std::thread::sleep(Duration::from_millis(period));
+    }
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// Prints `got N` for every Int64 on /count.
+#[test]
+fn listener_role() {
+    if std::env::var(ROLE).as_deref() != Ok("listener") {
+        return;
+    }
+    use std::io::Write;
+    let ctx = role_ctx();
+    let node = ctx.create_node("hosts_listener").unwrap();
+    let s = node
+        .create_polling_subscription::<std_msgs::Int64>("/count", role_qos(), Default::default())
+        .unwrap();
+    let mut out = std::io::stdout();
+    loop {
+        if let Ok(m) = s.wait_for_message(Duration::from_secs(1)) {
+            let _ = writeln!(out, "got {}", m.data);
+            let _ = out.flush();
+        }
+    }
+}
+
+// ----------------------------------------------------------------- tests
+
+/// Start order does not matter: a talker and a listener start on two
+/// hosts before any router exists; routers come up seconds later, and the
+/// listener hears the talker (each process keeps retrying its router).
+#[test]
+fn processes_started_before_their_routers_join_when_the_routers_come() {
+    let Some(bed) = bed(2) else { return };
+    let _talker = talker(&bed, 0, &[qos_env()]);
+    let (_listener, rx) = listener(&bed, 1, &[qos_env()]);
+    // Both have tried and failed to reach a router by now.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(rx.try_recv().is_err(), "heard without routers");
+    let _r1 = router(&bed, 1, &[]);
+    let _r0 = router(&bed, 0, &[1]);
+    let took = heard_above(&rx, -1, "after the routers started");
+    println!("first message {took:?} after the routers started");
+}
+
+/// A router restart (killed, started again) interrupts traffic between
+/// the hosts; it resumes without restarting the talker or the listener.
+#[test]
+fn traffic_resumes_after_a_router_restarts() {
+    let Some(bed) = bed(2) else { return };
+    let _r1 = router(&bed, 1, &[]);
+    let r0 = router(&bed, 0, &[1]);
+    let _talker = talker(&bed, 0, &[qos_env()]);
+    let (_listener, rx) = listener(&bed, 1, &[qos_env()]);
+    next(&rx, "before the restart");
+    drop(r0);
+    std::thread::sleep(Duration::from_secs(2));
+    let before = drain(&rx, 0);
+    let _r0 = router(&bed, 0, &[1]);
+    let took = heard_above(&rx, before, "after the router restarted");
+    println!("recovered {took:?} after the router restarted");
+}
+
+/// The talker's link goes down for 10 s (carrier lost) and comes back;
+/// traffic resumes by itself.
+#[test]
+fn traffic_resumes_after_a_link_is_down_for_10_s() {
+    let Some(bed) = bed(2) else { return };
+    let _r1 = router(&bed, 1, &[]);
+    let _r0 = router(&bed, 0, &[1]);
+    let _talker = talker(&bed, 0, &[qos_env()]);
+    let (_listener, rx) = listener(&bed, 1, &[qos_env()]);
+    next(&rx, "before the link went down");
+    bed.link(0, false).unwrap();
+    std::thread::sleep(Duration::from_secs(10));
+    let before = drain(&rx, 0);
+    bed.link(0, true).unwrap();
+    let took = heard_above(&rx, before, "after the link came back");
+    println!("recovered {took:?} after the link came back");
+}
+
+/// A partition (every packet between the hosts lost, connections left
+/// open) for 10 s heals; traffic resumes by itself.
+#[test]
+fn traffic_resumes_after_a_partition_heals() {
+    let Some(bed) = bed(2) else { return };
+    let _r1 = router(&bed, 1, &[]);
+    let _r0 = router(&bed, 0, &[1]);
+    let _talker = talker(&bed, 0, &[qos_env()]);
+    let (_listener, rx) = listener(&bed, 1, &[qos_env()]);
+    next(&rx, "before the partition");
+    bed.partition(1, true).unwrap();
+    std::thread::sleep(Duration::from_secs(10));
+    let before = drain(&rx, 0);
+    bed.partition(1, false).unwrap();
+    let took = heard_above(&rx, before, "after the partition healed");
+    println!("recovered {took:?} after the partition healed");
+}
+
+/// Reliable keep_all over a link that loses 5% of its packets each way:
+/// every message arrives, once, in order.
+#[test]
+fn reliable_keep_all_over_a_lossy_link_delivers_everything_in_order() {
+    let Some(bed) = bed(2) else { return };
+    let _r1 = router(&bed, 1, &[]);
+    let _r0 = router(&bed, 0, &[1]);
+    bed.set_loss(1, 5.0).unwrap();
+    const N: i64 = 2_000;
+    let env = [
+        ("MYELIN_HOSTS_QOS", "keep_all".to_string()),
+        ("MYELIN_HOSTS_COUNT", N.to_string()),
+        ("MYELIN_HOSTS_PERIOD_MS", "2".to_string()),
+    ];
+    let (_listener, rx) = listener(&bed, 1, &env);
+    let _talker = talker(&bed, 0, &env);
+    for want in 0..N {
+        assert_eq!(next(&rx, &format!("message {want} of {N}")), want);
+    }
+}
