@@ -305,3 +305,108 @@ fn reliable_keep_all_over_a_lossy_link_delivers_everything_in_order() {
         assert_eq!(next(&rx, &format!("message {want} of {N}")), want);
     }
 }
+
+/// Publishes `MYELIN_HOSTS_COUNT` CompressedImages of 256 KiB best effort
+/// as fast as it can (`format` = their index), then `end 0`, `end 1`, ...
+/// every 200 ms.
+#[test]
+fn flood_talker_role() {
+    if std::env::var(ROLE).as_deref() != Ok("flood_talker") {
+        return;
+    }
+    use myelin_msgs::sensor_msgs::CompressedImage;
+    let ctx = role_ctx();
+    let node = ctx.create_node("hosts_flood_talker").unwrap();
+    let p = node
+        .create_publisher::<CompressedImage>("/flood", QoS::keep_last(10).best_effort())
+        .unwrap();
+    let count: usize = std::env::var("MYELIN_HOSTS_COUNT").unwrap().parse().unwrap();
+    while p.subscription_count() == 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let data = vec![7u8; 256 << 10];
+    for i in 0..count {
+        p.publish(CompressedImage {
+            format: i.to_string(),
+            data: data.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for k in 0.. {
+        p.publish(CompressedImage {
+            format: format!("end {k}"),
+            ..Default::default()
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Counts the flood; at the first `end K` prints `received R lost L end K`.
+#[test]
+fn flood_listener_role() {
+    if std::env::var(ROLE).as_deref() != Ok("flood_listener") {
+        return;
+    }
+    use myelin_msgs::sensor_msgs::CompressedImage;
+    let ctx = role_ctx();
+    let node = ctx.create_node("hosts_flood_listener").unwrap();
+    let s = node
+        .create_polling_subscription::<CompressedImage>(
+            "/flood",
+            QoS::keep_all().best_effort(),
+            Default::default(),
+        )
+        .unwrap();
+    let mut received = 0u64;
+    loop {
+        let Ok(m) = s.wait_for_message(Duration::from_secs(1)) else {
+            continue;
+        };
+        if let Some(k) = m.format.strip_prefix("end ") {
+            println!("\nreceived {received} lost {} end {k}", s.lost());
+            return;
+        }
+        received += 1;
+    }
+}
+
+/// Best effort over a congested link (the talker's host limited to
+/// 50 Mbit/s, a flood of 256 KiB messages): zenoh drops what the link
+/// cannot take, and the listener counts every message it did not get in
+/// `lost()` (from the publisher's sequence numbers): received + lost =
+/// sent, exactly.
+#[test]
+fn best_effort_drops_on_a_congested_link_are_counted() {
+    let Some(bed) = bed(2) else { return };
+    let _r1 = router(&bed, 1, &[]);
+    let _r0 = router(&bed, 0, &[1]);
+    bed.limit_rate(0, Some(50_000_000)).unwrap();
+    const N: u64 = 200;
+    let env = [("MYELIN_HOSTS_COUNT", N.to_string())];
+    let mut listener = role(&bed, 1, "flood_listener", &env);
+    let out = listener.stdout.take().unwrap();
+    let _listener = Proc(listener);
+    let _talker = Proc(role(&bed, 0, "flood_talker", &env));
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if line.starts_with("received ") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let line = rx.recv_timeout(LONG).expect("the listener never saw the end");
+    let n: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [received, lost, end] = n[..] else {
+        panic!("{line}")
+    };
+    println!("{line}");
+    assert!(lost > 0, "nothing was dropped: the link was not congested ({line})");
+    assert_eq!(received + lost, N + end, "{line}");
+}

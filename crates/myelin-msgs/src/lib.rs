@@ -617,6 +617,7 @@ pub mod sensor_msgs {
             encoding: String, /// Big-endian data.
             is_bigendian: u8, /// Bytes per row.
             step: u32, /// Pixels.
+            #[serde(with = "serde_bytes")]
             data: Vec<u8> }
     );
     msg!(
@@ -625,6 +626,7 @@ pub mod sensor_msgs {
             "RIHS01_15640771531571185e2efc8a100baf923961a4d15d5569652e6cb6691e8e371a" { /// Header.
             header: Header, /// `jpeg` or `png`.
             format: String, /// The compressed bytes.
+            #[serde(with = "serde_bytes")]
             data: Vec<u8> }
     );
     msg!(
@@ -674,6 +676,7 @@ pub mod sensor_msgs {
             is_bigendian: bool, /// Bytes per point.
             point_step: u32, /// Bytes per row.
             row_step: u32, /// Points.
+            #[serde(with = "serde_bytes")]
             data: Vec<u8>, /// No invalid points.
             is_dense: bool }
     );

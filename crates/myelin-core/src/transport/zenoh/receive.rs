@@ -74,12 +74,13 @@ impl SubLink for SubNet {
         let island = self.dom.island;
         let shm = self.dom.shm;
         let topic = self.topic.clone();
+        let mut gaps = SequenceGaps::default();
         let sub = self
             .dom
             .session
             .declare_subscriber(self.key.clone())
             .allowed_origin(Locality::Remote)
-            .callback(move |s: Sample| {
+            .callback_mut(move |s: Sample| {
                 let att = match s.attachment().map(|a| Attachment::decode(&a.to_bytes())) {
                     Some(Ok(a)) => a,
                     Some(Err(e)) => {
@@ -96,6 +97,10 @@ impl SubLink for SubNet {
                     return;
                 }
                 if let Some(o) = owner.upgrade() {
+                    let skipped = gaps.skipped(&att);
+                    if skipped > 0 {
+                        o.count_lost(skipped);
+                    }
                     o.deliver(SharedBytes::copy_from(&s.payload().to_bytes()));
                 }
             })
@@ -110,5 +115,70 @@ impl SubLink for SubNet {
 
     fn connected(&self) -> usize {
         self.peers.connected()
+    }
+}
+
+/// Messages a publisher sent that never arrived, from the sequence
+/// numbers of its samples (rmw_zenoh's attachment numbers each
+/// publisher's messages from 1): a best-effort message dropped on the way
+/// (zenoh drops rather than blocks when a link is congested) shows as a
+/// gap, counted in the subscription's `lost()` as rmw_zenoh reports
+/// `RMW_EVENT_MESSAGE_LOST`. A message lost after a publisher's last one
+/// cannot be seen.
+#[derive(Default)]
+struct SequenceGaps {
+    /// The last sequence number seen from each publisher.
+    last: std::collections::HashMap<gid::Gid, i64>,
+}
+
+impl SequenceGaps {
+    /// Publishers remembered at most (the map is emptied past it: gaps
+    /// across that moment go uncounted, memory stays bounded).
+    const MAX_PUBLISHERS: usize = 4096;
+
+    /// How many of `att`'s publisher's messages were skipped before it.
+    fn skipped(&mut self, att: &Attachment) -> u64 {
+        if self.last.len() >= Self::MAX_PUBLISHERS && !self.last.contains_key(&att.source_gid) {
+            self.last.clear();
+        }
+        let seq = att.sequence_number;
+        match self.last.insert(att.source_gid, seq) {
+            // Numbers from another writer than expected, or a repeat:
+            // nothing to count (and a forged huge jump counts at most
+            // what a u32 holds, as shared memory's counter does).
+            Some(prev) if seq > prev => ((seq - prev - 1) as u64).min(u64::from(u32::MAX)),
+            Some(prev) => {
+                // Keep the highest seen.
+                self.last.insert(att.source_gid, prev.max(seq));
+                0
+            }
+            None => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn att(gid: u8, seq: i64) -> Attachment {
+        Attachment {
+            sequence_number: seq,
+            source_timestamp: 0,
+            source_gid: [gid; 16],
+        }
+    }
+
+    #[test]
+    fn gaps_in_each_publishers_numbers_are_counted_once() {
+        let mut g = SequenceGaps::default();
+        assert_eq!(g.skipped(&att(1, 1)), 0);
+        assert_eq!(g.skipped(&att(1, 2)), 0);
+        assert_eq!(g.skipped(&att(2, 7)), 0, "a publisher first seen mid-stream");
+        assert_eq!(g.skipped(&att(1, 5)), 2);
+        assert_eq!(g.skipped(&att(2, 8)), 0);
+        assert_eq!(g.skipped(&att(1, 4)), 0, "late or repeated: not a gap");
+        assert_eq!(g.skipped(&att(1, 6)), 0, "counted from the highest seen");
+        assert_eq!(g.skipped(&att(1, i64::MAX)), u64::from(u32::MAX));
     }
 }
