@@ -320,7 +320,10 @@ fn flood_talker_role() {
     let p = node
         .create_publisher::<CompressedImage>("/flood", QoS::keep_last(10).best_effort())
         .unwrap();
-    let count: usize = std::env::var("MYELIN_HOSTS_COUNT").unwrap().parse().unwrap();
+    let count: usize = std::env::var("MYELIN_HOSTS_COUNT")
+        .unwrap()
+        .parse()
+        .unwrap();
     while p.subscription_count() == 0 {
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -398,7 +401,9 @@ fn best_effort_drops_on_a_congested_link_are_counted() {
             }
         }
     });
-    let line = rx.recv_timeout(LONG).expect("the listener never saw the end");
+    let line = rx
+        .recv_timeout(LONG)
+        .expect("the listener never saw the end");
     let n: Vec<u64> = line
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
@@ -407,6 +412,9 @@ fn best_effort_drops_on_a_congested_link_are_counted() {
         panic!("{line}")
     };
     println!("{line}");
-    assert!(lost > 0, "nothing was dropped: the link was not congested ({line})");
+    assert!(
+        lost > 0,
+        "nothing was dropped: the link was not congested ({line})"
+    );
     assert_eq!(received + lost, N + end, "{line}");
 }

@@ -174,7 +174,11 @@ mod tests {
         let mut g = SequenceGaps::default();
         assert_eq!(g.skipped(&att(1, 1)), 0);
         assert_eq!(g.skipped(&att(1, 2)), 0);
-        assert_eq!(g.skipped(&att(2, 7)), 0, "a publisher first seen mid-stream");
+        assert_eq!(
+            g.skipped(&att(2, 7)),
+            0,
+            "a publisher first seen mid-stream"
+        );
         assert_eq!(g.skipped(&att(1, 5)), 2);
         assert_eq!(g.skipped(&att(2, 8)), 0);
         assert_eq!(g.skipped(&att(1, 4)), 0, "late or repeated: not a gap");
