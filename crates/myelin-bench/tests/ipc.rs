@@ -150,6 +150,7 @@ fn net_rings_over_a_zenoh_router_complete_for_myelin_and_raw_zenoh() {
         myelin_bench::scenarios::net::NetParams {
             count: 100,
             size: 64,
+            hosts: false,
         },
         &named(&["myelin", "zenoh"]),
     )

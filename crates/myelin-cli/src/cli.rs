@@ -522,4 +522,9 @@ pub struct BenchArgs {
     /// Run every job in this process instead of one child process per job.
     #[arg(long)]
     pub in_process: bool,
+    /// net: between two hosts of the multi-host test bed (network
+    /// namespaces on a bridge, a router per host; needs root, iproute2 and
+    /// nftables) instead of loopback; ping-pong only.
+    #[arg(long)]
+    pub hosts: bool,
 }

@@ -41,10 +41,11 @@ fn list(endpoints: &[String]) -> String {
 
 /// How a session or router retries its `connect` endpoints: forever
 /// (timeout -1, never exit on failure), in the background, backing off
-/// from 250 ms to 2 s (rmw_zenoh: 1 s to 4 s; shorter here, so a
-/// restarted router is found again within 2 s).
+/// from 250 ms to 1 s (rmw_zenoh: 1 s to 4 s; shorter here, so a
+/// restarted router is found again within a second: an attempt on
+/// loopback costs microseconds).
 const RETRY_PERIODS: &str =
-    "{ period_init_ms: 250, period_max_ms: 2000, period_increase_factor: 2 }";
+    "{ period_init_ms: 250, period_max_ms: 1000, period_increase_factor: 2 }";
 
 /// The largest configuration file read (zenoh's own files are a few KiB).
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -107,7 +108,7 @@ pub fn session_config(file: Option<&Path>) -> Result<Config, Error> {
     // replies (500 ms by default); with multicast off there are none.
     // `connect`: as rmw_zenoh's peers, never give up on the router: open()
     // returns at once and a background connector retries, backing off
-    // from 250 ms to 2 s, until it reaches the router, and again whenever
+    // from 250 ms to 1 s, until it reaches the router, and again whenever
     // the link to it closes (a router started after the process, a router
     // restart). zenoh only retries when the timeout is not zero.
     let text = format!(

@@ -71,6 +71,15 @@ impl Helper {
         Ok(Helper { child, out })
     }
 
+    /// Start `cmd` (already naming this executable, perhaps through a
+    /// wrapper such as the test bed's, with the role's environment) as a
+    /// helper.
+    pub(crate) fn from_command(mut cmd: Command) -> std::io::Result<Helper> {
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
+        let out = BufReader::new(child.stdout.take().expect("piped"));
+        Ok(Helper { child, out })
+    }
+
     /// Read the helper's output up to a line containing `what`; if it exits
     /// first, the error quotes what it said went wrong.
     pub(crate) fn expect(&mut self, what: &str) -> Result<(), String> {

@@ -51,6 +51,9 @@ pub struct NetParams {
     pub count: u64,
     /// Message size (at least 8 bytes are sent: the sequence number).
     pub size: usize,
+    /// Across two hosts of the test bed (network namespaces, root) instead
+    /// of loopback: ping-pong only.
+    pub hosts: bool,
 }
 
 /// A system's part in the ring.
@@ -111,6 +114,26 @@ pub fn plan(p: NetParams, systems: &[&System]) -> Result<Vec<Job>, BenchError> {
         });
     }
     let mut jobs = Vec::new();
+    if p.hosts {
+        for s in systems {
+            let Some(ring) = s.runs.net else { continue };
+            for &mode in ring.modes.iter().filter(|m| !is_service(m)) {
+                let system = s.name;
+                jobs.push(Job::new(
+                    format!("net/{system}/hosts pingpong {}", size_label(p.size)),
+                    move || run_hosts(p, system, mode),
+                ));
+            }
+        }
+        if systems.iter().any(|s| s.name == "cyclonedds") {
+            let secs = if p.count <= 500 { 3 } else { 10 };
+            jobs.push(Job::new(
+                format!("net/cyclonedds/hosts pingpong {}", size_label(p.size)),
+                move || crate::systems::cyclonedds::run_hosts(p.size, secs),
+            ));
+        }
+        return Ok(jobs);
+    }
     for stages in [1u32, 3] {
         for s in systems {
             let Some(ring) = s.runs.net else { continue };
@@ -187,9 +210,198 @@ fn router() -> Result<Router, BenchError> {
     })
 }
 
-/// Run as a stage if started as one (returns only if not).
+/// Run as a stage (or, across hosts, the measuring end) if started as
+/// one (returns only if not).
 pub fn stage_if_requested() {
     run_role(ENV, "net stage", stage);
+    run_role(END_ENV, "net end", end_role);
+}
+
+/// The measuring end across hosts: `system,mode,config,domain,tag,total,
+/// warm,size,file`; writes the recorded round trips (ns, u64 little
+/// endian) to `file` and says `done`.
+const END_ENV: &str = "MYELIN_BENCH_NET_END";
+
+fn end_role(spec: &str) -> Result<(), BenchError> {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [system, mode, config, domain, tag, total, warm, size, file] = parts[..] else {
+        return Err(err(format!("bad {END_ENV} {spec:?}")));
+    };
+    let ring = systems::named(system)
+        .and_then(|s| s.runs.net)
+        .ok_or_else(|| err(format!("bad system {system:?}")))?;
+    let mode = ring
+        .modes
+        .iter()
+        .find(|m| **m == mode)
+        .ok_or_else(|| err(format!("bad kind {mode:?}")))?;
+    let at = Ring {
+        mode,
+        config: PathBuf::from(config),
+        domain: domain.parse().map_err(err)?,
+        tag: tag.to_string(),
+    };
+    let total: u64 = total.parse().map_err(err)?;
+    let warm: u64 = warm.parse().map_err(err)?;
+    let size: usize = size.parse().map_err(err)?;
+    let mut end = (ring.open)(&at, 1)?;
+    let mut samples = Vec::with_capacity(total as usize);
+    let mut payload = vec![0u8; size.max(8)];
+    for i in 0..total {
+        payload[..8].copy_from_slice(&i.to_le_bytes());
+        let t0 = now_ns();
+        end.send(&payload)?;
+        let back = end.recv()?;
+        let t1 = now_ns();
+        if back != i.to_le_bytes() {
+            return Err(err("a reply out of order"));
+        }
+        if i >= warm {
+            samples.extend_from_slice(&(t1 - t0).to_le_bytes());
+        }
+    }
+    drop(end);
+    std::fs::write(file, samples).map_err(err)?;
+    println!("done");
+    Ok(())
+}
+
+/// A ping-pong between two hosts of the test bed: a router per host (the
+/// README's robot and base station), the stage on host 1, the measuring
+/// end on host 0, everything in child processes of this one.
+fn run_hosts(
+    p: NetParams,
+    system: &'static str,
+    mode: &'static str,
+) -> Result<Outcome, BenchError> {
+    use crate::testbed::TestBed;
+    let bed = TestBed::new(2).map_err(err)?;
+    // Gigabit Ethernet between the hosts.
+    for h in 0..2 {
+        bed.limit_rate(h, Some(1_000_000_000)).map_err(err)?;
+    }
+    let exe = std::env::current_exe().map_err(err)?;
+    let base = bed.host(1).addr;
+    let mut routers = Vec::new();
+    for (host, args) in [
+        (
+            1,
+            vec![
+                "router".to_string(),
+                "--listen".into(),
+                "tcp/0.0.0.0:7447".into(),
+            ],
+        ),
+        (
+            0,
+            vec![
+                "router".into(),
+                "--listen".into(),
+                "tcp/127.0.0.1:7447".into(),
+                "--connect".into(),
+                format!("tcp/{base}:7447"),
+            ],
+        ),
+    ] {
+        let child = bed
+            .command(host, &exe)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(err)?;
+        routers.push(KillOnDrop(child));
+    }
+    let config = std::env::temp_dir().join(format!(
+        "myelin_bench_hosts_{}_{}.json5",
+        std::process::id(),
+        now_ns()
+    ));
+    std::fs::write(
+        &config,
+        r#"{ mode: "peer", connect: { endpoints: ["tcp/127.0.0.1:7447"], timeout_ms: -1, exit_on_failure: false, retry: { period_init_ms: 100, period_max_ms: 1000, period_increase_factor: 2 } }, listen: { endpoints: ["tcp/127.0.0.1:0"] }, scouting: { multicast: { enabled: false }, gossip: { enabled: true } } }"#,
+    )
+    .map_err(err)?;
+    let _config = RemoveOnDrop(config.clone());
+    let warm = (p.count / 10).clamp(10, 500);
+    let total = p.count + warm;
+    let at = Ring {
+        mode,
+        config: config.clone(),
+        domain: domain(12),
+        tag: format!("{}_{}", std::process::id(), now_ns()),
+    };
+    let spec = format!(
+        "{system},{mode},{},{},{},0,{total}",
+        config.display(),
+        at.domain,
+        at.tag
+    );
+    let mut stage = bed.command(1, &exe);
+    stage.env(ENV, spec);
+    let mut stage = Helper::from_command(stage).map_err(err)?;
+    stage.expect("ready").map_err(err)?;
+    let samples_file = RemoveOnDrop(std::env::temp_dir().join(format!(
+        "myelin_bench_hosts_{}_{}.bin",
+        std::process::id(),
+        now_ns()
+    )));
+    let end_spec = format!(
+        "{system},{mode},{},{},{},{total},{warm},{},{}",
+        config.display(),
+        at.domain,
+        at.tag,
+        p.size,
+        samples_file.0.display()
+    );
+    let mut end = bed.command(0, &exe);
+    end.env(END_ENV, end_spec);
+    let meter = Meter::start();
+    let mut end = Helper::from_command(end).map_err(err)?;
+    end.expect("done").map_err(err)?;
+    let bytes = std::fs::read(&samples_file.0).map_err(err)?;
+    let mut rec = LatencyRecorder::new();
+    for chunk in bytes.chunks_exact(8) {
+        rec.record(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+    }
+    drop(end);
+    drop(stage);
+    drop(routers);
+    let mut outcome = meter.finish(
+        "net",
+        system,
+        format!("{mode} hosts pingpong {}", size_label(p.size)),
+        rec,
+        total * 2,
+        0,
+        Some(2),
+        vec![
+            "two hosts: network namespaces on a bridge (veths limited to 1 Gbit/s), a zenoh router per host (robot: loopback + connect; base: listen on all); latency = the round trip, hop = round trip / 2; CPU not measured (every process is a child of this one)".into(),
+        ],
+    );
+    outcome.record.cpu_percent = 0.0;
+    outcome.record.cpu_ns_per_msg = 0.0;
+    Ok(outcome)
+}
+
+/// A child killed and reaped when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A file removed when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// `system,mode,config,domain,tag,index,total`: the system's stage

@@ -164,21 +164,103 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 
 /// Run ddsperf ping/pong for `secs` seconds at `size` bytes.
 fn run(size: usize, secs: u32) -> Result<Outcome, BenchError> {
+    let rows = ping_pong(size, secs, LOOPBACK_XML, LOOPBACK_XML, |_| {
+        Command::new("ddsperf")
+    })?;
+    let latency = summarize(&rows);
+    Ok(outcome(
+        "pingpong",
+        format!("ddsperf udp-loopback {}", size_label(size.max(12))),
+        latency,
+        None,
+        "CycloneDDS ddsperf ping/pong over UDP on lo (multicast off); one way = round trip / 2 as ddsperf prints it; percentiles are the count-weighted median of its per-second rows; CPU not measured",
+    ))
+}
+
+/// The configuration of a ddsperf on a test-bed host: its `eth0`, no
+/// multicast, the other host as its only peer.
+fn host_xml(peer: std::net::Ipv4Addr) -> String {
+    format!(
+        r#"<CycloneDDS>
+  <Domain id="any">
+    <General>
+      <Interfaces><NetworkInterface name="eth0"/></Interfaces>
+      <AllowMulticast>false</AllowMulticast>
+    </General>
+    <Discovery>
+      <ParticipantIndex>auto</ParticipantIndex>
+      <MaxAutoParticipantIndex>20</MaxAutoParticipantIndex>
+      <Peers><Peer address="{peer}"/></Peers>
+    </Discovery>
+  </Domain>
+</CycloneDDS>
+"#
+    )
+}
+
+/// ddsperf ping on host 0 and pong on host 1 of a test bed (`bench net
+/// --hosts`): reported as a round trip, like the other `net` rows (hop =
+/// one way).
+pub fn run_hosts(size: usize, secs: u32) -> Result<Outcome, BenchError> {
+    let bed = crate::testbed::TestBed::new(2).map_err(err)?;
+    // Gigabit Ethernet between the hosts, as for the other `net --hosts` rows.
+    for h in 0..2 {
+        bed.limit_rate(h, Some(1_000_000_000)).map_err(err)?;
+    }
+    let (a, b) = (bed.host(0).addr, bed.host(1).addr);
+    // Each names the other as its peer.
+    let rows = ping_pong(size, secs, &host_xml(b), &host_xml(a), |host| {
+        bed.command(host, "ddsperf")
+    })?;
+    let one_way = summarize(&rows);
+    let twice = |v: u64| v * 2;
+    let latency = LatencySummary {
+        p50: twice(one_way.p50),
+        p90: twice(one_way.p90),
+        p99: twice(one_way.p99),
+        p999: 0,
+        max: twice(one_way.max),
+        min: twice(one_way.min),
+        mean: one_way.mean * 2.0,
+        count: one_way.count,
+    };
+    Ok(outcome(
+        "net",
+        format!("ddsperf hosts pingpong {}", size_label(size.max(12))),
+        latency,
+        Some((2, one_way)),
+        "CycloneDDS ddsperf ping (host 0) / pong (host 1) over UDP on the test bed's veths, limited to 1 Gbit/s (multicast off, each other as the only peer); round trip = 2 x ddsperf's one way; count-weighted median of its per-second rows; CPU not measured",
+    ))
+}
+
+/// `ddsperf pong` (configured with `pong_xml`, started by `cmd(1)`) and
+/// `ddsperf ping` (`ping_xml`, `cmd(0)`) for `secs` seconds: ping's
+/// per-second rows after the first (discovery).
+fn ping_pong(
+    size: usize,
+    secs: u32,
+    ping_xml: &str,
+    pong_xml: &str,
+    cmd: impl Fn(usize) -> Command,
+) -> Result<Vec<DdsperfRow>, BenchError> {
     let dir = std::env::temp_dir().join(format!("myelin-ddsperf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(err)?;
-    let xml = dir.join("cyclonedds-loopback.xml");
-    std::fs::write(&xml, LOOPBACK_XML).map_err(err)?;
-    let uri = format!("file://{}", xml.display());
+    let uri = |name: &str, xml: &str| -> Result<String, BenchError> {
+        let path = dir.join(name);
+        std::fs::write(&path, xml).map_err(err)?;
+        Ok(format!("file://{}", path.display()))
+    };
+    let (ping_uri, pong_uri) = (uri("ping.xml", ping_xml)?, uri("pong.xml", pong_xml)?);
     let size = size.max(12); // ddsperf's smallest message
-    let mut pong = Command::new("ddsperf")
+    let mut pong = cmd(1)
         .args(["-D", &(secs + 4).to_string(), "pong"])
-        .env("CYCLONEDDS_URI", &uri)
+        .env("CYCLONEDDS_URI", &pong_uri)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .map_err(err)?;
     std::thread::sleep(Duration::from_millis(300));
-    let out = Command::new("ddsperf")
+    let out = cmd(0)
         .args([
             "-D",
             &(secs + 1).to_string(),
@@ -186,7 +268,7 @@ fn run(size: usize, secs: u32) -> Result<Outcome, BenchError> {
             "size",
             &size.to_string(),
         ])
-        .env("CYCLONEDDS_URI", &uri)
+        .env("CYCLONEDDS_URI", &ping_uri)
         .output();
     let _ = pong.kill();
     let _ = pong.wait();
@@ -205,26 +287,33 @@ fn run(size: usize, secs: u32) -> Result<Outcome, BenchError> {
             out.status
         )));
     }
-    let latency = summarize(&rows);
-    Ok(Outcome {
+    Ok(rows)
+}
+
+fn outcome(
+    scenario: &str,
+    config: String,
+    latency: LatencySummary,
+    hops: Option<(u32, LatencySummary)>,
+    note: &str,
+) -> Outcome {
+    Outcome {
         record: Record {
-            scenario: "pingpong".into(),
+            scenario: scenario.into(),
             system: "cyclonedds".into(),
-            config: format!("ddsperf udp-loopback {}", size_label(size)),
+            config,
             count: latency.count,
             lost: 0,
+            per_hop_ns: hops.map(|h| h.1),
             latency_ns: latency,
             cpu_percent: 0.0,
             cpu_ns_per_msg: 0.0,
             rss_bytes: 0,
-            hops: None,
-            per_hop_ns: None,
-            notes: vec![
-                "CycloneDDS ddsperf ping/pong over UDP on lo (multicast off); one way = round trip / 2 as ddsperf prints it; percentiles are the count-weighted median of its per-second rows; CPU not measured".into(),
-            ],
+            hops: hops.map(|h| h.0),
+            notes: vec![note.into()],
         },
         recorder: crate::harness::stats::LatencyRecorder::new(),
-    })
+    }
 }
 
 #[cfg(test)]

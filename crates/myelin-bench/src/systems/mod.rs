@@ -29,7 +29,7 @@ use crate::scenarios::{
 };
 
 mod channel;
-mod cyclonedds;
+pub(crate) mod cyclonedds;
 #[cfg(feature = "grpc")]
 mod grpc;
 #[cfg(feature = "iceoryx2")]

@@ -89,6 +89,7 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
             scenarios::net::NetParams {
                 count: args.count.unwrap_or(if q { 500 } else { 5_000 }),
                 size,
+                hosts: args.hosts,
             },
             &sys,
         )?,

@@ -38,7 +38,11 @@ pub(super) fn pingpong_job(count: u64, size: usize) -> Job {
         format!("pingpong/myelin/zenoh {}", size_label(size)),
         move || {
             run(
-                NetParams { count, size },
+                NetParams {
+                    count,
+                    size,
+                    hosts: false,
+                },
                 "myelin",
                 RING,
                 "myelin",
