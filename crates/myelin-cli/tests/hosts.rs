@@ -418,3 +418,109 @@ fn best_effort_drops_on_a_congested_link_are_counted() {
     );
     assert_eq!(received + lost, N + end, "{line}");
 }
+
+/// An Int64 publisher (`MYELIN_HOSTS_ROLE=typed_pub`) or a String
+/// subscription (`typed_sub`) on /typed: prints `incompatible type N`
+/// once it has found an endpoint of the other type, then stays.
+#[test]
+fn typed_role() {
+    let role = std::env::var(ROLE);
+    if role.as_deref().is_ok_and(|r| r.starts_with("typed_")) {
+        myelin::init_logging();
+    }
+    let count: Box<dyn Fn() -> u64> = match role.as_deref() {
+        Ok("typed_pub") => {
+            let ctx = role_ctx();
+            let node = ctx.create_node("hosts_typed_pub").unwrap();
+            let p = node
+                .create_publisher::<std_msgs::Int64>("/typed", QoS::keep_last(1))
+                .unwrap();
+            Box::new(move || {
+                let _keep = &ctx;
+                p.incompatible_type().total_count
+            })
+        }
+        Ok("typed_sub") => {
+            let ctx = role_ctx();
+            let node = ctx.create_node("hosts_typed_sub").unwrap();
+            let s = node
+                .create_polling_subscription::<std_msgs::String>(
+                    "/typed",
+                    QoS::keep_last(1),
+                    Default::default(),
+                )
+                .unwrap();
+            Box::new(move || {
+                let _keep = &ctx;
+                s.incompatible_type().total_count
+            })
+        }
+        _ => return,
+    };
+    while count() == 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    println!("\nincompatible type {}", count());
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// A publisher and a subscription of different types on one topic, on two
+/// hosts: they never match, and each side reports the other in its
+/// incompatible-type status (and once on its log, with both type names).
+#[test]
+fn a_type_mismatch_across_hosts_is_reported_on_both_sides() {
+    let Some(bed) = bed(2) else { return };
+    let _r1 = router(&bed, 1, &[]);
+    let _r0 = router(&bed, 0, &[1]);
+    let mut outs = Vec::new();
+    let mut procs = Vec::new();
+    for (host, r) in [(0, "typed_pub"), (1, "typed_sub")] {
+        let mut c = bed.command(host, std::env::current_exe().unwrap());
+        c.args(["--exact", "typed_role", "--nocapture", "--test-threads=1"])
+            .env(ROLE, r);
+        let mut child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        outs.push((child.stdout.take().unwrap(), child.stderr.take().unwrap()));
+        procs.push(Proc(child));
+    }
+    let (tx, rx) = mpsc::channel();
+    for (i, (out, err)) in outs.into_iter().enumerate() {
+        let t = tx.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if line.starts_with("incompatible type") {
+                    let _ = t.send((i, line));
+                }
+            }
+        });
+        let t = tx.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                if line.contains("do not match") {
+                    let _ = t.send((i, line));
+                }
+            }
+        });
+    }
+    let mut said = [(false, false), (false, false)];
+    while said.iter().any(|&(status, log)| !(status && log)) {
+        let (i, line) = rx
+            .recv_timeout(LONG)
+            .unwrap_or_else(|_| panic!("not reported on both sides: {said:?}"));
+        if line.starts_with("incompatible type") {
+            assert_eq!(line, "incompatible type 1");
+            said[i].0 = true;
+        } else {
+            assert!(
+                line.contains("std_msgs/msg/Int64") && line.contains("std_msgs/msg/String"),
+                "{line}"
+            );
+            said[i].1 = true;
+        }
+    }
+}

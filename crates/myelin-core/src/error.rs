@@ -122,6 +122,16 @@ pub enum CreateEndpointError {
         /// Why.
         reason: &'static str,
     },
+    /// An option is out of its range.
+    #[error("topic {topic:?}: invalid {option}: {reason}")]
+    InvalidOption {
+        /// The topic.
+        topic: String,
+        /// The option.
+        option: &'static str,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Creating a publisher failed.

@@ -58,6 +58,17 @@ pub struct MatchedStatus {
     pub current_count_change: i32,
 }
 
+/// Endpoints on the same topic with another type (ROS 2's
+/// incompatible-type status): they never match, and each is counted once
+/// when found, on both sides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IncompatibleTypeStatus {
+    /// Endpoints of another type found so far.
+    pub total_count: u64,
+    /// Since the status was last taken.
+    pub total_count_change: u64,
+}
+
 /// An event of a subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubscriptionEvent {
@@ -69,6 +80,8 @@ pub enum SubscriptionEvent {
     Matched(MatchedStatus),
     /// A publisher with incompatible QoS was found.
     IncompatibleQos(IncompatibleQosStatus),
+    /// A publisher of another type on the topic was found.
+    IncompatibleType(IncompatibleTypeStatus),
 }
 
 /// An event of a publisher.
@@ -81,6 +94,8 @@ pub enum PublisherEvent {
     Matched(MatchedStatus),
     /// A subscription with incompatible QoS was found.
     IncompatibleQos(IncompatibleQosStatus),
+    /// A subscription of another type on the topic was found.
+    IncompatibleType(IncompatibleTypeStatus),
 }
 
 /// A status guarded for rare updates (events are rare; messages never touch it).
@@ -220,6 +235,16 @@ impl IncompatibleQos {
         let out = *s;
         s.total_count_change = 0;
         out
+    }
+}
+
+impl Status<IncompatibleTypeStatus> {
+    /// Count one more endpoint of another type; the new status.
+    pub(crate) fn record(&self) -> IncompatibleTypeStatus {
+        self.update(|s| {
+            s.total_count += 1;
+            s.total_count_change += 1;
+        })
     }
 }
 

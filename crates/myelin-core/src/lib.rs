@@ -69,7 +69,8 @@ pub use error::{
     CreateServiceError, CreateSubscriptionError, CreateTimerError, PublishError, SpinError,
 };
 pub use events::{
-    DeadlineMissedStatus, LivelinessChangedStatus, MatchedStatus, PublisherEvent, SubscriptionEvent,
+    DeadlineMissedStatus, IncompatibleTypeStatus, LivelinessChangedStatus, MatchedStatus,
+    PublisherEvent, SubscriptionEvent,
 };
 pub use executor::{Executor, MultiThreadedExecutor, StopHandle};
 pub use group::{CallbackGroup, CallbackGroupKind};

@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 
+use myelin_sync::RetainCell;
 use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
-use myelin_sync::{Event, RetainCell};
 
 use crate::transport::wake::WakeEvent;
 
@@ -20,7 +20,7 @@ pub(crate) struct WaitPoint {
     // load in `notify` (a Dekker pair with the buffer push / re-check).
     has_waker: AtomicBool,
     /// The wait set this entity belongs to, if any.
-    listener: RetainCell<Event>,
+    listener: RetainCell<WakeEvent>,
     // SYNC: AcqRel swap claims membership; Release store gives it up.
     in_wait_set: AtomicBool,
     /// Bumped each time the topic loses its last publisher.
@@ -75,7 +75,7 @@ impl WaitPoint {
     }
 
     /// Join a wait set; false if already in one.
-    pub(crate) fn join_wait_set(&self, e: &Arc<Event>) -> bool {
+    pub(crate) fn join_wait_set(&self, e: &Arc<WakeEvent>) -> bool {
         if self.in_wait_set.swap(true, Ordering::AcqRel) {
             return false;
         }

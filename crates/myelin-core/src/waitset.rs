@@ -22,8 +22,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use myelin_sync::RetainCell;
 use myelin_sync::atomic::{AtomicBool, Ordering, fence};
-use myelin_sync::{Event, RetainCell, Scope};
+
+use crate::transport::wake::WakeEvent;
 
 use crate::dispatch::Tick;
 use crate::message::Message;
@@ -79,6 +81,11 @@ impl WaitSetReady {
 
 trait Source: Send + Sync {
     fn has_data(&self) -> bool;
+    /// Move what other processes sent into the buffer.
+    fn pump(&self);
+    /// Have other processes' publishers signal `word` (`None`: the
+    /// subscription's own slot again).
+    fn redirect_wake(&self, word: Option<u32>);
     fn waitpoint(&self) -> &Arc<WaitPoint>;
     fn ctx(&self) -> &Arc<ContextInner>;
 }
@@ -86,6 +93,12 @@ trait Source: Send + Sync {
 impl<T: Message> Source for SubInner<T> {
     fn has_data(&self) -> bool {
         SubInner::has_data(self)
+    }
+    fn pump(&self) {
+        self.pump_now();
+    }
+    fn redirect_wake(&self, word: Option<u32>) {
+        SubInner::redirect_wake(self, word);
     }
     fn waitpoint(&self) -> &Arc<WaitPoint> {
         SubInner::waitpoint(self)
@@ -102,7 +115,10 @@ struct WsTimer {
 
 /// A set of entities to wait on. See the [module docs](self).
 pub struct WaitSet {
-    event: Arc<Event>,
+    /// What `wait` sleeps on: local notifications, and (a slot of the
+    /// wake-up table, with shared memory) publishers in other processes
+    /// of the subscriptions added.
+    event: Arc<WakeEvent>,
     subs: Vec<Arc<dyn Source>>,
     timers: Vec<WsTimer>,
     guards: Vec<GuardCondition>,
@@ -118,7 +134,7 @@ impl WaitSet {
     /// An empty wait set.
     pub fn new() -> Self {
         WaitSet {
-            event: Arc::new(Event::new(Scope::Process)),
+            event: Arc::new(WakeEvent::remote_capable()),
             subs: Vec::new(),
             timers: Vec::new(),
             guards: Vec::new(),
@@ -140,6 +156,9 @@ impl WaitSet {
                 inner.topic
             )));
         }
+        // Publishers in other processes now wake this set; what they sent
+        // before goes in at the next look.
+        inner.redirect_wake(self.event.word(0));
         self.subs.push(inner.clone());
         Ok(self.subs.len() - 1)
     }
@@ -180,7 +199,9 @@ impl WaitSet {
 
     fn collect(&mut self, now: Instant) -> WaitSetReady {
         let mut r = WaitSetReady::default();
+        self.event.take_pending();
         for (i, s) in self.subs.iter().enumerate() {
+            s.pump();
             if s.has_data() {
                 r.subscriptions.push(i);
             }
@@ -229,9 +250,11 @@ impl WaitSet {
                 .min();
             let wake_at = next_timer.map_or(deadline, |t| t.min(deadline));
             let (subs, guards) = (&self.subs, &self.guards);
-            self.event.wait_while(
+            let event = &self.event;
+            event.wait_while(
                 || {
-                    !subs.iter().any(|s| s.has_data() || s.ctx().is_shut_down())
+                    !event.is_pending()
+                        && !subs.iter().any(|s| s.has_data() || s.ctx().is_shut_down())
                         && !guards
                             .iter()
                             .any(|g| g.inner.triggered.load(Ordering::Acquire))
@@ -246,6 +269,7 @@ impl Drop for WaitSet {
     fn drop(&mut self) {
         for s in &self.subs {
             s.waitpoint().leave_wait_set();
+            s.redirect_wake(None);
         }
         for g in &self.guards {
             g.inner.listener.set(None);
@@ -268,7 +292,7 @@ struct GuardInner {
     // SYNC: Release store in `trigger` (then a fence and the listener
     // notify) pairs with the Acquire load/swap in the wait set.
     triggered: AtomicBool,
-    listener: RetainCell<Event>,
+    listener: RetainCell<WakeEvent>,
     in_wait_set: AtomicBool,
 }
 

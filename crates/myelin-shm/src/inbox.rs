@@ -3,7 +3,8 @@
 //!
 //! The subscriber process creates `s_<pid>_<id>`: its endpoint description
 //! (see [`crate::endpoint`]), the wake-up slot its executor sleeps on, and
-//! [`MAX_CONNECTIONS`] connection blocks. A publisher in another process
+//! a number of connection blocks it chooses ([`DEFAULT_CONNECTIONS`], at
+//! most [`MAX_CONNECTIONS`]), one per publisher it can take at once. A publisher in another process
 //! claims a free block and then owns its writing side:
 //!
 //! * a **descriptor ring** (publisher → subscriber) of `u64` descriptors
@@ -31,12 +32,15 @@ use crate::ShmError;
 use crate::endpoint::{EndpointInfo, INFO_LEN, INFO_OFF};
 use crate::segment::*;
 
-/// Publishers one inbox can take at once.
-pub const MAX_CONNECTIONS: usize = 16;
+/// Publishers an inbox takes at once unless its subscription asks for more.
+pub const DEFAULT_CONNECTIONS: usize = 16;
+/// The most publishers any inbox takes at once.
+pub const MAX_CONNECTIONS: usize = 1024;
 const OFF_WAKE_SLOT: usize = INFO_OFF + INFO_LEN;
 const OFF_DESC_CAP: usize = OFF_WAKE_SLOT + 4;
 const OFF_RET_CAP: usize = OFF_WAKE_SLOT + 8;
 const OFF_TL: usize = OFF_WAKE_SLOT + 12;
+const OFF_CONNS: usize = OFF_WAKE_SLOT + 16;
 const CONN_BASE: usize = 4096;
 const CTRL: usize = 256;
 // Connection block fields (relative to the block).
@@ -130,6 +134,8 @@ struct Geometry {
     desc_cap: u32,
     ret_cap: u32,
     stride: usize,
+    /// Connection blocks.
+    conns: usize,
 }
 
 impl Geometry {
@@ -160,19 +166,35 @@ pub struct Inbox {
 
 impl Inbox {
     /// Create the inbox of subscription `info.id` in `domain`, with rings
-    /// of `desc_cap` descriptors and `ret_cap` returns per connection.
+    /// of `desc_cap` descriptors and `ret_cap` returns per connection, for
+    /// [`DEFAULT_CONNECTIONS`] publishers.
     pub fn create(
         domain: u32,
         info: &EndpointInfo,
         desc_cap: u32,
         ret_cap: u32,
     ) -> Result<Inbox, ShmError> {
+        Self::create_for(domain, info, desc_cap, ret_cap, DEFAULT_CONNECTIONS)
+    }
+
+    /// [`create`](Self::create) for `connections` publishers at once (1 to
+    /// [`MAX_CONNECTIONS`]; each costs one block of rings).
+    pub fn create_for(
+        domain: u32,
+        info: &EndpointInfo,
+        desc_cap: u32,
+        ret_cap: u32,
+        connections: usize,
+    ) -> Result<Inbox, ShmError> {
         let name = SegmentName::new(domain, &format!("s_{}_{}", info.pid, info.id))?;
         let desc_cap = desc_cap.clamp(1, MAX_DESC);
         let ret_cap = ret_cap.clamp(1, 4 * MAX_DESC);
+        let conns = connections.clamp(1, MAX_CONNECTIONS);
         let stride = layout(desc_cap, ret_cap);
-        let seg = Segment::create_fresh(&name, CONN_BASE + MAX_CONNECTIONS * stride)?;
+        let seg = Segment::create_fresh(&name, CONN_BASE + conns * stride)?;
         info.write(&seg);
+        seg.atomic_u32(OFF_CONNS)
+            .store(conns as u32, Ordering::Relaxed);
         seg.atomic_u32(OFF_WAKE_SLOT)
             .store(u32::MAX, Ordering::Relaxed);
         seg.atomic_u32(OFF_DESC_CAP)
@@ -186,6 +208,7 @@ impl Inbox {
                 desc_cap,
                 ret_cap,
                 stride,
+                conns,
             },
             info: info.clone(),
             wake_slot: AtomicU32::new(u32::MAX),
@@ -208,6 +231,7 @@ impl Inbox {
             && seg.atomic_u32(OFF_OWNER_PID).load(Ordering::Relaxed) == self.info.pid
             && seg.atomic_u32(OFF_DESC_CAP).load(Ordering::Relaxed) == self.geo.desc_cap
             && seg.atomic_u32(OFF_RET_CAP).load(Ordering::Relaxed) == self.geo.ret_cap
+            && seg.atomic_u32(OFF_CONNS).load(Ordering::Relaxed) as usize == self.geo.conns
             && seg.atomic_u32(OFF_WAKE_SLOT).load(Ordering::Relaxed)
                 == self.wake_slot.load(Ordering::Relaxed)
             && seg.atomic_u32(OFF_TL).load(Ordering::Relaxed)
@@ -225,6 +249,8 @@ impl Inbox {
             .store(self.geo.desc_cap, Ordering::Relaxed);
         seg.atomic_u32(OFF_RET_CAP)
             .store(self.geo.ret_cap, Ordering::Relaxed);
+        seg.atomic_u32(OFF_CONNS)
+            .store(self.geo.conns as u32, Ordering::Relaxed);
         seg.atomic_u32(OFF_TL).store(
             self.wants_history.load(Ordering::Relaxed),
             Ordering::Relaxed,
@@ -262,7 +288,13 @@ impl Inbox {
             .store(u32::from(yes), Ordering::Relaxed);
     }
 
-    /// The state of connection block `i` (< [`MAX_CONNECTIONS`]).
+    /// How many publishers this inbox takes at once (its connection
+    /// blocks).
+    pub fn connections(&self) -> usize {
+        self.geo.conns
+    }
+
+    /// The state of connection block `i` (< [`connections`](Self::connections)).
     pub fn state(&self, i: usize) -> ConnState {
         // SYNC: Acquire pairs with the publisher's Release store of the
         // claim word: the block's reset happens-before.
@@ -470,25 +502,31 @@ impl InboxWriter {
         }
         let desc_cap = seg.atomic_u32(OFF_DESC_CAP).load(Ordering::Relaxed);
         let ret_cap = seg.atomic_u32(OFF_RET_CAP).load(Ordering::Relaxed);
+        let conns = seg.atomic_u32(OFF_CONNS).load(Ordering::Relaxed) as usize;
         let stride = layout(desc_cap.max(1), ret_cap.max(1));
         if desc_cap == 0
             || desc_cap > MAX_DESC
             || ret_cap == 0
             || ret_cap > 4 * MAX_DESC
-            || seg.len() != CONN_BASE + MAX_CONNECTIONS * stride
+            || !(1..=MAX_CONNECTIONS).contains(&conns)
+            || seg.len() != CONN_BASE + conns * stride
         {
             return Err(ShmError::BadHeader {
                 path: seg.path_str(),
-                what: format!("inbox of {desc_cap}/{ret_cap} in {} bytes", seg.len()),
+                what: format!(
+                    "inbox of {desc_cap}/{ret_cap} x {conns} in {} bytes",
+                    seg.len()
+                ),
             });
         }
         let geo = Geometry {
             desc_cap,
             ret_cap,
             stride,
+            conns,
         };
         let pid = u64::from(std::process::id());
-        for idx in 0..MAX_CONNECTIONS {
+        for idx in 0..conns {
             let c = geo.conn(idx);
             let w = seg.atomic_u64(c + C_CLAIM);
             let claiming = (pid << 32) | STATE_CLAIMING;

@@ -44,6 +44,49 @@ fn d(chunk: u32) -> Desc {
     }
 }
 
+/// An inbox takes as many publishers as it was made for, the next is
+/// told there is no room, and a header whose count does not fit the file
+/// is refused.
+#[test]
+fn an_inbox_takes_the_publishers_it_was_made_for() {
+    let id = 77;
+    let inbox = Inbox::create_for(DOMAIN, &info(id), 4, 8, 3).unwrap();
+    assert_eq!(inbox.connections(), 3);
+    let name = SegmentName::new(DOMAIN, &format!("s_{}_{id}", std::process::id())).unwrap();
+    let writers: Vec<_> = (0..3)
+        .map(|p| {
+            InboxWriter::connect(&name, 100 + p, 7)
+                .unwrap()
+                .expect("room")
+        })
+        .collect();
+    assert!(InboxWriter::connect(&name, 200, 7).unwrap().is_none());
+    drop(writers);
+    // The count word (after the endpoint info, wake slot and capacities)
+    // claims more blocks than the file holds.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(name.path())
+        .unwrap();
+    let off = 256 + 1024 + 16;
+    f.write_all_at(&500u32.to_ne_bytes(), off).unwrap();
+    let e = InboxWriter::connect(&name, 201, 7).unwrap_err();
+    assert!(e.to_string().contains("x 500"), "{e}");
+    // The owner rewrites its header, frees the blocks of the publishers
+    // that left, and publishers fit again.
+    assert!(inbox.repair());
+    for i in 0..inbox.connections() {
+        let st = inbox.state(i);
+        if matches!(st, ConnState::Closed { .. }) {
+            inbox.free(i, st);
+        }
+    }
+    assert!(InboxWriter::connect(&name, 202, 7).unwrap().is_some());
+    // Out of range asks are clamped, not trusted.
+    let big = Inbox::create_for(DOMAIN, &info(78), 1, 1, 1 << 30).unwrap();
+    assert_eq!(big.connections(), myelin_shm::inbox::MAX_CONNECTIONS);
+}
+
 #[test]
 fn descriptors_arrive_in_order_and_keep_last_gives_back_the_oldest() {
     let (inbox, mut w, _) = pair(1, 3);
@@ -192,7 +235,7 @@ proptest! {
         for (off, b) in &writes {
             f.write_all_at(&[*b], (*off % len) as u64).unwrap();
         }
-        for i in 0..myelin_shm::inbox::MAX_CONNECTIONS {
+        for i in 0..inbox.connections() {
             let _ = inbox.state(i);
             for _ in 0..8 {
                 match inbox.pop(i) {

@@ -554,6 +554,31 @@ impl ExecShared {
     }
 }
 
+/// The process's pump for inline subscriptions fed through shared memory
+/// (they have no executor): an executor's shared part used only for its
+/// remote-capable wake-up slot and pump lanes, drained by one thread
+/// (`myelin-inline`) that sleeps in the kernel until another process
+/// signals. Started with the first such subscription; `None` if its
+/// thread could not be started.
+pub(crate) fn inline_pump() -> Option<&'static Arc<ExecShared>> {
+    static PUMP: std::sync::OnceLock<Option<Arc<ExecShared>>> = std::sync::OnceLock::new();
+    PUMP.get_or_init(|| {
+        let exec = ExecShared::new();
+        let e = exec.clone();
+        std::thread::Builder::new()
+            .name("myelin-inline".into())
+            .spawn(move || {
+                loop {
+                    e.event.wait_while(|| !e.event.is_pending(), None);
+                    e.pump_remote();
+                }
+            })
+            .ok()
+            .map(|_| exec)
+    })
+    .as_ref()
+}
+
 /// The text of a caught panic's payload.
 pub(crate) fn panic_message(p: &Box<dyn Any + Send>) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {

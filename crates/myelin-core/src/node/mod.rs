@@ -141,7 +141,8 @@ impl Node {
             .inner
             .clone();
         let id = self.inner.ctx.new_id();
-        let links = self.links::<dyn PubLink>(id, &topic, &qos, ty, |t, spec| t.publisher(spec))?;
+        let links =
+            self.links::<dyn PubLink>(id, &topic, &qos, ty, None, |t, spec| t.publisher(spec))?;
         let events = self.event_queue(&options.event_callback, &group, "publisher", &topic);
         let inner = Arc::new(PubInner::new(
             id,
@@ -305,15 +306,23 @@ impl Node {
         let topic = self.resolve_topic_name(topic)?;
         self.check_ctx(&topic)?;
         let id = self.inner.ctx.new_id();
-        let links = if inline {
-            // Inline callbacks run in the publisher's thread; messages from
-            // other processes have no such thread (see README).
-            Vec::new()
-        } else {
-            self.links::<dyn SubLink>(id, &topic, &qos, TypeInfo::of::<T>(), |t, spec| {
-                t.subscription(spec)
-            })?
-        };
+        if let Some(n) = options.max_publishers
+            && !(1..=crate::subscription::MAX_PUBLISHERS).contains(&n)
+        {
+            return Err(CreateEndpointError::InvalidOption {
+                topic,
+                option: "max_publishers",
+                reason: format!("{n}: must be 1 to {}", crate::subscription::MAX_PUBLISHERS),
+            });
+        }
+        let links = self.links::<dyn SubLink>(
+            id,
+            &topic,
+            &qos,
+            TypeInfo::of::<T>(),
+            options.max_publishers,
+            |t, spec| t.subscription(spec),
+        )?;
         let events = self.event_queue(&options.event_callback, &group, "subscription", &topic);
         let inner = Arc::new(SubInner::new(SubSpec {
             id,
@@ -335,6 +344,12 @@ impl Node {
             // Attach before the graph can deliver, so nothing is pushed
             // without waking the executor; history replay then wakes it.
             self.inner.adopt(inner.clone());
+        }
+        if inline {
+            // Messages from other processes that wait to be pumped (shared
+            // memory) are pumped, and run the callback, on the process's
+            // inline pump thread.
+            inner.start_inline_pump();
         }
         let mut checkers = Vec::new();
         if let Some(d) = qos.deadline {
@@ -383,6 +398,7 @@ impl Node {
             topic,
             qos,
             ty,
+            max_publishers: None,
             node: NodeIdent {
                 fqn: &self.inner.fqn,
                 name: &self.inner.name,
@@ -401,9 +417,11 @@ impl Node {
         topic: &str,
         qos: &QoS,
         ty: TypeInfo,
+        max_publishers: Option<usize>,
         make: impl Fn(&dyn Transport, &EndpointSpec<'_>) -> Result<Option<Arc<L>>, TransportError>,
     ) -> Result<Vec<Arc<L>>, CreateEndpointError> {
-        let spec = self.spec(id, topic, qos, ty);
+        let mut spec = self.spec(id, topic, qos, ty);
+        spec.max_publishers = max_publishers;
         let transports = &self.inner.ctx.transports;
         if !ty.crosses() && !ty.any && !transports.is_empty() {
             warn_local_type(ty.name, topic);
@@ -590,6 +608,7 @@ impl Node {
             topic: name,
             qos: &remote_services::SERVICE_QOS,
             ty,
+            max_publishers: None,
             node: NodeIdent {
                 fqn: &self.inner.fqn,
                 name: &self.inner.name,

@@ -88,6 +88,8 @@ pub(crate) struct PubInner<T> {
     /// Publishes so far (counted only with a deadline).
     published_count: myelin_sync::atomic::AtomicU64,
     pub(crate) deadline_status: Status<DeadlineMissedStatus>,
+    /// Endpoints of another type found on the topic.
+    pub(crate) incompatible_type: Status<crate::events::IncompatibleTypeStatus>,
     pub(crate) matched_status: Status<MatchedStatus>,
     pub(crate) events: Option<Arc<EventQueue<PublisherEvent>>>,
     pub(crate) checkers: Mutex<Vec<crate::Timer>>,
@@ -136,6 +138,7 @@ impl<T: Message> PubInner<T> {
             }),
             published_count: myelin_sync::atomic::AtomicU64::new(0),
             deadline_status: Status::new(),
+            incompatible_type: Status::new(),
             matched_status: Status::new(),
             events,
             checkers: Mutex::new(Vec::new()),
@@ -318,6 +321,11 @@ impl<T: Message> EndpointEvents for PubInner<T> {
         self.emit(PublisherEvent::IncompatibleQos(self.incompatible.get()));
     }
 
+    fn incompatible_type(&self) {
+        let st = self.incompatible_type.record();
+        self.emit(PublisherEvent::IncompatibleType(st));
+    }
+
     fn links_changed(&self) {
         self.refresh_matched();
     }
@@ -440,6 +448,20 @@ impl<T: Message> Publisher<T> {
     /// `total_count_change`.
     pub fn take_incompatible_qos(&self) -> IncompatibleQosStatus {
         self.inner.incompatible.take()
+    }
+
+    /// Subscriptions on this topic with another type, in other processes
+    /// or hosts (ROS 2's incompatible-type status): they never match.
+    pub fn incompatible_type(&self) -> crate::events::IncompatibleTypeStatus {
+        self.inner.incompatible_type.get()
+    }
+
+    /// Like [`incompatible_type`](Self::incompatible_type), and resets the
+    /// `total_count_change`.
+    pub fn take_incompatible_type(&self) -> crate::events::IncompatibleTypeStatus {
+        self.inner
+            .incompatible_type
+            .take(|s| s.total_count_change = 0)
     }
 }
 

@@ -53,6 +53,8 @@ pub(crate) struct SubInner<T> {
     /// Messages pushed (counted only with a deadline).
     received_count: AtomicU64,
     pub(crate) deadline_status: Status<DeadlineMissedStatus>,
+    /// Endpoints of another type found on the topic.
+    pub(crate) incompatible_type: Status<crate::events::IncompatibleTypeStatus>,
     pub(crate) liveliness_status: Status<LivelinessChangedStatus>,
     pub(crate) matched_status: Status<MatchedStatus>,
     /// Matched publishers' liveliness and whether each was alive last time.
@@ -137,6 +139,7 @@ impl<T: Message> SubInner<T> {
             expired: AtomicU64::new(0),
             received_count: AtomicU64::new(0),
             deadline_status: Status::new(),
+            incompatible_type: Status::new(),
             liveliness_status: Status::new(),
             matched_status: Status::new(),
             pub_liveliness: std::sync::Mutex::new(Vec::new()),
@@ -431,6 +434,44 @@ impl<T: Message> SubInner<T> {
         }
     }
 
+    /// An inline subscription with links that wait to be pumped (shared
+    /// memory): publishers in other processes signal the process's inline
+    /// pump, whose thread pumps them into this subscription, which runs
+    /// the callback there.
+    pub(crate) fn start_inline_pump(self: &Arc<Self>) {
+        if !self.pumped {
+            return;
+        }
+        let Some(pump) = crate::dispatch::inline_pump() else {
+            tracing::warn!(
+                "{}: no thread to receive messages from other processes on (could not start one)",
+                self.describe()
+            );
+            return;
+        };
+        let weak: std::sync::Weak<dyn crate::dispatch::Pump> =
+            Arc::downgrade(&(self.clone() as Arc<dyn crate::dispatch::Pump>));
+        let word = pump.add_pump(weak);
+        for l in self.links.iter() {
+            l.set_wake(word);
+        }
+        // The drop path removes the pump from its target.
+        self.set_target(Some(pump.clone()));
+        self.pump_links();
+    }
+
+    /// Have publishers in other processes signal `word` (a wait set's
+    /// slot), or this subscription's own slot again (`None`).
+    pub(crate) fn redirect_wake(&self, word: Option<u32>) {
+        if !self.pumped || self.callback.is_some() {
+            return;
+        }
+        let word = word.or_else(|| self.waitpoint.event.word(0));
+        for l in self.links.iter() {
+            l.set_wake(word);
+        }
+    }
+
     /// Point this subscription at an executor (or none).
     pub(crate) fn set_target(&self, exec: Option<Arc<ExecShared>>) {
         self.target.set(exec);
@@ -552,6 +593,11 @@ impl<T: Message> EndpointEvents for SubInner<T> {
     fn incompatible_qos(&self, policy: QosPolicy) {
         self.incompatible.record(policy);
         self.emit(SubscriptionEvent::IncompatibleQos(self.incompatible.get()));
+    }
+
+    fn incompatible_type(&self) {
+        let st = self.incompatible_type.record();
+        self.emit(SubscriptionEvent::IncompatibleType(st));
     }
 
     fn links_changed(&self) {

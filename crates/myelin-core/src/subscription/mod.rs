@@ -58,10 +58,21 @@ pub struct SubscriptionOptions {
     /// [`PublishError::CallbackPanicked`](crate::PublishError::CallbackPanicked).
     /// An inline callback must not publish on a transient-local publisher of
     /// its own topic (that publisher delivers under its history lock).
+    ///
+    /// Messages from other processes and hosts have no publisher thread
+    /// here: they run the callback on the thread that receives them (zenoh's
+    /// for the network; one process-wide `myelin-inline` thread, woken by
+    /// the publishing process, for shared memory). Still no executor.
     pub inline: bool,
     /// Called by the node's executor for each [`SubscriptionEvent`]
     /// (deadline missed, liveliness changed, matched, incompatible QoS).
     pub event_callback: Option<SharedEventCallback<SubscriptionEvent>>,
+    /// How many publishers in other processes of this host can feed this
+    /// subscription at once through shared memory (`None`: 16; at most
+    /// 1024; each costs one block of rings in its inbox). A publisher
+    /// beyond it is not connected and says so on its log, naming this
+    /// option. zenoh and in-process delivery have no such limit.
+    pub max_publishers: Option<usize>,
 }
 
 impl std::fmt::Debug for SubscriptionOptions {
@@ -71,9 +82,13 @@ impl std::fmt::Debug for SubscriptionOptions {
             .field("inline", &self.inline)
             .field("callback_group", &self.callback_group)
             .field("event_callback", &self.event_callback.is_some())
+            .field("max_publishers", &self.max_publishers)
             .finish()
     }
 }
+
+/// The most [`SubscriptionOptions::max_publishers`] can be.
+pub const MAX_PUBLISHERS: usize = 1024;
 
 /// An event callback as stored in options (shareable, so options can be
 /// cloned).
@@ -345,6 +360,20 @@ impl<T: Message> Subscription<T> {
     /// `total_count_change`.
     pub fn take_incompatible_qos(&self) -> IncompatibleQosStatus {
         self.inner.incompatible.take()
+    }
+
+    /// Publishers on this topic with another type, in other processes or
+    /// hosts (ROS 2's incompatible-type status): they never match.
+    pub fn incompatible_type(&self) -> crate::events::IncompatibleTypeStatus {
+        self.inner.incompatible_type.get()
+    }
+
+    /// Like [`incompatible_type`](Self::incompatible_type), and resets the
+    /// `total_count_change`.
+    pub fn take_incompatible_type(&self) -> crate::events::IncompatibleTypeStatus {
+        self.inner
+            .incompatible_type
+            .take(|s| s.total_count_change = 0)
     }
 }
 

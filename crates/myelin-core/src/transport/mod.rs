@@ -115,6 +115,25 @@ pub fn shared_memory_enabled() -> bool {
     cfg!(feature = "shm") && transport_allowed("shm")
 }
 
+/// Say once, for a user to see, that `topic` has endpoints of two types
+/// that will never talk: both names and hashes, and where the other one is.
+pub(crate) fn warn_incompatible_type(
+    topic: &str,
+    ours: (&str, &str),
+    theirs: (&str, &str),
+    where_: &str,
+) {
+    tracing::warn!(
+        "topic {topic:?}: {where_} uses type {} ({}), this endpoint {} ({}); they do not match \
+         (the same ROS type name with another hash means the two sides were built from \
+         different message definitions)",
+        theirs.0,
+        theirs.1,
+        ours.0,
+        ours.1
+    );
+}
+
 // ------------------------------------------------------------------ errors
 
 /// A transport could not do what was asked: what it was doing, and the
@@ -228,6 +247,9 @@ pub(crate) struct EndpointSpec<'a> {
     pub(crate) qos: &'a QoS,
     pub(crate) ty: TypeInfo,
     pub(crate) node: NodeIdent<'a>,
+    /// Subscriptions: publishers of other processes taken at once where
+    /// a transport has a limit (`None`: its default).
+    pub(crate) max_publishers: Option<usize>,
 }
 
 /// A message that can be put on the wire (every [`Message`]), type-erased.
@@ -463,6 +485,11 @@ pub(crate) trait SubLink: Send + Sync {
 pub(crate) trait EndpointEvents: Send + Sync {
     /// A remote endpoint could not match (its QoS).
     fn incompatible_qos(&self, policy: QosPolicy);
+
+    /// A remote endpoint on the topic has another type (the transport
+    /// says so once on the log with both types; this counts it and raises
+    /// the event).
+    fn incompatible_type(&self);
 
     /// The links' connections changed (matched counts and events).
     fn links_changed(&self);

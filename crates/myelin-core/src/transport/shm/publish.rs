@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use arc_swap::ArcSwap;
 use myelin_shm::SegmentName;
 use myelin_shm::endpoint::{Announcement, EndpointInfo, EndpointKind, Found};
-use myelin_shm::inbox::{Desc, InboxWriter, MAX_CONNECTIONS, Pushed};
+use myelin_shm::inbox::{DEFAULT_CONNECTIONS, Desc, InboxWriter, MAX_CONNECTIONS, Pushed};
 use myelin_shm::pool::{MAX_CHUNK, PoolWriter};
 use myelin_shm::wake::WakeTable;
 
@@ -380,14 +380,13 @@ impl PubShm {
                 && (f.info.type_name != ty.name || f.info.type_hash != ty.hash.0)
             {
                 if first_time {
-                    tracing::warn!(
-                        "topic {topic:?}: subscription in process {} has type {} (hash {:016x}), this publisher {} ({}); not connected",
-                        f.info.pid,
-                        f.info.type_name,
-                        f.info.type_hash,
-                        ty.name,
-                        ty.hash
+                    crate::transport::warn_incompatible_type(
+                        topic,
+                        (ty.name, &ty.hash.to_string()),
+                        (&f.info.type_name, &format!("{:016x}", f.info.type_hash)),
+                        &format!("a subscription in process {}", f.info.pid),
                     );
+                    owner.incompatible_type();
                 }
                 continue;
             }
@@ -415,7 +414,7 @@ impl PubShm {
                 Ok(None) => {
                     if first_time {
                         tracing::warn!(
-                            "topic {topic:?}: the subscription in process {} has {MAX_CONNECTIONS} publishers already",
+                            "topic {topic:?}: the subscription in process {} takes no more publishers over shared memory (all its connection blocks are taken); not connected: raise its SubscriptionOptions::max_publishers (default {DEFAULT_CONNECTIONS}, at most {MAX_CONNECTIONS})",
                             f.info.pid
                         );
                     }

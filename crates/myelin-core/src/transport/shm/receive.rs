@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use myelin_shm::SegmentName;
 use myelin_shm::endpoint::{EndpointInfo, EndpointKind, Found};
-use myelin_shm::inbox::{ConnState, Desc, Inbox, MAX_CONNECTIONS};
+use myelin_shm::inbox::{ConnState, Desc, Inbox};
 use myelin_shm::pool::PoolReader;
 use myelin_shm::process_alive;
 
@@ -77,9 +77,13 @@ impl SubShm {
     ) -> Result<SubShm, TransportError> {
         debug_assert_eq!(info.kind, EndpointKind::Subscription);
         let cap = spec.qos.effective_depth().clamp(1, 4096) as u32;
-        let inbox = Inbox::create(dom.id, &info, cap, 2 * cap + 64)
+        let conns = spec
+            .max_publishers
+            .unwrap_or(myelin_shm::inbox::DEFAULT_CONNECTIONS);
+        let inbox = Inbox::create_for(dom.id, &info, cap, 2 * cap + 64, conns)
             .map_err(|e| TransportError::new("creating the subscription's inbox", e))?;
         inbox.set_wants_history(spec.qos.durability == Durability::TransientLocal);
+        let conns = inbox.connections();
         Ok(SubShm {
             dom,
             topic: spec.topic.to_string(),
@@ -89,11 +93,7 @@ impl SubShm {
                 inbox,
                 give_back: Mutex::new(()),
             }),
-            readers: Mutex::new(
-                (0..MAX_CONNECTIONS)
-                    .map(|_| ReaderConn::default())
-                    .collect(),
-            ),
+            readers: Mutex::new((0..conns).map(|_| ReaderConn::default()).collect()),
             refused: Mutex::new(HashSet::new()),
             owner: OnceLock::new(),
             repairs: std::sync::atomic::AtomicU64::new(0),
@@ -239,8 +239,24 @@ impl SubShm {
                 continue;
             }
             if !self.ty.any
+                && !super::qos::is_any_info(&f.info)
                 && (f.info.type_name != self.ty.name || f.info.type_hash != self.ty.hash.0)
             {
+                // Same topic, another type: never matched; said once.
+                if self
+                    .refused
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(f.name.file_name().to_string())
+                {
+                    crate::transport::warn_incompatible_type(
+                        &self.topic,
+                        (self.ty.name, &self.ty.hash.to_string()),
+                        (&f.info.type_name, &format!("{:016x}", f.info.type_hash)),
+                        &format!("a publisher in process {}", f.info.pid),
+                    );
+                    owner.incompatible_type();
+                }
                 continue;
             }
             if let Err(why) = decode_qos(&f.info.qos).compatible_with(&self.qos)
@@ -297,7 +313,7 @@ impl SubLink for SubShm {
     }
 
     fn connected(&self) -> usize {
-        (0..MAX_CONNECTIONS)
+        (0..self.inbox.inbox.connections())
             .filter(|i| matches!(self.inbox.inbox.state(*i), ConnState::Active { .. }))
             .count()
     }
@@ -315,7 +331,7 @@ impl SubLink for SubShm {
     }
 
     fn has_data(&self) -> bool {
-        (0..MAX_CONNECTIONS).any(|i| self.inbox.inbox.has_data(i))
+        (0..self.inbox.inbox.connections()).any(|i| self.inbox.inbox.has_data(i))
     }
 }
 

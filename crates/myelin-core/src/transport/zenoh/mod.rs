@@ -449,11 +449,27 @@ impl Peers {
                 continue;
             }
             let Some(i) = &t.topic else { continue };
-            if i.name != self.topic
-                || !((i.type_name == self.ty.0 && i.type_hash == self.ty.1)
-                    || i.type_name == ANY_TYPE
-                    || self.ty.0 == ANY_TYPE)
+            if i.name != self.topic {
+                continue;
+            }
+            if !((i.type_name == self.ty.0 && i.type_hash == self.ty.1)
+                || i.type_name == ANY_TYPE
+                || self.ty.0 == ANY_TYPE)
             {
+                // Same topic, another type: never matched; said once.
+                if let Some(o) = owner
+                    && refused.insert(key.clone())
+                {
+                    let ros =
+                        |dds: &str| names::ros_type_name(dds).unwrap_or_else(|| dds.to_string());
+                    crate::transport::warn_incompatible_type(
+                        &self.topic,
+                        (&ros(&self.ty.0), &self.ty.1),
+                        (&ros(&i.type_name), &i.type_hash),
+                        &format!("node {} (zenoh session {})", t.node, t.zid),
+                    );
+                    o.incompatible_type();
+                }
                 continue;
             }
             let theirs = qos_of_token(&i.qos);

@@ -1,0 +1,233 @@
+//! Every way of receiving is fed by every transport: a wait set wakes,
+//! and an inline subscription (no executor) runs its callback, for a
+//! message from another process, over shared memory and over zenoh. The
+//! publisher is this test binary in another process
+//! (`MYELIN_FEEDS_ROLE=talker`).
+
+#![cfg(feature = "shm")]
+
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use myelin::prelude::*;
+use myelin::{SubscriptionOptions, WaitSet};
+
+mod common {
+    #[cfg(feature = "zenoh")]
+    pub mod router;
+}
+
+const LONG: Duration = Duration::from_secs(60);
+const ROLE: &str = "MYELIN_FEEDS_ROLE";
+
+struct Talker(Child);
+
+impl Drop for Talker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Another process publishing "hello N" on `topic` every 10 ms, over
+/// shared memory (`zenoh`: None) or only over zenoh with this config file.
+fn talker(domain: u32, topic: &str, zenoh: Option<&std::path::Path>) -> Talker {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "talker_role", "--nocapture"])
+        .env(ROLE, "talker")
+        .env("MYELIN_FEEDS_DOMAIN", domain.to_string())
+        .env("MYELIN_FEEDS_TOPIC", topic);
+    match zenoh {
+        Some(cfg) => c
+            .env("MYELIN_TRANSPORT", "zenoh")
+            .env("MYELIN_ZENOH_CONFIG", cfg),
+        None => c.env("MYELIN_TRANSPORT", "shm"),
+    };
+    Talker(c.spawn().unwrap())
+}
+
+#[test]
+fn talker_role() {
+    if std::env::var(ROLE).as_deref() != Ok("talker") {
+        return;
+    }
+    let domain: u32 = std::env::var("MYELIN_FEEDS_DOMAIN")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let topic = std::env::var("MYELIN_FEEDS_TOPIC").unwrap();
+    let ctx = Context::builder()
+        .domain_id(domain)
+        .handle_signals(false)
+        .build()
+        .unwrap();
+    let node = ctx.create_node("feeds_talker").unwrap();
+    let p = node
+        .create_publisher::<String>(&topic, QoS::keep_last(10))
+        .unwrap();
+    for i in 0.. {
+        p.publish(format!("hello {i}")).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn local_ctx(domain: u32, zenoh: Option<&std::path::Path>) -> Context {
+    let b = Context::builder().domain_id(domain).handle_signals(false);
+    match zenoh {
+        Some(cfg) => b.shared_memory(false).zenoh_config(cfg),
+        None => b.network(false).shared_memory(true),
+    }
+    .build()
+    .unwrap()
+}
+
+fn wait_set_case(domain: u32, zenoh: Option<&std::path::Path>) {
+    let ctx = local_ctx(domain, zenoh);
+    let node = ctx.create_node("feeds_waiter").unwrap();
+    let s = node
+        .create_polling_subscription::<String>("/feeds_ws", QoS::keep_last(10), Default::default())
+        .unwrap();
+    let mut ws = WaitSet::new();
+    let i = ws.add_subscription(&s).unwrap();
+    let _talker = talker(domain, "/feeds_ws", zenoh);
+    let deadline = Instant::now() + LONG;
+    loop {
+        let ready = ws.wait(Duration::from_secs(1)).unwrap();
+        if ready.subscriptions.contains(&i) {
+            let m = s.take().expect("ready means a message");
+            assert!(m.starts_with("hello "), "{}", *m);
+            return;
+        }
+        assert!(Instant::now() < deadline, "the wait set never woke");
+    }
+}
+
+fn inline_case(domain: u32, zenoh: Option<&std::path::Path>) {
+    let ctx = local_ctx(domain, zenoh);
+    let node = ctx.create_node("feeds_inline").unwrap();
+    let got = Arc::new(Mutex::new(Vec::<String>::new()));
+    let g = got.clone();
+    let _s = node
+        .create_subscription_with(
+            "/feeds_inline",
+            QoS::keep_last(10),
+            SubscriptionOptions::inline(),
+            move |m: String| g.lock().unwrap().push(m),
+        )
+        .unwrap();
+    // No executor anywhere in this process.
+    let _talker = talker(domain, "/feeds_inline", zenoh);
+    let deadline = Instant::now() + LONG;
+    while got.lock().unwrap().len() < 3 {
+        assert!(Instant::now() < deadline, "the inline callback never ran");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_wait_set_wakes_for_a_message_from_another_process_over_shared_memory() {
+    wait_set_case(221, None);
+}
+
+#[test]
+fn an_inline_subscription_hears_another_process_over_shared_memory() {
+    inline_case(222, None);
+}
+
+#[cfg(feature = "zenoh")]
+#[test]
+fn a_wait_set_wakes_for_a_message_from_another_process_over_zenoh() {
+    let r = common::router::router("feeds_ws");
+    wait_set_case(223, Some(&r.config));
+}
+
+#[cfg(feature = "zenoh")]
+#[test]
+fn an_inline_subscription_hears_another_process_over_zenoh() {
+    let r = common::router::router("feeds_inline");
+    inline_case(224, Some(&r.config));
+}
+
+/// `MYELIN_FEEDS_ROLE=many`: 20 contexts in one process, each publishing
+/// its number on /feeds_many every 10 ms (20 publishers over shared
+/// memory).
+#[test]
+fn many_publishers_role() {
+    if std::env::var(ROLE).as_deref() != Ok("many") {
+        return;
+    }
+    let domain: u32 = std::env::var("MYELIN_FEEDS_DOMAIN")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let pubs: Vec<_> = (0..20)
+        .map(|i| {
+            let ctx = Context::builder()
+                .domain_id(domain)
+                .handle_signals(false)
+                .network(false)
+                .build()
+                .unwrap();
+            let node = ctx.create_node(&format!("many_{i}")).unwrap();
+            let p = node
+                .create_publisher::<u32>("/feeds_many", QoS::keep_last(10))
+                .unwrap();
+            (ctx, p, i as u32)
+        })
+        .collect();
+    loop {
+        for (_, p, i) in &pubs {
+            p.publish(*i).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A subscription can take more than the default 16 publishers over
+/// shared memory when it asks (`max_publishers`); an absurd number is an
+/// error naming the option.
+#[test]
+fn a_subscription_takes_as_many_publishers_as_it_asks_for() {
+    let domain = 225;
+    let ctx = local_ctx(domain, None);
+    let node = ctx.create_node("feeds_many_sub").unwrap();
+    let e = node
+        .create_polling_subscription::<u32>(
+            "/feeds_many",
+            QoS::keep_last(100),
+            SubscriptionOptions {
+                max_publishers: Some(5000),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("max_publishers"), "{e}");
+    let s = node
+        .create_polling_subscription::<u32>(
+            "/feeds_many",
+            QoS::keep_last(100),
+            SubscriptionOptions {
+                max_publishers: Some(24),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let _many = Talker(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "many_publishers_role", "--nocapture"])
+            .env(ROLE, "many")
+            .env("MYELIN_FEEDS_DOMAIN", domain.to_string())
+            .env("MYELIN_TRANSPORT", "shm")
+            .spawn()
+            .unwrap(),
+    );
+    let mut heard = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + LONG;
+    while heard.len() < 20 {
+        assert!(Instant::now() < deadline, "heard only {heard:?}");
+        if let Ok(m) = s.wait_for_message(Duration::from_millis(100)) {
+            heard.insert(*m);
+        }
+    }
+}
