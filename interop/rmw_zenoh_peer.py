@@ -28,6 +28,17 @@ multicast scouting off so nothing leaves the machine):
           prints "ready", then "heard TEXT" per message; exits after
           --count messages (exit 1 if they do not come within --timeout).
 
+  --transient-local (talker, listener): TRANSIENT_LOCAL durability as
+          rmw_zenoh implements it with zenoh-ext's advanced publisher and
+          subscriber. The talker publishes --count messages and prints
+          "published N" (then stays until stdin closes), from a cache of
+          depth 10 (publisher detection; sequence numbers with a 500 ms
+          sporadic heartbeat, as for a reliable publisher). The listener
+          asks every publisher's cache for its last 10 samples, late
+          publishers too (history with late-publisher detection, heartbeat
+          recovery, subscriber detection). The tokens' QoS says durability
+          1 (transient local).
+
 Keys and tokens (rmw_zenoh, zenoh 1.x):
   service key  <domain>/<name without outer '/'>/<pkg>::srv::dds_::<Srv>_/<RIHS01 hash of the srv>
   token        @ros2_lv/<domain>/<zid>/<nid>/<eid>/<SS|SC>/<enclave>/<namespace>/<node>/<name>/<type>/<hash>/<qos>
@@ -46,6 +57,7 @@ import threading
 import time
 
 import zenoh
+import zenoh.ext
 
 SRV_TYPE = "example_interfaces::srv::dds_::AddTwoInts_"
 # REP 2011 hash of example_interfaces/srv/AddTwoInts, as rmw_zenoh's design
@@ -61,6 +73,8 @@ MSG_HASH = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1
 # rclcpp's default publisher/subscription QoS: reliable, volatile, keep
 # last 10 (defaults left empty).
 TOPIC_QOS = "::,10:,:,:,,"
+# The same with durability TRANSIENT_LOCAL (1).
+TOPIC_QOS_TL = ":1:,10:,:,:,,"
 
 
 def mangle(name):
@@ -83,10 +97,10 @@ def topic_key(domain, topic):
     return f"{domain}/{topic.strip('/')}/{MSG_TYPE}/{MSG_HASH}"
 
 
-def topic_token(domain, zid, eid, kind, node, topic):
+def topic_token(domain, zid, eid, kind, node, topic, qos=TOPIC_QOS):
     return "/".join([
         "@ros2_lv", str(domain), zid, "0", str(eid), kind,
-        "%", "%", node, mangle(topic), MSG_TYPE, MSG_HASH, TOPIC_QOS,
+        "%", "%", node, mangle(topic), MSG_TYPE, MSG_HASH, qos,
     ])
 
 
@@ -111,12 +125,29 @@ def talk(args):
     gid = hashlib.sha256(f"{zid}/talker".encode()).digest()[:16]
     _n = session.liveliness().declare_token(
         "/".join(["@ros2_lv", str(args.domain), zid, "0", "0", "NN", "%", "%", args.node]))
+    qos = TOPIC_QOS_TL if args.transient_local else TOPIC_QOS
     _t = session.liveliness().declare_token(
-        topic_token(args.domain, zid, 12, "MP", args.node, args.topic))
-    pub = session.declare_publisher(topic_key(args.domain, args.topic))
+        topic_token(args.domain, zid, 12, "MP", args.node, args.topic, qos))
+    if args.transient_local:
+        pub = zenoh.ext.declare_advanced_publisher(
+            session,
+            topic_key(args.domain, args.topic),
+            cache=zenoh.ext.CacheConfig(max_samples=10),
+            sample_miss_detection=zenoh.ext.MissDetectionConfig(sporadic_heartbeat=0.5),
+            publisher_detection=True,
+        )
+    else:
+        pub = session.declare_publisher(topic_key(args.domain, args.topic))
     print("ready", flush=True)
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    if args.transient_local:
+        for n in range(args.count):
+            pub.put(cdr_string(f"py talker {n}"), attachment=attachment(n + 1, gid))
+        print(f"published {args.count}", flush=True)
+        stop.wait(args.lifetime)
+        session.close()
+        return
     n = 0
     deadline = time.time() + args.lifetime
     while not stop.is_set() and time.time() < deadline:
@@ -144,9 +175,21 @@ def listen(args):
         if len(heard) >= args.count:
             done.set()
 
-    _s = session.declare_subscriber(topic_key(args.domain, args.topic), on_sample)
+    if args.transient_local:
+        _s = zenoh.ext.declare_advanced_subscriber(
+            session,
+            topic_key(args.domain, args.topic),
+            on_sample,
+            history=zenoh.ext.HistoryConfig(detect_late_publishers=True, max_samples=10),
+            recovery=zenoh.ext.RecoveryConfig(heartbeat=True),
+            subscriber_detection=True,
+        )
+        qos = TOPIC_QOS_TL
+    else:
+        _s = session.declare_subscriber(topic_key(args.domain, args.topic), on_sample)
+        qos = TOPIC_QOS
     _t = session.liveliness().declare_token(
-        topic_token(args.domain, zid, 13, "MS", args.node, args.topic))
+        topic_token(args.domain, zid, 13, "MS", args.node, args.topic, qos))
     print("ready", flush=True)
     ok = done.wait(args.timeout)
     session.close()
@@ -302,6 +345,8 @@ def main():
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--lifetime", type=float, default=120.0)
     p.add_argument("--hang", action="store_true", help="server: never answer")
+    p.add_argument("--transient-local", action="store_true",
+                   help="talker/listener: TRANSIENT_LOCAL via zenoh-ext's advanced pub/sub")
     p.add_argument("--garbage", action="store_true",
                    help="client: make the first request malformed")
     args = p.parse_args()

@@ -31,6 +31,14 @@ fn net_role() {
     myelin_bench::child_if_requested();
 }
 
+/// The transient-local publisher of `bench net`'s late-joiner rows
+/// (`MYELIN_BENCH_LATE_JOINER`).
+#[cfg(feature = "zenoh")]
+#[test]
+fn late_joiner_role() {
+    myelin_bench::child_if_requested();
+}
+
 /// The registry's systems of these names.
 fn named(names: &[&str]) -> Vec<&'static System> {
     names.iter().map(|n| systems::parse(n).unwrap()).collect()
@@ -42,6 +50,7 @@ fn helper() -> bool {
         "MYELIN_BENCH_RELAY",
         "MYELIN_BENCH_IOX2",
         "MYELIN_BENCH_NET",
+        "MYELIN_BENCH_LATE_JOINER",
     ]
     .iter()
     .any(|v| std::env::var_os(v).is_some())
@@ -157,12 +166,14 @@ fn net_rings_over_a_zenoh_router_complete_for_myelin_and_raw_zenoh() {
     .unwrap();
     // pingpong and relay, for myelin and the two raw zenoh threadings, and
     // the three service round trips (myelin client, raw get to a myelin
-    // server, raw get/queryable).
-    assert_eq!(jobs.len(), 9);
+    // server, raw get/queryable), and the late joiner's first and last
+    // sample for myelin and raw zenoh (5 rounds each).
+    assert_eq!(jobs.len(), 13);
     for j in jobs {
         let name = j.name.clone();
         let r = (j.run)().unwrap_or_else(|e| panic!("{name}: {e}")).record;
-        assert_eq!((r.count, r.lost), (100, 0), "{name}");
+        let want = if name.contains("late joiner") { 5 } else { 100 };
+        assert_eq!((r.count, r.lost), (want, 0), "{name}");
         assert!(r.latency_ns.p50 > 0, "{name}");
     }
 }

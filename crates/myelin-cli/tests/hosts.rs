@@ -147,6 +147,7 @@ fn role_qos() -> QoS {
     match std::env::var("MYELIN_HOSTS_QOS").as_deref() {
         Ok("keep_all") => QoS::keep_all(),
         Ok("best_effort") => QoS::keep_last(10).best_effort(),
+        Ok("transient_local") => QoS::keep_last(10).transient_local(),
         _ => QoS::keep_last(10),
     }
 }
@@ -171,8 +172,10 @@ fn talker_role() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(i64::MAX);
-    if count != i64::MAX {
-        // A fixed run waits for its listener first.
+    let transient_local = std::env::var("MYELIN_HOSTS_QOS").as_deref() == Ok("transient_local");
+    if count != i64::MAX && !transient_local {
+        // A fixed run waits for its listener first (a transient-local
+        // one publishes at once: late joiners get its history).
         while p.subscription_count() == 0 {
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -186,6 +189,7 @@ fn talker_role() {
         }
         std::thread::sleep(Duration::from_millis(period));
     }
+    println!("\npublished {count}");
     loop {
         std::thread::sleep(Duration::from_secs(1));
     }
@@ -522,5 +526,35 @@ fn a_type_mismatch_across_hosts_is_reported_on_both_sides() {
             );
             said[i].1 = true;
         }
+    }
+}
+
+/// Transient local across hosts: a talker publishes 5 messages before any
+/// listener exists; a listener that starts on another host afterwards
+/// gets all 5, in order, from the talker's cache (rmw_zenoh's
+/// AdvancedPublisher / AdvancedSubscriber).
+#[test]
+fn a_late_joiner_on_another_host_gets_transient_local_history() {
+    let Some(bed) = bed(2) else { return };
+    let _r1 = router(&bed, 1, &[]);
+    let _r0 = router(&bed, 0, &[1]);
+    let env = [
+        ("MYELIN_HOSTS_QOS", "transient_local".to_string()),
+        ("MYELIN_HOSTS_COUNT", "5".to_string()),
+    ];
+    let mut talker = role(&bed, 0, "talker", &env);
+    let out = talker.stdout.take().unwrap();
+    let _talker = Proc(talker);
+    let mut lines = std::io::BufReader::new(out).lines();
+    assert!(
+        lines.any(|l| l.is_ok_and(|l| l.contains("published 5"))),
+        "the talker never finished"
+    );
+    // The routers are joined well before this point in practice; the
+    // listener's history query goes to the talker's cache either way (a
+    // late publisher is found by its token).
+    let (_listener, rx) = listener(&bed, 1, &env);
+    for want in 0..5 {
+        assert_eq!(next(&rx, &format!("history message {want}")), want);
     }
 }

@@ -33,6 +33,7 @@ pub mod names;
 pub mod token;
 
 pub use zenoh;
+pub use zenoh_ext;
 
 /// Errors of the network layer.
 #[derive(Debug, thiserror::Error)]

@@ -246,3 +246,87 @@ fn a_malformed_request_gets_an_error_reply_and_the_server_goes_on() {
     assert_eq!(peer.expect("sum "), "sum 6 seq=2");
     assert!(peer.wait().success());
 }
+
+/// Transient local from ROS 2: a talker on rmw_zenoh (the peer, zenoh-ext's
+/// advanced publisher with a cache, as rmw_zenoh declares one) publishes
+/// three messages before myelin subscribes; a late myelin subscription
+/// gets all three, in order, from its cache.
+#[test]
+fn a_late_myelin_subscription_gets_a_ros_2_talkers_transient_local_history() {
+    let Some(py) = python() else { return };
+    let r = router("interop_tl_in");
+    let domain = 56;
+    let talker = Peer::start(
+        &py,
+        &r,
+        &[
+            "talker",
+            "--domain",
+            &domain.to_string(),
+            "--topic",
+            "/latched",
+            "--transient-local",
+            "--count",
+            "3",
+        ],
+    );
+    talker.expect("published 3");
+    let c = ctx(&r, domain);
+    let node = c.create_node("tl_listener").unwrap();
+    let s = node
+        .create_polling_subscription::<myelin_msgs::std_msgs::String>(
+            "/latched",
+            QoS::keep_last(10).transient_local(),
+            Default::default(),
+        )
+        .unwrap();
+    for n in 0..3 {
+        let m = s
+            .wait_for_message(LONG)
+            .expect("history from the ROS 2 talker");
+        assert_eq!(m.data, format!("py talker {n}"));
+    }
+}
+
+/// Transient local to ROS 2: a myelin publisher publishes three messages
+/// before anyone listens; a ROS 2 listener on rmw_zenoh (the peer,
+/// zenoh-ext's advanced subscriber with history) started afterwards
+/// hears all three.
+#[test]
+fn a_late_ros_2_listener_gets_a_myelin_publishers_transient_local_history() {
+    let Some(py) = python() else { return };
+    let r = router("interop_tl_out");
+    let domain = 57;
+    let c = ctx(&r, domain);
+    let node = c.create_node("tl_talker").unwrap();
+    let p = node
+        .create_publisher::<myelin_msgs::std_msgs::String>(
+            "/latched",
+            QoS::keep_last(10).transient_local(),
+        )
+        .unwrap();
+    for n in 0..3 {
+        p.publish(myelin_msgs::std_msgs::String {
+            data: format!("myelin {n}"),
+        })
+        .unwrap();
+    }
+    let listener = Peer::start(
+        &py,
+        &r,
+        &[
+            "listener",
+            "--domain",
+            &domain.to_string(),
+            "--topic",
+            "/latched",
+            "--transient-local",
+            "--count",
+            "3",
+        ],
+    );
+    for n in 0..3 {
+        assert_eq!(listener.expect("heard "), format!("heard myelin {n}"));
+    }
+    assert!(listener.wait().success());
+}

@@ -30,6 +30,8 @@ pub mod fanout;
 pub mod image;
 pub mod ipc;
 #[cfg(feature = "zenoh")]
+pub mod late_joiner;
+#[cfg(feature = "zenoh")]
 pub mod net;
 pub mod pingpong;
 pub mod relay;

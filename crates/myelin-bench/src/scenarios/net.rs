@@ -152,6 +152,10 @@ pub fn plan(p: NetParams, systems: &[&System]) -> Result<Vec<Job>, BenchError> {
             }
         }
     }
+    // Transient-local history to a late joiner, myelin beside raw zenoh.
+    if systems.iter().any(|s| s.name == "myelin") && systems.iter().any(|s| s.name == "zenoh") {
+        jobs.extend(super::late_joiner::plan((p.count / 100).clamp(5, 30)));
+    }
     Ok(jobs)
 }
 
@@ -215,6 +219,7 @@ fn router() -> Result<Router, BenchError> {
 pub fn stage_if_requested() {
     run_role(ENV, "net stage", stage);
     run_role(END_ENV, "net end", end_role);
+    super::late_joiner::publisher_if_requested();
 }
 
 /// The measuring end across hosts: `system,mode,config,domain,tag,total,

@@ -13,19 +13,37 @@ use myelin_zenoh::zenoh::liveliness::LivelinessToken;
 use myelin_zenoh::zenoh::pubsub::Publisher;
 use myelin_zenoh::zenoh::qos::CongestionControl;
 use myelin_zenoh::zenoh::{self, Wait};
+use myelin_zenoh::zenoh_ext::{
+    AdvancedPublisher, AdvancedPublisherBuilderExt, CacheConfig, MissDetectionConfig,
+};
 
 use super::{Discovered, Peers, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
-use crate::qos::{History, Reliability};
+use crate::qos::{Durability, History, Reliability};
 use crate::transport::{
     Encode, EndpointSpec, PubLink, PubOwner, Refused, SendError, TransportError, Wanted,
     encode_to_vec,
 };
 use crate::wire::SharedBytes;
 
+/// The zenoh side of a publisher: a plain publisher, or (transient
+/// local) zenoh's advanced publisher with a cache, as rmw_zenoh declares
+/// them.
+enum Outlet {
+    Plain(Publisher<'static>),
+    Cached(AdvancedPublisher<'static>),
+}
+
+/// The largest cache of a transient-local publisher (keep_all's depth
+/// is capped here).
+const MAX_CACHE: usize = 10_000;
+
 /// A publisher's network side.
 pub(super) struct PubNet {
     dom: Arc<ZenohTransport>,
-    publisher: Publisher<'static>,
+    publisher: Outlet,
+    /// Transient local: every message goes into zenoh's cache for late
+    /// joiners, whether or not a subscription exists yet.
+    keeps_history: bool,
     _token: LivelinessToken,
     gid: Gid,
     seq: AtomicI64,
@@ -51,16 +69,46 @@ impl PubNet {
             } else {
                 CongestionControl::Drop
             };
-        let publisher = dom
+        let builder = dom
             .session
             .declare_publisher(key)
-            .congestion_control(congestion)
-            .wait()
-            .map_err(|e| TransportError::new("declaring the zenoh publisher", e))?;
+            .congestion_control(congestion);
+        let keeps_history = qos.durability == Durability::TransientLocal;
+        let publisher = if keeps_history {
+            // rmw_zenoh's transient local: a cache of `depth` samples that
+            // late subscribers query, a liveliness token that lets them
+            // find this publisher (`<key>/@adv/pub/...`), and sequence
+            // numbers (with a heartbeat when reliable, so a subscriber can
+            // ask for what it missed). Sequence numbers rather than
+            // timestamps also for best effort: no need for the session's
+            // timestamping, which a user's configuration may leave off.
+            let depth = qos.effective_depth().clamp(1, MAX_CACHE);
+            let misses = if qos.reliability == Reliability::Reliable {
+                MissDetectionConfig::default()
+                    .sporadic_heartbeat(std::time::Duration::from_millis(500))
+            } else {
+                MissDetectionConfig::default()
+            };
+            Outlet::Cached(
+                builder
+                    .cache(CacheConfig::default().max_samples(depth))
+                    .sample_miss_detection(misses)
+                    .publisher_detection()
+                    .wait()
+                    .map_err(|e| TransportError::new("declaring the zenoh publisher", e))?,
+            )
+        } else {
+            Outlet::Plain(
+                builder
+                    .wait()
+                    .map_err(|e| TransportError::new("declaring the zenoh publisher", e))?,
+            )
+        };
         let token = dom.declare(&endpoint_token(dom, EntityKind::Publisher, spec))?;
         Ok(PubNet {
             dom: dom.clone(),
             publisher,
+            keeps_history,
             _token: token,
             gid: gid::myelin_gid(
                 dom.island,
@@ -84,11 +132,12 @@ impl PubNet {
                 .map_or(0, |d| d.as_nanos() as i64),
             source_gid: self.gid,
         };
-        self.publisher
-            .put(bytes)
-            .attachment(att.encode().to_vec())
-            .wait()
-            .map_err(|e| SendError::Transport(TransportError::new("zenoh put", e)))?;
+        let att = att.encode().to_vec();
+        match &self.publisher {
+            Outlet::Plain(p) => p.put(bytes).attachment(att).wait(),
+            Outlet::Cached(p) => p.put(bytes).attachment(att).wait(),
+        }
+        .map_err(|e| SendError::Transport(TransportError::new("zenoh put", e)))?;
         Ok(Refused::default())
     }
 }
@@ -99,8 +148,10 @@ impl Discovered for PubNet {
         let (n, changed) = self
             .peers
             .recount(&self.dom, g, owner.as_deref().map(|o| o as _));
-        // Only compatible subscriptions make the publisher send.
-        self.wanted.set(n > 0);
+        // Only compatible subscriptions make the publisher send (a
+        // transient-local one always sends: into the cache late joiners
+        // read).
+        self.wanted.set(n > 0 || self.keeps_history);
         if changed && let Some(o) = owner {
             o.links_changed();
         }

@@ -13,8 +13,12 @@ use myelin_zenoh::zenoh::Wait;
 use myelin_zenoh::zenoh::liveliness::LivelinessToken;
 use myelin_zenoh::zenoh::pubsub::Subscriber;
 use myelin_zenoh::zenoh::sample::{Locality, Sample};
+use myelin_zenoh::zenoh_ext::{
+    AdvancedSubscriber, AdvancedSubscriberBuilderExt, HistoryConfig, RecoveryConfig,
+};
 
 use super::{Discovered, Peers, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
+use crate::qos::{Durability, QoS, Reliability};
 use crate::transport::{EndpointSpec, SubLink, SubOwner, TransportError};
 use crate::wire::SharedBytes;
 
@@ -23,8 +27,11 @@ pub(super) struct SubNet {
     dom: Arc<ZenohTransport>,
     key: String,
     token: Token,
-    parts: Mutex<Option<(Subscriber<()>, LivelinessToken)>>,
+    /// The zenoh subscriber (plain, or advanced for transient local),
+    /// held so it stays declared, and the liveliness token.
+    parts: Mutex<Option<(Box<dyn std::any::Any + Send + Sync>, LivelinessToken)>>,
     topic: String,
+    qos: QoS,
     /// Publishers elsewhere that only zenoh reaches (compatible ones).
     peers: Peers,
     owner: OnceLock<Weak<dyn SubOwner>>,
@@ -48,6 +55,7 @@ impl SubNet {
             token: endpoint_token(dom, EntityKind::Subscription, spec),
             parts: Mutex::new(None),
             topic: spec.topic.to_string(),
+            qos: *spec.qos,
             peers: Peers::new(EntityKind::Publisher, spec),
             owner: OnceLock::new(),
         })
@@ -75,37 +83,66 @@ impl SubLink for SubNet {
         let shm = self.dom.shm;
         let topic = self.topic.clone();
         let mut gaps = SequenceGaps::default();
-        let sub = self
+        let on_sample = move |s: Sample| {
+            let att = match s.attachment().map(|a| Attachment::decode(&a.to_bytes())) {
+                Some(Ok(a)) => a,
+                Some(Err(e)) => {
+                    tracing::debug!("{topic}: dropping a sample: {e}");
+                    return;
+                }
+                None => {
+                    // rmw_zenoh drops these too.
+                    tracing::debug!("{topic}: dropping a sample without an attachment");
+                    return;
+                }
+            };
+            if shm && gid::delivered_by_shared_memory(&att.source_gid, island) {
+                return;
+            }
+            if let Some(o) = owner.upgrade() {
+                let skipped = gaps.skipped(&att);
+                if skipped > 0 {
+                    o.count_lost(skipped);
+                }
+                o.deliver(SharedBytes::copy_from(&s.payload().to_bytes()));
+            }
+        };
+        let builder = self
             .dom
             .session
             .declare_subscriber(self.key.clone())
-            .allowed_origin(Locality::Remote)
-            .callback_mut(move |s: Sample| {
-                let att = match s.attachment().map(|a| Attachment::decode(&a.to_bytes())) {
-                    Some(Ok(a)) => a,
-                    Some(Err(e)) => {
-                        tracing::debug!("{topic}: dropping a sample: {e}");
-                        return;
-                    }
-                    None => {
-                        // rmw_zenoh drops these too.
-                        tracing::debug!("{topic}: dropping a sample without an attachment");
-                        return;
-                    }
-                };
-                if shm && gid::delivered_by_shared_memory(&att.source_gid, island) {
-                    return;
-                }
-                if let Some(o) = owner.upgrade() {
-                    let skipped = gaps.skipped(&att);
-                    if skipped > 0 {
-                        o.count_lost(skipped);
-                    }
-                    o.deliver(SharedBytes::copy_from(&s.payload().to_bytes()));
-                }
-            })
-            .wait()
-            .map_err(|e| TransportError::new("declaring the zenoh subscriber", e))?;
+            .allowed_origin(Locality::Remote);
+        let declared = if self.qos.durability == Durability::TransientLocal {
+            // rmw_zenoh's transient local: ask every publisher's cache for
+            // its last `depth` samples now, and each publisher that appears
+            // later too (their `@adv/pub` tokens); a reliable one is also
+            // asked again for samples its heartbeat says were missed.
+            let depth = self.qos.effective_depth().clamp(1, 10_000);
+            let b = builder
+                .history(
+                    HistoryConfig::default()
+                        .detect_late_publishers()
+                        .max_samples(depth),
+                )
+                .subscriber_detection()
+                .query_timeout(std::time::Duration::from_secs(600));
+            let b = if self.qos.reliability == Reliability::Reliable {
+                b.recovery(RecoveryConfig::default().heartbeat())
+            } else {
+                b
+            };
+            b.callback_mut(on_sample)
+                .wait()
+                .map(|s: AdvancedSubscriber<()>| {
+                    Box::new(s) as Box<dyn std::any::Any + Send + Sync>
+                })
+        } else {
+            builder
+                .callback_mut(on_sample)
+                .wait()
+                .map(|s: Subscriber<()>| Box::new(s) as Box<dyn std::any::Any + Send + Sync>)
+        };
+        let sub = declared.map_err(|e| TransportError::new("declaring the zenoh subscriber", e))?;
         let token = self.dom.declare(&self.token)?;
         *self.parts.lock().unwrap_or_else(|e| e.into_inner()) = Some((sub, token));
         // What was seen before the owner was known: report it now.
