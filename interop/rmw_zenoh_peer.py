@@ -28,6 +28,11 @@ multicast scouting off so nothing leaves the machine):
           prints "ready", then "heard TEXT" per message; exits after
           --count messages (exit 1 if they do not come within --timeout).
 
+  param-get  as `ros2 param get`: call the node's ~/get_parameters
+          (rcl_interfaces/srv/GetParameters) for --names (comma-separated)
+          on node --target, decoding the CDR reply by hand; prints
+          "param NAME TYPE VALUE" per name (TYPE the ParameterType number).
+
   --transient-local (talker, listener): TRANSIENT_LOCAL durability as
           rmw_zenoh implements it with zenoh-ext's advanced publisher and
           subscriber. The talker publishes --count messages and prints
@@ -329,9 +334,106 @@ def call(args):
     session.close()
 
 
+# rcl_interfaces/srv/GetParameters: its REP 2011 hash as ROS 2 Jazzy has
+# it (computed from rcl_interfaces' .srv by the type description rules).
+GET_PARAMS_TYPE = "rcl_interfaces::srv::dds_::GetParameters_"
+GET_PARAMS_HASH = "RIHS01_bf9803d5c74cf989a5de3e0c2e99444599a627c7ff75f97b8c05b01003675cbc"
+
+
+class CdrReader:
+    """Little-endian CDR after the 4-byte header: primitives aligned to
+    their size relative to the end of the header."""
+
+    def __init__(self, payload):
+        if payload[:4] != CDR_LE:
+            raise ValueError(f"not little-endian CDR: {payload[:4].hex()}")
+        self.b = payload[4:]
+        self.i = 0
+
+    def _take(self, fmt, size):
+        self.i += (-self.i) % size
+        (v,) = struct.unpack_from(fmt, self.b, self.i)
+        self.i += size
+        return v
+
+    def u8(self):
+        return self._take("<B", 1)
+
+    def boolean(self):
+        return self._take("<B", 1) != 0
+
+    def u32(self):
+        return self._take("<I", 4)
+
+    def i64(self):
+        return self._take("<q", 8)
+
+    def f64(self):
+        return self._take("<d", 8)
+
+    def string(self):
+        n = self.u32()
+        s = self.b[self.i:self.i + n]
+        self.i += n
+        if n == 0 or s[-1] != 0:
+            raise ValueError("bad CDR string")
+        return s[:-1].decode()
+
+    def seq(self, item):
+        return [item() for _ in range(self.u32())]
+
+
+def cdr_string_seq(items):
+    out = bytearray(CDR_LE) + struct.pack("<I", len(items))
+    for s in items:
+        data = s.encode() + b"\x00"
+        out += b"\x00" * ((-(len(out) - 4)) % 4)
+        out += struct.pack("<I", len(data)) + data
+    return bytes(out)
+
+
+def parameter_value(r):
+    """rcl_interfaces/msg/ParameterValue, field by field."""
+    kind = r.u8()
+    fields = [r.boolean(), r.i64(), r.f64(), r.string(), r.seq(r.u8), r.seq(r.boolean),
+              r.seq(r.i64), r.seq(r.f64), r.seq(r.string)]
+    value = {0: None, 1: fields[0], 2: fields[1], 3: fields[2], 4: fields[3],
+             5: fields[4], 6: fields[5], 7: fields[6], 8: fields[7], 9: fields[8]}.get(kind)
+    return kind, value
+
+
+def param_get(args):
+    session = open_session(args.connect)
+    zid = str(session.zid())
+    gid = hashlib.sha256(f"{zid}/param".encode()).digest()[:16]
+    names = args.names.split(",")
+    key = f"{args.domain}/{args.target.strip('/')}/get_parameters/{GET_PARAMS_TYPE}/{GET_PARAMS_HASH}"
+    deadline = time.time() + args.timeout
+    while time.time() < deadline:
+        for reply in session.get(key, payload=cdr_string_seq(names),
+                                 attachment=attachment(1, gid),
+                                 target=zenoh.QueryTarget.ALL_COMPLETE,
+                                 consolidation=zenoh.ConsolidationMode.NONE,
+                                 timeout=2.0):
+            if reply.ok is None:
+                continue
+            r = CdrReader(reply.ok.payload.to_bytes())
+            values = r.seq(lambda: parameter_value(r))
+            for name, (kind, value) in zip(names, values):
+                print(f"param {name} {kind} {value}", flush=True)
+            session.close()
+            return
+        time.sleep(0.2)
+    print("no reply", flush=True)
+    session.close()
+    sys.exit(1)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("role", choices=["server", "client", "talker", "listener"])
+    p.add_argument("role", choices=["server", "client", "talker", "listener", "param-get"])
+    p.add_argument("--target", default="/talker", help="param-get: the node")
+    p.add_argument("--names", default="", help="param-get: comma-separated parameter names")
     p.add_argument("--connect", required=True, help="router endpoint, e.g. tcp/127.0.0.1:7447")
     p.add_argument("--domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0")))
     p.add_argument("--service", default="/add_two_ints")
@@ -350,7 +452,8 @@ def main():
     p.add_argument("--garbage", action="store_true",
                    help="client: make the first request malformed")
     args = p.parse_args()
-    {"server": serve, "client": call, "talker": talk, "listener": listen}[args.role](args)
+    {"server": serve, "client": call, "talker": talk, "listener": listen,
+     "param-get": param_get}[args.role](args)
 
 
 if __name__ == "__main__":

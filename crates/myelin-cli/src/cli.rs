@@ -32,6 +32,11 @@ pub enum Command {
     /// other hosts through zenoh): list, call.
     #[command(subcommand)]
     Service(ServiceCommand),
+    /// A node's parameters (as `ros2 param`): list, get, set, dump to and
+    /// load from ROS 2's parameter YAML, through the node's parameter
+    /// services (ROS 2 nodes on rmw_zenoh too).
+    #[command(subcommand)]
+    Param(ParamCommand),
     /// Record topics into a rosbag2-compatible MCAP bag, play one back,
     /// and show what a bag holds (`ros2 bag` reads them and vice versa).
     #[command(subcommand)]
@@ -144,6 +149,64 @@ pub enum TopicCommand {
         /// Stop after this many seconds (default: until Ctrl-C).
         #[arg(long)]
         duration: Option<f64>,
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+        domain: u32,
+    },
+}
+
+/// `myelin param` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ParamCommand {
+    /// The node's parameters (and their types with `-t`).
+    List {
+        /// The node, e.g. `/camera`.
+        node: String,
+        /// Show each parameter's type.
+        #[arg(short = 't', long = "param-type")]
+        show_types: bool,
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+        domain: u32,
+    },
+    /// A parameter's value, e.g. `myelin param get /camera fps`.
+    Get {
+        /// The node.
+        node: String,
+        /// The parameter.
+        name: String,
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+        domain: u32,
+    },
+    /// Set a parameter; the value is YAML as in ROS 2 (`30`, `2.5`,
+    /// `true`, `"[1, 2]"`, text), e.g. `myelin param set /camera fps 15`.
+    Set {
+        /// The node.
+        node: String,
+        /// The parameter.
+        name: String,
+        /// The value.
+        value: String,
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+        domain: u32,
+    },
+    /// Print every parameter of the node as a ROS 2 parameter file.
+    Dump {
+        /// The node.
+        node: String,
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+        domain: u32,
+    },
+    /// Set the node's parameters from a ROS 2 parameter file (its
+    /// `/**` entry and the node's own), all at once.
+    Load {
+        /// The node.
+        node: String,
+        /// The file.
+        file: std::path::PathBuf,
         /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
         #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,

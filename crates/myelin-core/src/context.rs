@@ -40,6 +40,8 @@ pub struct ContextBuilder {
     zenoh_config: Option<std::path::PathBuf>,
     /// ROS time follows `/clock`.
     use_sim_time: bool,
+    /// `--ros-args ...` to read at build.
+    ros_args: Vec<String>,
 }
 
 impl Default for ContextBuilder {
@@ -51,6 +53,7 @@ impl Default for ContextBuilder {
             network: None,
             zenoh_config: None,
             use_sim_time: false,
+            ros_args: Vec::new(),
         }
     }
 }
@@ -121,8 +124,40 @@ impl ContextBuilder {
         self
     }
 
+    /// Command-line arguments in ROS 2's syntax (a program passes
+    /// `std::env::args()`): what follows `--ros-args` (up to `--` or the
+    /// end) is read at [`build`](Self::build); anything before it is the
+    /// program's. Understood:
+    ///
+    /// * `-p name:=value` / `--param name:=value`: an initial value for
+    ///   the parameter `name` of every node (`-p node:name:=value`: of
+    ///   `node` only), YAML as in ROS 2 (`true`, `3`, `2.5`, `[1, 2]`, a
+    ///   string otherwise);
+    /// * `--params-file FILE`: ROS 2's parameter YAML
+    ///   (`/**:` or `node:` then `ros__parameters:`).
+    ///
+    /// A node's [`declare_parameter`](crate::Node::declare_parameter)
+    /// then starts from that value instead of its default. Anything else
+    /// after `--ros-args` is an error naming it.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = myelin_core::Context::builder()
+    ///     .handle_signals(false)
+    ///     .ros_args(["my_program", "--ros-args", "-p", "rate:=20"])
+    ///     .build()?;
+    /// let node = ctx.create_node("camera")?;
+    /// assert_eq!(node.declare_parameter("rate", 10)?.as_i64(), Some(20));
+    /// # Ok(()) }
+    /// ```
+    pub fn ros_args<S: Into<String>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.ros_args = args.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Create the context.
     pub fn build(self) -> Result<Context, ContextError> {
+        let overrides = parse_ros_args(&self.ros_args)?;
         let domain_id = match self.domain_id {
             Some(d) => d,
             None => domain_from_env(std::env::var_os(DOMAIN_ENV).as_deref())?,
@@ -139,7 +174,12 @@ impl ContextBuilder {
         let sim = self
             .use_sim_time
             .then(|| Arc::new(crate::dispatch::SimTime::new()));
-        let inner = Arc::new(ContextInner::new(domain_id, transports, sim.clone()));
+        let inner = Arc::new(ContextInner::new(
+            domain_id,
+            transports,
+            sim.clone(),
+            overrides,
+        ));
         if self.handle_signals {
             signals::register(&inner);
         }
@@ -201,6 +241,41 @@ fn start_time_source(
         })
         .map_err(|e| ContextError::SimTime(format!("starting its thread: {e}")))?;
     Ok(())
+}
+
+/// Read ROS 2 command-line arguments (see [`ContextBuilder::ros_args`]).
+fn parse_ros_args(args: &[String]) -> Result<crate::parameter::Overrides, ContextError> {
+    let mut overrides = crate::parameter::Overrides::default();
+    let Some(start) = args.iter().position(|a| a == "--ros-args") else {
+        return Ok(overrides);
+    };
+    let mut it = args[start + 1..].iter();
+    let bad = |why: String| ContextError::RosArgs(why);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--" => break,
+            "--ros-args" => {}
+            "-p" | "--param" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| bad(format!("{a} needs name:=value")))?;
+                overrides.add_arg(v).map_err(bad)?;
+            }
+            "--params-file" => {
+                let f = it
+                    .next()
+                    .ok_or_else(|| bad("--params-file needs a file".into()))?;
+                overrides.add_file(std::path::Path::new(f)).map_err(bad)?;
+            }
+            other => {
+                return Err(bad(format!(
+                    "{:?} is not understood after --ros-args (myelin reads -p name:=value and --params-file FILE)",
+                    other.chars().take(60).collect::<String>()
+                )));
+            }
+        }
+    }
+    Ok(overrides)
 }
 
 /// The environment variable that names the domain, as in ROS 2.
@@ -344,14 +419,26 @@ impl Context {
                 return Err(CreateNodeError::NameTaken(fqn));
             }
         }
+        let inner = Arc::new(NodeInner::new(
+            self.inner.clone(),
+            name.to_string(),
+            namespace,
+            fqn,
+        ));
         Ok(Node {
-            inner: Arc::new(NodeInner::new(
-                self.inner.clone(),
-                name.to_string(),
-                namespace,
-                fqn,
-            )),
+            _user: Some(Arc::new(crate::node::UserHandle {
+                node: Arc::downgrade(&inner),
+            })),
+            inner,
         })
+    }
+
+    /// The initial value this context's `--ros-args` (`-p`,
+    /// `--params-file`) give parameter `name` of the node `fqn`, if any
+    /// (what [`Node::declare_parameter`](crate::Node::declare_parameter)
+    /// starts from).
+    pub fn parameter_override(&self, fqn: &str, name: &str) -> Option<crate::ParameterValue> {
+        self.inner.param_overrides.value(fqn, name)
     }
 
     /// Shut the context down: every executor's `spin` returns, blocked

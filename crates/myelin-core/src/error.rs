@@ -45,6 +45,10 @@ pub enum ContextError {
     /// not be set up.
     #[error("use_sim_time: the /clock subscription could not be set up: {0}")]
     SimTime(String),
+    /// `--ros-args` holds something wrong (an unreadable parameter file,
+    /// a malformed `-p`, an unknown flag).
+    #[error("--ros-args: {0}")]
+    RosArgs(String),
 }
 
 /// Creating a node failed.

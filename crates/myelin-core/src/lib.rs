@@ -50,8 +50,10 @@ mod matching;
 pub mod message;
 pub mod names;
 mod node;
+pub mod parameter;
 pub mod publisher;
 pub mod qos;
+pub mod rcl_interfaces;
 mod runtime;
 pub mod service;
 pub mod subscription;
@@ -102,7 +104,8 @@ pub fn init_logging() {
         .try_init();
 }
 pub use names::NameError;
-pub use node::Node;
+pub use node::{Node, OnSetParametersHandle};
+pub use parameter::{ParameterError, ParameterValue};
 pub use publisher::{Loan, LoanUninit, Publisher, PublisherOptions, SliceLoan};
 pub use qos::{
     Durability, History, IncompatibleQosStatus, Liveliness, LivelinessKind, QoS, QosPolicy,

@@ -32,6 +32,8 @@ pub(crate) struct ContextInner {
     pub(crate) transports: Transports,
     /// Simulated time (`use_sim_time`): ROS time follows `/clock`.
     pub(crate) sim: Option<Arc<crate::dispatch::SimTime>>,
+    /// Initial parameter values (`--ros-args -p`, `--params-file`).
+    pub(crate) param_overrides: crate::parameter::Overrides,
 }
 
 impl ContextInner {
@@ -40,6 +42,7 @@ impl ContextInner {
         domain_id: u32,
         transports: Transports,
         sim: Option<Arc<crate::dispatch::SimTime>>,
+        param_overrides: crate::parameter::Overrides,
     ) -> Self {
         ContextInner {
             domain_id,
@@ -51,6 +54,7 @@ impl ContextInner {
             epoch: std::time::Instant::now(),
             transports,
             sim,
+            param_overrides,
         }
     }
 
@@ -113,6 +117,13 @@ pub(crate) struct NodeInner {
     pub(crate) nid: u64,
     /// The node's announcements on its transports (withdrawn on drop).
     _announced: Vec<Box<dyn std::any::Any + Send + Sync>>,
+    /// Its parameters.
+    pub(crate) params: crate::parameter::ParamState,
+    /// What serves them (the parameter services and the
+    /// `/parameter_events` publisher, made with the first parameter),
+    /// dropped with the node's last handle: they hold the node, so holding
+    /// them here past that would keep it alive for ever.
+    pub(crate) param_entities: Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -149,6 +160,8 @@ impl NodeInner {
             default_group: CallbackGroup::new(CallbackGroupKind::MutuallyExclusive),
             entities: Mutex::new(Vec::new()),
             timers: Mutex::new(Vec::new()),
+            params: Default::default(),
+            param_entities: Mutex::new(None),
         }
     }
 

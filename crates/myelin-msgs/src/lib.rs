@@ -93,6 +93,16 @@ macro_rules! __type_list {
             sensor_msgs PointCloud2,
             sensor_msgs RegionOfInterest,
             sensor_msgs CameraInfo,
+            rcl_interfaces ParameterType,
+            rcl_interfaces ParameterValue,
+            rcl_interfaces Parameter,
+            rcl_interfaces FloatingPointRange,
+            rcl_interfaces IntegerRange,
+            rcl_interfaces ParameterDescriptor,
+            rcl_interfaces ParameterEvent,
+            rcl_interfaces SetParametersResult,
+            rcl_interfaces ListParametersResult,
+            rcl_interfaces Log,
         }
     };
 }
@@ -150,6 +160,12 @@ macro_rules! __srv_list {
             example_interfaces AddTwoInts,
             example_interfaces Trigger,
             example_interfaces SetBool,
+            rcl_interfaces GetParameters,
+            rcl_interfaces SetParameters,
+            rcl_interfaces SetParametersAtomically,
+            rcl_interfaces ListParameters,
+            rcl_interfaces DescribeParameters,
+            rcl_interfaces GetParameterTypes,
         }
     };
 }
@@ -329,6 +345,14 @@ pub mod rosgraph_msgs {
     /// [`myelin::time::ClockMessage`], the type a context's `/clock`
     /// subscription takes.
     pub use myelin::time::ClockMessage as Clock;
+}
+
+/// `rcl_interfaces`: parameters and logs, the interfaces every ROS 2 node
+/// serves (myelin's own [`myelin::rcl_interfaces`], used by
+/// [`Node::declare_parameter`](myelin::Node::declare_parameter) and
+/// friends).
+pub mod rcl_interfaces {
+    pub use myelin::rcl_interfaces::*;
 }
 
 /// `service_msgs`: what service introspection reports about a call (part

@@ -330,3 +330,42 @@ fn a_late_ros_2_listener_gets_a_myelin_publishers_transient_local_history() {
     }
     assert!(listener.wait().success());
 }
+
+/// `ros2 param get` on a myelin node: the peer calls the node's
+/// `~/get_parameters` (rcl_interfaces/srv/GetParameters) over rmw_zenoh's
+/// service protocol and decodes the CDR reply with its own reader.
+#[test]
+fn a_ros_2_tool_gets_a_myelin_nodes_parameters() {
+    let Some(py) = python() else { return };
+    let r = router("interop_params");
+    let domain = 58;
+    let c = ctx(&r, domain);
+    let node = c.create_node("tuned").unwrap();
+    node.declare_parameter("speed", 1.5).unwrap();
+    node.declare_parameter("name", "robot").unwrap();
+    node.declare_parameter("ids", vec![3i64, 4]).unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    let stop = exec.stop_handle();
+    let spin = std::thread::spawn(move || exec.spin());
+    let peer = Peer::start(
+        &py,
+        &r,
+        &[
+            "param-get",
+            "--domain",
+            &domain.to_string(),
+            "--target",
+            "/tuned",
+            "--names",
+            "speed,name,ids,missing",
+        ],
+    );
+    assert_eq!(peer.expect("param speed"), "param speed 3 1.5");
+    assert_eq!(peer.expect("param name"), "param name 4 robot");
+    assert_eq!(peer.expect("param ids"), "param ids 7 [3, 4]");
+    assert_eq!(peer.expect("param missing"), "param missing 0 None");
+    assert!(peer.wait().success());
+    stop.stop();
+    spin.join().unwrap().unwrap();
+}

@@ -1,6 +1,9 @@
 //! Nodes: named groups of publishers, subscriptions and timers.
 
+mod parameters;
 mod remote_services;
+
+pub use parameters::OnSetParametersHandle;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -30,6 +33,28 @@ use crate::transport::{
 #[derive(Clone)]
 pub struct Node {
     pub(crate) inner: Arc<NodeInner>,
+    /// Shared by the handles given to the program (`None` in handles
+    /// myelin makes for itself): when the last goes, what serves the
+    /// node's parameters goes too.
+    pub(crate) _user: Option<Arc<UserHandle>>,
+}
+
+/// The program's hold on a node (see [`Node`]'s `_user`).
+pub(crate) struct UserHandle {
+    pub(crate) node: std::sync::Weak<NodeInner>,
+}
+
+impl Drop for UserHandle {
+    fn drop(&mut self) {
+        if let Some(n) = self.node.upgrade() {
+            let served = n
+                .param_entities
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            drop(served);
+        }
+    }
 }
 
 impl Node {
