@@ -460,21 +460,9 @@ fn record_a_ros_2_talker_and_play_to_a_ros_2_listener() {
 /// backwards, within the bag's span.
 #[test]
 fn play_publishes_the_bag_time_on_clock() {
-    use myelin_bag::{TopicInfo, Writer, WriterOptions};
     use myelin_msgs::rosgraph_msgs::Clock;
     let dir = scratch("clock");
-    let t0 = 1_700_000_000_000_000_000u64;
-    {
-        let mut w = Writer::create(&dir, WriterOptions::default()).unwrap();
-        let id = w
-            .add_topic(TopicInfo::of::<std_msgs::Int32>("/ticks"))
-            .unwrap();
-        for i in 0..100 {
-            w.write_message(id, t0 + i as u64 * 10_000_000, &std_msgs::Int32 { data: i })
-                .unwrap();
-        }
-        w.finish().unwrap();
-    }
+    let t0 = int_bag(&dir, "/ticks", 100);
     let c = ctx(192);
     let node = c.create_node("bag_test_clock").unwrap();
     let clock = node
@@ -491,17 +479,7 @@ fn play_publishes_the_bag_time_on_clock() {
             Default::default(),
         )
         .unwrap();
-    let out = myelin()
-        .args(["bag", "play", dir.to_str().unwrap(), "--clock", "200"])
-        .args(["--wait-for-subscribers", "30", "--domain", "192"])
-        .env("MYELIN_TRANSPORT", "shm")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    play_with_clock(&dir, "200", 192);
     let mut times = Vec::new();
     while let Some(m) = clock.take() {
         times.push(m.clock.sec as u64 * 1_000_000_000 + m.clock.nanosec as u64);
@@ -598,6 +576,27 @@ fn convert_merges_filters_and_splits_keeping_definitions() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `myelin bag play DIR --clock HZ` on `domain` (shared memory) to the
+/// end; it must succeed.
+fn play_with_clock(dir: &Path, hz: &str, domain: u32) {
+    let out = myelin()
+        .args(["bag", "play", dir.to_str().unwrap(), "--clock", hz])
+        .args([
+            "--wait-for-subscribers",
+            "30",
+            "--domain",
+            &domain.to_string(),
+        ])
+        .env("MYELIN_TRANSPORT", "shm")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A bag of `n` Int32 (0..n) on `topic`, 10 ms apart from 1.7e18 ns.
 fn int_bag(dir: &Path, topic: &str, n: i32) -> u64 {
     use myelin_bag::{TopicInfo, Writer, WriterOptions};
@@ -642,17 +641,7 @@ fn a_sim_time_node_follows_the_replay() {
     exec.add_node(&node).unwrap();
     let stop = exec.stop_handle();
     let spin = std::thread::spawn(move || exec.spin().unwrap());
-    let out = myelin()
-        .args(["bag", "play", dir.to_str().unwrap(), "--clock", "100"])
-        .args(["--wait-for-subscribers", "30", "--domain", "193"])
-        .env("MYELIN_TRANSPORT", "shm")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    play_with_clock(&dir, "100", 193);
     stop.stop();
     spin.join().unwrap();
     let stamps = stamps.lock().unwrap().clone();

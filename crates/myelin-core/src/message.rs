@@ -156,6 +156,34 @@ pub trait ServiceType: 'static {
     const ROS_TYPE_HASH: Option<&'static str> = None;
 }
 
+/// `impl_cdr_message!(Type, "pkg/msg/Name", "RIHS01_...")`: the
+/// [`Message`] of a serde type that mirrors a ROS 2 message, sent as CDR
+/// and identified by its ROS hash (the core's own ROS types: time, clock,
+/// parameters).
+macro_rules! impl_cdr_message {
+    ($t:ty, $ros:literal, $hash:literal) => {
+        impl $crate::message::Message for $t {
+            const TYPE_NAME: &'static str = $ros;
+            const ROS_TYPE_HASH: Option<&'static str> = Some($hash);
+            const TYPE_HASH: $crate::message::TypeHash =
+                $crate::message::TypeHash::of_ros_hash($hash);
+            const WIRE: $crate::wire::Wire = $crate::wire::Wire::Cdr;
+            fn wire_len(&self) -> Result<usize, $crate::wire::WireError> {
+                $crate::wire::cdr_codec::len(self)
+            }
+            fn wire_encode(&self, out: &mut [u8]) -> Result<(), $crate::wire::WireError> {
+                $crate::wire::cdr_codec::encode(self, out, Self::TYPE_NAME)
+            }
+            fn wire_decode(
+                bytes: $crate::wire::SharedBytes,
+            ) -> Result<Self, $crate::wire::WireError> {
+                $crate::wire::cdr_codec::decode(&bytes, Self::TYPE_NAME)
+            }
+        }
+    };
+}
+pub(crate) use impl_cdr_message;
+
 macro_rules! builtin_pod {
     ($($t:ty => $name:literal),* $(,)?) => {
         $(

@@ -28,21 +28,7 @@ macro_rules! ros_msg {
             $($(#[$fdoc])* pub $field: $ty,)*
         }
 
-        impl crate::Message for $name {
-            const TYPE_NAME: &'static str = $ros;
-            const ROS_TYPE_HASH: Option<&'static str> = Some($hash);
-            const TYPE_HASH: crate::TypeHash = crate::TypeHash::of_ros_hash($hash);
-            const WIRE: crate::Wire = crate::Wire::Cdr;
-            fn wire_len(&self) -> Result<usize, crate::WireError> {
-                crate::wire::cdr_codec::len(self)
-            }
-            fn wire_encode(&self, out: &mut [u8]) -> Result<(), crate::WireError> {
-                crate::wire::cdr_codec::encode(self, out, Self::TYPE_NAME)
-            }
-            fn wire_decode(bytes: crate::SharedBytes) -> Result<Self, crate::WireError> {
-                crate::wire::cdr_codec::decode(&bytes, Self::TYPE_NAME)
-            }
-        }
+        crate::message::impl_cdr_message!($name, $ros, $hash);
     };
 }
 

@@ -47,8 +47,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::dispatch::SimTime;
-use crate::message::{Message, TypeHash};
-use crate::wire::{SharedBytes, Wire, WireError};
 
 /// A point in time: seconds and nanoseconds since the epoch of its clock
 /// (the Unix epoch for ROS and system time). This is
@@ -132,24 +130,11 @@ impl std::ops::Sub for Time {
     }
 }
 
-impl Message for Time {
-    const TYPE_NAME: &'static str = "builtin_interfaces/msg/Time";
-    const ROS_TYPE_HASH: Option<&'static str> =
-        Some("RIHS01_b106235e25a4c5ed35098aa0a61a3ee9c9b18d197f398b0e4206cea9acf9c197");
-    const TYPE_HASH: TypeHash = TypeHash::of_ros_hash(
-        "RIHS01_b106235e25a4c5ed35098aa0a61a3ee9c9b18d197f398b0e4206cea9acf9c197",
-    );
-    const WIRE: Wire = Wire::Cdr;
-    fn wire_len(&self) -> Result<usize, WireError> {
-        crate::wire::cdr_codec::len(self)
-    }
-    fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
-        crate::wire::cdr_codec::encode(self, out, Self::TYPE_NAME)
-    }
-    fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
-        crate::wire::cdr_codec::decode(&bytes, Self::TYPE_NAME)
-    }
-}
+crate::message::impl_cdr_message!(
+    Time,
+    "builtin_interfaces/msg/Time",
+    "RIHS01_b106235e25a4c5ed35098aa0a61a3ee9c9b18d197f398b0e4206cea9acf9c197"
+);
 
 /// `rosgraph_msgs/msg/Clock`: the current time of a simulation or a
 /// replay, published on `/clock` (the message crate names it
@@ -163,24 +148,11 @@ pub struct ClockMessage {
     pub clock: Time,
 }
 
-impl Message for ClockMessage {
-    const TYPE_NAME: &'static str = "rosgraph_msgs/msg/Clock";
-    const ROS_TYPE_HASH: Option<&'static str> =
-        Some("RIHS01_692f7a66e93a3c83e71765d033b60349ba68023a8c689a79e48078bcb5c58564");
-    const TYPE_HASH: TypeHash = TypeHash::of_ros_hash(
-        "RIHS01_692f7a66e93a3c83e71765d033b60349ba68023a8c689a79e48078bcb5c58564",
-    );
-    const WIRE: Wire = Wire::Cdr;
-    fn wire_len(&self) -> Result<usize, WireError> {
-        crate::wire::cdr_codec::len(self)
-    }
-    fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
-        crate::wire::cdr_codec::encode(self, out, Self::TYPE_NAME)
-    }
-    fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
-        crate::wire::cdr_codec::decode(&bytes, Self::TYPE_NAME)
-    }
-}
+crate::message::impl_cdr_message!(
+    ClockMessage,
+    "rosgraph_msgs/msg/Clock",
+    "RIHS01_692f7a66e93a3c83e71765d033b60349ba68023a8c689a79e48078bcb5c58564"
+);
 
 /// Which clock a [`Clock`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

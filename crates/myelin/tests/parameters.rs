@@ -296,7 +296,11 @@ mod across_processes {
     fn another_process_gets_and_sets_parameters_through_the_services() {
         let domain = 226;
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "across_processes::parameter_server_child", "--nocapture"])
+            .args([
+                "--exact",
+                "across_processes::parameter_server_child",
+                "--nocapture",
+            ])
             .env("MYELIN_PARAM_CHILD", domain.to_string())
             .stdout(std::process::Stdio::null())
             .spawn()

@@ -232,39 +232,15 @@ fn end_role(spec: &str) -> Result<(), BenchError> {
     let [system, mode, config, domain, tag, total, warm, size, file] = parts[..] else {
         return Err(err(format!("bad {END_ENV} {spec:?}")));
     };
-    let ring = systems::named(system)
-        .and_then(|s| s.runs.net)
-        .ok_or_else(|| err(format!("bad system {system:?}")))?;
-    let mode = ring
-        .modes
-        .iter()
-        .find(|m| **m == mode)
-        .ok_or_else(|| err(format!("bad kind {mode:?}")))?;
-    let at = Ring {
-        mode,
-        config: PathBuf::from(config),
-        domain: domain.parse().map_err(err)?,
-        tag: tag.to_string(),
-    };
+    let (ring, at) = ring_of(system, mode, config, domain, tag)?;
     let total: u64 = total.parse().map_err(err)?;
     let warm: u64 = warm.parse().map_err(err)?;
     let size: usize = size.parse().map_err(err)?;
     let mut end = (ring.open)(&at, 1)?;
-    let mut samples = Vec::with_capacity(total as usize);
-    let mut payload = vec![0u8; size.max(8)];
-    for i in 0..total {
-        payload[..8].copy_from_slice(&i.to_le_bytes());
-        let t0 = now_ns();
-        end.send(&payload)?;
-        let back = end.recv()?;
-        let t1 = now_ns();
-        if back != i.to_le_bytes() {
-            return Err(err("a reply out of order"));
-        }
-        if i >= warm {
-            samples.extend_from_slice(&(t1 - t0).to_le_bytes());
-        }
-    }
+    let mut samples = Vec::with_capacity(total as usize * 8);
+    round_trips(total, warm, size, end.as_mut(), |_, rtt| {
+        samples.extend_from_slice(&rtt.to_le_bytes())
+    })?;
     drop(end);
     std::fs::write(file, samples).map_err(err)?;
     println!("done");
@@ -409,13 +385,15 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// `system,mode,config,domain,tag,index,total`: the system's stage
-/// forwards position `index` to `index + 1`, `total` messages.
-fn stage(spec: &str) -> Result<(), BenchError> {
-    let parts: Vec<&str> = spec.split(',').collect();
-    let [system, mode, config, domain, tag, index, total] = parts[..] else {
-        return Err(err(format!("bad {ENV} {spec:?}")));
-    };
+/// The ring of `system` in `mode`, and what its processes share, from a
+/// helper's spec.
+fn ring_of(
+    system: &str,
+    mode: &str,
+    config: &str,
+    domain: &str,
+    tag: &str,
+) -> Result<(NetRing, Ring), BenchError> {
     let ring = systems::named(system)
         .and_then(|s| s.runs.net)
         .ok_or_else(|| err(format!("bad system {system:?}")))?;
@@ -430,6 +408,17 @@ fn stage(spec: &str) -> Result<(), BenchError> {
         domain: domain.parse().map_err(err)?,
         tag: tag.to_string(),
     };
+    Ok((ring, at))
+}
+
+/// `system,mode,config,domain,tag,index,total`: the system's stage
+/// forwards position `index` to `index + 1`, `total` messages.
+fn stage(spec: &str) -> Result<(), BenchError> {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [system, mode, config, domain, tag, index, total] = parts[..] else {
+        return Err(err(format!("bad {ENV} {spec:?}")));
+    };
+    let (ring, at) = ring_of(system, mode, config, domain, tag)?;
     let i: u32 = index.parse().map_err(err)?;
     let total: u64 = total.parse().map_err(err)?;
     (ring.stage)(&at, i, total)?;
@@ -440,14 +429,13 @@ fn stage(spec: &str) -> Result<(), BenchError> {
 
 /// `total` round trips: send a payload whose first 8 bytes are its
 /// sequence number, receive the reply's first 8 bytes; each after the
-/// `warm`-up is recorded (divided by `div`).
+/// `warm`-up goes to `record(ns since the first, round trip ns)`.
 fn round_trips(
     total: u64,
     warm: u64,
-    div: u64,
     size: usize,
-    rec: &mut LatencyRecorder,
     end: &mut dyn RingEnd,
+    mut record: impl FnMut(u64, u64),
 ) -> Result<(), BenchError> {
     let mut payload = vec![0u8; size.max(8)];
     let t_start = now_ns();
@@ -461,7 +449,7 @@ fn round_trips(
             return Err(err("a reply out of order"));
         }
         if i >= warm {
-            rec.record_at((t0 - t_start) as f64 / 1e9, (t1 - t0) / div);
+            record(t0 - t_start, t1 - t0);
         }
     }
     Ok(())
@@ -526,7 +514,9 @@ pub(crate) fn run(
     let hops = u64::from(stages) + 1;
     let mut end = (ring.open)(&at, stages)?;
     let meter = Meter::start();
-    round_trips(total, warm, div, p.size, &mut rec, end.as_mut())?;
+    round_trips(total, warm, p.size, end.as_mut(), |since, rtt| {
+        rec.record_at(since as f64 / 1e9, rtt / div)
+    })?;
     drop(end);
     drop(helpers);
     let shape = if one_way {
