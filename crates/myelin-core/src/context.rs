@@ -134,7 +134,11 @@ impl ContextBuilder {
     ///   `node` only), YAML as in ROS 2 (`true`, `3`, `2.5`, `[1, 2]`, a
     ///   string otherwise);
     /// * `--params-file FILE`: ROS 2's parameter YAML
-    ///   (`/**:` or `node:` then `ros__parameters:`).
+    ///   (`/**:` or `node:` then `ros__parameters:`);
+    /// * `-r from:=to` / `--remap`: a topic or service name (relative
+    ///   names resolve against each node), `-r __node:=name` and `-r
+    ///   __ns:=/namespace` for the nodes created; `-r node:from:=to` for
+    ///   the node created as `node` only. The first matching rule wins.
     ///
     /// A node's [`declare_parameter`](crate::Node::declare_parameter)
     /// then starts from that value instead of its default. Anything else
@@ -157,7 +161,7 @@ impl ContextBuilder {
 
     /// Create the context.
     pub fn build(self) -> Result<Context, ContextError> {
-        let overrides = parse_ros_args(&self.ros_args)?;
+        let (overrides, remaps) = parse_ros_args(&self.ros_args)?;
         let domain_id = match self.domain_id {
             Some(d) => d,
             None => domain_from_env(std::env::var_os(DOMAIN_ENV).as_deref())?,
@@ -179,6 +183,7 @@ impl ContextBuilder {
             transports,
             sim.clone(),
             overrides,
+            remaps,
         ));
         if self.handle_signals {
             signals::register(&inner);
@@ -244,10 +249,13 @@ fn start_time_source(
 }
 
 /// Read ROS 2 command-line arguments (see [`ContextBuilder::ros_args`]).
-fn parse_ros_args(args: &[String]) -> Result<crate::parameter::Overrides, ContextError> {
+fn parse_ros_args(
+    args: &[String],
+) -> Result<(crate::parameter::Overrides, names::Remaps), ContextError> {
     let mut overrides = crate::parameter::Overrides::default();
+    let mut remaps = names::Remaps::default();
     let Some(start) = args.iter().position(|a| a == "--ros-args") else {
-        return Ok(overrides);
+        return Ok((overrides, remaps));
     };
     let mut it = args[start + 1..].iter();
     let bad = |why: String| ContextError::RosArgs(why);
@@ -261,6 +269,12 @@ fn parse_ros_args(args: &[String]) -> Result<crate::parameter::Overrides, Contex
                     .ok_or_else(|| bad(format!("{a} needs name:=value")))?;
                 overrides.add_arg(v).map_err(bad)?;
             }
+            "-r" | "--remap" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| bad(format!("{a} needs from:=to")))?;
+                remaps.add_arg(v).map_err(bad)?;
+            }
             "--params-file" => {
                 let f = it
                     .next()
@@ -269,13 +283,13 @@ fn parse_ros_args(args: &[String]) -> Result<crate::parameter::Overrides, Contex
             }
             other => {
                 return Err(bad(format!(
-                    "{:?} is not understood after --ros-args (myelin reads -p name:=value and --params-file FILE)",
+                    "{:?} is not understood after --ros-args (myelin reads -p name:=value, -r from:=to and --params-file FILE)",
                     other.chars().take(60).collect::<String>()
                 )));
             }
         }
     }
-    Ok(overrides)
+    Ok((overrides, remaps))
 }
 
 /// The environment variable that names the domain, as in ROS 2.
@@ -404,7 +418,11 @@ impl Context {
     /// Create a node in a namespace (`"robot1"` and `"/robot1"` are the same).
     pub fn create_node_in(&self, name: &str, namespace: &str) -> Result<Node, CreateNodeError> {
         names::validate_node_name(name)?;
-        let namespace = names::normalize_namespace(namespace)?;
+        names::normalize_namespace(namespace)?;
+        let created_as = name;
+        let (name, namespace) = self.inner.remaps.node(name, namespace);
+        let name = name.as_str();
+        let namespace = names::normalize_namespace(&namespace)?;
         let fqn = names::node_fqn(&namespace, name);
         if self.inner.is_shut_down() {
             return Err(CreateNodeError::ContextShutDown(fqn));
@@ -419,12 +437,9 @@ impl Context {
                 return Err(CreateNodeError::NameTaken(fqn));
             }
         }
-        let inner = Arc::new(NodeInner::new(
-            self.inner.clone(),
-            name.to_string(),
-            namespace,
-            fqn,
-        ));
+        let mut node = NodeInner::new(self.inner.clone(), name.to_string(), namespace, fqn);
+        node.created_as = created_as.to_string();
+        let inner = Arc::new(node);
         Ok(Node {
             _user: Some(Arc::new(crate::node::UserHandle {
                 node: Arc::downgrade(&inner),

@@ -1003,3 +1003,157 @@ mod tests {
         assert_eq!(node_fqn("/a/b", "talker"), "/a/b/talker");
     }
 }
+
+// ------------------------------------------------------------- remapping
+
+/// ROS 2's remapping rules (`--ros-args -r [node:]from:=to`): node names
+/// (`__node:=`), namespaces (`__ns:=`), topic and service names. Rules
+/// apply in the order given; the first that matches wins, as in rcl. A
+/// rule `node:from:=to` applies only to the node created as `node`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Remaps {
+    rules: Vec<Remap>,
+}
+
+#[derive(Debug, Clone)]
+struct Remap {
+    /// Only for the node created with this name.
+    node: Option<String>,
+    from: String,
+    to: String,
+}
+
+impl Remaps {
+    /// Add `[node:]from:=to`, checked.
+    pub(crate) fn add_arg(&mut self, arg: &str) -> Result<(), String> {
+        let (lhs, to) = arg
+            .split_once(":=")
+            .ok_or_else(|| format!("-r {arg:?}: expected from:=to or node:from:=to"))?;
+        // A node prefix is what stands before the last ':' of the left
+        // side (topic names have none).
+        let (node, from) = match lhs.rsplit_once(':') {
+            Some((node, from)) => {
+                validate_node_name(node).map_err(|e| format!("-r {arg:?}: {e}"))?;
+                (Some(node.to_string()), from)
+            }
+            None => (None, lhs),
+        };
+        match from {
+            "__node" | "__name" => {
+                validate_node_name(to).map_err(|e| format!("-r {arg:?}: {e}"))?;
+            }
+            "__ns" => {
+                normalize_namespace(to).map_err(|e| format!("-r {arg:?}: {e}"))?;
+            }
+            _ => {
+                validate_topic_name(from, NameKind::Topic)
+                    .and_then(|()| validate_topic_name(to, NameKind::Topic))
+                    .map_err(|e| format!("-r {arg:?}: {e}"))?;
+            }
+        }
+        self.rules.push(Remap {
+            node: node.filter(|n| !n.is_empty()),
+            from: if from == "__name" {
+                "__node".into()
+            } else {
+                from.to_string()
+            },
+            to: to.to_string(),
+        });
+        Ok(())
+    }
+
+    fn for_node<'a>(&'a self, original: &'a str) -> impl Iterator<Item = &'a Remap> + 'a {
+        self.rules
+            .iter()
+            .filter(move |r| r.node.as_deref().is_none_or(|n| n == original))
+    }
+
+    /// The name and namespace a node created as (`name`, `namespace`)
+    /// gets.
+    pub(crate) fn node(&self, name: &str, namespace: &str) -> (String, String) {
+        let new_name = self
+            .for_node(name)
+            .find(|r| r.from == "__node")
+            .map_or(name, |r| r.to.as_str());
+        let new_ns = self
+            .for_node(name)
+            .find(|r| r.from == "__ns")
+            .map_or(namespace, |r| r.to.as_str());
+        (new_name.to_string(), new_ns.to_string())
+    }
+
+    /// `expanded` (a topic or service name of the node created as
+    /// `original`, now `node_name` in `namespace`) after the first rule
+    /// that matches it.
+    pub(crate) fn name(
+        &self,
+        expanded: String,
+        original: &str,
+        node_name: &str,
+        namespace: &str,
+        kind: NameKind,
+    ) -> String {
+        for r in self.for_node(original) {
+            if r.from == "__node" || r.from == "__ns" {
+                continue;
+            }
+            let Ok(from) = expand_topic_name(&r.from, node_name, namespace, kind) else {
+                continue;
+            };
+            if from == expanded
+                && let Ok(to) = expand_topic_name(&r.to, node_name, namespace, kind)
+            {
+                return to;
+            }
+        }
+        expanded
+    }
+}
+
+#[cfg(test)]
+mod remap_tests {
+    use super::*;
+
+    #[test]
+    fn remapping_follows_rcl() {
+        let mut r = Remaps::default();
+        for a in [
+            "chatter:=talk",
+            "/abs:=/elsewhere",
+            "camera:image:=image_raw",
+            "camera:__node:=cam0",
+            "__ns:=/robot1",
+        ] {
+            r.add_arg(a).unwrap();
+        }
+        assert_eq!(r.node("camera", "/"), ("cam0".into(), "/robot1".into()));
+        assert_eq!(r.node("talker", "/x"), ("talker".into(), "/robot1".into()));
+        let topic = |orig: &str, node: &str, ns: &str, t: &str| {
+            let e = expand_topic_name(t, node, ns, NameKind::Topic).unwrap();
+            r.name(e, orig, node, ns, NameKind::Topic)
+        };
+        assert_eq!(
+            topic("talker", "talker", "/robot1", "chatter"),
+            "/robot1/talk"
+        );
+        assert_eq!(topic("talker", "talker", "/robot1", "/abs"), "/elsewhere");
+        assert_eq!(
+            topic("camera", "cam0", "/robot1", "image"),
+            "/robot1/image_raw"
+        );
+        assert_eq!(
+            topic("talker", "talker", "/robot1", "image"),
+            "/robot1/image"
+        );
+        for bad in [
+            "nothing",
+            "a b:=c",
+            "x:=",
+            "bad node:a:=b",
+            "__ns:=not valid",
+        ] {
+            assert!(Remaps::default().add_arg(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -34,6 +34,8 @@ pub(crate) struct ContextInner {
     pub(crate) sim: Option<Arc<crate::dispatch::SimTime>>,
     /// Initial parameter values (`--ros-args -p`, `--params-file`).
     pub(crate) param_overrides: crate::parameter::Overrides,
+    /// Remapping rules (`--ros-args -r`).
+    pub(crate) remaps: crate::names::Remaps,
 }
 
 impl ContextInner {
@@ -43,6 +45,7 @@ impl ContextInner {
         transports: Transports,
         sim: Option<Arc<crate::dispatch::SimTime>>,
         param_overrides: crate::parameter::Overrides,
+        remaps: crate::names::Remaps,
     ) -> Self {
         ContextInner {
             domain_id,
@@ -55,6 +58,7 @@ impl ContextInner {
             transports,
             sim,
             param_overrides,
+            remaps,
         }
     }
 
@@ -107,6 +111,9 @@ pub(crate) struct NodeInner {
     pub(crate) name: String,
     pub(crate) namespace: String,
     pub(crate) fqn: String,
+    /// The name the program created the node with (remapping rules for a
+    /// node name it).
+    pub(crate) created_as: String,
     pub(crate) ctx: Arc<ContextInner>,
     executor: Mutex<Option<Arc<ExecShared>>>,
     /// The default (mutually exclusive) callback group.
@@ -152,6 +159,7 @@ impl NodeInner {
         NodeInner {
             nid,
             _announced,
+            created_as: name.clone(),
             name,
             namespace,
             fqn,

@@ -254,3 +254,50 @@ fn a_type_that_cannot_cross_processes_is_named_once_with_the_fix() {
     assert!(err.contains("myelin/msg/OnlyHere"), "{err}");
     assert!(err.contains("#[message(cdr)]"), "{err}");
 }
+
+/// `--ros-args -r` renames topics, services, nodes and namespaces as ROS 2
+/// does, before anything is created.
+#[test]
+fn remapping_renames_topics_nodes_and_namespaces() {
+    let ctx = Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .network(false)
+        .ros_args([
+            "prog",
+            "--ros-args",
+            "-r",
+            "listener:chatter:=/talk",
+            "-r",
+            "chatter:=talk",
+            "-r",
+            "talker:__node:=speaker",
+            "-r",
+            "listener:__ns:=/robot",
+        ])
+        .build()
+        .unwrap();
+    let talker = ctx.create_node("talker").unwrap();
+    assert_eq!(talker.fully_qualified_name(), "/speaker");
+    assert_eq!(talker.resolve_topic_name("chatter").unwrap(), "/talk");
+    let listener = ctx.create_node("listener").unwrap();
+    assert_eq!(listener.fully_qualified_name(), "/robot/listener");
+    // The listener's own rule comes first (the first matching rule wins,
+    // as in rcl): its `chatter` is /talk too, and both ends meet.
+    assert_eq!(listener.resolve_topic_name("chatter").unwrap(), "/talk");
+    let s = listener
+        .create_polling_subscription::<String>("chatter", QoS::keep_last(5), Default::default())
+        .unwrap();
+    talker
+        .create_publisher::<String>("chatter", QoS::keep_last(5))
+        .unwrap()
+        .publish("remapped".into())
+        .unwrap();
+    assert_eq!(*s.take().unwrap(), "remapped");
+    let e = Context::builder()
+        .handle_signals(false)
+        .ros_args(["p", "--ros-args", "-r", "bad name:=x"])
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("-r \"bad name:=x\""), "{e}");
+}

@@ -76,12 +76,15 @@ impl Node {
     /// Resolve a topic name as this node sees it: relative names are put in
     /// the node's namespace, `~/x` under the node's own name.
     pub fn resolve_topic_name(&self, topic: &str) -> Result<String, names::NameError> {
-        names::expand_topic_name(
-            topic,
-            &self.inner.name,
-            &self.inner.namespace,
+        let n = &self.inner;
+        let expanded = names::expand_topic_name(topic, &n.name, &n.namespace, NameKind::Topic)?;
+        Ok(n.ctx.remaps.name(
+            expanded,
+            &n.created_as,
+            &n.name,
+            &n.namespace,
             NameKind::Topic,
-        )
+        ))
     }
 
     fn check_ctx(&self, topic: &str) -> Result<(), CreateEndpointError> {
@@ -471,12 +474,15 @@ impl Node {
 
     /// Resolve a service name and check the context is alive.
     fn service_name(&self, name: &str) -> Result<String, CreateServiceError> {
-        let name = names::expand_topic_name(
-            name,
-            &self.inner.name,
-            &self.inner.namespace,
+        let n = &self.inner;
+        let expanded = names::expand_topic_name(name, &n.name, &n.namespace, NameKind::Service)?;
+        let name = n.ctx.remaps.name(
+            expanded,
+            &n.created_as,
+            &n.name,
+            &n.namespace,
             NameKind::Service,
-        )?;
+        );
         if self.inner.ctx.is_shut_down() {
             return Err(CreateServiceError::ContextShutDown(name));
         }
