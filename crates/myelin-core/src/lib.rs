@@ -104,7 +104,7 @@ pub fn init_logging() {
         .try_init();
 }
 pub use names::NameError;
-pub use node::{Node, OnSetParametersHandle};
+pub use node::{Logger, Node, OnSetParametersHandle};
 pub use parameter::{ParameterError, ParameterValue};
 pub use publisher::{Loan, LoanUninit, Publisher, PublisherOptions, SliceLoan};
 pub use qos::{

@@ -131,6 +131,9 @@ pub(crate) struct NodeInner {
     /// dropped with the node's last handle: they hold the node, so holding
     /// them here past that would keep it alive for ever.
     pub(crate) param_entities: Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>,
+    /// The `/rosout` publisher of its logger (made with the first line;
+    /// dropped with the node's last handle, as `param_entities`).
+    pub(crate) rosout: Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -170,6 +173,7 @@ impl NodeInner {
             timers: Mutex::new(Vec::new()),
             params: Default::default(),
             param_entities: Mutex::new(None),
+            rosout: Mutex::new(None),
         }
     }
 

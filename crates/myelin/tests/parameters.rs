@@ -415,3 +415,35 @@ mod across_processes {
         let _ = child.wait();
     }
 }
+
+/// A node's logger writes `rcl_interfaces/msg/Log` lines to `/rosout`
+/// (transient local, so a late listener sees them), with level, the
+/// logger's name, the text and where it was logged.
+#[test]
+fn a_nodes_log_lines_go_to_rosout() {
+    let c = ctx();
+    let node = c.create_node_in("camera", "/robot").unwrap();
+    let log = node.get_logger();
+    log.info("streaming");
+    log.warn(format_args!("{} frames dropped", 3));
+    let reader = c.create_node("console").unwrap();
+    let rosout = reader
+        .create_polling_subscription::<rcl::Log>(
+            "/rosout",
+            QoS::keep_last(1000).transient_local(),
+            Default::default(),
+        )
+        .unwrap();
+    let first = rosout.take().expect("the history of /rosout");
+    assert_eq!(
+        (first.level, first.name.as_str(), first.msg.as_str()),
+        (rcl::Log::INFO, "robot.camera", "streaming")
+    );
+    assert!(first.file.ends_with("parameters.rs"), "{}", first.file);
+    assert!(first.line > 0);
+    let second = rosout.take().unwrap();
+    assert_eq!(
+        (second.level, second.msg.as_str()),
+        (rcl::Log::WARN, "3 frames dropped")
+    );
+}

@@ -1,8 +1,10 @@
 //! Nodes: named groups of publishers, subscriptions and timers.
 
+mod logger;
 mod parameters;
 mod remote_services;
 
+pub use logger::Logger;
 pub use parameters::OnSetParametersHandle;
 
 use std::sync::{Arc, Weak};
@@ -52,7 +54,8 @@ impl Drop for UserHandle {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .take();
-            drop(served);
+            let rosout = n.rosout.lock().unwrap_or_else(|e| e.into_inner()).take();
+            drop((served, rosout));
         }
     }
 }
