@@ -37,6 +37,9 @@ pub enum Command {
     /// services (ROS 2 nodes on rmw_zenoh too).
     #[command(subcommand)]
     Param(ParamCommand),
+    /// The message and service types myelin knows (as `ros2 interface`).
+    #[command(subcommand)]
+    Interface(InterfaceCommand),
     /// Record topics into a rosbag2-compatible MCAP bag, play one back,
     /// and show what a bag holds (`ros2 bag` reads them and vice versa).
     #[command(subcommand)]
@@ -152,6 +155,20 @@ pub enum TopicCommand {
         /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
         #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
+    },
+}
+
+/// `myelin interface` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum InterfaceCommand {
+    /// Every type, `pkg/msg/Name` and `pkg/srv/Name`.
+    List,
+    /// A type's definition (`.msg` or `.srv`) and its ROS 2 type hash,
+    /// e.g. `myelin interface show sensor_msgs/msg/Image`.
+    Show {
+        /// The type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
     },
 }
 

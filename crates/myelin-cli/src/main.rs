@@ -26,6 +26,7 @@ fn main() {
         cli::Command::Node(cmd) => command::topic::run_node(cmd),
         cli::Command::Service(cmd) => command::service::run(cmd),
         cli::Command::Param(cmd) => command::param::run(cmd),
+        cli::Command::Interface(cmd) => command::interface::run(cmd),
         cli::Command::Bag(cmd) => command::bag::run(cmd),
         cli::Command::Completions { shell } => {
             let mut cmd = <cli::Cli as clap::CommandFactory>::command();

@@ -198,3 +198,31 @@ fn bench_topology_runs_a_file_and_reports_json_and_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a FILE"));
 }
+
+/// `myelin interface list|show` as `ros2 interface`: the known types, a
+/// definition with its hash, and a typo answered with a suggestion.
+#[test]
+fn interface_lists_and_shows_types() {
+    let out = myelin().args(["interface", "list"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("    rcl_interfaces/srv/GetParameters\n"), "{text}");
+    assert!(text.contains("    sensor_msgs/msg/Image\n"), "{text}");
+    let out = myelin()
+        .args(["interface", "show", "std_msgs/msg/String"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("string data"), "{text}");
+    assert!(
+        text.contains("RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18"),
+        "{text}"
+    );
+    let out = myelin()
+        .args(["interface", "show", "sensor_msgs/msg/Imgae"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("did you mean sensor_msgs/msg/Image?")
+    );
+}
