@@ -205,7 +205,10 @@ fn bench_topology_runs_a_file_and_reports_json_and_errors() {
 fn interface_lists_and_shows_types() {
     let out = myelin().args(["interface", "list"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("    rcl_interfaces/srv/GetParameters\n"), "{text}");
+    assert!(
+        text.contains("    rcl_interfaces/srv/GetParameters\n"),
+        "{text}"
+    );
     assert!(text.contains("    sensor_msgs/msg/Image\n"), "{text}");
     let out = myelin()
         .args(["interface", "show", "std_msgs/msg/String"])
@@ -222,7 +225,5 @@ fn interface_lists_and_shows_types() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("did you mean sensor_msgs/msg/Image?")
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean sensor_msgs/msg/Image?"));
 }

@@ -201,6 +201,10 @@ pub(crate) struct ZenohTransport {
     opened: std::time::Instant,
     /// Whether the configuration connects somewhere (a router is expected).
     expect_peers: bool,
+    /// The gids of this session's transient-local publishers: a history
+    /// query of a subscription here also reaches their caches, and their
+    /// samples are already delivered in-process.
+    own_history: Mutex<HashSet<gid::Gid>>,
     /// This transport, for the links to keep (they use its session).
     me: Weak<ZenohTransport>,
 }
@@ -268,6 +272,7 @@ impl ZenohTransport {
             liveliness: Mutex::new(None),
             opened: std::time::Instant::now(),
             expect_peers,
+            own_history: Mutex::new(HashSet::new()),
         });
         let weak = Arc::downgrade(&dom);
         let sub = dom
@@ -339,6 +344,25 @@ impl ZenohTransport {
     /// endpoint behind `zid`.
     fn served_by_shm(&self, zid: &str) -> bool {
         self.shm && zid_on_shm_island(zid, self.island)
+    }
+
+    /// A transient-local publisher of this session starts (`true`) or
+    /// stops keeping history.
+    pub(super) fn own_history(&self, g: gid::Gid, on: bool) {
+        let mut set = self.own_history.lock().unwrap_or_else(|e| e.into_inner());
+        if on {
+            set.insert(g);
+        } else {
+            set.remove(&g);
+        }
+    }
+
+    /// Whether `g` is a transient-local publisher of this session.
+    pub(super) fn is_own_history(&self, g: &gid::Gid) -> bool {
+        self.own_history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(g)
     }
 
     /// Declare a liveliness token.

@@ -105,17 +105,21 @@ impl PubNet {
             )
         };
         let token = dom.declare(&endpoint_token(dom, EntityKind::Publisher, spec))?;
+        let gid = gid::myelin_gid(
+            dom.island,
+            std::process::id(),
+            crate::transport::next_id(),
+            dom.shm,
+        );
+        if keeps_history {
+            dom.own_history(gid, true);
+        }
         Ok(PubNet {
             dom: dom.clone(),
             publisher,
             keeps_history,
             _token: token,
-            gid: gid::myelin_gid(
-                dom.island,
-                std::process::id(),
-                crate::transport::next_id(),
-                dom.shm,
-            ),
+            gid,
             seq: AtomicI64::new(0),
             peers: Peers::new(EntityKind::Subscription, spec),
             wanted: Arc::default(),
@@ -139,6 +143,14 @@ impl PubNet {
         }
         .map_err(|e| SendError::Transport(TransportError::new("zenoh put", e)))?;
         Ok(Refused::default())
+    }
+}
+
+impl Drop for PubNet {
+    fn drop(&mut self) {
+        if self.keeps_history {
+            self.dom.own_history(self.gid, false);
+        }
     }
 }
 

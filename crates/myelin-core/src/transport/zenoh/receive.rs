@@ -83,6 +83,8 @@ impl SubLink for SubNet {
         let shm = self.dom.shm;
         let topic = self.topic.clone();
         let mut gaps = SequenceGaps::default();
+        let history = self.qos.durability == Durability::TransientLocal;
+        let dom = Arc::downgrade(&self.dom);
         let on_sample = move |s: Sample| {
             let att = match s.attachment().map(|a| Attachment::decode(&a.to_bytes())) {
                 Some(Ok(a)) => a,
@@ -97,6 +99,16 @@ impl SubLink for SubNet {
                 }
             };
             if shm && gid::delivered_by_shared_memory(&att.source_gid, island) {
+                return;
+            }
+            // History from a cache of this very session (its live samples
+            // never come back: remote origin only): already delivered
+            // in-process.
+            if history
+                && dom
+                    .upgrade()
+                    .is_some_and(|d| d.is_own_history(&att.source_gid))
+            {
                 return;
             }
             if let Some(o) = owner.upgrade() {
