@@ -217,7 +217,7 @@ fn ros_args_and_parameter_files_give_initial_values() {
             .unwrap_err()
             .to_string()
     };
-    assert!(err(&["p", "--ros-args", "-r", "a:=b"]).contains("\"-r\""));
+    assert!(err(&["p", "--ros-args", "--enclave", "/e"]).contains("\"--enclave\""));
     assert!(err(&["p", "--ros-args", "-p", "novalue"]).contains("name:=value"));
     assert!(err(&["p", "--ros-args", "--params-file", "/dev/zero"]).contains("not a regular file"));
     let bad = dir.join("bad.yaml");
