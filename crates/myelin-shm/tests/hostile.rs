@@ -52,7 +52,9 @@ fn a_symlink_in_place_of_a_segment_is_never_followed() {
     );
     assert!(RingWriter::create(&n, &ty(), 4, 64).is_err());
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
-    assert_eq!(cleanup_stale(221).unwrap(), Vec::<PathBuf>::new());
+    // Another test's dead process may have left files in this domain: the
+    // point is that the symlink is not among what the sweep removes.
+    assert!(!cleanup_stale(221).unwrap().contains(&n.path()));
     assert!(
         std::fs::symlink_metadata(n.path()).is_ok(),
         "cleanup left it"

@@ -127,26 +127,26 @@ fn inline_case(domain: u32, zenoh: Option<&std::path::Path>) {
 
 #[test]
 fn a_wait_set_wakes_for_a_message_from_another_process_over_shared_memory() {
-    wait_set_case(221, None);
+    wait_set_case(212, None);
 }
 
 #[test]
 fn an_inline_subscription_hears_another_process_over_shared_memory() {
-    inline_case(222, None);
+    inline_case(213, None);
 }
 
 #[cfg(feature = "zenoh")]
 #[test]
 fn a_wait_set_wakes_for_a_message_from_another_process_over_zenoh() {
     let r = common::router::router("feeds_ws");
-    wait_set_case(223, Some(&r.config));
+    wait_set_case(214, Some(&r.config));
 }
 
 #[cfg(feature = "zenoh")]
 #[test]
 fn an_inline_subscription_hears_another_process_over_zenoh() {
     let r = common::router::router("feeds_inline");
-    inline_case(224, Some(&r.config));
+    inline_case(215, Some(&r.config));
 }
 
 /// `MYELIN_FEEDS_ROLE=many`: 20 contexts in one process, each publishing
