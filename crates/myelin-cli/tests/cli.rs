@@ -227,3 +227,28 @@ fn interface_lists_and_shows_types() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean sensor_msgs/msg/Image?"));
 }
+
+/// A reader that has gone (`| head`) ends a printing command quietly by
+/// SIGPIPE, as it ends `cat`: no panic message, no "error:". The pipe's
+/// read end is closed before the command starts, so every write fails.
+#[test]
+fn a_reader_that_leaves_ends_printing_commands_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    for args in [
+        &["interface", "show", "sensor_msgs/msg/Image"][..],
+        &["completions", "bash"][..],
+        &["interface", "list"][..],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = myelin()
+            .args(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{args:?}: {err}");
+    }
+}
