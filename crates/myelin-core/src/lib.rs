@@ -111,7 +111,7 @@ pub use qos::{
     Durability, History, IncompatibleQosStatus, Liveliness, LivelinessKind, QoS, QosPolicy,
     Reliability,
 };
-pub use service::{CallError, Client, ResponseFuture, Service, ServiceOptions};
+pub use service::{CallError, Client, ResponseFuture, Service, ServiceOptions, ServiceReply};
 pub use subscription::{
     BufferKind, SharedEventCallback, Subscription, SubscriptionCallback, SubscriptionOptions,
     SubscriptionStream, WaitError,

@@ -107,6 +107,10 @@ pub enum CallError {
     /// The context was shut down.
     #[error("cannot call {0:?}: the context is shut down")]
     ContextShutDown(String),
+    /// A deferred server dropped the request's [`ServiceReply`] without
+    /// sending an answer.
+    #[error("the server of {0:?} dropped the request without answering")]
+    NotAnswered(String),
 }
 
 /// Where a server's answer goes: a local reply slot, or (with the
@@ -204,7 +208,62 @@ impl ServiceOptions {
     }
 }
 
-type Handler<Req, Resp> = Box<dyn FnMut(Req) -> Resp + Send>;
+/// A server's callback: it answers at once (its return value), or takes
+/// the request's [`ServiceReply`] to answer later.
+pub(crate) enum Handler<Req, Resp> {
+    Now(Box<dyn FnMut(Req) -> Resp + Send>),
+    Later(Box<dyn FnMut(Req, ServiceReply<Resp>) + Send>),
+}
+
+/// The answer to one request of a deferred server
+/// ([`Node::create_deferred_service`](crate::Node::create_deferred_service)):
+/// keep it, and [`send`](Self::send) the response when it is ready, from
+/// any thread. Dropping it unanswered fails the call with
+/// [`CallError::NotAnswered`], so a caller never waits out its timeout for
+/// an answer that will not come.
+pub struct ServiceReply<Resp> {
+    reply: Option<Box<dyn Responder<Resp>>>,
+    service: Arc<str>,
+}
+
+impl<Resp> ServiceReply<Resp> {
+    /// Answer the request.
+    pub fn send(mut self, response: Resp) {
+        if let Some(r) = self.reply.take() {
+            r.respond(Ok(response));
+        }
+    }
+
+    /// The service's fully qualified name.
+    pub fn service(&self) -> &str {
+        &self.service
+    }
+}
+
+impl<Resp> Drop for ServiceReply<Resp> {
+    fn drop(&mut self) {
+        if let Some(r) = self.reply.take() {
+            let service = self.service.to_string();
+            r.respond(Err(if std::thread::panicking() {
+                CallError::ServerPanicked {
+                    service,
+                    message: "the deferred server panicked before answering".into(),
+                }
+            } else {
+                CallError::NotAnswered(service)
+            }));
+        }
+    }
+}
+
+impl<Resp> std::fmt::Debug for ServiceReply<Resp> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceReply")
+            .field("service", &self.service)
+            .field("answered", &self.reply.is_none())
+            .finish()
+    }
+}
 
 pub(crate) struct ServiceInner<Req, Resp> {
     pub(crate) id: u64,
@@ -252,16 +311,22 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
         self.inline
     }
 
-    /// Run the handler (already locked) on one request.
-    fn answer(&self, handler: &mut Handler<Req, Resp>, req: Req) -> Result<Resp, CallError> {
-        catch_unwind(AssertUnwindSafe(|| handler(req))).map_err(|p| {
-            let message = crate::dispatch::panic_message(&p);
-            tracing::error!("server of {:?} panicked: {message}", self.name);
-            CallError::ServerPanicked {
-                service: self.name.clone(),
-                message,
-            }
-        })
+    /// Run an answering-at-once handler (already locked) on one request.
+    fn answer(
+        &self,
+        handler: &mut (dyn FnMut(Req) -> Resp + Send),
+        req: Req,
+    ) -> Result<Resp, CallError> {
+        catch_unwind(AssertUnwindSafe(|| handler(req))).map_err(|p| self.panicked(&p))
+    }
+
+    fn panicked(&self, p: &Box<dyn std::any::Any + Send>) -> CallError {
+        let message = crate::dispatch::panic_message(p);
+        tracing::error!("server of {:?} panicked: {message}", self.name);
+        CallError::ServerPanicked {
+            service: self.name.clone(),
+            message,
+        }
     }
 
     /// Answer one queued request with the handler (already locked). The
@@ -269,10 +334,26 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
     /// server meanwhile answers the caller at once
     /// ([`CallError::ServiceUnavailable`]) instead of leaving it to its
     /// timeout; the handler's late answer is then dropped.
+    ///
+    /// A deferred handler gets the reply itself; if it panics, the reply
+    /// it held answers [`CallError::ServerPanicked`] as it unwinds.
     fn serve(&self, handler: &mut Handler<Req, Resp>, r: Request<Req, Resp>) {
         let Request { req, reply } = r;
+        let handler = match handler {
+            Handler::Now(h) => h,
+            Handler::Later(h) => {
+                let reply = ServiceReply {
+                    reply: Some(reply),
+                    service: Arc::from(self.name.as_str()),
+                };
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| h(req, reply))) {
+                    self.panicked(&p);
+                }
+                return;
+            }
+        };
         *self.in_flight.lock().unwrap_or_else(|e| e.into_inner()) = Some(reply);
-        let answer = self.answer(handler, req);
+        let answer = self.answer(handler.as_mut(), req);
         let reply = self
             .in_flight
             .lock()
@@ -563,15 +644,23 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
             _ => None,
         };
         // Inline service, handler free: a plain function call, no slot.
-        if server.is_inline()
+        // (A deferred one answers through a slot like any queued request.)
+        let req = if server.is_inline()
             && let Some(mut h) = server.handler.try_lock()
         {
-            let answer = server.answer(&mut h, req);
-            drop(h);
-            // Requests queued by others while we held the handler.
-            server.run_inline();
-            return answer;
-        }
+            match &mut *h {
+                Handler::Now(f) => {
+                    let answer = server.answer(f.as_mut(), req);
+                    drop(h);
+                    // Requests queued by others while we held the handler.
+                    server.run_inline();
+                    return answer;
+                }
+                Handler::Later(_) => req,
+            }
+        } else {
+            req
+        };
         let slot = Slot::new(match &nested {
             Some((Some(exec), _)) => Some(exec.clone()),
             _ => None,

@@ -406,3 +406,70 @@ fn a_service_chain_nested_on_a_multi_threaded_executor_answers_every_call() {
     }
     drop(servers);
 }
+
+/// A deferred server keeps the reply and answers from another thread
+/// after the callback returned; the executor serves other requests
+/// meanwhile (here the second call is answered first).
+#[test]
+fn a_deferred_server_answers_later_from_any_thread() {
+    let ctx = ctx();
+    let node = ctx.create_node("later").unwrap();
+    let held = Arc::new(Mutex::new(Vec::<myelin::ServiceReply<i64>>::new()));
+    let h = held.clone();
+    let _srv = node
+        .create_deferred_service::<i64, i64>("later", move |x, reply| {
+            if x == 1 {
+                h.lock().unwrap().push(reply); // answered below
+            } else {
+                reply.send(x * 10);
+            }
+        })
+        .unwrap();
+    let client = Arc::new(node.create_client::<i64, i64>("later").unwrap());
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    let _spin = Spinning::new(exec);
+    let c = client.clone();
+    let first = std::thread::spawn(move || c.call(1, Duration::from_secs(60)));
+    while held.lock().unwrap().is_empty() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(client.call(2, Duration::from_secs(60)).unwrap(), 20);
+    let reply = held.lock().unwrap().pop().unwrap();
+    assert_eq!(reply.service(), "/later");
+    std::thread::spawn(move || reply.send(11)).join().unwrap();
+    assert_eq!(first.join().unwrap().unwrap(), 11);
+}
+
+/// A reply dropped unanswered fails the call at once (not at its
+/// timeout); a deferred handler that panics fails it as a panic.
+#[test]
+fn a_deferred_reply_dropped_or_panicked_fails_the_call_promptly() {
+    let ctx = ctx();
+    let node = ctx.create_node("later").unwrap();
+    let _srv = node
+        .create_deferred_service::<i64, i64>("forgetful", move |x, reply| {
+            if x < 0 {
+                panic!("negative");
+            }
+            drop(reply);
+        })
+        .unwrap();
+    let client = node.create_client::<i64, i64>("forgetful").unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    let _spin = Spinning::new(exec);
+    assert_eq!(
+        client.call(1, Duration::from_secs(3600)),
+        Err(CallError::NotAnswered("/forgetful".into()))
+    );
+    assert!(matches!(
+        client.call(-1, Duration::from_secs(3600)),
+        Err(CallError::ServerPanicked { .. })
+    ));
+    // The server goes on.
+    assert_eq!(
+        client.call(2, Duration::from_secs(3600)),
+        Err(CallError::NotAnswered("/forgetful".into()))
+    );
+}

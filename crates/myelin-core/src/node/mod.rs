@@ -20,7 +20,7 @@ use crate::publisher::{PubInner, Publisher, PublisherOptions};
 use crate::qos::QoS;
 use crate::qos::QosPolicy;
 use crate::runtime::NodeInner;
-use crate::service::{Client, ClientInner, Service, ServiceInner, ServiceOptions};
+use crate::service::{Client, ClientInner, Handler, Service, ServiceInner, ServiceOptions};
 use crate::subscription::{
     BufferKind, Delivery, SubInner, SubSpec, Subscription, SubscriptionCallback,
     SubscriptionOptions,
@@ -510,7 +510,63 @@ impl Node {
         options: ServiceOptions,
         callback: impl FnMut(Req) -> Resp + Send + 'static,
     ) -> Result<Service<Req, Resp>, CreateServiceError> {
-        self.make_service(name, options, callback, None)
+        self.make_service(name, options, Handler::Now(Box::new(callback)), None)
+    }
+
+    /// A server that answers later: its callback gets each request with
+    /// its [`ServiceReply`](crate::ServiceReply), which it keeps (in a
+    /// queue, another thread, a timer) and [`send`](crate::ServiceReply::send)s
+    /// when the answer is ready, as rclcpp's services with a request
+    /// header do. The executor is free meanwhile; an action server's
+    /// `get_result` waits for its goal this way.
+    ///
+    /// ```
+    /// use myelin_core::{Context, Executor};
+    /// use std::time::Duration;
+    ///
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("later")?;
+    /// let _srv = node.create_deferred_service::<i64, i64>("slow_double", |x, reply| {
+    ///     std::thread::spawn(move || reply.send(2 * x));
+    /// })?;
+    /// let client = node.create_client::<i64, i64>("slow_double")?;
+    /// let mut exec = Executor::new();
+    /// exec.add_node(&node)?;
+    /// let stop = exec.stop_handle();
+    /// let spinner = std::thread::spawn(move || exec.spin());
+    /// assert_eq!(client.call(21, Duration::from_secs(5))?, 42);
+    /// stop.stop();
+    /// spinner.join().unwrap()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_deferred_service<Req: Message, Resp: Message>(
+        &self,
+        name: &str,
+        callback: impl FnMut(Req, crate::ServiceReply<Resp>) + Send + 'static,
+    ) -> Result<Service<Req, Resp>, CreateServiceError> {
+        self.make_service(
+            name,
+            ServiceOptions::default(),
+            Handler::Later(Box::new(callback)),
+            None,
+        )
+    }
+
+    /// [`create_deferred_service`](Self::create_deferred_service) for the
+    /// service type `S`, reachable by ROS 2 clients on rmw_zenoh as with
+    /// [`create_service_for`](Self::create_service_for).
+    pub fn create_deferred_service_for<S: crate::ServiceType>(
+        &self,
+        name: &str,
+        options: ServiceOptions,
+        callback: impl FnMut(S::Request, crate::ServiceReply<S::Response>) + Send + 'static,
+    ) -> Result<Service<S::Request, S::Response>, CreateServiceError> {
+        self.make_service(
+            name,
+            options,
+            Handler::Later(Box::new(callback)),
+            Some(remote_services::service_type_info::<S>()),
+        )
     }
 
     /// Create a server for the service type `S` (a `.srv`: see
@@ -563,7 +619,7 @@ impl Node {
         self.make_service(
             name,
             options,
-            callback,
+            Handler::Now(Box::new(callback)),
             Some(remote_services::service_type_info::<S>()),
         )
     }
@@ -574,7 +630,7 @@ impl Node {
         &self,
         name: &str,
         options: ServiceOptions,
-        callback: impl FnMut(Req) -> Resp + Send + 'static,
+        callback: Handler<Req, Resp>,
         net: Option<TypeInfo>,
     ) -> Result<Service<Req, Resp>, CreateServiceError> {
         let name = self.service_name(name)?;
@@ -589,7 +645,7 @@ impl Node {
             id,
             name,
             self.inner.clone(),
-            Box::new(callback),
+            callback,
             &options,
             group,
         ));
