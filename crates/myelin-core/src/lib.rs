@@ -36,6 +36,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod action;
 mod buffer;
 mod cdr_de;
 mod clock;

@@ -60,6 +60,8 @@ macro_rules! ros_srv {
     };
 }
 
+pub(crate) use {ros_msg, ros_srv};
+
 ros_msg!(
     /// The kinds of value a parameter holds (its constants name
     /// [`ParameterValue::type`](ParameterValue)).

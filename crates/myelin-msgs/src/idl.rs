@@ -193,6 +193,10 @@ pub enum InterfaceKind {
     /// A part of a `.srv` file (its request, response, event, or the
     /// service itself).
     Srv,
+    /// A part of an `.action` file (its goal, result, feedback, the two
+    /// services and the feedback message derived from them, or the action
+    /// itself).
+    Action,
 }
 
 impl InterfaceKind {
@@ -201,6 +205,7 @@ impl InterfaceKind {
         match self {
             InterfaceKind::Msg => "msg",
             InterfaceKind::Srv => "srv",
+            InterfaceKind::Action => "action",
         }
     }
 }
@@ -232,9 +237,9 @@ impl fmt::Display for BaseType {
             } => write!(f, "{package}/{name}"),
             BaseType::Nested {
                 package,
-                kind: InterfaceKind::Srv,
+                kind: kind @ (InterfaceKind::Srv | InterfaceKind::Action),
                 name,
-            } => write!(f, "{package}/srv/{name}"),
+            } => write!(f, "{package}/{}/{name}", kind.as_str()),
         }
     }
 }
@@ -319,11 +324,15 @@ impl MsgSpec {
     }
 }
 
-/// A parsed `.srv` file: a request and a response message.
+/// A parsed `.srv` file: a request and a response message (or one of the
+/// two services an action implies: `kind` is then
+/// [`InterfaceKind::Action`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SrvSpec {
     /// The package (`example_interfaces`).
     pub package: String,
+    /// `srv`, or `action` for an action's `_SendGoal` and `_GetResult`.
+    pub kind: InterfaceKind,
     /// The service name (`AddTwoInts`).
     pub name: String,
     /// `pkg/srv/Name_Request`: the part above `---`.
@@ -337,15 +346,15 @@ pub struct SrvSpec {
 pub const SERVICE_EVENT_INFO: &str = "service_msgs/msg/ServiceEventInfo";
 
 impl SrvSpec {
-    /// `pkg/srv/Name`.
+    /// `pkg/srv/Name` (`pkg/action/Name_SendGoal` for an action's).
     pub fn type_name(&self) -> String {
-        format!("{}/srv/{}", self.package, self.name)
+        format!("{}/{}/{}", self.package, self.kind.as_str(), self.name)
     }
 
     fn part(&self, suffix: &str) -> BaseType {
         BaseType::Nested {
             package: self.package.clone(),
-            kind: InterfaceKind::Srv,
+            kind: self.kind,
             name: format!("{}_{suffix}", self.name),
         }
     }
@@ -362,7 +371,7 @@ impl SrvSpec {
         let (pkg, info) = split_type_name(SERVICE_EVENT_INFO).expect("a message type name");
         MsgSpec {
             package: self.package.clone(),
-            kind: InterfaceKind::Srv,
+            kind: self.kind,
             name: format!("{}_Event", self.name),
             fields: vec![
                 field(
@@ -403,7 +412,7 @@ impl SrvSpec {
         };
         MsgSpec {
             package: self.package.clone(),
-            kind: InterfaceKind::Srv,
+            kind: self.kind,
             name: self.name.clone(),
             fields: vec![
                 field("request_message", "Request"),
@@ -434,6 +443,208 @@ impl SrvSpec {
     }
 }
 
+/// The identifier every action message carries for its goal.
+pub const GOAL_ID_TYPE: &str = "unique_identifier_msgs/msg/UUID";
+
+/// A parsed `.action` file: goal, result and feedback, and what ROS 2
+/// derives from them: the `_SendGoal` and `_GetResult` services and the
+/// `_FeedbackMessage` (each carrying the goal's id, a
+/// [`GOAL_ID_TYPE`]).
+///
+/// ```
+/// use myelin_msgs::idl::parse_action;
+///
+/// let a = parse_action(
+///     "example_interfaces",
+///     "Fibonacci",
+///     "int32 order\n---\nint32[] sequence\n---\nint32[] sequence\n",
+/// )
+/// .unwrap();
+/// assert_eq!(a.type_name(), "example_interfaces/action/Fibonacci");
+/// assert_eq!(a.send_goal().request.type_name(), "example_interfaces/action/Fibonacci_SendGoal_Request");
+/// assert_eq!(a.feedback_message().fields[1].name, "feedback");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActionSpec {
+    /// The package (`example_interfaces`).
+    pub package: String,
+    /// The action's name (`Fibonacci`).
+    pub name: String,
+    /// `pkg/action/Name_Goal`: the first part.
+    pub goal: MsgSpec,
+    /// `pkg/action/Name_Result`: the second part.
+    pub result: MsgSpec,
+    /// `pkg/action/Name_Feedback`: the third part.
+    pub feedback: MsgSpec,
+}
+
+impl ActionSpec {
+    /// `pkg/action/Name`.
+    pub fn type_name(&self) -> String {
+        format!("{}/action/{}", self.package, self.name)
+    }
+
+    fn own(&self, suffix: &str) -> BaseType {
+        BaseType::Nested {
+            package: self.package.clone(),
+            kind: InterfaceKind::Action,
+            name: format!("{}_{suffix}", self.name),
+        }
+    }
+
+    fn message(&self, name: &str, fields: Vec<Field>) -> MsgSpec {
+        MsgSpec {
+            package: self.package.clone(),
+            kind: InterfaceKind::Action,
+            name: format!("{}_{name}", self.name),
+            fields,
+            constants: Vec::new(),
+        }
+    }
+
+    fn service(&self, name: &str, request: Vec<Field>, response: Vec<Field>) -> SrvSpec {
+        let name = format!("{}_{name}", self.name);
+        SrvSpec {
+            package: self.package.clone(),
+            kind: InterfaceKind::Action,
+            request: MsgSpec {
+                package: self.package.clone(),
+                kind: InterfaceKind::Action,
+                name: format!("{name}_Request"),
+                fields: request,
+                constants: Vec::new(),
+            },
+            response: MsgSpec {
+                package: self.package.clone(),
+                kind: InterfaceKind::Action,
+                name: format!("{name}_Response"),
+                fields: response,
+                constants: Vec::new(),
+            },
+            name,
+        }
+    }
+
+    /// `_SendGoal`: `goal_id` and `goal`, answered by `accepted` and the
+    /// server's `stamp`.
+    pub fn send_goal(&self) -> SrvSpec {
+        self.service(
+            "SendGoal",
+            vec![goal_id_field(), single("goal", self.own("Goal"))],
+            vec![
+                single("accepted", BaseType::Primitive(Primitive::Bool)),
+                single("stamp", msg_type("builtin_interfaces/msg/Time")),
+            ],
+        )
+    }
+
+    /// `_GetResult`: `goal_id`, answered by the goal's final `status` and
+    /// its `result`.
+    pub fn get_result(&self) -> SrvSpec {
+        self.service(
+            "GetResult",
+            vec![goal_id_field()],
+            vec![
+                single("status", BaseType::Primitive(Primitive::Int8)),
+                single("result", self.own("Result")),
+            ],
+        )
+    }
+
+    /// `_FeedbackMessage`: `goal_id` and `feedback`, what the feedback
+    /// topic carries.
+    pub fn feedback_message(&self) -> MsgSpec {
+        self.message(
+            "FeedbackMessage",
+            vec![goal_id_field(), single("feedback", self.own("Feedback"))],
+        )
+    }
+
+    /// The action as one type (`pkg/action/Name`) for its type
+    /// description and hash, as `rosidl` describes an action: `goal`,
+    /// `result`, `feedback`, `send_goal_service`, `get_result_service`,
+    /// `feedback_message`.
+    pub fn description(&self) -> MsgSpec {
+        MsgSpec {
+            package: self.package.clone(),
+            kind: InterfaceKind::Action,
+            name: self.name.clone(),
+            fields: [
+                ("goal", "Goal"),
+                ("result", "Result"),
+                ("feedback", "Feedback"),
+                ("send_goal_service", "SendGoal"),
+                ("get_result_service", "GetResult"),
+                ("feedback_message", "FeedbackMessage"),
+            ]
+            .into_iter()
+            .map(|(field, part)| single(field, self.own(part)))
+            .collect(),
+            constants: Vec::new(),
+        }
+    }
+
+    /// Every type the action defines, itself first: the action, goal,
+    /// result, feedback, the two services with their request, response
+    /// and event messages, and the feedback message.
+    pub fn types(&self) -> Vec<MsgSpec> {
+        let mut all = vec![
+            self.description(),
+            self.goal.clone(),
+            self.result.clone(),
+            self.feedback.clone(),
+        ];
+        for srv in [self.send_goal(), self.get_result()] {
+            all.push(srv.description());
+            all.push(srv.request.clone());
+            all.push(srv.response.clone());
+            all.push(srv.event());
+        }
+        all.push(self.feedback_message());
+        all
+    }
+
+    /// A lookup that answers this action's own types ([`types`](Self::types))
+    /// and asks `lookup` for the rest.
+    pub fn lookup<'a>(
+        &'a self,
+        lookup: impl Fn(&str) -> Option<MsgSpec> + 'a,
+    ) -> impl Fn(&str) -> Option<MsgSpec> + 'a {
+        let own = self.types();
+        move |name| {
+            own.iter()
+                .find(|s| s.type_name() == name)
+                .cloned()
+                .or_else(|| lookup(name))
+        }
+    }
+}
+
+fn single(name: &str, base: BaseType) -> Field {
+    Field {
+        name: name.to_owned(),
+        ty: FieldType {
+            base,
+            collection: Collection::Single,
+        },
+        default: None,
+    }
+}
+
+/// A nested `.msg` type by its `pkg/msg/Name`.
+fn msg_type(type_name: &str) -> BaseType {
+    let (package, name) = split_type_name(type_name).expect("a message type name");
+    BaseType::Nested {
+        package: package.to_owned(),
+        kind: InterfaceKind::Msg,
+        name: name.to_owned(),
+    }
+}
+
+fn goal_id_field() -> Field {
+    single("goal_id", msg_type(GOAL_ID_TYPE))
+}
+
 /// Splits `pkg/msg/Name` into `("pkg", "Name")`.
 pub fn split_type_name(type_name: &str) -> Option<(&str, &str)> {
     let (package, rest) = type_name.split_once('/')?;
@@ -451,6 +662,16 @@ pub enum ParseError {
         "{type_name}: a service needs exactly one `---` line between request and response, found {found}"
     )]
     Separator {
+        /// The file's type.
+        type_name: String,
+        /// How many `---` lines it has.
+        found: usize,
+    },
+    /// An `.action` file does not have exactly two `---` lines.
+    #[error(
+        "{type_name}: an action needs exactly two `---` lines (goal, result, feedback), found {found}"
+    )]
+    ActionSeparators {
         /// The file's type.
         type_name: String,
         /// How many `---` lines it has.
@@ -626,6 +847,7 @@ pub fn parse_srv(package: &str, name: &str, text: &str) -> Result<SrvSpec, Parse
     let response = lines[sep + 1..].join("\n");
     Ok(SrvSpec {
         package: package.to_owned(),
+        kind: InterfaceKind::Srv,
         name: name.to_owned(),
         request: parse_fields(
             package,
@@ -641,6 +863,44 @@ pub fn parse_srv(package: &str, name: &str, text: &str) -> Result<SrvSpec, Parse
             &response,
             sep + 1,
         )?,
+    })
+}
+
+/// Parse an `.action` file of `package` (goal, `---`, result, `---`,
+/// feedback). See [`ActionSpec`].
+pub fn parse_action(package: &str, name: &str, text: &str) -> Result<ActionSpec, ParseError> {
+    let type_name = format!("{package}/action/{name}");
+    if !is_valid_package_name(package) || !is_valid_message_name(name) {
+        return Err(ParseError::InvalidTypeName { type_name });
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let separators: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == "---")
+        .map(|(i, _)| i)
+        .collect();
+    let [first, second] = separators.as_slice() else {
+        return Err(ParseError::ActionSeparators {
+            type_name,
+            found: separators.len(),
+        });
+    };
+    let part = |suffix: &str, from: usize, to: usize| {
+        parse_fields(
+            package,
+            InterfaceKind::Action,
+            &format!("{name}_{suffix}"),
+            &lines[from..to].join("\n"),
+            from,
+        )
+    };
+    Ok(ActionSpec {
+        package: package.to_owned(),
+        name: name.to_owned(),
+        goal: part("Goal", 0, *first)?,
+        result: part("Result", first + 1, *second)?,
+        feedback: part("Feedback", second + 1, lines.len())?,
     })
 }
 
@@ -1040,6 +1300,19 @@ pub fn srv_type_hash(
     type_hash(&srv.type_name(), srv.lookup(lookup))
 }
 
+/// The REP 2011 type hash of the action `action` (`pkg/action/Name`):
+/// the hash of its description (goal, result, feedback, the two services
+/// and the feedback message); `lookup` gives every message type its parts
+/// refer to, including [`GOAL_ID_TYPE`], [`SERVICE_EVENT_INFO`] and
+/// `builtin_interfaces/msg/Time`. Each derived type's own hash is
+/// [`type_hash`] of its name with `action.lookup(..)`.
+pub fn action_type_hash(
+    action: &ActionSpec,
+    lookup: impl Fn(&str) -> Option<MsgSpec>,
+) -> Result<String, HashError> {
+    type_hash(&action.type_name(), action.lookup(lookup))
+}
+
 /// The JSON that [`type_hash`] hashes: `{"type_description": ...,
 /// "referenced_type_descriptions": [...]}` as Python's
 /// `json.dumps(separators=(", ", ": "), ensure_ascii=True)` writes it in
@@ -1241,6 +1514,101 @@ mod tests {
                 "{pkg}/srv/{name}"
             );
         }
+    }
+
+    /// An action's hashes as ROS 2 generates them: `example_interfaces/
+    /// action/Fibonacci`, each of its 13 types, as rosidl's Jazzy/Kilted
+    /// generator writes them (generated `fibonacci__description.c` of a
+    /// micro-ROS Kilted build, and rosidl's own Python run on the Jazzy
+    /// sources); `action_msgs`' types as `ros2 action info -v` prints them
+    /// in the ROS 2 documentation.
+    #[test]
+    fn action_hashes_match_ros_2() {
+        let lookup = registry(&[
+            TIME,
+            EVENT_INFO,
+            (
+                GOAL_ID_TYPE,
+                include_str!("../msg/unique_identifier_msgs/UUID.msg"),
+            ),
+        ]);
+        let action = parse_action(
+            "example_interfaces",
+            "Fibonacci",
+            include_str!("../action/example_interfaces/Fibonacci.action"),
+        )
+        .unwrap();
+        let own = action.lookup(&lookup);
+        for (name, want) in [
+            (
+                "Fibonacci",
+                "9508051da1ea4658de144b09bd0690ff3de52104683d847aed764d2915906f51",
+            ),
+            (
+                "Fibonacci_Goal",
+                "226cb437e4355dcd3e914f930382a3b0cc1da81545bd319ed554e95a03255f51",
+            ),
+            (
+                "Fibonacci_Result",
+                "fea81394f25aa4502217953f1a021fb750e79c10bbd43f13dd94632da6569649",
+            ),
+            (
+                "Fibonacci_Feedback",
+                "2b12e37361da6f408d4c85bc24a18de64333f29082f2ca34b5ee33dc4c8b42a9",
+            ),
+            (
+                "Fibonacci_SendGoal",
+                "d1a57fb2a4afe8c21e34fb10db206f16ce6729b28531141472df92277c55b557",
+            ),
+            (
+                "Fibonacci_SendGoal_Request",
+                "3d088942b413247db536576f0286768c6be8fcd5d0c9a5d544f359fba090a238",
+            ),
+            (
+                "Fibonacci_SendGoal_Response",
+                "d8c07bb3d5b766fe4b43159c9a5222af5214e2fcc29229b991d826166c512be1",
+            ),
+            (
+                "Fibonacci_SendGoal_Event",
+                "d5e5b312dbf847307b0e876c2ecc9d80258e95b0d17f8f7bfc581c4a29c83484",
+            ),
+            (
+                "Fibonacci_GetResult",
+                "1b0de0d5d29dc955d92f546706568428632771db13ec84c15ec1c1a59f424a57",
+            ),
+            (
+                "Fibonacci_GetResult_Request",
+                "c8a4f5e7d13b81286ee1043e2ecd084281cecf1ff06aaa799464f5f15479f003",
+            ),
+            (
+                "Fibonacci_GetResult_Response",
+                "6021dc98ab9b4bbe395e48aa4de81ee5f68eb570f88358affcc648146668b24f",
+            ),
+            (
+                "Fibonacci_GetResult_Event",
+                "ac4e9cdb954c2e192c9f0753d46f59ab6f0101d5fb5b9542fd8ab2906e40c4d9",
+            ),
+            (
+                "Fibonacci_FeedbackMessage",
+                "c1de71afd52e49a89c53d8262366884185bc0a02f78ce051c4e46b0a7fe59bb2",
+            ),
+        ] {
+            let type_name = format!("example_interfaces/action/{name}");
+            assert_eq!(
+                type_hash(&type_name, &own).unwrap(),
+                format!("RIHS01_{want}"),
+                "{type_name}"
+            );
+        }
+        assert_eq!(
+            action_type_hash(&action, &lookup).unwrap(),
+            "RIHS01_9508051da1ea4658de144b09bd0690ff3de52104683d847aed764d2915906f51"
+        );
+        assert_eq!(action.types().len(), 13);
+        assert!(matches!(
+            parse_action("p", "A", "int32 a\n---\n"),
+            Err(ParseError::ActionSeparators { found: 1, .. })
+        ));
     }
 
     #[test]
@@ -1469,7 +1837,9 @@ mod tests {
     fn errors_name_the_type_and_line() {
         let err = |text: &str| parse_msg("p", "M", text).unwrap_err();
         let line = |e: &ParseError| match e {
-            ParseError::InvalidTypeName { .. } | ParseError::Separator { .. } => 0,
+            ParseError::InvalidTypeName { .. }
+            | ParseError::Separator { .. }
+            | ParseError::ActionSeparators { .. } => 0,
             ParseError::MissingName { line, .. }
             | ParseError::InvalidType { line, .. }
             | ParseError::InvalidFieldName { line, .. }

@@ -103,6 +103,10 @@ macro_rules! __type_list {
             rcl_interfaces SetParametersResult,
             rcl_interfaces ListParametersResult,
             rcl_interfaces Log,
+            unique_identifier_msgs UUID,
+            action_msgs GoalInfo,
+            action_msgs GoalStatus,
+            action_msgs GoalStatusArray,
         }
     };
 }
@@ -166,6 +170,7 @@ macro_rules! __srv_list {
             rcl_interfaces ListParameters,
             rcl_interfaces DescribeParameters,
             rcl_interfaces GetParameterTypes,
+            action_msgs CancelGoal,
         }
     };
 }
@@ -200,6 +205,95 @@ macro_rules! for_all_services {
 }
 
 static SRV_DEFINITIONS: &[(&str, &str)] = __srv_list!(__srv_definitions);
+
+/// The one list of this crate's actions (`package Name`), as
+/// [`__type_list`] is for messages.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __action_list {
+    ($then:ident $($arg:tt)*) => {
+        $crate::$then! { $($arg)*;
+            example_interfaces Fibonacci,
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __action_definitions {
+    (; $($pkg:ident $name:ident),* $(,)?) => {
+        &[$((
+            concat!(stringify!($pkg), "/action/", stringify!($name)),
+            include_str!(concat!("../action/", stringify!($pkg), "/", stringify!($name), ".action")),
+        )),*]
+    };
+}
+
+/// Calls the macro `$m` with the path of every action type of this crate
+/// (each a [`myelin::action::ActionType`]), in the order of
+/// [`action_definitions`]:
+///
+/// ```
+/// macro_rules! names {
+///     ($($t:ty),*) => { [$(<$t as myelin::action::ActionType>::NAMES.action),*] };
+/// }
+/// let all = myelin_msgs::for_all_actions!(names);
+/// assert_eq!(all[0], "example_interfaces/action/Fibonacci");
+/// assert_eq!(all.len(), myelin_msgs::action_definitions().len());
+/// ```
+#[macro_export]
+macro_rules! for_all_actions {
+    ($m:ident) => {
+        $crate::__action_list!(__type_paths $m)
+    };
+}
+
+static ACTION_DEFINITIONS: &[(&str, &str)] = __action_list!(__action_definitions);
+
+/// The ROS 2 (Jazzy) `.action` definition of every action of this crate,
+/// as `("pkg/action/Name", text)`.
+pub fn action_definitions() -> &'static [(&'static str, &'static str)] {
+    ACTION_DEFINITIONS
+}
+
+/// The parsed `.action` of `type_name` (`pkg/action/Name`), if this crate
+/// has it.
+pub fn action_spec(type_name: &str) -> Option<idl::ActionSpec> {
+    let (package, name) = type_name.split_once("/action/")?;
+    let text = ACTION_DEFINITIONS
+        .iter()
+        .find(|(n, _)| *n == type_name)
+        .map(|(_, t)| *t)?;
+    idl::parse_action(package, name, text).ok()
+}
+
+/// The ROS 2 type hash of the action `type_name` (`pkg/action/Name`), or
+/// of one of the types it implies (`pkg/action/Name_SendGoal`,
+/// `pkg/action/Name_Goal`, ...), if this crate has it.
+///
+/// ```
+/// use myelin::action::ActionType;
+/// use myelin_msgs::example_interfaces::Fibonacci;
+///
+/// let h = myelin_msgs::ros_action_hash_of("example_interfaces/action/Fibonacci_SendGoal").unwrap();
+/// assert_eq!(Fibonacci::ROS_HASHES.unwrap().send_goal, h);
+/// ```
+pub fn ros_action_hash_of(type_name: &str) -> Option<String> {
+    let action = action_of(type_name)?;
+    idl::type_hash(type_name, action.lookup(msg_spec)).ok()
+}
+
+/// The action of this crate that `type_name` (`pkg/action/Name` or one of
+/// its derived types) belongs to.
+fn action_of(type_name: &str) -> Option<idl::ActionSpec> {
+    let (package, rest) = type_name.split_once("/action/")?;
+    ACTION_DEFINITIONS.iter().find_map(|(n, _)| {
+        let (p, name) = n.split_once("/action/")?;
+        let own = p == package
+            && (rest == name || rest.strip_prefix(name).is_some_and(|r| r.starts_with('_')));
+        own.then(|| action_spec(n)).flatten()
+    })
+}
 
 /// The ROS 2 (Jazzy) `.srv` definition of every service of this crate, as
 /// `("pkg/srv/Name", text)`.
@@ -251,6 +345,12 @@ pub fn definition(type_name: &str) -> Option<&'static str> {
 /// has it: the lookup to give [`idl::type_hash`] to hash this crate's
 /// types, or your own types that use them.
 pub fn msg_spec(type_name: &str) -> Option<idl::MsgSpec> {
+    if type_name.contains("/action/") {
+        return action_of(type_name)?
+            .types()
+            .into_iter()
+            .find(|t| t.type_name() == type_name);
+    }
     if let Some((service, part)) = type_name.rsplit_once('_')
         && service.contains("/srv/")
     {
@@ -318,6 +418,61 @@ macro_rules! srv {
     };
 }
 
+/// `action!(Name = "pkg/action/Name" { hashes } { NameGoal = ... { fields }
+/// NameResult = ... { fields } NameFeedback = ... { fields } })`: the
+/// goal, result and feedback messages and the action type `Name` with
+/// its ROS 2 hashes (`tests/ros_hash.rs` checks them against the
+/// `.action`).
+macro_rules! action {
+    ($(#[$doc:meta])* $name:ident = $ros:literal {
+        action: $h_action:literal,
+        send_goal: $h_sg:literal,
+        send_goal_request: $h_sgq:literal,
+        send_goal_response: $h_sgr:literal,
+        get_result: $h_gr:literal,
+        get_result_request: $h_grq:literal,
+        get_result_response: $h_grr:literal,
+        feedback_message: $h_fm:literal $(,)?
+    } {
+        $goal:ident = $goal_ros:literal, $goal_hash:literal { $($(#[$gdoc:meta])* $gf:ident : $gt:ty),* $(,)? }
+        $result:ident = $result_ros:literal, $result_hash:literal { $($(#[$rdoc:meta])* $rf:ident : $rt:ty),* $(,)? }
+        $feedback:ident = $feedback_ros:literal, $feedback_hash:literal { $($(#[$fdoc:meta])* $ff:ident : $ft:ty),* $(,)? }
+    }) => {
+        msg!(
+            #[doc = concat!("The goal of [`", stringify!($name), "`].")]
+            $goal = $goal_ros, $goal_hash { $($(#[$gdoc])* $gf: $gt),* }
+        );
+        msg!(
+            #[doc = concat!("The result of [`", stringify!($name), "`].")]
+            $result = $result_ros, $result_hash { $($(#[$rdoc])* $rf: $rt),* }
+        );
+        msg!(
+            #[doc = concat!("The feedback of [`", stringify!($name), "`].")]
+            $feedback = $feedback_ros, $feedback_hash { $($(#[$fdoc])* $ff: $ft),* }
+        );
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name;
+        impl myelin::action::ActionType for $name {
+            type Goal = $goal;
+            type Result = $result;
+            type Feedback = $feedback;
+            const NAMES: myelin::action::ActionNames = myelin::action_names!($ros);
+            const ROS_HASHES: Option<myelin::action::ActionHashes> =
+                Some(myelin::action::ActionHashes {
+                    action: $h_action,
+                    send_goal: $h_sg,
+                    send_goal_request: $h_sgq,
+                    send_goal_response: $h_sgr,
+                    get_result: $h_gr,
+                    get_result_request: $h_grq,
+                    get_result_response: $h_grr,
+                    feedback_message: $h_fm,
+                });
+        }
+    };
+}
+
 /// `builtin_interfaces`: time.
 pub mod builtin_interfaces {
     /// A point in time (seconds and nanoseconds since the epoch): myelin's
@@ -353,6 +508,19 @@ pub mod rosgraph_msgs {
 /// friends).
 pub mod rcl_interfaces {
     pub use myelin::rcl_interfaces::*;
+}
+
+/// `unique_identifier_msgs`: the id of an action's goal.
+pub mod unique_identifier_msgs {
+    /// 16 random bytes (myelin's own [`myelin::action::UUID`]).
+    pub use myelin::action::UUID;
+}
+
+/// `action_msgs`: what every action speaks whatever its type (myelin's
+/// own [`myelin::action::msgs`], used by
+/// [`Node::create_action_server`](myelin::Node::create_action_server)).
+pub mod action_msgs {
+    pub use myelin::action::msgs::*;
 }
 
 /// `service_msgs`: what service introspection reports about a call (part
@@ -428,7 +596,7 @@ pub mod std_srvs {
     );
 }
 
-/// `example_interfaces`: the services of ROS 2's own demos.
+/// `example_interfaces`: the services and actions of ROS 2's own demos.
 pub mod example_interfaces {
     srv!(
         /// Add two integers (the `add_two_ints` demo).
@@ -475,6 +643,37 @@ pub mod example_interfaces {
                 success: bool,
                 /// What happened, for a human.
                 message: std::string::String,
+            }
+        }
+    );
+
+    action!(
+        /// Compute the Fibonacci sequence up to `order` numbers, reporting
+        /// the sequence so far (the `fibonacci_action_server` demo).
+        Fibonacci = "example_interfaces/action/Fibonacci" {
+            action: "RIHS01_9508051da1ea4658de144b09bd0690ff3de52104683d847aed764d2915906f51",
+            send_goal: "RIHS01_d1a57fb2a4afe8c21e34fb10db206f16ce6729b28531141472df92277c55b557",
+            send_goal_request: "RIHS01_3d088942b413247db536576f0286768c6be8fcd5d0c9a5d544f359fba090a238",
+            send_goal_response: "RIHS01_d8c07bb3d5b766fe4b43159c9a5222af5214e2fcc29229b991d826166c512be1",
+            get_result: "RIHS01_1b0de0d5d29dc955d92f546706568428632771db13ec84c15ec1c1a59f424a57",
+            get_result_request: "RIHS01_c8a4f5e7d13b81286ee1043e2ecd084281cecf1ff06aaa799464f5f15479f003",
+            get_result_response: "RIHS01_6021dc98ab9b4bbe395e48aa4de81ee5f68eb570f88358affcc648146668b24f",
+            feedback_message: "RIHS01_c1de71afd52e49a89c53d8262366884185bc0a02f78ce051c4e46b0a7fe59bb2",
+        } {
+            FibonacciGoal = "example_interfaces/action/Fibonacci_Goal",
+                "RIHS01_226cb437e4355dcd3e914f930382a3b0cc1da81545bd319ed554e95a03255f51" {
+                /// How many numbers of the sequence to compute.
+                order: i32,
+            }
+            FibonacciResult = "example_interfaces/action/Fibonacci_Result",
+                "RIHS01_fea81394f25aa4502217953f1a021fb750e79c10bbd43f13dd94632da6569649" {
+                /// The sequence.
+                sequence: Vec<i32>,
+            }
+            FibonacciFeedback = "example_interfaces/action/Fibonacci_Feedback",
+                "RIHS01_2b12e37361da6f408d4c85bc24a18de64333f29082f2ca34b5ee33dc4c8b42a9" {
+                /// The sequence so far.
+                sequence: Vec<i32>,
             }
         }
     );

@@ -122,3 +122,63 @@ fn service_types_carry_the_hashes_of_their_srv() {
         "every service has a .srv and vice versa"
     );
 }
+
+/// Checks the action `A` against its `.action`: every hash it carries,
+/// and the fields of its goal, result, feedback and of the wrappers that
+/// carry them (`_SendGoal_Request`, ...); returns its name.
+fn check_action<A: myelin::action::ActionType>() -> &'static str
+where
+    A::Goal: for<'de> serde::Deserialize<'de>,
+{
+    use myelin::ServiceType;
+    use myelin::action::{
+        FeedbackMessage, GetResult, GetResultRequest, GetResultResponse, SendGoal, SendGoalRequest,
+        SendGoalResponse,
+    };
+    let n = A::NAMES;
+    let h = A::ROS_HASHES.expect("a ROS action carries its hashes");
+    let hash_of = |name: &str| {
+        myelin_msgs::ros_action_hash_of(name).unwrap_or_else(|| panic!("{name}: no .action"))
+    };
+    for (name, carried) in [
+        (n.action, h.action),
+        (n.send_goal, h.send_goal),
+        (n.send_goal_request, h.send_goal_request),
+        (n.send_goal_response, h.send_goal_response),
+        (n.get_result, h.get_result),
+        (n.get_result_request, h.get_result_request),
+        (n.get_result_response, h.get_result_response),
+        (n.feedback_message, h.feedback_message),
+    ] {
+        assert_eq!(hash_of(name), carried, "{name}");
+        println!("{name} = \"{carried}\"");
+    }
+    assert_eq!(SendGoal::<A>::ROS_TYPE_HASH, Some(h.send_goal));
+    assert_eq!(GetResult::<A>::ROS_TYPE_HASH, Some(h.get_result));
+    assert_eq!(check::<A::Goal>(), format!("{}_Goal", n.action));
+    assert_eq!(check::<A::Result>(), format!("{}_Result", n.action));
+    assert_eq!(check::<A::Feedback>(), format!("{}_Feedback", n.action));
+    assert_eq!(check::<SendGoalRequest<A>>(), n.send_goal_request);
+    assert_eq!(check::<SendGoalResponse<A>>(), n.send_goal_response);
+    assert_eq!(check::<GetResultRequest<A>>(), n.get_result_request);
+    assert_eq!(check::<GetResultResponse<A>>(), n.get_result_response);
+    assert_eq!(check::<FeedbackMessage<A>>(), n.feedback_message);
+    n.action
+}
+
+macro_rules! check_all_actions {
+    ($($t:ty),* $(,)?) => { vec![$(check_action::<$t>()),*] };
+}
+
+#[test]
+fn action_types_carry_the_hashes_of_their_action() {
+    let checked = myelin_msgs::for_all_actions!(check_all_actions);
+    let registered: Vec<&str> = myelin_msgs::action_definitions()
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    assert_eq!(
+        checked, registered,
+        "every action has an .action and vice versa"
+    );
+}
