@@ -32,6 +32,10 @@ pub enum Command {
     /// other hosts through zenoh): list, call.
     #[command(subcommand)]
     Service(ServiceCommand),
+    /// Actions of a domain (myelin's and ROS 2's on rmw_zenoh): list,
+    /// info, send a goal and follow it to its result.
+    #[command(subcommand)]
+    Action(ActionCommand),
     /// A node's parameters (as `ros2 param`): list, get, set, dump to and
     /// load from ROS 2's parameter YAML, through the node's parameter
     /// services (ROS 2 nodes on rmw_zenoh too).
@@ -85,6 +89,10 @@ pub enum TopicCommand {
         /// Show each topic's type.
         #[arg(short = 't', long = "show-types")]
         show_types: bool,
+        /// Also list hidden topics (a name part starting with `_`, such as
+        /// an action's `_action/feedback`), as ROS 2 does.
+        #[arg(long = "include-hidden-topics")]
+        include_hidden: bool,
         /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
         #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
@@ -238,6 +246,10 @@ pub enum ServiceCommand {
         /// Show each service's type (when its announcement names one).
         #[arg(short = 't', long = "show-types")]
         show_types: bool,
+        /// Also list hidden services (a name part starting with `_`, such
+        /// as an action's `_action/send_goal`), as ROS 2 does.
+        #[arg(long = "include-hidden-services")]
+        include_hidden: bool,
         /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
         #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
@@ -256,6 +268,55 @@ pub enum ServiceCommand {
         #[arg(default_value = "{}")]
         request: String,
         /// Seconds to wait for a server, then for the answer.
+        #[arg(long, default_value_t = 10.0)]
+        timeout: f64,
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+        domain: u32,
+    },
+}
+
+/// `myelin action` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ActionCommand {
+    /// The actions with a server or client.
+    List {
+        /// Show each action's type.
+        #[arg(short = 't', long = "show-types")]
+        show_types: bool,
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+        domain: u32,
+    },
+    /// An action's servers and clients.
+    Info {
+        /// The action (`fibonacci` means `/fibonacci`).
+        action: String,
+        /// Show the action's type after each node.
+        #[arg(short = 't', long = "show-types")]
+        show_types: bool,
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+        domain: u32,
+    },
+    /// Send a goal of a standard action type and wait for its result, e.g.
+    /// `myelin action send_goal /fibonacci
+    /// example_interfaces/action/Fibonacci "{order: 5}" --feedback`.
+    #[command(name = "send_goal", alias = "send-goal")]
+    SendGoal {
+        /// The action (`fibonacci` means `/fibonacci`).
+        action: String,
+        /// The action type, e.g. `example_interfaces/action/Fibonacci`.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The goal as YAML (`{}` for defaults).
+        #[arg(default_value = "{}")]
+        goal: String,
+        /// Print the feedback as it comes.
+        #[arg(short = 'f', long)]
+        feedback: bool,
+        /// Seconds to wait for a server, then for the goal to be accepted
+        /// (the result is waited for as long as it takes).
         #[arg(long, default_value_t = 10.0)]
         timeout: f64,
         /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).

@@ -28,6 +28,7 @@ fn main() {
         cli::Command::Topic(cmd) => command::topic::run(cmd),
         cli::Command::Node(cmd) => command::topic::run_node(cmd),
         cli::Command::Service(cmd) => command::service::run(cmd),
+        cli::Command::Action(cmd) => command::action::run(cmd),
         cli::Command::Param(cmd) => command::param::run(cmd),
         cli::Command::Interface(cmd) => command::interface::run(cmd),
         cli::Command::Bag(cmd) => command::bag::run(cmd),
@@ -53,6 +54,7 @@ fn prints_for_a_reader(command: &cli::Command) -> bool {
         C::Topic(_)
         | C::Node(_)
         | C::Service(_)
+        | C::Action(_)
         | C::Param(_)
         | C::Interface(_)
         | C::Completions { .. }

@@ -1,4 +1,5 @@
 //! One module per subcommand.
+pub mod action;
 pub mod bag;
 pub mod bag_play;
 pub mod bench;

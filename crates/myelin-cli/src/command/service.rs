@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use myelin::{Message, ServiceType};
 
-use super::topic::{DISCOVERY_WAIT, absolute, tool_ctx};
+use super::topic::{DISCOVERY_WAIT, absolute, is_hidden, tool_ctx};
 use crate::cli::ServiceCommand;
 
 type Res = Result<(), Box<dyn std::error::Error>>;
@@ -16,7 +16,11 @@ type Res = Result<(), Box<dyn std::error::Error>>;
 /// Run a `myelin service` subcommand.
 pub fn run(cmd: ServiceCommand) -> Res {
     match cmd {
-        ServiceCommand::List { show_types, domain } => list(show_types, domain),
+        ServiceCommand::List {
+            show_types,
+            include_hidden,
+            domain,
+        } => list(show_types, include_hidden, domain),
         ServiceCommand::Call {
             service,
             type_name,
@@ -27,11 +31,15 @@ pub fn run(cmd: ServiceCommand) -> Res {
     }
 }
 
-fn list(show_types: bool, domain: u32) -> Res {
+fn list(show_types: bool, include_hidden: bool, domain: u32) -> Res {
     let ctx = tool_ctx(domain)?;
     // service -> (type, server nodes)
     let mut found: BTreeMap<String, (Option<String>, Vec<String>)> = BTreeMap::new();
-    for s in ctx.discover_services(DISCOVERY_WAIT) {
+    for s in ctx
+        .discover_services(DISCOVERY_WAIT)
+        .into_iter()
+        .filter(|s| include_hidden || !is_hidden(&s.name))
+    {
         let entry = found.entry(s.name.clone()).or_default();
         if entry.0.is_none() {
             entry.0 = s.type_name.clone();

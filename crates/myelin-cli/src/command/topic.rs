@@ -72,6 +72,13 @@ fn place(e: &DiscoveredEndpoint) -> String {
     }
 }
 
+/// A hidden name, by ROS 2's rule: one of its parts starts with `_`
+/// (`/fibonacci/_action/status`). `topic list` and `service list` leave
+/// them out unless asked.
+pub(crate) fn is_hidden(name: &str) -> bool {
+    name.split('/').any(|part| part.starts_with('_'))
+}
+
 pub(crate) fn absolute(topic: &str) -> String {
     if topic.starts_with('/') {
         topic.to_string()
@@ -106,10 +113,17 @@ fn qos_line(q: &QoS) -> String {
 /// `myelin topic ...`.
 pub fn run(cmd: TopicCommand) -> Res {
     match cmd {
-        TopicCommand::List { show_types, domain } => {
+        TopicCommand::List {
+            show_types,
+            include_hidden,
+            domain,
+        } => {
             let ctx = tool_ctx(domain)?;
             let mut topics: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-            for e in visible(&ctx) {
+            for e in visible(&ctx)
+                .into_iter()
+                .filter(|e| include_hidden || !is_hidden(&e.topic))
+            {
                 topics.entry(e.topic).or_default().insert(e.type_name);
             }
             if topics.is_empty() {
