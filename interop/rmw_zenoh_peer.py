@@ -33,6 +33,26 @@ multicast scouting off so nothing leaves the machine):
           on node --target, decoding the CDR reply by hand; prints
           "param NAME TYPE VALUE" per name (TYPE the ParameterType number).
 
+  action-server  serve example_interfaces/action/Fibonacci on --action as
+          rclcpp's demo fibonacci_action_server: queryables and SS tokens
+          for <action>/_action/{send_goal,cancel_goal,get_result}, MP
+          tokens and publishers for _action/feedback and _action/status
+          (transient local: an advanced publisher caching 1), an NN token.
+          Prints "ready"; "accepted UUID order N" or "rejected UUID" per
+          goal (order > 46 is rejected); "cancel CODE N" per cancel
+          request; "succeeded UUID" or "canceled UUID" when a goal ends.
+          A goal makes order-1 steps, one each 1/--rate s, with a feedback
+          each. get_result of a running goal is answered when it ends.
+          Runs until stdin closes or --lifetime.
+  action-client  send one goal (--order) as rclcpp's demo client: SC tokens
+          for the three services, MS tokens and subscribers for feedback
+          and status (status: advanced subscriber with history). Prints
+          "server NODE" once the three services are up; "accepted UUID SEC
+          NANOSEC" or "rejected" (exit 0); then "feedback 0,1,1,..." and
+          "status S" (when this goal's status changes), "cancel CODE N" after
+          --cancel-after K feedbacks (K > 0), and last "result S 0,1,1,...";
+          exits 1 on no server or no reply within --timeout.
+
   --transient-local (talker, listener): TRANSIENT_LOCAL durability as
           rmw_zenoh implements it with zenoh-ext's advanced publisher and
           subscriber. The talker publishes --count messages and prints
@@ -46,6 +66,8 @@ multicast scouting off so nothing leaves the machine):
 
 Keys and tokens (rmw_zenoh, zenoh 1.x):
   service key  <domain>/<name without outer '/'>/<pkg>::srv::dds_::<Srv>_/<RIHS01 hash of the srv>
+               (an action's parts: <domain>/<action>/_action/<part>/<type>/<hash>,
+               e.g. example_interfaces::action::dds_::Fibonacci_SendGoal_)
   token        @ros2_lv/<domain>/<zid>/<nid>/<eid>/<SS|SC>/<enclave>/<namespace>/<node>/<name>/<type>/<hash>/<qos>
                ('/' inside a name becomes '%', an empty part is '%')
   attachment   int64 LE sequence number, int64 LE source timestamp (ns),
@@ -56,10 +78,12 @@ Keys and tokens (rmw_zenoh, zenoh 1.x):
 import argparse
 import hashlib
 import os
+import queue
 import struct
 import sys
 import threading
 import time
+import uuid
 
 import zenoh
 import zenoh.ext
@@ -87,26 +111,32 @@ def mangle(name):
     return name.replace("/", "%") if name else "%"
 
 
-def service_key(domain, service):
-    return f"{domain}/{service.strip('/')}/{SRV_TYPE}/{SRV_HASH}"
+def service_key(domain, service, srv_type=SRV_TYPE, srv_hash=SRV_HASH):
+    return f"{domain}/{service.strip('/')}/{srv_type}/{srv_hash}"
 
 
-def token(domain, zid, eid, kind, node, service):
+def token(domain, zid, eid, kind, node, service, srv_type=SRV_TYPE, srv_hash=SRV_HASH,
+          qos=SERVICE_QOS):
     return "/".join([
         "@ros2_lv", str(domain), zid, "0", str(eid), kind,
-        "%", "%", node, mangle(service), SRV_TYPE, SRV_HASH, SERVICE_QOS,
+        "%", "%", node, mangle(service), srv_type, srv_hash, qos,
     ])
 
 
-def topic_key(domain, topic):
-    return f"{domain}/{topic.strip('/')}/{MSG_TYPE}/{MSG_HASH}"
+def topic_key(domain, topic, msg_type=MSG_TYPE, msg_hash=MSG_HASH):
+    return f"{domain}/{topic.strip('/')}/{msg_type}/{msg_hash}"
 
 
-def topic_token(domain, zid, eid, kind, node, topic, qos=TOPIC_QOS):
+def topic_token(domain, zid, eid, kind, node, topic, qos=TOPIC_QOS, msg_type=MSG_TYPE,
+                msg_hash=MSG_HASH):
     return "/".join([
         "@ros2_lv", str(domain), zid, "0", str(eid), kind,
-        "%", "%", node, mangle(topic), MSG_TYPE, MSG_HASH, qos,
+        "%", "%", node, mangle(topic), msg_type, msg_hash, qos,
     ])
+
+
+def node_token(domain, zid, node):
+    return "/".join(["@ros2_lv", str(domain), zid, "0", "0", "NN", "%", "%", node])
 
 
 def cdr_string(text):
@@ -275,7 +305,7 @@ def serve(args):
     session.close()
 
 
-def wait_for_server(session, domain, service, timeout):
+def wait_for_server(session, domain, service, timeout, srv_type=SRV_TYPE, srv_hash=SRV_HASH):
     deadline = time.time() + timeout
     while time.time() < deadline:
         for reply in session.liveliness().get(f"@ros2_lv/{domain}/**", timeout=1.0):
@@ -283,7 +313,7 @@ def wait_for_server(session, domain, service, timeout):
                 continue
             t = parse_token(str(reply.ok.key_expr))
             if (t and t["kind"] == "SS" and t["name"] == service
-                    and t["type"] == SRV_TYPE and t["hash"] == SRV_HASH):
+                    and t["type"] == srv_type and t["hash"] == srv_hash):
                 return t, str(reply.ok.key_expr)
         time.sleep(0.1)
     return None, None
@@ -362,8 +392,22 @@ class CdrReader:
     def boolean(self):
         return self._take("<B", 1) != 0
 
+    def i8(self):
+        return self._take("<b", 1)
+
+    def i32(self):
+        return self._take("<i", 4)
+
     def u32(self):
         return self._take("<I", 4)
+
+    def raw(self, n):
+        """n bytes as they are (a uint8[n] array: no length, no alignment)."""
+        if self.i + n > len(self.b):
+            raise ValueError(f"CDR payload too short for {n} bytes")
+        out = bytes(self.b[self.i:self.i + n])
+        self.i += n
+        return out
 
     def i64(self):
         return self._take("<q", 8)
@@ -429,9 +473,476 @@ def param_get(args):
     sys.exit(1)
 
 
+class CdrWriter:
+    """Little-endian CDR: the header, then primitives aligned to their size
+    relative to the end of the header."""
+
+    def __init__(self):
+        self.b = bytearray()
+
+    def _put(self, fmt, size, v):
+        self.b += b"\x00" * ((-len(self.b)) % size)
+        self.b += struct.pack(fmt, v)
+        return self
+
+    def i8(self, v):
+        return self._put("<b", 1, v)
+
+    def boolean(self, v):
+        return self._put("<B", 1, 1 if v else 0)
+
+    def i32(self, v):
+        return self._put("<i", 4, v)
+
+    def u32(self, v):
+        return self._put("<I", 4, v)
+
+    def raw(self, data):
+        self.b += data
+        return self
+
+    def to_bytes(self):
+        return CDR_LE + bytes(self.b)
+
+
+# example_interfaces/action/Fibonacci as rclcpp_action puts it on rmw_zenoh:
+# three services and two topics under <action>/_action/, each with its own
+# type and REP 2011 hash (the CancelGoal service and the GoalStatusArray
+# topic are action_msgs' own, the same for every action).
+ACTION_PARTS = {
+    "send_goal": ("example_interfaces::action::dds_::Fibonacci_SendGoal_",
+                  "RIHS01_d1a57fb2a4afe8c21e34fb10db206f16ce6729b28531141472df92277c55b557"),
+    "cancel_goal": ("action_msgs::srv::dds_::CancelGoal_",
+                    "RIHS01_573d8b0a534451d7bc2ac8c5ffde8ac14b8593b7001175d0cd6516dcbeb8689a"),
+    "get_result": ("example_interfaces::action::dds_::Fibonacci_GetResult_",
+                   "RIHS01_1b0de0d5d29dc955d92f546706568428632771db13ec84c15ec1c1a59f424a57"),
+    "feedback": ("example_interfaces::action::dds_::Fibonacci_FeedbackMessage_",
+                 "RIHS01_c1de71afd52e49a89c53d8262366884185bc0a02f78ce051c4e46b0a7fe59bb2"),
+    "status": ("action_msgs::msg::dds_::GoalStatusArray_",
+               "RIHS01_6c1684b00f177d37438febe6e709fc4e2b0d4248dca4854946f9ed8b30cda83e"),
+}
+# rcl_action's status QoS: reliable, TRANSIENT_LOCAL, keep last 1. The
+# services and the feedback topic use ROS's defaults (SERVICE_QOS,
+# TOPIC_QOS).
+STATUS_QOS = ":1:,1:,:,:,,"
+# action_msgs/msg/GoalStatus.
+STATUS_UNKNOWN, STATUS_ACCEPTED, STATUS_EXECUTING, STATUS_CANCELING = 0, 1, 2, 3
+STATUS_SUCCEEDED, STATUS_CANCELED, STATUS_ABORTED = 4, 5, 6
+TERMINAL = (STATUS_SUCCEEDED, STATUS_CANCELED, STATUS_ABORTED)
+# action_msgs/srv/CancelGoal's return codes.
+CANCEL_NONE, CANCEL_REJECTED, CANCEL_UNKNOWN_GOAL, CANCEL_TERMINATED = 0, 1, 2, 3
+# The demo server's limit: the 47th Fibonacci number overflows int32.
+MAX_ORDER = 46
+ZERO_UUID = bytes(16)
+
+
+def action_entity(action, part):
+    """The name of one of an action's services or topics: /<action>/_action/<part>."""
+    return "/" + action.strip("/") + "/_action/" + part
+
+
+def action_key(domain, action, part):
+    t, h = ACTION_PARTS[part]
+    return service_key(domain, action_entity(action, part), t, h)
+
+
+def action_service_token(domain, zid, eid, kind, node, action, part):
+    t, h = ACTION_PARTS[part]
+    return token(domain, zid, eid, kind, node, action_entity(action, part), t, h)
+
+
+def action_topic_token(domain, zid, eid, kind, node, action, part, qos):
+    t, h = ACTION_PARTS[part]
+    return topic_token(domain, zid, eid, kind, node, action_entity(action, part), qos,
+                       msg_type=t, msg_hash=h)
+
+
+def now_stamp():
+    """builtin_interfaces/Time of now: (sec, nanosec)."""
+    return divmod(time.time_ns(), 1_000_000_000)
+
+
+def join_seq(seq):
+    return ",".join(str(v) for v in seq)
+
+
+def goal_status_array(goals):
+    """action_msgs/msg/GoalStatusArray of (uuid, (sec, nanosec), status)."""
+    w = CdrWriter().u32(len(goals))
+    for uuid_, (sec, nsec), status in goals:
+        w.raw(uuid_).i32(sec).u32(nsec).i8(status)
+    return w.to_bytes()
+
+
+def read_goal_status_array(payload):
+    r = CdrReader(payload)
+    return r.seq(lambda: (r.raw(16), (r.i32(), r.u32()), r.i8()))
+
+
+def action_server(args):
+    """Serve example_interfaces/action/Fibonacci as rclcpp's demo
+    fibonacci_action_server does."""
+    session = open_session(args.connect)
+    zid = str(session.zid())
+    domain, action, node = args.domain, args.action, args.node
+    lock = threading.RLock()
+    stop = threading.Event()
+    # uuid -> goal, in acceptance order (the status array's order).
+    goals = {}
+    fb_gid = hashlib.sha256(f"{zid}/action_server/feedback".encode()).digest()[:16]
+    st_gid = hashlib.sha256(f"{zid}/action_server/status".encode()).digest()[:16]
+    counters = {"feedback": 0, "status": 0}
+
+    def say(line):
+        with lock:
+            print(line, flush=True)
+
+    def publish_status():
+        with lock:
+            payload = goal_status_array(
+                [(g["uuid"], g["stamp"], g["status"]) for g in goals.values()])
+            counters["status"] += 1
+            status_pub.put(payload, attachment=attachment(counters["status"], st_gid))
+
+    def publish_feedback(g):
+        with lock:
+            w = CdrWriter().raw(g["uuid"]).u32(len(g["sequence"]))
+            for v in g["sequence"]:
+                w.i32(v)
+            counters["feedback"] += 1
+            feedback_pub.put(w.to_bytes(), attachment=attachment(counters["feedback"], fb_gid))
+
+    def result_payload(status, sequence):
+        w = CdrWriter().i8(status).u32(len(sequence))
+        for v in sequence:
+            w.i32(v)
+        return w.to_bytes()
+
+    def answer(query, seq, gid, payload):
+        query.reply(query.key_expr, payload, attachment=attachment(seq, gid))
+        # The final reply: the client's get ends here, not at its timeout.
+        query.drop()
+
+    def take(query, length):
+        """The request's (CdrReader, seq, gid), or None after an error reply."""
+        payload = query.payload.to_bytes() if query.payload is not None else b""
+        att = query.attachment.to_bytes() if query.attachment is not None else None
+        try:
+            seq, _, gid = read_attachment(att)
+            if payload[:4] != CDR_LE or len(payload) < 4 + length:
+                raise ValueError(f"bad request payload {payload.hex()}")
+            return CdrReader(payload), seq, gid
+        except ValueError as e:
+            say(f"error {e}")
+            query.reply_err(str(e).encode())
+            query.drop()
+            return None
+
+    def finish(g, status):
+        with lock:
+            g["status"] = status
+            say(f"{'succeeded' if status == STATUS_SUCCEEDED else 'canceled'} {g['uuid'].hex()}")
+            publish_status()
+            waiting, g["waiting"] = g["waiting"], []
+            for query, seq, gid in waiting:
+                answer(query, seq, gid, result_payload(status, g["sequence"]))
+
+    def execute(g):
+        sequence = [0, 1]
+        g["sequence"] = list(sequence)
+        for i in range(1, g["order"]):
+            if stop.wait(1.0 / args.rate):
+                return
+            with lock:
+                if g["status"] == STATUS_CANCELING:
+                    finish(g, STATUS_CANCELED)
+                    return
+                sequence.append(sequence[i] + sequence[i - 1])
+                g["sequence"] = list(sequence)
+                publish_feedback(g)
+        finish(g, STATUS_SUCCEEDED)
+
+    def on_send_goal(query):
+        got = take(query, 20)
+        if got is None:
+            return
+        r, seq, gid = got
+        goal_id, order = r.raw(16), r.i32()
+        with lock:
+            if order > MAX_ORDER or goal_id in goals:
+                say(f"rejected {goal_id.hex()}")
+                answer(query, seq, gid, CdrWriter().boolean(False).i32(0).u32(0).to_bytes())
+                return
+            g = {"uuid": goal_id, "order": order, "stamp": now_stamp(),
+                 "status": STATUS_EXECUTING, "sequence": [0, 1], "waiting": []}
+            goals[goal_id] = g
+            say(f"accepted {goal_id.hex()} order {order}")
+            sec, nsec = g["stamp"]
+            answer(query, seq, gid, CdrWriter().boolean(True).i32(sec).u32(nsec).to_bytes())
+            publish_status()
+        threading.Thread(target=execute, args=(g,), daemon=True).start()
+
+    def on_get_result(query):
+        got = take(query, 16)
+        if got is None:
+            return
+        r, seq, gid = got
+        goal_id = r.raw(16)
+        with lock:
+            g = goals.get(goal_id)
+            if g is None:
+                answer(query, seq, gid, result_payload(STATUS_UNKNOWN, []))
+            elif g["status"] in TERMINAL:
+                answer(query, seq, gid, result_payload(g["status"], g["sequence"]))
+            else:
+                # Keep the query open; finish() answers it from the goal's
+                # thread.
+                g["waiting"].append((query, seq, gid))
+
+    def on_cancel_goal(query):
+        got = take(query, 24)
+        if got is None:
+            return
+        r, seq, gid = got
+        goal_id, stamp = r.raw(16), (r.i32(), r.u32())
+        with lock:
+            by_id = goal_id != ZERO_UUID
+            by_stamp = stamp != (0, 0)
+            if not by_id and not by_stamp:
+                chosen = list(goals.values())
+            else:
+                chosen = [g for g in goals.values()
+                          if (by_id and g["uuid"] == goal_id)
+                          or (by_stamp and g["stamp"] <= stamp)]
+            canceling = [g for g in chosen
+                         if g["status"] in (STATUS_ACCEPTED, STATUS_EXECUTING)]
+            if canceling:
+                code = CANCEL_NONE
+            elif by_id and goal_id not in goals:
+                code = CANCEL_UNKNOWN_GOAL
+            elif by_id and goals[goal_id]["status"] in TERMINAL:
+                code = CANCEL_TERMINATED
+            else:
+                code = CANCEL_REJECTED
+            w = CdrWriter().i8(code).u32(len(canceling))
+            for g in canceling:
+                g["status"] = STATUS_CANCELING
+                w.raw(g["uuid"]).i32(g["stamp"][0]).u32(g["stamp"][1])
+            say(f"cancel {code} {len(canceling)}")
+            answer(query, seq, gid, w.to_bytes())
+            if canceling:
+                publish_status()
+
+    feedback_pub = session.declare_publisher(action_key(domain, action, "feedback"))
+    status_pub = zenoh.ext.declare_advanced_publisher(
+        session,
+        action_key(domain, action, "status"),
+        cache=zenoh.ext.CacheConfig(max_samples=1),
+        sample_miss_detection=zenoh.ext.MissDetectionConfig(sporadic_heartbeat=0.5),
+        publisher_detection=True,
+    )
+    handlers = {"send_goal": on_send_goal, "cancel_goal": on_cancel_goal,
+                "get_result": on_get_result}
+    keep = [session.liveliness().declare_token(node_token(domain, zid, node))]
+    for eid, (part, handler) in enumerate(handlers.items(), start=20):
+        keep.append(session.declare_queryable(action_key(domain, action, part), handler,
+                                              complete=True))
+        keep.append(session.liveliness().declare_token(
+            action_service_token(domain, zid, eid, "SS", node, action, part)))
+    keep.append(session.liveliness().declare_token(
+        action_topic_token(domain, zid, 23, "MP", node, action, "feedback", TOPIC_QOS)))
+    keep.append(session.liveliness().declare_token(
+        action_topic_token(domain, zid, 24, "MP", node, action, "status", STATUS_QOS)))
+    say("ready")
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    stop.wait(args.lifetime)
+    stop.set()
+    session.close()
+
+
+def call_once(session, key, payload, seq, gid, timeout):
+    """One service call as rmw_zenoh's client makes it: the reply's body
+    (CDR) for this client, or None."""
+    body = None
+    for reply in session.get(key, payload=payload, attachment=attachment(seq, gid),
+                             target=zenoh.QueryTarget.ALL_COMPLETE,
+                             consolidation=zenoh.ConsolidationMode.NONE,
+                             timeout=timeout):
+        if reply.ok is None:
+            print(f"error reply {reply.err.payload.to_bytes()!r}", flush=True)
+            continue
+        att = reply.ok.attachment.to_bytes() if reply.ok.attachment is not None else None
+        try:
+            rseq, _, rgid = read_attachment(att)
+        except ValueError as e:
+            print(f"error {e}", flush=True)
+            continue
+        if rgid != gid or rseq != seq:
+            print(f"reply for another request {rgid.hex()} seq={rseq}", flush=True)
+            continue
+        body = reply.ok.payload.to_bytes()
+    return body
+
+
+def action_client(args):
+    """Send one Fibonacci goal as rclcpp's demo fibonacci_action_client
+    does; optionally cancel it after some feedback."""
+    session = open_session(args.connect)
+    zid = str(session.zid())
+    domain, action, node = args.domain, args.action, args.node
+    gids = {part: hashlib.sha256(f"{zid}/action_client/{part}".encode()).digest()[:16]
+            for part in ACTION_PARTS}
+    goal_id = uuid.uuid4().bytes
+    events = queue.Queue()
+    cond = threading.Condition()
+    state = {"status": None, "feedback": 0}
+    cancel_now = threading.Event()
+
+    def on_feedback(sample):
+        try:
+            r = CdrReader(sample.payload.to_bytes())
+            gid_, seq = r.raw(16), r.seq(r.i32)
+        except (ValueError, struct.error) as e:
+            events.put(("error", f"bad feedback: {e}"))
+            return
+        if gid_ == goal_id:
+            events.put(("feedback", seq))
+
+    def on_status(sample):
+        try:
+            goals = read_goal_status_array(sample.payload.to_bytes())
+        except (ValueError, struct.error) as e:
+            events.put(("error", f"bad status: {e}"))
+            return
+        for gid_, _, status in goals:
+            if gid_ == goal_id:
+                events.put(("status", status))
+
+    def printer():
+        # One thread prints what the subscribers hear, in order, and only
+        # once "accepted" is out.
+        while True:
+            kind, value = events.get()
+            if kind == "feedback":
+                with cond:
+                    print(f"feedback {join_seq(value)}", flush=True)
+                    state["feedback"] += 1
+                    if state["feedback"] == args.cancel_after:
+                        cancel_now.set()
+                    cond.notify_all()
+            elif kind == "status":
+                with cond:
+                    if value != state["status"]:
+                        state["status"] = value
+                        print(f"status {value}", flush=True)
+                        cond.notify_all()
+            else:
+                with cond:
+                    print(f"error {value}", flush=True)
+
+    keep = [session.liveliness().declare_token(node_token(domain, zid, node))]
+    for eid, part in enumerate(["send_goal", "cancel_goal", "get_result"], start=30):
+        keep.append(session.liveliness().declare_token(
+            action_service_token(domain, zid, eid, "SC", node, action, part)))
+    keep.append(session.declare_subscriber(action_key(domain, action, "feedback"), on_feedback))
+    keep.append(session.liveliness().declare_token(
+        action_topic_token(domain, zid, 33, "MS", node, action, "feedback", TOPIC_QOS)))
+    keep.append(zenoh.ext.declare_advanced_subscriber(
+        session,
+        action_key(domain, action, "status"),
+        on_status,
+        history=zenoh.ext.HistoryConfig(detect_late_publishers=True, max_samples=1),
+        recovery=zenoh.ext.RecoveryConfig(heartbeat=True),
+        subscriber_detection=True,
+    ))
+    keep.append(session.liveliness().declare_token(
+        action_topic_token(domain, zid, 34, "MS", node, action, "status", STATUS_QOS)))
+
+    # As rclcpp_action's wait_for_action_server: all three services served.
+    deadline = time.time() + args.timeout
+    server = None
+    for part in ["send_goal", "cancel_goal", "get_result"]:
+        t, h = ACTION_PARTS[part]
+        found, _ = wait_for_server(session, domain, action_entity(action, part),
+                                   max(0.0, deadline - time.time()), t, h)
+        if found is None:
+            print("no server", flush=True)
+            session.close()
+            sys.exit(1)
+        server = server or found
+    print(f"server {server['node']}", flush=True)
+
+    def fail(what):
+        print(what, flush=True)
+        session.close()
+        sys.exit(1)
+
+    body = call_once(session, action_key(domain, action, "send_goal"),
+                     CdrWriter().raw(goal_id).i32(args.order).to_bytes(),
+                     1, gids["send_goal"], args.timeout)
+    if body is None:
+        fail("no reply")
+    r = CdrReader(body)
+    accepted, sec, nsec = r.boolean(), r.i32(), r.u32()
+    if not accepted:
+        print("rejected", flush=True)
+        session.close()
+        return
+    print(f"accepted {goal_id.hex()} {sec} {nsec}", flush=True)
+    threading.Thread(target=printer, daemon=True).start()
+
+    # As rclcpp's client with a result callback: ask for the result at
+    # once; the server answers when the goal ends.
+    result = {}
+    result_done = threading.Event()
+
+    def get_result():
+        got = call_once(session, action_key(domain, action, "get_result"),
+                        CdrWriter().raw(goal_id).to_bytes(), 1, gids["get_result"],
+                        args.timeout)
+        if got is not None:
+            result["body"] = got
+        result_done.set()
+
+    threading.Thread(target=get_result, daemon=True).start()
+
+    if args.cancel_after > 0:
+        while not cancel_now.is_set() and not result_done.is_set():
+            cancel_now.wait(0.05)
+        if cancel_now.is_set():
+            body = call_once(session, action_key(domain, action, "cancel_goal"),
+                             CdrWriter().raw(goal_id).i32(0).u32(0).to_bytes(),
+                             1, gids["cancel_goal"], args.timeout)
+            if body is None:
+                fail("no reply")
+            r = CdrReader(body)
+            code = r.i8()
+            canceling = r.seq(lambda: (r.raw(16), r.i32(), r.u32()))
+            with cond:
+                print(f"cancel {code} {len(canceling)}", flush=True)
+
+    result_done.wait(args.timeout + 1.0)
+    if "body" not in result:
+        fail("no reply")
+    r = CdrReader(result["body"])
+    status, sequence = r.i8(), r.seq(r.i32)
+    # The feedback and status topics may still be on their way when the
+    # reply comes (nothing orders one subscriber's samples against
+    # another's, or against a reply): give them a second, so that "result"
+    # is the last line. Each feedback has one number more than the one
+    # before, the first has 3, and the result is the last one's sequence.
+    feedbacks = max(0, len(sequence) - 2)
+    with cond:
+        cond.wait_for(lambda: state["feedback"] >= feedbacks
+                      and (status == STATUS_UNKNOWN or state["status"] == status), 1.0)
+        print(f"result {status} {join_seq(sequence)}", flush=True)
+    session.close()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("role", choices=["server", "client", "talker", "listener", "param-get"])
+    p.add_argument("role", choices=["server", "client", "talker", "listener", "param-get",
+                                    "action-server", "action-client"])
     p.add_argument("--target", default="/talker", help="param-get: the node")
     p.add_argument("--names", default="", help="param-get: comma-separated parameter names")
     p.add_argument("--connect", required=True, help="router endpoint, e.g. tcp/127.0.0.1:7447")
@@ -451,10 +962,19 @@ def main():
                    help="talker/listener: TRANSIENT_LOCAL via zenoh-ext's advanced pub/sub")
     p.add_argument("--garbage", action="store_true",
                    help="client: make the first request malformed")
+    p.add_argument("--action", default="/fibonacci", help="action-server/-client: the action")
+    p.add_argument("--order", type=int, default=10, help="action-client: the goal's order")
+    p.add_argument("--cancel-after", type=int, default=0,
+                   help="action-client: cancel the goal after this many feedback messages")
     args = p.parse_args()
     {"server": serve, "client": call, "talker": talk, "listener": listen,
-     "param-get": param_get}[args.role](args)
+     "param-get": param_get, "action-server": action_server,
+     "action-client": action_client}[args.role](args)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        # SIGINT is how tests stop a long-running role: exit quietly.
+        sys.exit(130)

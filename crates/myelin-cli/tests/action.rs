@@ -1,8 +1,8 @@
 //! `myelin action list|info|send_goal` end to end, against a myelin
 //! action server in this test's process (another process than the CLI's:
-//! they meet over shared memory), and the errors a user can make. The same
-//! commands against a ROS 2 action server on rmw_zenoh are in
-//! `ros_action` below.
+//! they meet over shared memory), against a ROS 2 action server on
+//! rmw_zenoh (the independent Python peer, `interop/rmw_zenoh_peer.py`)
+//! through `myelin router`, and the errors a user can make.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,10 @@ use myelin::{Context, Executor};
 use myelin_msgs::example_interfaces::{Fibonacci, FibonacciFeedback, FibonacciResult};
 
 mod common;
-use common::myelin;
+use common::{Background, myelin, router, router_endpoint};
+
+#[path = "../../myelin/tests/common/interop.rs"]
+mod interop;
 
 fn run(args: &[&str]) -> (bool, String, String) {
     let out = myelin().args(args).output().unwrap();
@@ -229,4 +232,82 @@ fn action_send_goal_errors_say_what_to_fix() {
     ]);
     assert!(!ok);
     assert!(err.contains("invalid --timeout"), "{err}");
+}
+
+/// A ROS 2 action server (the peer) is listed with its type and node, and
+/// `send_goal` follows its goal to the result, as `ros2 action` does.
+#[test]
+fn list_and_send_goal_to_a_ros_2_action_server_through_a_router() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let Some(py) = interop::python() else { return };
+    let (router, cfg) = router();
+    let endpoint = router_endpoint(&cfg);
+    let mut server = std::process::Command::new(py)
+        .arg(interop::peer_script())
+        .args([
+            "action-server",
+            "--domain",
+            "188",
+            "--node",
+            "fib",
+            "--rate",
+            "100",
+        ])
+        .args(["--connect", &endpoint])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let server = Background(server);
+    let net = |args: &[&str]| {
+        let out = myelin()
+            .args(args)
+            .env("MYELIN_TRANSPORT", "zenoh")
+            .env("MYELIN_ZENOH_CONFIG", &cfg)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let list = loop {
+        let (_, out, _) = net(&["action", "list", "-t", "--domain", "188"]);
+        if out.contains("/fibonacci") || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(list, "/fibonacci [example_interfaces/action/Fibonacci]\n");
+    let (ok, info, err) = net(&["action", "info", "/fibonacci", "--domain", "188"]);
+    assert!(ok, "{err}");
+    assert!(info.ends_with("Action servers: 1\n    /fib\n"), "{info}");
+    let (ok, out, err) = net(&[
+        "action",
+        "send_goal",
+        "fibonacci",
+        "example_interfaces/action/Fibonacci",
+        "{order: 3}",
+        "-f",
+        "--domain",
+        "188",
+    ]);
+    assert!(ok, "{out}{err}");
+    assert_eq!(out.matches("Feedback:\n").count(), 2, "{out}");
+    assert!(
+        out.ends_with(
+            "Result:\n    sequence:\n    - 0\n    - 1\n    - 1\n    - 2\n\n\
+             Goal finished with status: SUCCEEDED\n"
+        ),
+        "{out}"
+    );
+    drop(server);
+    drop(router);
 }

@@ -369,3 +369,242 @@ fn a_ros_2_tool_gets_a_myelin_nodes_parameters() {
     stop.stop();
     spin.join().unwrap().unwrap();
 }
+
+/// A myelin Fibonacci action server (`fibonacci_action_server`) on its
+/// own executor thread, one number per `step`, until dropped.
+struct FibonacciServer {
+    stop: myelin::StopHandle,
+    spin: Option<std::thread::JoinHandle<Result<(), myelin::SpinError>>>,
+    _ctx: Context,
+}
+
+impl FibonacciServer {
+    fn start(r: &Router, domain: u32, step: Duration) -> FibonacciServer {
+        use myelin::action::{CancelResponse, GoalResponse};
+        use myelin_msgs::example_interfaces::{Fibonacci, FibonacciFeedback, FibonacciResult};
+        let c = ctx(r, domain);
+        let node = c.create_node("fibonacci_action_server").unwrap();
+        let server = node
+            .create_action_server::<Fibonacci>(
+                "fibonacci",
+                |_, g| {
+                    if g.order > 46 {
+                        GoalResponse::Reject
+                    } else {
+                        GoalResponse::AcceptAndExecute
+                    }
+                },
+                |_, _| CancelResponse::Accept,
+                move |h| {
+                    std::thread::spawn(move || {
+                        let mut s = vec![0, 1];
+                        for i in 1..h.goal().order.max(1) as usize {
+                            std::thread::sleep(step);
+                            if h.is_canceling() {
+                                h.canceled(FibonacciResult { sequence: s }).unwrap();
+                                return;
+                            }
+                            s.push(s[i] + s[i - 1]);
+                            h.publish_feedback(FibonacciFeedback {
+                                sequence: s.clone(),
+                            })
+                            .unwrap();
+                        }
+                        h.succeed(FibonacciResult { sequence: s }).unwrap();
+                    });
+                },
+            )
+            .unwrap();
+        let mut exec = Executor::new();
+        exec.add_node(&node).unwrap();
+        let stop = exec.stop_handle();
+        let spin = std::thread::spawn(move || {
+            let _keep = server;
+            exec.spin()
+        });
+        FibonacciServer {
+            stop,
+            spin: Some(spin),
+            _ctx: c,
+        }
+    }
+}
+
+impl Drop for FibonacciServer {
+    fn drop(&mut self) {
+        self.stop.stop();
+        if let Some(s) = self.spin.take() {
+            s.join().unwrap().unwrap();
+        }
+    }
+}
+
+/// The lines of the peer up to and including the one starting with
+/// `last`.
+fn lines_until(peer: &Peer, last: &str) -> Vec<String> {
+    let mut all = Vec::new();
+    loop {
+        match peer.lines.recv_timeout(LONG) {
+            Ok(l) => {
+                let done = l.starts_with(last);
+                all.push(l);
+                if done {
+                    return all;
+                }
+            }
+            Err(_) => panic!("the peer never printed {last:?}; it printed {all:?}"),
+        }
+    }
+}
+
+/// A ROS 2 action client (the peer, as rclcpp_action's client on
+/// rmw_zenoh) finds a myelin action server by its three services' tokens,
+/// sends a goal, hears every feedback and the status, and gets the
+/// result; a goal the server refuses is rejected; a goal canceled midway
+/// ends canceled with the sequence so far.
+#[test]
+fn a_ros_2_action_client_drives_a_myelin_action_server() {
+    let Some(py) = python() else { return };
+    let r = router("interop_action_srv");
+    let _server = FibonacciServer::start(&r, 35, Duration::from_millis(1));
+    let peer = Peer::start(
+        &py,
+        &r,
+        &["action-client", "--domain", "35", "--order", "10"],
+    );
+    assert_eq!(
+        peer.expect("server "),
+        "server fibonacci_action_server",
+        "the server's node, from its send_goal token"
+    );
+    assert!(peer.expect("accepted ").len() > 40);
+    let lines = lines_until(&peer, "result ");
+    let feedback: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("feedback "))
+        .collect();
+    assert_eq!(feedback.len(), 9, "{lines:?}");
+    assert_eq!(feedback[8], "feedback 0,1,1,2,3,5,8,13,21,34,55");
+    assert!(lines.contains(&"status 4".to_string()), "{lines:?}");
+    assert_eq!(lines.last().unwrap(), "result 4 0,1,1,2,3,5,8,13,21,34,55");
+    assert!(peer.wait().success());
+
+    let peer = Peer::start(
+        &py,
+        &r,
+        &["action-client", "--domain", "35", "--order", "47"],
+    );
+    peer.expect("server ");
+    peer.expect("rejected");
+    assert!(peer.wait().success());
+    drop(_server);
+
+    // Slow enough that the cancel comes while the goal runs.
+    let _server = FibonacciServer::start(&r, 36, Duration::from_millis(50));
+    let peer = Peer::start(
+        &py,
+        &r,
+        &[
+            "action-client",
+            "--domain",
+            "36",
+            "--order",
+            "40",
+            "--cancel-after",
+            "2",
+        ],
+    );
+    peer.expect("accepted ");
+    let lines = lines_until(&peer, "result ");
+    assert!(lines.contains(&"cancel 0 1".to_string()), "{lines:?}");
+    assert!(lines.contains(&"status 3".to_string()), "{lines:?}");
+    let result = lines.last().unwrap();
+    assert!(result.starts_with("result 5 0,1,1,2"), "{result}");
+    assert!(peer.wait().success());
+}
+
+/// A myelin action client drives a ROS 2 action server (the peer): goal,
+/// feedback, status, result, rejection and cancellation, all in
+/// rmw_zenoh's format.
+#[test]
+fn a_myelin_action_client_drives_a_ros_2_action_server() {
+    use myelin::action::{ActionError, CancelGoalResponse, GoalState, SendGoalOptions};
+    use myelin_msgs::example_interfaces::{Fibonacci, FibonacciFeedback, FibonacciGoal};
+    let Some(py) = python() else { return };
+    let r = router("interop_action_cli");
+    let peer = Peer::start(
+        &py,
+        &r,
+        &["action-server", "--domain", "37", "--rate", "50"],
+    );
+    peer.expect("ready");
+    let c = ctx(&r, 37);
+    let node = c.create_node("fibonacci_action_client").unwrap();
+    let client = node.create_action_client::<Fibonacci>("fibonacci").unwrap();
+    assert!(
+        client.wait_for_action_server(LONG),
+        "the ROS 2 action server was never seen"
+    );
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let h = heard.clone();
+    let goal = client
+        .send_goal_with(
+            FibonacciGoal { order: 10 },
+            SendGoalOptions::new()
+                .on_feedback(move |f: FibonacciFeedback| h.lock().unwrap().push(f.sequence)),
+            LONG,
+        )
+        .unwrap();
+    let line = peer.expect("accepted ");
+    let hex: String = goal
+        .goal_id()
+        .uuid
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(line, format!("accepted {hex} order 10"));
+    assert!(goal.stamp().sec > 0, "the peer stamps the goal");
+    let done = goal.get_result(LONG).unwrap();
+    assert_eq!(done.state, GoalState::Succeeded);
+    assert_eq!(done.result.sequence, [0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55]);
+    // Feedback travels on its own topic: wait for the last one rather
+    // than assume it beat the result.
+    let deadline = std::time::Instant::now() + LONG;
+    while heard.lock().unwrap().len() < 9 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(heard.len(), 9, "{heard:?}");
+    assert_eq!(heard[8], done.result.sequence);
+    assert_eq!(
+        goal.wait_for_state(GoalState::is_terminal, LONG),
+        GoalState::Succeeded,
+        "the status topic says so too"
+    );
+
+    match client.send_goal(FibonacciGoal { order: 47 }, LONG) {
+        Err(ActionError::Rejected { .. }) => {}
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    let slow = client
+        .send_goal_with(
+            FibonacciGoal { order: 40 },
+            SendGoalOptions::new().on_feedback(move |_: FibonacciFeedback| {
+                let _ = tx.send(());
+            }),
+            LONG,
+        )
+        .unwrap();
+    rx.recv_timeout(LONG).unwrap();
+    let answer = slow.cancel(LONG).unwrap();
+    assert_eq!(answer.return_code, CancelGoalResponse::ERROR_NONE);
+    assert_eq!(answer.goals_canceling.len(), 1);
+    assert_eq!(answer.goals_canceling[0].goal_id, *slow.goal_id());
+    let done = slow.get_result(LONG).unwrap();
+    assert_eq!(done.state, GoalState::Canceled);
+    assert!(done.result.sequence.len() < 41);
+    assert!(done.result.sequence.starts_with(&[0, 1, 1]));
+    assert!(peer.wait().success());
+}
