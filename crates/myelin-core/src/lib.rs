@@ -82,7 +82,9 @@ pub use message::{Message, ServiceType, TypeHash};
 /// Print myelin's warnings (and errors) on stderr, as rclcpp prints its
 /// logs to the console, unless the program has installed a `tracing`
 /// subscriber of its own (then this does nothing). `MYELIN_LOG` sets the
-/// filter in `RUST_LOG` syntax (default: `warn` for myelin, `error` for
+/// filter in `RUST_LOG` syntax (default: `info` for the lines of nodes'
+/// loggers ([`Node::get_logger`], target `rosout`), as rclcpp prints
+/// `RCLCPP_INFO` on the console; `warn` for myelin itself, `error` for
 /// zenoh). [`Context::new`] calls it; a library that builds its context
 /// with [`Context::builder`] leaves logging to its program.
 ///
@@ -96,7 +98,7 @@ pub fn init_logging() {
         return;
     }
     let filter = EnvFilter::try_from_env("MYELIN_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("warn,zenoh=error,zenoh_transport=error"));
+        .unwrap_or_else(|_| EnvFilter::new("warn,rosout=info,zenoh=error,zenoh_transport=error"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
