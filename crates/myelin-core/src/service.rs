@@ -708,22 +708,46 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
     /// Call the service; the returned future resolves to the answer. It
     /// fails at once with [`CallError::NoServer`] if no server exists now
     /// (use [`wait_for_service`](Self::wait_for_service) first); apply your
-    /// runtime's timeout to it.
+    /// runtime's timeout to it. A server in this process takes the request
+    /// into its queue; one in another process or host is called from a
+    /// thread of the call's own, which gives up with
+    /// [`CallError::Timeout`] after [`ASYNC_REMOTE_TIMEOUT`] without an
+    /// answer (and at once if the server goes away).
     pub fn call_async(&self, req: Req) -> ResponseFuture<Resp> {
         let slot = Slot::new(None);
         match self.pick() {
-            None => slot.fill(Err(CallError::NoServer {
-                service: self.inner.name.clone(),
-                waited: Duration::ZERO,
-            })),
             Some(server) => server.submit(Request {
                 req,
                 reply: Box::new(SlotResponder(slot.clone())),
             }),
+            None if self.inner.remote_ready() => {
+                let inner = self.inner.clone();
+                let answer = slot.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("myelin-call".into())
+                    .spawn(move || {
+                        let r = inner.remote.as_ref().expect("remote_ready");
+                        let deadline = Instant::now() + ASYNC_REMOTE_TIMEOUT;
+                        answer.fill(r.call(&inner.name, req, deadline, ASYNC_REMOTE_TIMEOUT));
+                    });
+                if let Err(e) = spawned {
+                    tracing::warn!("call to {:?}: no thread for it: {e}", self.inner.name);
+                    slot.fill(Err(CallError::ServiceUnavailable(self.inner.name.clone())));
+                }
+            }
+            None => slot.fill(Err(CallError::NoServer {
+                service: self.inner.name.clone(),
+                waited: Duration::ZERO,
+            })),
         }
         ResponseFuture { slot }
     }
 }
+
+/// How long a [`Client::call_async`] to a server in another process or
+/// host waits for its answer before it resolves with
+/// [`CallError::Timeout`].
+pub const ASYNC_REMOTE_TIMEOUT: Duration = Duration::from_secs(600);
 
 impl<Req: Message, Resp: Message> Drop for Client<Req, Resp> {
     fn drop(&mut self) {

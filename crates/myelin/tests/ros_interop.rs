@@ -197,6 +197,11 @@ fn a_myelin_client_calls_a_ros_2_server() {
         gids.push(gid);
     }
     assert_eq!(gids[0], gids[1], "one client, one gid");
+    // call_async takes the same way.
+    let answer =
+        futures::executor::block_on(client.call_async(AddTwoIntsRequest { a: 5, b: 6 })).unwrap();
+    assert_eq!(answer.sum, 11);
+    peer.expect("request seq=3 ");
 }
 
 /// A ROS 2 server that takes a request and dies before answering: the

@@ -146,6 +146,19 @@ fn child_role() {
             println!("ready");
             let _ = std::io::stdin().read_line(&mut line);
         }
+        "double_server" => {
+            let _srv = node
+                .create_service::<i64, i64>("double", |x| 2 * x)
+                .unwrap();
+            let mut exec = Executor::new();
+            exec.add_node(&node).unwrap();
+            let stop = exec.stop_handle();
+            let spin = std::thread::spawn(move || exec.spin());
+            println!("ready");
+            let _ = std::io::stdin().read_line(&mut line);
+            stop.stop();
+            spin.join().unwrap().unwrap();
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -411,4 +424,21 @@ fn shared_memory_objects_are_owner_only() {
 
 fn myelin_shm_dir() -> std::path::PathBuf {
     std::env::var_os("MYELIN_SHM_DIR").map_or_else(|| "/dev/shm".into(), Into::into)
+}
+
+/// `call_async` reaches a server in another process (it used to fail at
+/// once with "no server" when the only server was remote).
+#[test]
+fn call_async_reaches_a_server_in_another_process() {
+    let c = ctx(153);
+    let node = c.create_node("caller").unwrap();
+    let client = node.create_client::<i64, i64>("double").unwrap();
+    let mut peer = Peer::spawn("double_server", 153, 0);
+    peer.expect("ready");
+    assert!(client.wait_for_service(LONG));
+    let a = client.call_async(21);
+    let b = client.call_async(-4);
+    assert_eq!(futures::executor::block_on(a).unwrap(), 42);
+    assert_eq!(futures::executor::block_on(b).unwrap(), -8);
+    peer.finish();
 }
