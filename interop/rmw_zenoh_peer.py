@@ -32,6 +32,12 @@ multicast scouting off so nothing leaves the machine):
           (rcl_interfaces/srv/GetParameters) for --names (comma-separated)
           on node --target, decoding the CDR reply by hand; prints
           "param NAME TYPE VALUE" per name (TYPE the ParameterType number).
+  type-description  as a tool learning a type at run time (REP 2016): call
+          node --target's ~/get_type_description for --type-name
+          (--type-hash), decode the TypeDescription by hand and recompute
+          its REP 2011 hash from it (sha256 of rosidl's JSON); prints
+          "described NAME HASH FIELDS NREFS SOURCE_ENCODINGS" or "failed
+          REASON".
 
   action-server  serve example_interfaces/action/Fibonacci on --action as
           rclcpp's demo fibonacci_action_server: queryables and SS tokens
@@ -412,6 +418,9 @@ class CdrReader:
     def i64(self):
         return self._take("<q", 8)
 
+    def u64(self):
+        return self._take("<Q", 8)
+
     def f64(self):
         return self._take("<d", 8)
 
@@ -465,6 +474,80 @@ def param_get(args):
             values = r.seq(lambda: parameter_value(r))
             for name, (kind, value) in zip(names, values):
                 print(f"param {name} {kind} {value}", flush=True)
+            session.close()
+            return
+        time.sleep(0.2)
+    print("no reply", flush=True)
+    session.close()
+    sys.exit(1)
+
+
+# type_description_interfaces/srv/GetTypeDescription (REP 2016), every
+# node's ~/get_type_description, and its REP 2011 hash (Jazzy).
+GET_TYPE_DESC_TYPE = "type_description_interfaces::srv::dds_::GetTypeDescription_"
+GET_TYPE_DESC_HASH = "RIHS01_69b9c19c1021405984cc60dbbb1edceb147a6538b411d812ba6afabeed962cd5"
+
+
+def individual_type_description(r):
+    """type_description_interfaces/msg/IndividualTypeDescription."""
+    name = r.string()
+
+    def field():
+        fname = r.string()
+        ftype = {"type_id": r.u8(), "capacity": r.u64(), "string_capacity": r.u64(),
+                 "nested_type_name": r.string()}
+        r.string()  # default_value: not part of the hash
+        return {"name": fname, "type": ftype}
+
+    return {"type_name": name, "fields": r.seq(field)}
+
+
+def rihs01(description, referenced):
+    """REP 2011: sha256 of the description as rosidl writes it in JSON
+    (Python's json.dumps, ', ' and ': ' separators, referenced types sorted
+    by name), default values left out."""
+    import json
+    doc = {"type_description": description,
+           "referenced_type_descriptions": sorted(referenced, key=lambda t: t["type_name"])}
+    text = json.dumps(doc, separators=(", ", ": "), ensure_ascii=True)
+    return "RIHS01_" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def type_description(args):
+    """As a tool would: ask node --target for the description of
+    --type-name, recompute its hash from the answer, print "described
+    NAME HASH FIELDS REFS SOURCES" (or "failed REASON")."""
+    session = open_session(args.connect)
+    zid = str(session.zid())
+    gid = hashlib.sha256(f"{zid}/typedesc".encode()).digest()[:16]
+    key = (f"{args.domain}/{args.target.strip('/')}/get_type_description/"
+           f"{GET_TYPE_DESC_TYPE}/{GET_TYPE_DESC_HASH}")
+    w = CdrWriter()
+    for text in (args.type_name, args.type_hash):
+        data = text.encode() + b"\x00"
+        w.u32(len(data)).raw(data)
+    w.boolean(True)
+    deadline = time.time() + args.timeout
+    while time.time() < deadline:
+        for reply in session.get(key, payload=w.to_bytes(), attachment=attachment(1, gid),
+                                 target=zenoh.QueryTarget.ALL_COMPLETE,
+                                 consolidation=zenoh.ConsolidationMode.NONE,
+                                 timeout=2.0):
+            if reply.ok is None:
+                continue
+            r = CdrReader(reply.ok.payload.to_bytes())
+            ok = r.boolean()
+            reason = r.string()
+            desc = individual_type_description(r)
+            refs = r.seq(lambda: individual_type_description(r))
+            sources = r.seq(lambda: (r.string(), r.string(), r.string()))
+            r.seq(lambda: (r.string(), r.string()))  # extra_information
+            if not ok:
+                print(f"failed {reason}", flush=True)
+            else:
+                fields = ",".join(f["name"] for f in desc["fields"])
+                print(f"described {desc['type_name']} {rihs01(desc, refs)} {fields} "
+                      f"{len(refs)} {','.join(enc for _, enc, _ in sources)}", flush=True)
             session.close()
             return
         time.sleep(0.2)
@@ -942,8 +1025,11 @@ def action_client(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("role", choices=["server", "client", "talker", "listener", "param-get",
-                                    "action-server", "action-client"])
-    p.add_argument("--target", default="/talker", help="param-get: the node")
+                                    "type-description", "action-server", "action-client"])
+    p.add_argument("--target", default="/talker", help="param-get, type-description: the node")
+    p.add_argument("--type-name", default="std_msgs/msg/String",
+                   help="type-description: the type to ask for")
+    p.add_argument("--type-hash", default="", help="type-description: its hash (empty: any)")
     p.add_argument("--names", default="", help="param-get: comma-separated parameter names")
     p.add_argument("--connect", required=True, help="router endpoint, e.g. tcp/127.0.0.1:7447")
     p.add_argument("--domain", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0")))
@@ -968,7 +1054,8 @@ def main():
                    help="action-client: cancel the goal after this many feedback messages")
     args = p.parse_args()
     {"server": serve, "client": call, "talker": talk, "listener": listen,
-     "param-get": param_get, "action-server": action_server,
+     "param-get": param_get, "type-description": type_description,
+     "action-server": action_server,
      "action-client": action_client}[args.role](args)
 
 

@@ -42,6 +42,8 @@ pub struct ContextBuilder {
     use_sim_time: bool,
     /// `--ros-args ...` to read at build.
     ros_args: Vec<String>,
+    /// Nodes serve `~/get_type_description`.
+    type_description_service: bool,
 }
 
 impl Default for ContextBuilder {
@@ -54,6 +56,7 @@ impl Default for ContextBuilder {
             zenoh_config: None,
             use_sim_time: false,
             ros_args: Vec::new(),
+            type_description_service: true,
         }
     }
 }
@@ -124,6 +127,16 @@ impl ContextBuilder {
         self
     }
 
+    /// Whether nodes serve `~/get_type_description` for the types they use
+    /// (default on, as rclcpp's `start_type_description_service`; see
+    /// [`type_description`](crate::type_description)). Off saves each node
+    /// one service (with shared memory: an inbox and a publisher) where
+    /// many processes share a host and no tool learns types at run time.
+    pub fn type_description_service(mut self, on: bool) -> Self {
+        self.type_description_service = on;
+        self
+    }
+
     /// Command-line arguments in ROS 2's syntax (a program passes
     /// `std::env::args()`): what follows `--ros-args` (up to `--` or the
     /// end) is read at [`build`](Self::build); anything before it is the
@@ -185,6 +198,10 @@ impl ContextBuilder {
             overrides,
             remaps,
         ));
+        inner.type_description_service.store(
+            self.type_description_service,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         if self.handle_signals {
             signals::register(&inner);
         }

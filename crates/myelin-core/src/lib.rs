@@ -61,6 +61,7 @@ pub mod subscription;
 pub mod time;
 mod timer;
 pub mod transport;
+pub mod type_description;
 mod waitpoint;
 pub mod waitset;
 pub mod wire;

@@ -32,6 +32,9 @@ use std::fmt;
 
 use crate::wire::{SharedBytes, Wire, WireError};
 
+pub mod description;
+use description::Described;
+
 /// A 64-bit hash of a message type's schema (field names, types and order).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TypeHash(pub u64);
@@ -120,6 +123,14 @@ pub trait Message: Clone + Send + Sync + 'static {
         let _ = bytes;
         None
     }
+
+    /// The type's description (REP 2016), for the `~/get_type_description`
+    /// service of the nodes that use it: the message crate's types give
+    /// theirs (from their `.msg` files); `None` (the default) leaves the
+    /// type out.
+    fn ros_type_description() -> Option<Described> {
+        None
+    }
 }
 
 /// A service type: the pair of messages a service takes and returns, with
@@ -154,6 +165,12 @@ pub trait ServiceType: 'static {
     /// a ROS 2 `.srv`: the hash of its request, response and event
     /// messages together (see `myelin_msgs::idl::srv_type_hash`).
     const ROS_TYPE_HASH: Option<&'static str> = None;
+
+    /// The service type's description (REP 2016), as
+    /// [`Message::ros_type_description`].
+    fn ros_type_description() -> Option<Described> {
+        None
+    }
 }
 
 /// `impl_cdr_message!(Type, "pkg/msg/Name", "RIHS01_...")`: the
@@ -183,6 +200,51 @@ macro_rules! impl_cdr_message {
     };
 }
 pub(crate) use impl_cdr_message;
+
+/// `ros_msg!(Name = "pkg/msg/Name", "RIHS01_..." { fields })`: a CDR
+/// message with its ROS name and hash.
+macro_rules! ros_msg {
+    ($(#[$doc:meta])* $name:ident = $ros:literal, $hash:literal { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct $name {
+            $($(#[$fdoc])* pub $field: $ty,)*
+        }
+
+        crate::message::impl_cdr_message!($name, $ros, $hash);
+    };
+}
+
+/// `ros_srv!(Name = "pkg/srv/Name", "RIHS01_..." { Req = ..., "..." {..}
+/// Resp = ..., "..." {..} })`: a service's request and response messages
+/// and the service type.
+macro_rules! ros_srv {
+    ($(#[$doc:meta])* $name:ident = $ros:literal, $hash:literal {
+        $req:ident = $req_ros:literal, $req_hash:literal { $($(#[$qdoc:meta])* $qf:ident : $qt:ty),* $(,)? }
+        $resp:ident = $resp_ros:literal, $resp_hash:literal { $($(#[$rdoc:meta])* $rf:ident : $rt:ty),* $(,)? }
+    }) => {
+        ros_msg!(
+            #[doc = concat!("The request of [`", stringify!($name), "`].")]
+            $req = $req_ros, $req_hash { $($(#[$qdoc])* $qf: $qt),* }
+        );
+        ros_msg!(
+            #[doc = concat!("The response of [`", stringify!($name), "`].")]
+            $resp = $resp_ros, $resp_hash { $($(#[$rdoc])* $rf: $rt),* }
+        );
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name;
+        impl crate::ServiceType for $name {
+            type Request = $req;
+            type Response = $resp;
+            const TYPE_NAME: &'static str = $ros;
+            const ROS_TYPE_HASH: Option<&'static str> = Some($hash);
+        }
+    };
+}
+
+pub(crate) use {ros_msg, ros_srv};
 
 macro_rules! builtin_pod {
     ($($t:ty => $name:literal),* $(,)?) => {

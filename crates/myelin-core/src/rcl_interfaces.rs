@@ -17,50 +17,7 @@
 
 use crate::time::Time;
 
-/// `ros_msg!(Name = "pkg/msg/Name", "RIHS01_..." { fields })`: a CDR
-/// message with its ROS name and hash.
-macro_rules! ros_msg {
-    ($(#[$doc:meta])* $name:ident = $ros:literal, $hash:literal { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
-        $(#[$doc])*
-        #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-        #[serde(default, deny_unknown_fields)]
-        pub struct $name {
-            $($(#[$fdoc])* pub $field: $ty,)*
-        }
-
-        crate::message::impl_cdr_message!($name, $ros, $hash);
-    };
-}
-
-/// `ros_srv!(Name = "pkg/srv/Name", "RIHS01_..." { Req = ..., "..." {..}
-/// Resp = ..., "..." {..} })`: a service's request and response messages
-/// and the service type.
-macro_rules! ros_srv {
-    ($(#[$doc:meta])* $name:ident = $ros:literal, $hash:literal {
-        $req:ident = $req_ros:literal, $req_hash:literal { $($(#[$qdoc:meta])* $qf:ident : $qt:ty),* $(,)? }
-        $resp:ident = $resp_ros:literal, $resp_hash:literal { $($(#[$rdoc:meta])* $rf:ident : $rt:ty),* $(,)? }
-    }) => {
-        ros_msg!(
-            #[doc = concat!("The request of [`", stringify!($name), "`].")]
-            $req = $req_ros, $req_hash { $($(#[$qdoc])* $qf: $qt),* }
-        );
-        ros_msg!(
-            #[doc = concat!("The response of [`", stringify!($name), "`].")]
-            $resp = $resp_ros, $resp_hash { $($(#[$rdoc])* $rf: $rt),* }
-        );
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        pub struct $name;
-        impl crate::ServiceType for $name {
-            type Request = $req;
-            type Response = $resp;
-            const TYPE_NAME: &'static str = $ros;
-            const ROS_TYPE_HASH: Option<&'static str> = Some($hash);
-        }
-    };
-}
-
-pub(crate) use {ros_msg, ros_srv};
+use crate::message::{ros_msg, ros_srv};
 
 ros_msg!(
     /// The kinds of value a parameter holds (its constants name

@@ -36,6 +36,8 @@ pub(crate) struct ContextInner {
     pub(crate) param_overrides: crate::parameter::Overrides,
     /// Remapping rules (`--ros-args -r`).
     pub(crate) remaps: crate::names::Remaps,
+    /// Nodes serve `~/get_type_description` (set once, at build).
+    pub(crate) type_description_service: AtomicBool,
 }
 
 impl ContextInner {
@@ -59,6 +61,7 @@ impl ContextInner {
             sim,
             param_overrides,
             remaps,
+            type_description_service: AtomicBool::new(true),
         }
     }
 
@@ -134,6 +137,10 @@ pub(crate) struct NodeInner {
     /// The `/rosout` publisher of its logger (made with the first line;
     /// dropped with the node's last handle, as `param_entities`).
     pub(crate) rosout: Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>,
+    /// The described types its endpoints use, and the
+    /// `~/get_type_description` service that tells them (dropped with the
+    /// node's last handle, as `param_entities`).
+    pub(crate) types: crate::message::description::NodeTypesCell,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -174,6 +181,7 @@ impl NodeInner {
             params: Default::default(),
             param_entities: Mutex::new(None),
             rosout: Mutex::new(None),
+            types: Default::default(),
         }
     }
 

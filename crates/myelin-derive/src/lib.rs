@@ -59,6 +59,7 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
     let mut name_override: Option<LitStr> = None;
     let mut wire: Option<&'static str> = None;
     let mut ros_hash: Option<LitStr> = None;
+    let mut describe: Option<syn::Path> = None;
     for attr in &input.attrs {
         if attr.path().is_ident("message") {
             attr.parse_nested_meta(|meta| {
@@ -82,9 +83,12 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
                     }
                     ros_hash = Some(h);
                     Ok(())
+                } else if meta.path.is_ident("describe") {
+                    describe = Some(meta.value()?.parse()?);
+                    Ok(())
                 } else {
                     Err(meta.error(
-                        "unknown message attribute: expected `name = \"pkg/msg/Type\"`, `pod`, `cdr` or `ros_hash = \"RIHS01_...\"`",
+                        "unknown message attribute: expected `name = \"pkg/msg/Type\"`, `pod`, `cdr`, `ros_hash = \"RIHS01_...\"` or `describe = path::to::fn`",
                     ))
                 }
             })?;
@@ -162,12 +166,23 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         ),
         None => (quote!(), quote!(::myelin::TypeHash::of_schema(#schema))),
     };
+    // `describe = f`: `f(type name)` gives the type's description (REP
+    // 2016) for the `~/get_type_description` of the nodes that use it.
+    let describe_item = match describe {
+        Some(f) => quote! {
+            fn ros_type_description() -> ::core::option::Option<::myelin::type_description::Described> {
+                #f(<Self as ::myelin::Message>::TYPE_NAME)
+            }
+        },
+        None => quote!(),
+    };
     Ok(quote! {
         impl #impl_g ::myelin::Message for #ident #ty_g #where_c {
             const TYPE_NAME: &'static str = #type_name;
             const TYPE_HASH: ::myelin::TypeHash = #hash_item;
             #ros_hash_item
             #wire_items
+            #describe_item
         }
     })
 }

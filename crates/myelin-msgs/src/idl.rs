@@ -1313,15 +1313,43 @@ pub fn action_type_hash(
     type_hash(&action.type_name(), action.lookup(lookup))
 }
 
-/// The JSON that [`type_hash`] hashes: `{"type_description": ...,
-/// "referenced_type_descriptions": [...]}` as Python's
-/// `json.dumps(separators=(", ", ": "), ensure_ascii=True)` writes it in
-/// `rosidl_generator_type_description`, the referenced types sorted by
-/// name.
-pub fn type_description_json(
+/// One type of a type description (REP 2016's
+/// `IndividualTypeDescription`): its name and its fields with their
+/// `type_description_interfaces` type numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DescribedType {
+    /// `pkg/msg/Type`.
+    pub type_name: String,
+    /// The fields in order (an empty message has
+    /// [`EMPTY_STRUCT_MEMBER`]).
+    pub fields: Vec<DescribedField>,
+}
+
+/// One field of a [`DescribedType`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DescribedField {
+    /// The name.
+    pub name: String,
+    /// The `FIELD_TYPE_*` number (base type, plus 48 for an array, 96 for
+    /// a bounded sequence, 144 for an unbounded one).
+    pub type_id: u64,
+    /// The array size or sequence bound.
+    pub capacity: u64,
+    /// The bound of a bounded string.
+    pub string_capacity: u64,
+    /// `pkg/msg/Type` of a nested type, else empty.
+    pub nested_type_name: String,
+    /// The default value as the file writes it, else empty (not part of
+    /// the hash).
+    pub default_value: String,
+}
+
+/// The description of `root` (REP 2016): the type and every type it
+/// refers to, directly or not, sorted by name; what [`type_hash`] hashes.
+pub fn type_description(
     root: &str,
     lookup: impl Fn(&str) -> Option<MsgSpec>,
-) -> Result<String, HashError> {
+) -> Result<(DescribedType, Vec<DescribedType>), HashError> {
     let find = |name: &str| -> Option<Result<MsgSpec, HashError>> {
         let spec = lookup(name)?;
         let found = spec.type_name();
@@ -1352,15 +1380,30 @@ pub fn type_description_json(
         pending.extend(nested_names(&spec).map(|n| (n, name.clone())));
         referenced.insert(name, spec);
     }
+    Ok((
+        describe(&root_spec),
+        referenced.values().map(describe).collect(),
+    ))
+}
 
+/// The JSON that [`type_hash`] hashes: `{"type_description": ...,
+/// "referenced_type_descriptions": [...]}` as Python's
+/// `json.dumps(separators=(", ", ": "), ensure_ascii=True)` writes it in
+/// `rosidl_generator_type_description`, the referenced types sorted by
+/// name.
+pub fn type_description_json(
+    root: &str,
+    lookup: impl Fn(&str) -> Option<MsgSpec>,
+) -> Result<String, HashError> {
+    let (root, referenced) = type_description(root, lookup)?;
     let mut out = String::from("{\"type_description\": ");
-    write_description(&mut out, &root_spec);
+    write_description(&mut out, &root);
     out.push_str(", \"referenced_type_descriptions\": [");
-    for (i, spec) in referenced.values().enumerate() {
+    for (i, d) in referenced.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
-        write_description(&mut out, spec);
+        write_description(&mut out, d);
     }
     out.push_str("]}");
     Ok(out)
@@ -1372,66 +1415,69 @@ fn nested_names(spec: &MsgSpec) -> impl Iterator<Item = String> + '_ {
         .filter_map(|f| f.ty.base.nested_type_name())
 }
 
-fn write_description(out: &mut String, spec: &MsgSpec) {
-    out.push_str("{\"type_name\": ");
-    write_json_string(out, &spec.type_name());
-    out.push_str(", \"fields\": [");
-    if spec.fields.is_empty() {
-        write_field(
-            out,
-            EMPTY_STRUCT_MEMBER,
-            Primitive::UInt8.type_id(),
-            0,
-            0,
-            "",
-        );
+fn describe(spec: &MsgSpec) -> DescribedType {
+    let mut fields: Vec<DescribedField> = spec
+        .fields
+        .iter()
+        .map(|f| {
+            let (base_id, string_capacity) = match &f.ty.base {
+                BaseType::Primitive(p) => (p.type_id(), 0),
+                BaseType::BoundedString(n) => (21, *n),
+                BaseType::BoundedWString(n) => (22, *n),
+                BaseType::Nested { .. } => (1, 0),
+            };
+            let (offset, capacity) = match f.ty.collection {
+                Collection::Single => (0, 0),
+                Collection::Array(n) => (48, n),
+                Collection::BoundedSequence(n) => (96, n),
+                Collection::UnboundedSequence => (144, 0),
+            };
+            DescribedField {
+                name: f.name.clone(),
+                type_id: base_id + offset,
+                capacity,
+                string_capacity,
+                nested_type_name: f.ty.base.nested_type_name().unwrap_or_default(),
+                default_value: f.default.clone().unwrap_or_default(),
+            }
+        })
+        .collect();
+    if fields.is_empty() {
+        fields.push(DescribedField {
+            name: EMPTY_STRUCT_MEMBER.to_owned(),
+            type_id: Primitive::UInt8.type_id(),
+            capacity: 0,
+            string_capacity: 0,
+            nested_type_name: String::new(),
+            default_value: String::new(),
+        });
     }
-    for (i, f) in spec.fields.iter().enumerate() {
+    DescribedType {
+        type_name: spec.type_name(),
+        fields,
+    }
+}
+
+fn write_description(out: &mut String, d: &DescribedType) {
+    out.push_str("{\"type_name\": ");
+    write_json_string(out, &d.type_name);
+    out.push_str(", \"fields\": [");
+    for (i, f) in d.fields.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
-        let (base_id, string_capacity) = match &f.ty.base {
-            BaseType::Primitive(p) => (p.type_id(), 0),
-            BaseType::BoundedString(n) => (21, *n),
-            BaseType::BoundedWString(n) => (22, *n),
-            BaseType::Nested { .. } => (1, 0),
-        };
-        let (offset, capacity) = match f.ty.collection {
-            Collection::Single => (0, 0),
-            Collection::Array(n) => (48, n),
-            Collection::BoundedSequence(n) => (96, n),
-            Collection::UnboundedSequence => (144, 0),
-        };
-        let nested = f.ty.base.nested_type_name().unwrap_or_default();
-        write_field(
+        out.push_str("{\"name\": ");
+        write_json_string(out, &f.name);
+        let _ = write!(
             out,
-            &f.name,
-            base_id + offset,
-            capacity,
-            string_capacity,
-            &nested,
+            ", \"type\": {{\"type_id\": {}, \"capacity\": {}, \
+             \"string_capacity\": {}, \"nested_type_name\": ",
+            f.type_id, f.capacity, f.string_capacity
         );
+        write_json_string(out, &f.nested_type_name);
+        out.push_str("}}");
     }
     out.push_str("]}");
-}
-
-fn write_field(
-    out: &mut String,
-    name: &str,
-    type_id: u64,
-    capacity: u64,
-    string_capacity: u64,
-    nested_type_name: &str,
-) {
-    out.push_str("{\"name\": ");
-    write_json_string(out, name);
-    let _ = write!(
-        out,
-        ", \"type\": {{\"type_id\": {type_id}, \"capacity\": {capacity}, \
-         \"string_capacity\": {string_capacity}, \"nested_type_name\": "
-    );
-    write_json_string(out, nested_type_name);
-    out.push_str("}}");
 }
 
 /// A JSON string as Python's `json.dumps(..., ensure_ascii=True)` writes

@@ -107,6 +107,12 @@ macro_rules! __type_list {
             action_msgs GoalInfo,
             action_msgs GoalStatus,
             action_msgs GoalStatusArray,
+            type_description_interfaces FieldType,
+            type_description_interfaces Field,
+            type_description_interfaces IndividualTypeDescription,
+            type_description_interfaces TypeDescription,
+            type_description_interfaces TypeSource,
+            type_description_interfaces KeyValue,
         }
     };
 }
@@ -171,6 +177,7 @@ macro_rules! __srv_list {
             rcl_interfaces DescribeParameters,
             rcl_interfaces GetParameterTypes,
             action_msgs CancelGoal,
+            type_description_interfaces GetTypeDescription,
         }
     };
 }
@@ -366,6 +373,68 @@ pub fn msg_spec(type_name: &str) -> Option<idl::MsgSpec> {
     idl::parse_msg(package, name, definition(type_name)?).ok()
 }
 
+/// The description (REP 2016) of `type_name`, a message, service or
+/// action of this crate or a type one implies (`pkg/srv/Name_Request`,
+/// `pkg/action/Name_Goal`, ...), with the source files: what a node's
+/// `~/get_type_description` answers for it.
+///
+/// ```
+/// let d = myelin_msgs::describe("geometry_msgs/msg/Pose").unwrap();
+/// assert_eq!(d.description.type_description.fields[0].name, "position");
+/// let refs: Vec<_> = d.description.referenced_type_descriptions.iter().map(|t| t.type_name.as_str()).collect();
+/// assert_eq!(refs, ["geometry_msgs/msg/Point", "geometry_msgs/msg/Quaternion"]);
+/// assert_eq!(d.sources[0].encoding, "msg");
+/// ```
+pub fn describe(type_name: &str) -> Option<myelin::type_description::Described> {
+    use myelin::type_description as td;
+    let (root, referenced) = match srv_spec(type_name) {
+        Some(srv) => idl::type_description(type_name, srv.lookup(msg_spec)).ok()?,
+        None => idl::type_description(type_name, msg_spec).ok()?,
+    };
+    let convert = |d: idl::DescribedType| td::IndividualTypeDescription {
+        type_name: d.type_name,
+        fields: d
+            .fields
+            .into_iter()
+            .map(|f| td::Field {
+                name: f.name,
+                r#type: td::FieldType {
+                    type_id: u8::try_from(f.type_id).unwrap_or(0),
+                    capacity: f.capacity,
+                    string_capacity: f.string_capacity,
+                    nested_type_name: f.nested_type_name,
+                },
+                default_value: f.default_value,
+            })
+            .collect(),
+    };
+    let source = |name: &str| {
+        let file = |kind: &str, all: &[(&str, &str)]| {
+            all.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, t)| (kind.to_string(), t.to_string()))
+        };
+        let (encoding, raw_file_contents) = file("msg", DEFINITIONS)
+            .or_else(|| file("srv", SRV_DEFINITIONS))
+            .or_else(|| file("action", ACTION_DEFINITIONS))
+            .unwrap_or_else(|| ("implicit".to_string(), String::new()));
+        td::TypeSource {
+            type_name: name.to_string(),
+            encoding,
+            raw_file_contents,
+        }
+    };
+    let mut sources = vec![source(&root.type_name)];
+    sources.extend(referenced.iter().map(|d| source(&d.type_name)));
+    Some(td::Described {
+        description: td::TypeDescription {
+            type_description: convert(root),
+            referenced_type_descriptions: referenced.into_iter().map(convert).collect(),
+        },
+        sources,
+    })
+}
+
 /// The ROS 2 type hash (`RIHS01_...`) of `type_name` (`pkg/msg/Name`)
 /// computed from [`definitions`], if this crate has the type.
 pub fn ros_hash_of(type_name: &str) -> Option<String> {
@@ -379,7 +448,7 @@ macro_rules! msg {
     ($(#[$doc:meta])* $name:ident = $ros:literal, $hash:literal { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
         $(#[$doc])*
         #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, myelin::Message)]
-        #[message(cdr, name = $ros, ros_hash = $hash)]
+        #[message(cdr, name = $ros, ros_hash = $hash, describe = crate::describe)]
         #[serde(default, deny_unknown_fields)]
         pub struct $name {
             $($(#[$fdoc])* pub $field: $ty,)*
@@ -414,6 +483,9 @@ macro_rules! srv {
             type Response = $resp;
             const TYPE_NAME: &'static str = $ros;
             const ROS_TYPE_HASH: Option<&'static str> = Some($hash);
+            fn ros_type_description() -> Option<myelin::type_description::Described> {
+                crate::describe($ros)
+            }
         }
     };
 }
@@ -469,6 +541,9 @@ macro_rules! action {
                     get_result_response: $h_grr,
                     feedback_message: $h_fm,
                 });
+            fn ros_type_description() -> Option<myelin::type_description::Described> {
+                crate::describe($ros)
+            }
         }
     };
 }
@@ -521,6 +596,17 @@ pub mod unique_identifier_msgs {
 /// [`Node::create_action_server`](myelin::Node::create_action_server)).
 pub mod action_msgs {
     pub use myelin::action::msgs::*;
+}
+
+/// `type_description_interfaces`: type descriptions (REP 2016), what a
+/// node's `~/get_type_description` answers (myelin's own
+/// [`myelin::type_description`]).
+pub mod type_description_interfaces {
+    pub use myelin::type_description::{
+        Field, FieldType, GetTypeDescription, GetTypeDescriptionRequest,
+        GetTypeDescriptionResponse, IndividualTypeDescription, KeyValue, TypeDescription,
+        TypeSource,
+    };
 }
 
 /// `service_msgs`: what service introspection reports about a call (part

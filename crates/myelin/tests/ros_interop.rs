@@ -613,3 +613,64 @@ fn a_myelin_action_client_drives_a_ros_2_action_server() {
     assert!(done.result.sequence.starts_with(&[0, 1, 1]));
     assert!(peer.wait().success());
 }
+
+/// A ROS 2 tool asks a myelin node for the description of a type it
+/// publishes (REP 2016) and recomputes the type's REP 2011 hash from the
+/// answer: it is the hash the topic is keyed by, so the description is
+/// the type's own. A type the node does not use is a failure that says so.
+#[test]
+fn a_ros_2_tool_gets_a_myelin_nodes_type_descriptions() {
+    use myelin::Message;
+    use myelin_msgs::geometry_msgs::PoseStamped;
+    let Some(py) = python() else { return };
+    let r = router("interop_typedesc");
+    let c = ctx(&r, 38);
+    let node = c.create_node("describer").unwrap();
+    let _p = node
+        .create_publisher::<PoseStamped>("pose", QoS::keep_last(1))
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    let stop = exec.stop_handle();
+    let spin = std::thread::spawn(move || exec.spin());
+    let hash = PoseStamped::ROS_TYPE_HASH.unwrap();
+    let peer = Peer::start(
+        &py,
+        &r,
+        &[
+            "type-description",
+            "--domain",
+            "38",
+            "--target",
+            "/describer",
+            "--type-name",
+            "geometry_msgs/msg/PoseStamped",
+            "--type-hash",
+            hash,
+        ],
+    );
+    assert_eq!(
+        peer.expect("described "),
+        format!(
+            "described geometry_msgs/msg/PoseStamped {hash} header,pose 5 msg,msg,msg,msg,msg,msg"
+        )
+    );
+    assert!(peer.wait().success());
+    let peer = Peer::start(
+        &py,
+        &r,
+        &[
+            "type-description",
+            "--domain",
+            "38",
+            "--target",
+            "/describer",
+            "--type-name",
+            "sensor_msgs/msg/Image",
+        ],
+    );
+    assert!(peer.expect("failed ").contains("not used by this node"));
+    assert!(peer.wait().success());
+    stop.stop();
+    spin.join().unwrap().unwrap();
+}

@@ -433,6 +433,7 @@ impl Node {
             .strip_suffix(super::SEND_GOAL_SUFFIX)
             .unwrap_or(send_goal.name())
             .to_string();
+        super::uses_action_type::<A>(self);
         Ok(ActionClient {
             inner: Arc::new(ClientInner {
                 name,

@@ -131,6 +131,12 @@ pub trait ActionType: 'static {
     /// mirrors a ROS 2 `.action`, so ROS 2 nodes on rmw_zenoh find its
     /// services and topics.
     const ROS_HASHES: Option<ActionHashes> = None;
+
+    /// The action type's description (REP 2016), as
+    /// [`Message::ros_type_description`].
+    fn ros_type_description() -> Option<crate::message::description::Described> {
+        None
+    }
 }
 
 /// The type names an action implies, as ROS 2 names them: the action
@@ -624,6 +630,17 @@ impl<A: ActionType> ServiceType for GetResult<A> {
         Some(h) => Some(h.get_result),
         None => None,
     };
+}
+
+/// Note a described action type `node` uses (for its
+/// `~/get_type_description`).
+pub(crate) fn uses_action_type<A: ActionType>(node: &crate::Node) {
+    crate::node::type_descriptions::register(
+        node,
+        A::NAMES.action,
+        A::ROS_HASHES.map(|h| h.action),
+        A::ros_type_description,
+    );
 }
 
 /// The services' and topics' names of the action `name` (already

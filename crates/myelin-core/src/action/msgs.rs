@@ -5,7 +5,7 @@
 //! (`myelin_msgs::action_msgs`), where a test checks every hash against
 //! the `.msg`/`.srv` definitions.
 
-use crate::rcl_interfaces::{ros_msg, ros_srv};
+use crate::message::{ros_msg, ros_srv};
 use crate::time::Time;
 
 ros_msg!(

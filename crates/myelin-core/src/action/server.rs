@@ -525,6 +525,7 @@ impl Node {
         // The status topic is transient local: a client that comes later
         // learns there are no goals yet.
         shared.expire(&mut shared.lock(), true);
+        super::uses_action_type::<A>(self);
         Ok(ActionServer {
             shared,
             _send_goal: send_goal,

@@ -3,6 +3,7 @@
 mod logger;
 mod parameters;
 mod remote_services;
+pub(crate) mod type_descriptions;
 
 pub use logger::Logger;
 pub use parameters::OnSetParametersHandle;
@@ -55,7 +56,13 @@ impl Drop for UserHandle {
                 .unwrap_or_else(|e| e.into_inner())
                 .take();
             let rosout = n.rosout.lock().unwrap_or_else(|e| e.into_inner()).take();
-            drop((served, rosout));
+            let types = n
+                .types
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .service
+                .take();
+            drop((served, rosout, types));
         }
     }
 }
@@ -115,7 +122,30 @@ impl Node {
         qos: QoS,
         options: PublisherOptions,
     ) -> Result<Publisher<T>, CreateEndpointError> {
-        self.make_publisher(topic, qos, options, TypeInfo::of::<T>())
+        let p = self.make_publisher(topic, qos, options, TypeInfo::of::<T>())?;
+        self.uses_type::<T>();
+        Ok(p)
+    }
+
+    /// Note a described message type this node uses (for
+    /// `~/get_type_description`).
+    fn uses_type<T: Message>(&self) {
+        type_descriptions::register(
+            self,
+            T::TYPE_NAME,
+            T::ROS_TYPE_HASH,
+            T::ros_type_description,
+        );
+    }
+
+    /// Note a described service type this node uses.
+    fn uses_service_type<S: crate::ServiceType>(&self) {
+        type_descriptions::register(
+            self,
+            S::TYPE_NAME,
+            S::ROS_TYPE_HASH,
+            S::ros_type_description,
+        );
     }
 
     /// A publisher of bytes as the message type `ty` names (known at run
@@ -234,13 +264,15 @@ impl Node {
             BufferKind::Shared => Delivery::Shared,
             BufferKind::Value => Delivery::Value,
         };
-        self.make_subscription(
+        let s = self.make_subscription(
             topic,
             qos,
             delivery,
             Some(callback.into_dispatch()),
             &options,
-        )
+        )?;
+        self.uses_type::<T>();
+        Ok(s)
     }
 
     /// Create a subscription without a callback, read with
@@ -268,6 +300,7 @@ impl Node {
                 ..options
             },
         )
+        .inspect(|_| self.uses_type::<T>())
     }
 
     /// The executor-run queue for an endpoint's event callback, if it has one.
@@ -567,6 +600,7 @@ impl Node {
             Handler::Later(Box::new(callback)),
             Some(remote_services::service_type_info::<S>()),
         )
+        .inspect(|_| self.uses_service_type::<S>())
     }
 
     /// Create a server for the service type `S` (a `.srv`: see
@@ -622,6 +656,7 @@ impl Node {
             Handler::Now(Box::new(callback)),
             Some(remote_services::service_type_info::<S>()),
         )
+        .inspect(|_| self.uses_service_type::<S>())
     }
 
     /// A server; `net`: the service type, to serve through the transports'
@@ -726,6 +761,7 @@ impl Node {
         name: &str,
     ) -> Result<Client<S::Request, S::Response>, CreateServiceError> {
         self.make_client(name, Some(remote_services::service_type_info::<S>()))
+            .inspect(|_| self.uses_service_type::<S>())
     }
 
     /// A client; `net`: the service type, to call through the transports'
