@@ -254,6 +254,14 @@ pub enum ServiceCommand {
         #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
+    /// A service's type, as its servers and clients announce it.
+    Type {
+        /// The service (`add_two_ints` means `/add_two_ints`).
+        service: String,
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+        domain: u32,
+    },
     /// Call a service of a standard type once and print the response as
     /// YAML, e.g. `myelin service call /add_two_ints
     /// example_interfaces/srv/AddTwoInts "{a: 2, b: 3}"`.

@@ -111,6 +111,14 @@ fn list_info_and_send_goal_to_a_myelin_action_server() {
          /fib_server [example_interfaces/action/Fibonacci]\n"
     );
 
+    // node info lists the action, not its hidden topics and services.
+    let (ok, node, err) = run(&["node", "info", "/fib_server", "--domain", "186"]);
+    assert!(ok, "{err}");
+    assert!(!node.contains("_action"), "{node}");
+    assert!(
+        node.contains("  Action Servers:\n    /fibonacci: example_interfaces/action/Fibonacci\n"),
+        "{node}"
+    );
     let (ok, out, err) = run(&[
         "action",
         "send_goal",

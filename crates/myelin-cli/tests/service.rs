@@ -77,6 +77,18 @@ fn list_and_call_a_ros_2_service_through_a_router() {
     );
     assert!(ok, "{out}{err}");
     assert!(out.ends_with("response:\nsum: 42\n"), "{out}");
+    let (ok, ty, err) = run(
+        &["service", "type", "add_two_ints", "--domain", "185"],
+        Some(&cfg),
+    );
+    assert!(ok, "{err}");
+    assert_eq!(ty, "example_interfaces/srv/AddTwoInts\n");
+    let (ok, _, err) = run(
+        &["service", "type", "/nothing_here", "--domain", "185"],
+        Some(&cfg),
+    );
+    assert!(!ok);
+    assert!(err.contains("not found on domain 185"), "{err}");
     // A node that only serves a service is a node too.
     let (_, nodes, _) = run(&["node", "list", "--domain", "185"], Some(&cfg));
     assert!(nodes.lines().any(|n| n == "/adder"), "{nodes}");
@@ -156,4 +168,44 @@ fn service_call_errors_say_what_to_fix() {
     );
     assert!(!ok);
     assert!(err.contains("invalid --timeout"), "{err}");
+}
+
+/// Two ROS 2 nodes that share a name (two peers, two zenoh sessions) are
+/// two nodes: `node list` prints the name twice and warns, as `ros2 node
+/// list` does.
+#[test]
+fn nodes_that_share_a_name_are_listed_apart_with_a_warning() {
+    let Some(py) = interop::python() else { return };
+    let (router, cfg) = router();
+    let endpoint = router_endpoint(&cfg);
+    let mut talkers = Vec::new();
+    for topic in ["/a", "/b"] {
+        let mut t = std::process::Command::new(&py)
+            .arg(interop::peer_script())
+            .args([
+                "talker", "--domain", "189", "--node", "twin", "--topic", topic,
+            ])
+            .args(["--connect", &endpoint])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(t.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        talkers.push(Background(t));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (nodes, err) = loop {
+        let (_, out, err) = run(&["node", "list", "--domain", "189"], Some(&cfg));
+        if out.matches("/twin").count() >= 2 || Instant::now() > deadline {
+            break (out, err);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(nodes, "/twin\n/twin\n");
+    assert!(err.contains("share an exact name"), "{err}");
+    drop(talkers);
+    drop(router);
 }

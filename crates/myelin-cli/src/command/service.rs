@@ -21,6 +21,7 @@ pub fn run(cmd: ServiceCommand) -> Res {
             include_hidden,
             domain,
         } => list(show_types, include_hidden, domain),
+        ServiceCommand::Type { service, domain } => service_type(&service, domain),
         ServiceCommand::Call {
             service,
             type_name,
@@ -59,6 +60,38 @@ fn list(show_types: bool, include_hidden: bool, domain: u32) -> Res {
             (true, None) => println!("{name} [type not announced]  ({servers})"),
             (false, _) => println!("{name}"),
         }
+    }
+    Ok(())
+}
+
+/// Print the type of `service` (as `ros2 service type`).
+fn service_type(service: &str, domain: u32) -> Res {
+    let ctx = tool_ctx(domain)?;
+    let service = absolute(service);
+    let found: Vec<_> = ctx
+        .discover_services(DISCOVERY_WAIT)
+        .into_iter()
+        .filter(|s| s.name == service)
+        .collect();
+    if found.is_empty() {
+        return Err(format!(
+            "service {service:?}: not found on domain {domain} (`myelin service list --domain {domain}`)"
+        )
+        .into());
+    }
+    let types: std::collections::BTreeSet<&str> = found
+        .iter()
+        .filter_map(|s| s.type_name.as_deref())
+        .collect();
+    if types.is_empty() {
+        return Err(format!(
+            "service {service:?} does not announce its type (a myelin service without a \
+             service type, seen over shared memory)"
+        )
+        .into());
+    }
+    for t in types {
+        println!("{t}");
     }
     Ok(())
 }

@@ -545,17 +545,30 @@ pub fn run_node(cmd: NodeCommand) -> Res {
     match cmd {
         NodeCommand::List { domain } => {
             let ctx = tool_ctx(domain)?;
-            // Nodes with topics, and nodes that only serve or call services.
-            let mut nodes: BTreeSet<String> = visible(&ctx).into_iter().map(|e| e.node).collect();
+            // Nodes with topics, and nodes that only serve or call
+            // services; a node is its name in one process (this host) or
+            // one zenoh session (elsewhere), so two nodes that share a
+            // name are listed twice, as `ros2 node list` does.
+            let mut nodes: BTreeSet<(String, u32, Option<String>)> = visible(&ctx)
+                .into_iter()
+                .map(|e| (e.node, e.pid, e.zid))
+                .collect();
             nodes.extend(
                 ctx.discover_services(DISCOVERY_WAIT)
                     .into_iter()
-                    .map(|s| s.node),
+                    .map(|s| (s.node, s.pid, s.zid)),
             );
             if nodes.is_empty() {
                 eprintln!("no nodes on domain {domain}");
             }
-            for n in nodes {
+            let names: Vec<&String> = nodes.iter().map(|(n, _, _)| n).collect();
+            if names.windows(2).any(|w| w[0] == w[1]) {
+                eprintln!(
+                    "WARNING: Be aware that there are nodes in the graph that share an exact name, \
+                     which can have unintended side effects."
+                );
+            }
+            for n in names {
                 println!("{n}");
             }
             Ok(())
@@ -563,21 +576,29 @@ pub fn run_node(cmd: NodeCommand) -> Res {
         NodeCommand::Info { node, domain } => {
             let name = absolute(&node);
             let ctx = tool_ctx(domain)?;
-            let eps: Vec<_> = visible(&ctx)
+            let all_eps: Vec<_> = visible(&ctx)
                 .into_iter()
                 .filter(|e| e.node == name)
                 .collect();
-            let services: Vec<_> = ctx
+            let all_services: Vec<_> = ctx
                 .discover_services(DISCOVERY_WAIT)
                 .into_iter()
                 .filter(|s| s.node == name)
                 .collect();
-            if eps.is_empty() && services.is_empty() {
+            if all_eps.is_empty() && all_services.is_empty() {
                 return Err(format!(
                     "node {name:?}: not found on domain {domain} (`myelin node list --domain {domain}`)"
                 )
                 .into());
             }
+            // Hidden names (an action's own topics and services) are left
+            // out; the actions are listed by their send_goal service, as
+            // `ros2 node info` lists them.
+            let eps: Vec<_> = all_eps.iter().filter(|e| !is_hidden(&e.topic)).collect();
+            let services: Vec<_> = all_services
+                .iter()
+                .filter(|s| !is_hidden(&s.name))
+                .collect();
             println!("{name}");
             for (label, is_pub) in [("Publishers", true), ("Subscribers", false)] {
                 println!("  {label}:");
@@ -593,6 +614,32 @@ pub fn run_node(cmd: NodeCommand) -> Res {
                 for s in services.iter().filter(|s| s.is_server == server) {
                     let ty = s.type_name.as_deref().unwrap_or("(type not announced)");
                     println!("    {}: {ty}", s.name);
+                }
+            }
+            for (label, server) in [("Action Servers", true), ("Action Clients", false)] {
+                println!("  {label}:");
+                let mut seen = BTreeSet::new();
+                for s in all_services.iter().filter(|s| s.is_server == server) {
+                    let Some(action) = s.name.strip_suffix(myelin::action::SEND_GOAL_SUFFIX) else {
+                        continue;
+                    };
+                    if !seen.insert(action) {
+                        continue;
+                    }
+                    // The type: the send_goal service's, else the feedback
+                    // topic's (shared memory does not name service types).
+                    let ty = s
+                        .type_name
+                        .as_deref()
+                        .and_then(|t| t.strip_suffix("_SendGoal"))
+                        .or_else(|| {
+                            all_eps
+                                .iter()
+                                .find(|e| e.topic == format!("{action}/_action/feedback"))
+                                .and_then(|e| e.type_name.strip_suffix("_FeedbackMessage"))
+                        })
+                        .unwrap_or("(type not announced)");
+                    println!("    {action}: {ty}");
                 }
             }
             Ok(())

@@ -48,7 +48,12 @@ pub fn router() -> (Background, std::path::PathBuf) {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
     assert!(line.contains("listening on"), "{line}");
-    let cfg = std::env::temp_dir().join(format!("myelin_cli_zenoh_{}.json5", std::process::id()));
+    // One file per router: tests of one binary run in parallel, each with
+    // its own router.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cfg =
+        std::env::temp_dir().join(format!("myelin_cli_zenoh_{}_{n}.json5", std::process::id()));
     std::fs::write(
         &cfg,
         format!(
