@@ -199,9 +199,21 @@ fn abandoned(name: &SegmentName) -> bool {
 }
 
 /// The domain-wide change counter (`graph` segment, owned by nobody).
+///
+/// Every process that uses it holds a shared `flock` on its file for as
+/// long as it does; the last to leave (the one that gets the lock
+/// exclusively) removes the file, so a domain leaves nothing behind once
+/// its last process exits cleanly, and [`remove_unused_graphs`] removes
+/// one a killed process left. A process that opened the file just as it
+/// was removed finds its name no longer points at it and starts over.
 pub struct GraphEvent {
     seg: Segment,
     squatted: Vec<ShmError>,
+    /// The shared lock on the file (its own descriptor).
+    lock: Option<std::fs::File>,
+    /// The counter's name (the segment itself may have been built under
+    /// a temporary one).
+    path: std::path::PathBuf,
 }
 
 const OFF_GRAPH_EVENT: usize = HEADER_SIZE;
@@ -232,7 +244,14 @@ impl GraphEvent {
         for i in 0..GRAPH_NAMES {
             let name = graph_name(domain, i)?;
             match Self::open_or_create_at(domain, &name) {
-                Ok(seg) => return Ok(GraphEvent { seg, squatted }),
+                Ok((seg, lock)) => {
+                    return Ok(GraphEvent {
+                        seg,
+                        squatted,
+                        lock: Some(lock),
+                        path: name.path(),
+                    });
+                }
                 Err(e @ ShmError::Foreign { .. }) => squatted.push(e),
                 Err(e) => return Err(e),
             }
@@ -246,8 +265,39 @@ impl GraphEvent {
         &self.squatted
     }
 
-    fn open_or_create_at(domain: u32, name: &SegmentName) -> Result<Segment, ShmError> {
+    /// The counter at `name` with a shared lock on its file, taken after
+    /// the name was checked to still point at the mapped file.
+    fn open_or_create_at(
+        domain: u32,
+        name: &SegmentName,
+    ) -> Result<(Segment, std::fs::File), ShmError> {
         let deadline = Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            let seg = Self::map_at(domain, name, deadline)?;
+            let path = name.path();
+            if let Some(lock) = open_for_lock(&path)? {
+                rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockShared)
+                    .map_err(|e| io(&path, e.into()))?;
+                // The last user may have removed the file between our
+                // open and our lock: then the name is gone or points at a
+                // newer file, and we start over with that.
+                if inode(&lock) == seg.ino && names_inode(&path, seg.ino) {
+                    return Ok((seg, lock));
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(ShmError::Io {
+                    path: path.display().to_string(),
+                    source: std::io::Error::other(
+                        "the domain's graph file kept being replaced while opening it",
+                    ),
+                });
+            }
+        }
+    }
+
+    /// Map the counter at `name`, creating it if it does not exist.
+    fn map_at(domain: u32, name: &SegmentName, deadline: Instant) -> Result<Segment, ShmError> {
         loop {
             // Build the segment under a private name and link it into
             // place: the shared name never shows a half-written header,
@@ -304,10 +354,45 @@ impl GraphEvent {
     }
 }
 
+impl Drop for GraphEvent {
+    fn drop(&mut self) {
+        let Some(lock) = self.lock.take() else { return };
+        // Converting our shared lock to an exclusive one succeeds only if
+        // no other process holds the file: then this was the domain's
+        // last user, and the file goes (if the name is still this file).
+        let last = rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+        if last.is_ok() && names_inode(&self.path, self.seg.ino) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Remove the graph files of `domain` that no process uses (left by
+/// processes that were killed, or by myelin versions that kept them);
+/// returns what was removed. A file in use, or not this user's, stays.
+pub fn remove_unused_graphs(domain: u32) -> Result<Vec<std::path::PathBuf>, ShmError> {
+    let mut removed = Vec::new();
+    for i in 0..GRAPH_NAMES {
+        let path = graph_name(domain, i)?.path();
+        let lock = match open_for_lock(&path) {
+            Ok(Some(f)) => f,
+            Ok(None) | Err(ShmError::Foreign { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        let unused =
+            rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok();
+        if unused && names_inode(&path, inode(&lock)) {
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+            removed.push(path);
+        }
+    }
+    Ok(removed)
+}
+
 impl std::fmt::Debug for GraphEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GraphEvent")
-            .field("path", &self.seg.path_str())
+            .field("path", &self.path)
             .finish()
     }
 }

@@ -135,6 +135,9 @@ pub(crate) struct Segment {
     /// The creator's descriptor, kept to reserve memory later
     /// ([`reserve`](Self::reserve)); readers keep none.
     file: Option<File>,
+    /// The file's inode when it was opened (whether the name still points
+    /// at the file this process mapped).
+    pub(crate) ino: u64,
 }
 
 pub(crate) fn io(path: &Path, source: std::io::Error) -> ShmError {
@@ -185,6 +188,7 @@ impl Segment {
                 path,
                 map,
                 owner: true,
+                ino: inode(&file),
                 file: Some(file),
             }),
             Err(e) => {
@@ -262,6 +266,7 @@ impl Segment {
             path,
             map,
             owner: false,
+            ino: inode(&file),
             file: None,
         })
     }
@@ -429,6 +434,41 @@ impl Drop for Segment {
 /// (`ELOOP`), and no child process inherits the descriptor.
 fn libc_flags() -> i32 {
     (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32
+}
+
+/// The inode of an open file (0 if it cannot be read).
+pub(crate) fn inode(file: &File) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().map(|m| m.ino()).unwrap_or(0)
+}
+
+/// Open `path` to hold a lock on it: never through a symlink, only a file
+/// of this user that others cannot write (`Ok(None)`: no such file).
+pub(crate) fn open_for_lock(path: &Path) -> Result<Option<File>, ShmError> {
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags())
+        .open(path)
+    {
+        Ok(f) => {
+            check_trusted(&f, path)?;
+            Ok(Some(f))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(match e.raw_os_error() {
+            Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => ShmError::Foreign {
+                path: path.display().to_string(),
+                why: "a symlink".into(),
+            },
+            _ => io(path, e),
+        }),
+    }
+}
+
+/// Whether `path` names the file with inode `ino` now.
+pub(crate) fn names_inode(path: &Path, ino: u64) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.ino() == ino)
 }
 
 /// Why a file must not be used as a segment, if it must not: not a regular

@@ -41,3 +41,77 @@ fn a_half_written_counter_left_by_a_crash_is_replaced() {
     e.bump();
     assert_eq!(again.epoch(), e.epoch());
 }
+
+/// The graph file goes with the domain's last user (each GraphEvent is
+/// its own open file, as each process's is), not before.
+#[test]
+fn the_last_user_removes_the_graph_file() {
+    let domain = 218;
+    let path = SegmentName::new(domain, "graph").unwrap().path();
+    let _ = std::fs::remove_file(&path);
+    let a = GraphEvent::open_or_create(domain).unwrap();
+    let b = GraphEvent::open_or_create(domain).unwrap();
+    assert!(path.exists());
+    drop(a);
+    assert!(path.exists(), "b still uses it");
+    b.bump();
+    drop(b);
+    assert!(!path.exists(), "the last user removes it");
+    // The next user starts a new one, and users keep meeting on it.
+    let c = GraphEvent::open_or_create(domain).unwrap();
+    let d = GraphEvent::open_or_create(domain).unwrap();
+    c.bump();
+    assert_eq!(c.epoch(), d.epoch());
+}
+
+/// `remove_unused_graphs` (what `myelin doctor --clean` runs) removes a
+/// graph file nobody holds (a killed process's) and keeps one in use.
+#[test]
+fn an_unused_graph_file_is_removed_and_a_used_one_kept() {
+    let domain = 219;
+    let path = SegmentName::new(domain, "graph").unwrap().path();
+    let _ = std::fs::remove_file(&path);
+    let a = GraphEvent::open_or_create(domain).unwrap();
+    assert!(
+        myelin_shm::endpoint::remove_unused_graphs(domain)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(path.exists(), "in use");
+    // What a killed process leaves: the file, with nobody holding it (the
+    // kernel drops a dead process's locks).
+    let keep = path.with_extension("kept");
+    std::fs::hard_link(&path, &keep).unwrap();
+    drop(a);
+    std::fs::rename(&keep, &path).unwrap();
+    assert_eq!(
+        myelin_shm::endpoint::remove_unused_graphs(domain).unwrap(),
+        std::slice::from_ref(&path)
+    );
+    assert!(!path.exists());
+}
+
+/// Users coming and going at once never split a domain across two files:
+/// while one user holds on, every other that comes meets it.
+#[test]
+fn churning_users_always_meet_the_one_that_stays() {
+    let domain = 217;
+    let path = SegmentName::new(domain, "graph").unwrap().path();
+    let _ = std::fs::remove_file(&path);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(move || {
+                for _ in 0..200 {
+                    let stays = GraphEvent::open_or_create(domain).unwrap();
+                    let comes = GraphEvent::open_or_create(domain).unwrap();
+                    let seen = comes.epoch();
+                    stays.bump();
+                    assert_ne!(comes.epoch(), seen, "two users of one domain on two files");
+                    drop(comes);
+                    drop(stays);
+                }
+            });
+        }
+    });
+    assert!(!path.exists(), "everyone left");
+}

@@ -18,8 +18,15 @@ pub fn run(args: DoctorArgs) -> Result<(), Box<dyn std::error::Error>> {
             None => 0..=myelin::MAX_DOMAIN_ID,
         };
         let mut removed = Vec::new();
+        let mut graphs = Vec::new();
         for d in domains.clone() {
             removed.extend(myelin_shm::cleanup_stale(d)?);
+            // A domain's graph file goes with its last process; one left
+            // by killed processes goes here (never one in use).
+            graphs.extend(myelin_shm::endpoint::remove_unused_graphs(d)?);
+        }
+        for p in &graphs {
+            println!("removed {} (no process uses the domain)", p.display());
         }
         if removed.is_empty() {
             match args.domain {
