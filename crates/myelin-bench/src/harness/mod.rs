@@ -23,6 +23,7 @@ pub mod report;
 pub mod run;
 pub mod stats;
 pub mod sys;
+pub mod verdict;
 
 pub use message::{STAMPED_HEADER, Stamped};
 pub use pacing::{now_ns, period_of, sleep_until, warmup_for};

@@ -257,6 +257,9 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         args.scenario, h.cpu_model, h.nproc, h.kernel, h.rustc, h.git_commit
     );
     println!("{}", render_table(&report.records));
+    if let Some(v) = myelin_bench::harness::verdict::render_verdict(&report.records) {
+        println!("\n{v}");
+    }
     if let Some(path) = &args.json {
         report.write_json(path)?;
         println!("\nJSON: {}", path.display());
