@@ -58,8 +58,14 @@ pub(super) fn handoff(
         while seen < total {
             let s = loop {
                 let s = sq.load(Ordering::Acquire);
-                if s != seen || dn.load(Ordering::Acquire) {
+                if s != seen {
                     break s;
+                }
+                if dn.load(Ordering::Acquire) {
+                    // The sender stores its last sequence before `done`:
+                    // read it again, or a last message that landed between
+                    // the two loads would be counted lost.
+                    break sq.load(Ordering::Acquire);
                 }
                 match mode {
                     Handoff::Spin => std::hint::spin_loop(),
