@@ -209,8 +209,9 @@ fn abandoned(name: &SegmentName) -> bool {
 pub struct GraphEvent {
     seg: Segment,
     squatted: Vec<ShmError>,
-    /// The shared lock on the file (its own descriptor).
-    lock: Option<std::fs::File>,
+    /// The shared lock on the file (its own descriptor), until
+    /// [`leave`](Self::leave).
+    lock: std::sync::Mutex<Option<std::fs::File>>,
     /// The counter's name (the segment itself may have been built under
     /// a temporary one).
     path: std::path::PathBuf,
@@ -248,7 +249,7 @@ impl GraphEvent {
                     return Ok(GraphEvent {
                         seg,
                         squatted,
-                        lock: Some(lock),
+                        lock: std::sync::Mutex::new(Some(lock)),
                         path: name.path(),
                     });
                 }
@@ -354,9 +355,16 @@ impl GraphEvent {
     }
 }
 
-impl Drop for GraphEvent {
-    fn drop(&mut self) {
-        let Some(lock) = self.lock.take() else { return };
+impl GraphEvent {
+    /// Stop using the counter: if no other user holds it, this was the
+    /// domain's last and the file goes. Idempotent; dropping the counter
+    /// does it too. A context calls it when it shuts down, so the file
+    /// does not wait for the last clone of the counter (a discovery
+    /// thread still finishing, a link) to be dropped; bumping the counter
+    /// afterwards is harmless (the mapping stays valid).
+    pub fn leave(&self) {
+        let lock = self.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(lock) = lock else { return };
         // Converting our shared lock to an exclusive one succeeds only if
         // no other process holds the file: then this was the domain's
         // last user, and the file goes (if the name is still this file).
@@ -364,6 +372,12 @@ impl Drop for GraphEvent {
         if last.is_ok() && names_inode(&self.path, self.seg.ino) {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+impl Drop for GraphEvent {
+    fn drop(&mut self) {
+        self.leave();
     }
 }
 

@@ -383,6 +383,10 @@ impl Drop for ShmTransport {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         self.graph.bump();
+        // The domain's graph file goes now if this was its last user, not
+        // when the discovery thread or a link lets go of the counter
+        // (possibly never, if the process exits first).
+        self.graph.leave();
     }
 }
 
