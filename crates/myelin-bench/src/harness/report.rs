@@ -192,7 +192,7 @@ pub fn size_label(size: usize) -> String {
 
 /// Column alignment in [`render_table`].
 #[derive(Clone, Copy, PartialEq)]
-enum Align {
+pub(crate) enum Align {
     Left,
     Right,
 }
@@ -266,6 +266,13 @@ pub fn render_table(records: &[Record]) -> String {
         })
         .collect();
 
+    render_columns(&header, &rows)
+}
+
+/// Lays out `rows` under `header` (names and alignments): columns two
+/// spaces apart, each as wide as its widest cell, a rule of dashes under
+/// the header, trailing spaces trimmed.
+pub(crate) fn render_columns(header: &[(&str, Align)], rows: &[Vec<String>]) -> String {
     let width = |s: &str| s.chars().count();
     let widths: Vec<usize> = header
         .iter()
@@ -306,7 +313,7 @@ pub fn render_table(records: &[Record]) -> String {
     let mut out = line(&mut header.iter().map(|(h, _)| *h));
     let rules: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
     out.push_str(&line(&mut rules.iter().map(String::as_str)));
-    for row in &rows {
+    for row in rows {
         out.push_str(&line(&mut row.iter().map(String::as_str)));
     }
     out

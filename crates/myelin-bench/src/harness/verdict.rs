@@ -243,53 +243,32 @@ pub fn render_verdict(records: &[Record]) -> Option<String> {
     if checked.is_empty() && odd.is_empty() {
         return None;
     }
-    let mut rows: Vec<[String; 7]> = vec![[
-        "scenario".into(),
-        "goal".into(),
-        "myelin".into(),
-        "against".into(),
-        "ratio".into(),
-        "winner".into(),
-        "result".into(),
-    ]];
-    for c in &checked {
-        rows.push([
-            c.scenario.into(),
-            c.goal.clone(),
-            c.mine.clone(),
-            c.against.clone(),
-            format!("{:.2}", c.ratio),
-            c.winner.clone(),
-            if c.met { "met" } else { "NOT MET" }.into(),
-        ]);
-    }
-    let widths: Vec<usize> = (0..7)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+    use super::report::{Align, render_columns};
+    let header = [
+        ("scenario", Align::Left),
+        ("goal", Align::Left),
+        ("myelin", Align::Right),
+        ("against", Align::Right),
+        ("ratio", Align::Right),
+        ("winner", Align::Left),
+        ("result", Align::Left),
+    ];
+    let rows: Vec<Vec<String>> = checked
+        .iter()
+        .map(|c| {
+            vec![
+                c.scenario.into(),
+                c.goal.clone(),
+                c.mine.clone(),
+                c.against.clone(),
+                format!("{:.2}", c.ratio),
+                c.winner.clone(),
+                if c.met { "met" } else { "NOT MET" }.into(),
+            ]
+        })
         .collect();
     let mut out = String::from("verdict: myelin against the goals of BENCHMARKS.md, this run\n\n");
-    for (n, row) in rows.iter().enumerate() {
-        let mut line = String::new();
-        for (i, cell) in row.iter().enumerate() {
-            if i > 0 {
-                line.push_str("  ");
-            }
-            let pad = widths[i].saturating_sub(cell.chars().count());
-            if matches!(i, 2..=4) {
-                line.extend(std::iter::repeat_n(' ', pad));
-                line.push_str(cell);
-            } else {
-                line.push_str(cell);
-                line.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-        if n == 0 {
-            let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-            out.push_str(&rule.join("  "));
-            out.push('\n');
-        }
-    }
+    out.push_str(&render_columns(&header, &rows));
     let met = checked.iter().filter(|c| c.met).count();
     let peers_won: Vec<String> = checked
         .iter()
