@@ -20,6 +20,9 @@ pub(crate) struct TimerInner {
     /// The simulated time this timer runs on (a ROS-time timer of a
     /// context with `use_sim_time`); `None`: steady time.
     pub(crate) sim: Option<Arc<SimTime>>,
+    /// The simulated time when the timer was made (0: before the first
+    /// `/clock`, or on steady time): its first period starts there.
+    pub(crate) sim_created: i64,
     callback: Mutex<Box<dyn FnMut() + Send>>,
     cancelled: AtomicBool,
     reset_to: Mutex<Option<Instant>>,
@@ -81,6 +84,9 @@ impl Tick for TimerInner {
     fn sim(&self) -> Option<&SimTime> {
         self.sim.as_deref()
     }
+    fn sim_created(&self) -> i64 {
+        self.sim_created
+    }
 
     #[inline]
     fn take_reset(&self) -> Option<Instant> {
@@ -127,6 +133,7 @@ impl TimerInner {
             id,
             period,
             created: Instant::now(),
+            sim_created: sim.as_ref().map_or(0, |s| s.now_ns()),
             sim,
             callback: Mutex::new(callback),
             cancelled: AtomicBool::new(false),

@@ -153,6 +153,44 @@ fn a_timer_follows_clock_and_not_the_wall() {
     assert_eq!(timer.missed(), 0);
 }
 
+/// The period of a timer made before the first `/clock` starts at that
+/// first `/clock`, even when no executor looked at the timer until time
+/// had moved on (a CI run lost the first tick to this race).
+#[test]
+fn the_first_period_starts_at_the_first_clock_however_late_the_executor_looks() {
+    let ctx = sim_ctx();
+    let node = ctx.create_node("late_look").unwrap();
+    let clock = ClockDriver::new(&node);
+    let (fired, cb) = counter();
+    let _timer = node.create_timer(Duration::from_millis(50), cb).unwrap();
+    // Time starts and moves on before any executor spins the node.
+    clock.set(100 * SEC);
+    clock.set(100 * SEC + 40_000_000);
+    let _spin = Spinner::new(&node);
+    clock.set(100 * SEC + 50_000_000);
+    wait_for("the tick due at 100.050", || {
+        fired.load(Ordering::SeqCst) == 1
+    });
+}
+
+/// A timer made on running simulated time: its period starts when it was
+/// made, not when an executor first looks at it.
+#[test]
+fn the_first_period_of_a_timer_starts_when_it_is_made() {
+    let ctx = sim_ctx();
+    let node = ctx.create_node("made_late").unwrap();
+    let clock = ClockDriver::new(&node);
+    clock.set(200 * SEC);
+    let (fired, cb) = counter();
+    let _timer = node.create_timer(Duration::from_millis(50), cb).unwrap();
+    clock.set(200 * SEC + 30_000_000);
+    let _spin = Spinner::new(&node);
+    clock.set(200 * SEC + 50_000_000);
+    wait_for("the tick due at 200.050", || {
+        fired.load(Ordering::SeqCst) == 1
+    });
+}
+
 #[test]
 fn a_jump_back_restarts_the_period_and_a_jump_forward_fires_once() {
     let ctx = sim_ctx();

@@ -97,6 +97,11 @@ pub(crate) trait Tick: Executable {
     fn sim(&self) -> Option<&SimTime> {
         None
     }
+    /// The simulated time when the timer was made (0: before the first
+    /// `/clock`, or on steady time).
+    fn sim_created(&self) -> i64 {
+        0
+    }
     /// A new deadline set by a reset since the last look, if any.
     fn take_reset(&self) -> Option<Instant>;
     /// Whether the timer is cancelled (it keeps its place, but never fires).
@@ -386,9 +391,10 @@ impl ExecShared {
                 let (next_due, sim_due, sim_seen) = match kept {
                     Some(k) => k,
                     None => {
-                        // On simulated time: the period starts now (or at
-                        // the first /clock).
-                        let seen = t.sim().map_or(0, |s| s.now_ns());
+                        // On simulated time: the period starts when the
+                        // timer was made (or at the first /clock), however
+                        // late this executor first looks at it.
+                        let seen = t.sim_created();
                         let due = seen.saturating_add(period_ns(t.period()));
                         (t.first_due(), due, seen)
                     }
@@ -450,7 +456,17 @@ impl ExecShared {
         if sim_now == 0 {
             return; // no /clock yet: simulated time stands at zero
         }
-        if reset || lt.sim_seen == 0 || sim_now < lt.sim_seen {
+        if lt.sim_seen == 0 && !reset {
+            // Made before the first /clock: its period started there, even
+            // if this executor first looks at a later time.
+            let first = lt.inner.sim().map_or(0, |s| s.first_ns());
+            let start = if first == 0 || first > sim_now {
+                sim_now
+            } else {
+                first
+            };
+            lt.sim_due = start.saturating_add(period);
+        } else if reset || sim_now < lt.sim_seen {
             lt.sim_due = sim_now.saturating_add(period);
         }
         lt.sim_seen = sim_now;

@@ -15,6 +15,9 @@ pub(crate) struct SimTime {
     // reader wants a recent value, and the executors that must act on a
     // change are woken after the store (the wake-up orders it).
     now: AtomicI64,
+    /// The first time `/clock` gave (0 before it): where the periods of
+    /// timers made before it start, however late an executor looks.
+    first: AtomicI64,
     /// The executors with timers on this time.
     executors: Mutex<Vec<Weak<ExecShared>>>,
 }
@@ -23,6 +26,7 @@ impl SimTime {
     pub(crate) fn new() -> SimTime {
         SimTime {
             now: AtomicI64::new(0),
+            first: AtomicI64::new(0),
             executors: Mutex::new(Vec::new()),
         }
     }
@@ -32,9 +36,22 @@ impl SimTime {
         self.now.load(Ordering::Relaxed)
     }
 
+    /// The first time `/clock` gave (0 before it).
+    pub(crate) fn first_ns(&self) -> i64 {
+        self.first.load(Ordering::Relaxed)
+    }
+
     /// `/clock` said `ns`: store it and let the executors with timers on
     /// this time look at them.
     pub(crate) fn set(&self, ns: i64) {
+        if ns != 0 {
+            // SYNC: Relaxed: stored before `now` by the one clock thread;
+            // a reader that sees `now` set and `first` still 0 falls back
+            // to `now` (the executor's wake-up orders them in practice).
+            let _ = self
+                .first
+                .compare_exchange(0, ns, Ordering::Relaxed, Ordering::Relaxed);
+        }
         if self.now.swap(ns, Ordering::Relaxed) == ns {
             return;
         }
