@@ -90,25 +90,38 @@ impl Graph {
     pub(crate) fn join_topic<T: Message, M: Members + Default, R>(
         &self,
         topic: &str,
+        ty: (&'static str, crate::TypeHash),
         join: impl FnOnce(&mut M) -> R,
     ) -> Result<R, CreateEndpointError> {
+        let (type_name, type_hash) = ty;
         let mut topics = lock(&self.topics);
         let slot = topics
             .entry(topic.to_string())
             .or_insert_with(|| TopicSlot {
                 type_id: TypeId::of::<T>(),
-                type_name: T::TYPE_NAME,
-                type_hash: T::TYPE_HASH,
+                type_name,
+                type_hash,
                 members: Box::new(M::default()),
             });
-        if slot.type_id != TypeId::of::<T>() {
+        // Endpoints of one Rust type share the topic's in-process lists.
+        // Run-time typed endpoints (`AnyMessage` with a `RawType`) share
+        // one Rust type, so their named types must agree as well; the
+        // wildcard (hash 0, a tool's subscription) agrees with any.
+        let wildcard = |h: crate::TypeHash| h.0 == 0;
+        if slot.type_id != TypeId::of::<T>()
+            || !(slot.type_hash == type_hash || wildcard(slot.type_hash) || wildcard(type_hash))
+        {
             return Err(CreateEndpointError::TypeMismatch {
                 topic: topic.to_string(),
                 existing: slot.type_name,
                 existing_hash: slot.type_hash,
-                requested: T::TYPE_NAME,
-                requested_hash: T::TYPE_HASH,
+                requested: type_name,
+                requested_hash: type_hash,
             });
+        }
+        if wildcard(slot.type_hash) && !wildcard(type_hash) {
+            slot.type_name = type_name;
+            slot.type_hash = type_hash;
         }
         Ok(join(downcast::<M>(slot.members.as_mut())))
     }

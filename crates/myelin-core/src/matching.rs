@@ -109,9 +109,10 @@ fn rematch<T: Message>(ents: &TopicEntities<T>) {
 pub(crate) fn add_publisher<T: Message>(
     graph: &Graph,
     p: Arc<PubInner<T>>,
+    ty: (&'static str, crate::TypeHash),
 ) -> Result<(), CreateEndpointError> {
     let topic = p.topic.clone();
-    graph.join_topic::<T, TopicEntities<T>, _>(&topic, |ents| {
+    graph.join_topic::<T, TopicEntities<T>, _>(&topic, ty, |ents| {
     for s in &ents.subs {
         if let Err(why) = p.qos.compatible_with(&s.qos) {
             report_incompatible(&p, s, &why);
@@ -128,8 +129,9 @@ pub(crate) fn add_publisher<T: Message>(
 pub(crate) fn add_subscription<T: Message>(
     graph: &Graph,
     s: Arc<SubInner<T>>,
+    ty: (&'static str, crate::TypeHash),
 ) -> Result<usize, CreateEndpointError> {
-    let replayed = graph.join_topic::<T, TopicEntities<T>, _>(&s.topic, |ents| {
+    let replayed = graph.join_topic::<T, TopicEntities<T>, _>(&s.topic, ty, |ents| {
     for p in &ents.pubs {
         if let Err(why) = p.qos.compatible_with(&s.qos) {
             report_incompatible(p, &s, &why);

@@ -70,6 +70,11 @@ use std::time::Duration;
 /// The keep-all resource limit used unless [`QoS::max_samples`] says otherwise.
 pub const DEFAULT_MAX_SAMPLES: usize = 65_536;
 
+/// The largest history depth (and keep-all bound) an endpoint takes:
+/// buffers of that many slots are made when the endpoint is, so a larger
+/// one is refused ([`QoS::validate`]) rather than exhausting memory.
+pub const MAX_DEPTH: usize = 1 << 20;
+
 /// How long a reliable publish waits for room in a full keep_all
 /// subscription unless [`QoS::max_blocking_time`] says otherwise (DDS's
 /// default).
@@ -135,6 +140,8 @@ pub enum QosPolicy {
     Deadline,
     /// [`Liveliness`].
     Liveliness,
+    /// [`QoS::lifespan`].
+    Lifespan,
 }
 
 impl fmt::Display for QosPolicy {
@@ -145,6 +152,7 @@ impl fmt::Display for QosPolicy {
             QosPolicy::History => "history",
             QosPolicy::Deadline => "deadline",
             QosPolicy::Liveliness => "liveliness",
+            QosPolicy::Lifespan => "lifespan",
         })
     }
 }
@@ -311,6 +319,54 @@ impl QoS {
     /// ROS 2's `rmw_qos_profile_parameters`: keep last 1000, reliable, volatile.
     pub const fn parameters() -> Self {
         QoS::keep_last(1000)
+    }
+
+    /// Check the numbers a buffer or a timer will be built from: a depth
+    /// (or keep-all bound) above [`MAX_DEPTH`] would allocate more than a
+    /// process can hold, and a duration beyond ROS 2's infinite (`i64::MAX`
+    /// nanoseconds, about 292 years) cannot be a timer period.
+    ///
+    /// ```
+    /// use myelin_core::{QoS, QosPolicy};
+    /// use std::time::Duration;
+    ///
+    /// assert!(QoS::keep_last(10).validate().is_ok());
+    /// assert_eq!(QoS::keep_last(1 << 40).validate().unwrap_err().0, QosPolicy::History);
+    /// let far = QoS::keep_last(1).deadline(Duration::from_secs(u64::MAX));
+    /// assert_eq!(far.validate().unwrap_err().0, QosPolicy::Deadline);
+    /// ```
+    pub fn validate(&self) -> Result<(), (QosPolicy, &'static str)> {
+        if let History::KeepLast(d) = self.history
+            && d > MAX_DEPTH
+        {
+            return Err((QosPolicy::History, "depth is above MAX_DEPTH (1 048 576)"));
+        }
+        if self.max_samples > MAX_DEPTH {
+            return Err((
+                QosPolicy::History,
+                "max_samples is above MAX_DEPTH (1 048 576)",
+            ));
+        }
+        let finite = |d: Option<Duration>| d.is_none_or(|d| d.as_nanos() <= i64::MAX as u128);
+        if !finite(self.deadline) {
+            return Err((
+                QosPolicy::Deadline,
+                "the deadline is beyond ROS 2's infinite (about 292 years)",
+            ));
+        }
+        if !finite(self.lifespan) {
+            return Err((
+                QosPolicy::Lifespan,
+                "the lifespan is beyond ROS 2's infinite (about 292 years)",
+            ));
+        }
+        if !finite(self.liveliness.lease) {
+            return Err((
+                QosPolicy::Liveliness,
+                "the lease is beyond ROS 2's infinite (about 292 years)",
+            ));
+        }
+        Ok(())
     }
 
     /// The depth a buffer really has: `keep_last(0)` keeps one message;

@@ -287,3 +287,41 @@ fn dropping_a_subscription_stops_delivery() {
     exec.spin_some().unwrap();
     assert!(got.lock().unwrap().is_empty());
 }
+
+/// Numbers no buffer or timer could be built from (a depth of 2^40 slots,
+/// a deadline of u64::MAX seconds) are an `InvalidQos` error naming the
+/// policy, for publishers and subscriptions alike; never a crash (a depth
+/// of 2^62 used to abort with "capacity overflow").
+#[test]
+fn absurd_depths_and_durations_are_refused_with_the_policy_named() {
+    use myelin::CreateEndpointError;
+    use std::time::Duration;
+    let ctx = ctx();
+    let node = ctx.create_node("absurd").unwrap();
+    let policy = |e: CreateEndpointError| match e {
+        CreateEndpointError::InvalidQos { policy, .. } => policy,
+        e => panic!("expected InvalidQos, got {e}"),
+    };
+    let huge = QoS::keep_last(1 << 62);
+    let e = node
+        .create_subscription("a", huge, |_: u32| {})
+        .unwrap_err();
+    assert_eq!(policy(e), QosPolicy::History);
+    let e = node.create_publisher::<u32>("a", huge).unwrap_err();
+    assert_eq!(policy(e), QosPolicy::History);
+    let mut all = QoS::keep_all();
+    all.max_samples = usize::MAX;
+    assert!(node.create_publisher::<u32>("b", all).is_err());
+    let far = Duration::from_secs(u64::MAX);
+    let e = node
+        .create_publisher::<u32>("c", QoS::keep_last(1).deadline(far))
+        .unwrap_err();
+    assert_eq!(policy(e), QosPolicy::Deadline);
+    let mut q = QoS::keep_last(1);
+    q.lifespan = Some(far);
+    let e = node.create_subscription("d", q, |_: u32| {}).unwrap_err();
+    assert_eq!(policy(e), QosPolicy::Lifespan);
+    // The largest allowed depth works.
+    node.create_subscription("e", QoS::keep_last(myelin::qos::MAX_DEPTH), |_: u32| {})
+        .unwrap();
+}

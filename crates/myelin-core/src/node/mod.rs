@@ -104,6 +104,16 @@ impl Node {
         Ok(())
     }
 
+    /// Refuse QoS numbers no buffer or timer can be built from.
+    fn check_qos(topic: &str, qos: &QoS) -> Result<(), CreateEndpointError> {
+        qos.validate()
+            .map_err(|(policy, reason)| CreateEndpointError::InvalidQos {
+                topic: topic.to_string(),
+                policy,
+                reason,
+            })
+    }
+
     /// Create a publisher on `topic` (resolved as in
     /// [`resolve_topic_name`](Self::resolve_topic_name)).
     pub fn create_publisher<T: Message>(
@@ -195,6 +205,7 @@ impl Node {
     ) -> Result<Publisher<T>, CreateEndpointError> {
         let topic = self.resolve_topic_name(topic)?;
         self.check_ctx(&topic)?;
+        Self::check_qos(&topic, &qos)?;
         let group = options
             .callback_group
             .as_ref()
@@ -227,7 +238,7 @@ impl Node {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(t);
         }
-        crate::matching::add_publisher(&self.inner.ctx.graph, inner.clone())?;
+        crate::matching::add_publisher(&self.inner.ctx.graph, inner.clone(), (ty.name, ty.hash))?;
         let owner: Weak<dyn PubOwner> = Arc::downgrade(&(inner.clone() as Arc<dyn PubOwner>));
         for l in inner.links.iter() {
             l.start(owner.clone());
@@ -257,22 +268,74 @@ impl Node {
         options: SubscriptionOptions,
         callback: C,
     ) -> Result<Subscription<T>, CreateEndpointError> {
-        let delivery = match options.buffer {
-            BufferKind::CallbackDefault if C::WANTS_OWNERSHIP => Delivery::Owned,
-            BufferKind::CallbackDefault => Delivery::Shared,
-            BufferKind::Owned => Delivery::Owned,
-            BufferKind::Shared => Delivery::Shared,
-            BufferKind::Value => Delivery::Value,
-        };
+        let delivery = callback_delivery(options.buffer, C::WANTS_OWNERSHIP);
         let s = self.make_subscription(
             topic,
             qos,
             delivery,
             Some(callback.into_dispatch()),
             &options,
+            TypeInfo::of::<T>(),
         )?;
         self.uses_type::<T>();
         Ok(s)
+    }
+
+    /// A subscription to the message type `ty` names (known at run time:
+    /// a Python node, a bridge) that receives each message as its wire
+    /// bytes ([`AnyMessage`](crate::AnyMessage): CDR for a ROS type). It
+    /// announces `ty` and matches only publishers of that type: typed
+    /// publishers in other processes and hosts, raw publishers
+    /// ([`create_raw_publisher`](Self::create_raw_publisher)) of `ty` in
+    /// this context. A typed endpoint of the topic in this context is a
+    /// [`CreateEndpointError::TypeMismatch`], as is a raw one of another
+    /// type.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use myelin_core::{AnyMessage, Context, Executor, QoS, RawType, SubscriptionOptions};
+    ///
+    /// let ctx = Context::builder().shared_memory(false).network(false).build().unwrap();
+    /// let node = ctx.create_node("bridge").unwrap();
+    /// let ty = RawType::ros(
+    ///     "std_msgs/msg/String",
+    ///     "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18",
+    /// )
+    /// .unwrap();
+    /// let got = Arc::new(Mutex::new(Vec::new()));
+    /// let g = got.clone();
+    /// let _s = node
+    ///     .create_raw_subscription("chatter", &ty, QoS::keep_last(10), SubscriptionOptions::default(),
+    ///         move |m: AnyMessage| g.lock().unwrap().push(m.bytes().to_vec()))
+    ///     .unwrap();
+    /// let p = node.create_raw_publisher("chatter", &ty, QoS::keep_last(10)).unwrap();
+    /// let cdr: &[u8] = &[0, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0];
+    /// p.publish(AnyMessage(cdr.into())).unwrap();
+    /// let mut exec = Executor::new();
+    /// exec.add_node(&node).unwrap();
+    /// exec.spin_some().unwrap();
+    /// assert_eq!(got.lock().unwrap()[0], cdr);
+    /// // Another type on the same topic is refused.
+    /// let other = RawType::of::<u32>();
+    /// assert!(node.create_raw_publisher("chatter", &other, QoS::keep_last(1)).is_err());
+    /// ```
+    pub fn create_raw_subscription<M, C: SubscriptionCallback<crate::AnyMessage, M>>(
+        &self,
+        topic: &str,
+        ty: &crate::RawType,
+        qos: QoS,
+        options: SubscriptionOptions,
+        callback: C,
+    ) -> Result<Subscription<crate::AnyMessage>, CreateEndpointError> {
+        let delivery = callback_delivery(options.buffer, C::WANTS_OWNERSHIP);
+        self.make_subscription(
+            topic,
+            qos,
+            delivery,
+            Some(callback.into_dispatch()),
+            &options,
+            TypeInfo::of_raw(ty),
+        )
     }
 
     /// Create a subscription without a callback, read with
@@ -299,6 +362,7 @@ impl Node {
                 inline: false,
                 ..options
             },
+            TypeInfo::of::<T>(),
         )
         .inspect(|_| self.uses_type::<T>())
     }
@@ -359,6 +423,7 @@ impl Node {
         delivery: Delivery,
         callback: Option<Box<dyn FnMut(crate::Received<T>) + Send>>,
         options: &SubscriptionOptions,
+        ty: TypeInfo,
     ) -> Result<Subscription<T>, CreateEndpointError> {
         let inline = options.inline;
         let group = options
@@ -369,6 +434,7 @@ impl Node {
             .clone();
         let topic = self.resolve_topic_name(topic)?;
         self.check_ctx(&topic)?;
+        Self::check_qos(&topic, &qos)?;
         let id = self.inner.ctx.new_id();
         if let Some(n) = options.max_publishers
             && !(1..=crate::subscription::MAX_PUBLISHERS).contains(&n)
@@ -379,14 +445,10 @@ impl Node {
                 reason: format!("{n}: must be 1 to {}", crate::subscription::MAX_PUBLISHERS),
             });
         }
-        let links = self.links::<dyn SubLink>(
-            id,
-            &topic,
-            &qos,
-            TypeInfo::of::<T>(),
-            options.max_publishers,
-            |t, spec| t.subscription(spec),
-        )?;
+        let links =
+            self.links::<dyn SubLink>(id, &topic, &qos, ty, options.max_publishers, |t, spec| {
+                t.subscription(spec)
+            })?;
         let events = self.event_queue(&options.event_callback, &group, "subscription", &topic);
         let inner = Arc::new(SubInner::new(SubSpec {
             id,
@@ -443,7 +505,11 @@ impl Node {
             )?);
         }
         *inner.checkers.lock().unwrap_or_else(|e| e.into_inner()) = checkers;
-        crate::matching::add_subscription(&self.inner.ctx.graph, inner.clone())?;
+        crate::matching::add_subscription(
+            &self.inner.ctx.graph,
+            inner.clone(),
+            (ty.name, ty.hash),
+        )?;
         let owner: Weak<dyn SubOwner> = Arc::downgrade(&(inner.clone() as Arc<dyn SubOwner>));
         for l in inner.links.iter() {
             l.start(owner.clone())
@@ -966,5 +1032,17 @@ fn warn_local_type(type_name: &'static str, topic: &str) {
              process (other processes and hosts never see them); derive it with \
              #[message(cdr)] (serde) or #[message(pod)] (plain old data) to send it"
         );
+    }
+}
+
+/// The buffer a callback subscription gets: what `buffer` asks for, or by
+/// default what the callback's signature wants (owned or shared).
+fn callback_delivery(buffer: BufferKind, wants_ownership: bool) -> Delivery {
+    match buffer {
+        BufferKind::CallbackDefault if wants_ownership => Delivery::Owned,
+        BufferKind::CallbackDefault => Delivery::Shared,
+        BufferKind::Owned => Delivery::Owned,
+        BufferKind::Shared => Delivery::Shared,
+        BufferKind::Value => Delivery::Value,
     }
 }
