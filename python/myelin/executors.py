@@ -1,0 +1,96 @@
+"""Executors: what runs the callbacks of nodes (``rclpy.executors``).
+
+The waiting and the dispatch are the Rust core's; the GIL is released
+while an executor waits, and a callback holds it only while its Python
+code runs. An exception raised in a callback comes out of the
+``spin_once`` (or ``spin``) that ran it.
+"""
+
+import time
+
+from myelin import _myelin
+
+__all__ = ["Executor", "SingleThreadedExecutor", "ExternalShutdownException"]
+
+
+class ExternalShutdownException(Exception):
+    """The context shut down while spinning."""
+
+
+class Executor:
+    """Runs the callbacks of the nodes added to it, one at a time."""
+
+    def __init__(self, *, context=None):
+        from myelin import get_default_context
+
+        self._context = context if context is not None else get_default_context()
+        self._exec = _myelin.Executor()
+        self._nodes = []
+
+    @property
+    def context(self):
+        return self._context
+
+    def add_node(self, node):
+        """Add ``node``; False if it was already added. A node is in one
+        executor at a time: as in rclpy, adding it here takes it out of
+        the one it was in."""
+        if node in self._nodes:
+            return False
+        for other in list(node._executors):
+            other.remove_node(node)
+        self._exec.add_node(node._node)
+        self._nodes.append(node)
+        node._executors.add(self)
+        return True
+
+    def remove_node(self, node):
+        if node in self._nodes:
+            self._nodes.remove(node)
+            self._exec.remove_node(node._node)
+            node._executors.discard(self)
+
+    def get_nodes(self):
+        return list(self._nodes)
+
+    def spin_once(self, timeout_sec=None):
+        """Run one ready callback, waiting up to ``timeout_sec`` seconds
+        (None: until one runs or the context shuts down)."""
+        if timeout_sec is None:
+            while self._context.ok():
+                if self._exec.spin_once(3600.0):
+                    return
+            return
+        self._exec.spin_once(max(0.0, float(timeout_sec)))
+
+    def spin(self):
+        """Run callbacks until the context shuts down."""
+        while self._context.ok():
+            self._exec.spin_once(3600.0)
+
+    def spin_until_future_complete(self, future, timeout_sec=None):
+        """Run callbacks until ``future`` is done, or ``timeout_sec`` passes."""
+        end = None if timeout_sec is None else time.monotonic() + timeout_sec
+        while self._context.ok() and not future.done():
+            if end is None:
+                self._exec.spin_once(0.1)
+            else:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return
+                self._exec.spin_once(min(left, 0.1))
+
+    def shutdown(self, timeout_sec=None):
+        for node in list(self._nodes):
+            self.remove_node(node)
+        return True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+
+class SingleThreadedExecutor(Executor):
+    """rclpy's name for the one-thread executor."""

@@ -1,0 +1,234 @@
+"""Message classes, as rclpy's generated ones look.
+
+Every type myelin ships is importable as ``myelin.msgs.<package>.msg``::
+
+    from myelin.msgs.std_msgs.msg import String
+    from myelin.msgs.sensor_msgs.msg import Image
+
+Classes are built on first import from the ``.msg`` definitions (the same
+ones the Rust message crate hashes), so their REP 2011 hashes agree with
+ROS 2's. A class takes its fields as keywords (missing ones get their
+defaults), compares by value and prints like rclpy's::
+
+    >>> from myelin.msgs.geometry_msgs.msg import Point
+    >>> Point(x=1.0)
+    geometry_msgs.msg.Point(x=1.0, y=0.0, z=0.0)
+
+Numeric arrays and sequences (``uint8[]``, ``float64[9]``...) are numpy
+arrays; any sequence of numbers (or ``bytes`` for ``uint8[]``) is accepted
+when assigning them.
+
+Your own types: :func:`load_msg` adds a ``.msg`` definition at run time,
+after the types it uses::
+
+    from myelin.msgs import load_msg
+    Reading = load_msg("my_pkg", "Reading", "std_msgs/Header header\\nfloat64 value")
+"""
+
+import ast
+import re
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+
+import numpy
+
+from myelin import _myelin
+
+__all__ = ["load_msg", "get_message", "Message"]
+
+_classes = {}
+
+_NUMPY = {
+    "byte": numpy.uint8,
+    "char": numpy.uint8,
+    "uint8": numpy.uint8,
+    "int8": numpy.int8,
+    "int16": numpy.int16,
+    "uint16": numpy.uint16,
+    "int32": numpy.int32,
+    "uint32": numpy.uint32,
+    "int64": numpy.int64,
+    "uint64": numpy.uint64,
+    "float32": numpy.float32,
+    "float64": numpy.float64,
+}
+
+_ZERO = {"bool": False, "byte": b"\x00", "char": "\x00", "string": "", "wstring": ""}
+
+
+class Message:
+    """The base of every message class."""
+
+    __slots__ = ()
+    _TYPE_NAME = None
+    _FIELDS = ()
+
+    def __init__(self, **kwargs):
+        unknown = set(kwargs) - set(self.__slots__)
+        if unknown:
+            raise TypeError(
+                f"{self._TYPE_NAME} has no field(s) {', '.join(sorted(unknown))}; "
+                f"its fields are {', '.join(self.__slots__) or 'none'}"
+            )
+        for name, make in self._DEFAULTS:
+            setattr(self, name, kwargs[name] if name in kwargs else make())
+
+    def __eq__(self, other):
+        if type(self) is not type(other):
+            return NotImplemented
+        for name in self.__slots__:
+            a, b = getattr(self, name), getattr(other, name)
+            if isinstance(a, numpy.ndarray) or isinstance(b, numpy.ndarray):
+                if not numpy.array_equal(numpy.asarray(a), numpy.asarray(b)):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    def __repr__(self):
+        pkg, _, name = self._TYPE_NAME.split("/")
+        parts = []
+        for f in self.__slots__:
+            v = getattr(self, f)
+            if isinstance(v, numpy.ndarray):
+                v = v.tolist() if v.size <= 16 else f"array(<{v.size} x {v.dtype}>)"
+                parts.append(f"{f}={v}")
+            else:
+                parts.append(f"{f}={v!r}")
+        return f"{pkg}.msg.{name}({', '.join(parts)})"
+
+    @classmethod
+    def get_fields_and_field_types(cls):
+        """The fields and their ROS types, as rclpy's classes give them."""
+        return dict(cls._FIELDS)
+
+
+def _literal(text, base):
+    """A .msg default or constant value (one value or a ``[...]`` list), as
+    Python."""
+    text = text.strip()
+    if base == "bool":
+        text = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", text, flags=re.I), flags=re.I)
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        if base in ("string", "wstring"):
+            # An unquoted string default.
+            return text
+        raise
+    if base == "bool":
+        return [bool(v) for v in value] if isinstance(value, (list, tuple)) else bool(value)
+    return value
+
+
+def _default_maker(base, nested, coll, size, default):
+    """A function that makes a field's default value (a fresh one each
+    time, so that instances never share a list or an array)."""
+    if nested is not None:
+        cls = get_message(nested)
+        if coll == "single":
+            return cls
+        if coll == "array":
+            return lambda: [cls() for _ in range(size)]
+        return list
+    if coll == "single":
+        if default is not None:
+            value = _literal(default, base)
+        else:
+            value = _ZERO.get(base, 0.0 if base.startswith("float") else 0)
+        if base.startswith("float"):
+            value = float(value)
+        return lambda: value
+    dtype = _NUMPY.get(base)
+    if default is not None:
+        values = _literal(default, base)
+        if dtype is not None:
+            return lambda: numpy.array(values, dtype=dtype)
+        return lambda: list(values)
+    if dtype is not None:
+        n = size if coll == "array" else 0
+        return lambda: numpy.zeros(n, dtype=dtype)
+    if coll == "array":
+        zero = _ZERO.get(base, 0)
+        return lambda: [zero] * size
+    return list
+
+
+def get_message(type_name):
+    """The class of ``pkg/msg/Name`` (built and registered on first use)."""
+    cls = _classes.get(type_name)
+    if cls is not None:
+        return cls
+    fields, constants = _myelin.type_info(type_name)
+    pkg, _, name = type_name.split("/")
+    defaults = []
+    for fname, ftype, base, nested, coll, size, default in fields:
+        defaults.append((fname, _default_maker(base, nested, coll, size, default)))
+    namespace = {
+        "__slots__": tuple(f[0] for f in fields),
+        "__module__": f"myelin.msgs.{pkg}.msg",
+        "__qualname__": name,
+        "_TYPE_NAME": type_name,
+        "_FIELDS": tuple((f[0], f[1]) for f in fields),
+        "_DEFAULTS": tuple(defaults),
+    }
+    for cname, ctype, value in constants:
+        namespace[cname] = _literal(value, ctype)
+    cls = type(name, (Message,), namespace)
+    _myelin.register_type(cls, type_name)
+    cls._ROS_HASH = _myelin.type_hash(type_name)
+    _classes[type_name] = cls
+    return cls
+
+
+def load_msg(package, name, text):
+    """Add the ``.msg`` definition ``text`` as ``package/msg/name`` and return
+    its class (also importable as ``myelin.msgs.<package>.msg.<name>``)."""
+    type_name = _myelin.load_msg(package, name, text)
+    return get_message(type_name)
+
+
+class _InterfaceModule(types.ModuleType):
+    """``myelin.msgs.<package>.msg``: classes on attribute access."""
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        type_name = f"{self._package}/msg/{attr}"
+        if not _myelin.knows_type(type_name):
+            raise AttributeError(f"no message type {type_name}")
+        cls = get_message(type_name)
+        setattr(self, attr, cls)
+        return cls
+
+    def __dir__(self):
+        prefix = f"{self._package}/msg/"
+        return [t[len(prefix):] for t in _myelin.bundled_types() if t.startswith(prefix)]
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports ``myelin.msgs.<package>`` and ``myelin.msgs.<package>.msg``."""
+
+    def find_spec(self, fullname, path, target=None):
+        parts = fullname.split(".")
+        if parts[:2] != ["myelin", "msgs"] or len(parts) not in (3, 4):
+            return None
+        if len(parts) == 4 and parts[3] != "msg":
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=len(parts) == 3)
+
+    def create_module(self, spec):
+        parts = spec.name.split(".")
+        if len(parts) == 4:
+            m = _InterfaceModule(spec.name)
+            m._package = parts[2]
+            return m
+        return types.ModuleType(spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+sys.meta_path.append(_Finder())

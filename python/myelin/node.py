@@ -1,0 +1,252 @@
+"""Nodes (``rclpy.node``): publishers, subscriptions, timers and a logger.
+
+A node can be made with :func:`myelin.create_node` or subclassed::
+
+    import myelin
+    from myelin.node import Node
+    from myelin.msgs.std_msgs.msg import String
+
+    class Talker(Node):
+        def __init__(self):
+            super().__init__("talker")
+            self.pub = self.create_publisher(String, "chatter", 10)
+            self.timer = self.create_timer(0.5, self.tick)
+
+        def tick(self):
+            self.pub.publish(String(data="hello"))
+"""
+
+from myelin import _myelin
+from myelin.qos import _profile
+
+__all__ = ["Node", "Publisher", "Subscription", "Timer"]
+
+
+class Publisher:
+    """A publisher (``Node.create_publisher``)."""
+
+    def __init__(self, core, msg_type, qos_profile):
+        self._core = core
+        self.msg_type = msg_type
+        self.qos_profile = qos_profile
+
+    def publish(self, msg):
+        """Publish ``msg``, an instance of the publisher's message type (or
+        its serialised CDR as ``bytes``)."""
+        self._live().publish(msg)
+
+    @property
+    def topic_name(self):
+        return self._live().topic()
+
+    @property
+    def topic(self):
+        return self.topic_name
+
+    def get_subscription_count(self):
+        return self._live().subscription_count()
+
+    def assert_liveliness(self):
+        self._live().assert_liveliness()
+
+    def destroy(self):
+        self._core = None
+
+    def _live(self):
+        if self._core is None:
+            raise RuntimeError("the publisher has been destroyed")
+        return self._core
+
+
+class Subscription:
+    """A subscription (``Node.create_subscription``)."""
+
+    def __init__(self, core, msg_type, callback, qos_profile):
+        self._core = core
+        self.msg_type = msg_type
+        self.callback = callback
+        self.qos_profile = qos_profile
+
+    @property
+    def topic_name(self):
+        return self._core.topic()
+
+    @property
+    def topic(self):
+        return self.topic_name
+
+    def get_publisher_count(self):
+        return self._core.publisher_count()
+
+    def destroy(self):
+        self._core = None
+
+
+class Timer:
+    """A timer (``Node.create_timer``)."""
+
+    def __init__(self, core, callback):
+        self._core = core
+        self.callback = callback
+
+    @property
+    def timer_period_ns(self):
+        return self._core.period_ns()
+
+    def cancel(self):
+        self._core.cancel()
+
+    def is_canceled(self):
+        return self._core.is_canceled()
+
+    def reset(self):
+        self._core.reset()
+
+    def destroy(self):
+        self._core.cancel()
+        self._core = None
+
+
+class Logger:
+    """A node's logger: messages go to stderr and ``/rosout``."""
+
+    def __init__(self, node):
+        self._node = node
+
+    def _log(self, level, msg):
+        self._node.log(level, str(msg))
+        return True
+
+    def debug(self, msg, **kwargs):
+        return self._log("debug", msg)
+
+    def info(self, msg, **kwargs):
+        return self._log("info", msg)
+
+    def warning(self, msg, **kwargs):
+        return self._log("warn", msg)
+
+    warn = warning
+
+    def error(self, msg, **kwargs):
+        return self._log("error", msg)
+
+    def fatal(self, msg, **kwargs):
+        return self._log("fatal", msg)
+
+
+class Node:
+    """A node named ``node_name`` in ``namespace`` (default: the root)."""
+
+    def __init__(self, node_name, *, context=None, namespace=None, **kwargs):
+        from myelin import get_default_context
+
+        self._context = context if context is not None else get_default_context()
+        self._node = _myelin.Node(self._context._core(), node_name, namespace)
+        self._executors = set()
+        self._publishers = []
+        self._subscriptions = []
+        self._timers = []
+        self._logger = Logger(self._node)
+
+    @property
+    def context(self):
+        return self._context
+
+    @property
+    def publishers(self):
+        return iter(self._publishers)
+
+    @property
+    def subscriptions(self):
+        return iter(self._subscriptions)
+
+    @property
+    def timers(self):
+        return iter(self._timers)
+
+    def get_name(self):
+        return self._node.name()
+
+    def get_namespace(self):
+        return self._node.namespace()
+
+    def get_fully_qualified_name(self):
+        return self._node.fully_qualified_name()
+
+    def get_logger(self):
+        return self._logger
+
+    def create_publisher(self, msg_type, topic, qos_profile, *, callback_group=None, **kwargs):
+        """A publisher of ``msg_type`` on ``topic``; ``qos_profile`` is a
+        :class:`~myelin.qos.QoSProfile` or a depth."""
+        qos = _profile(qos_profile)
+        p = Publisher(self._node.create_publisher(msg_type, topic, qos._tuple()), msg_type, qos)
+        self._publishers.append(p)
+        return p
+
+    def create_subscription(
+        self, msg_type, topic, callback, qos_profile, *, callback_group=None, raw=False, **kwargs
+    ):
+        """A subscription of ``msg_type`` on ``topic``: an executor spinning
+        this node calls ``callback(msg)`` with each message (its CDR
+        ``bytes`` if ``raw``)."""
+        qos = _profile(qos_profile)
+        if not callable(callback):
+            raise TypeError("callback must be callable")
+        core = self._node.create_subscription(msg_type, topic, qos._tuple(), callback, raw)
+        s = Subscription(core, msg_type, callback, qos)
+        self._subscriptions.append(s)
+        return s
+
+    def create_timer(self, timer_period_sec, callback, callback_group=None, clock=None):
+        """A timer that calls ``callback()`` every ``timer_period_sec``
+        seconds while an executor spins this node."""
+        if not callable(callback):
+            raise TypeError("callback must be callable")
+        t = Timer(self._node.create_timer(float(timer_period_sec), callback), callback)
+        self._timers.append(t)
+        return t
+
+    def destroy_publisher(self, publisher):
+        if publisher in self._publishers:
+            self._publishers.remove(publisher)
+            publisher.destroy()
+            return True
+        return False
+
+    def destroy_subscription(self, subscription):
+        if subscription in self._subscriptions:
+            self._subscriptions.remove(subscription)
+            subscription.destroy()
+            return True
+        return False
+
+    def destroy_timer(self, timer):
+        if timer in self._timers:
+            self._timers.remove(timer)
+            timer.destroy()
+            return True
+        return False
+
+    def get_topic_names_and_types(self):
+        """The topics of this process with their types, as rclpy lists them."""
+        return [(t, [ty]) for t, ty in self._node.topic_names_and_types()]
+
+    def destroy_node(self):
+        for e in list(self._executors):
+            e.remove_node(self)
+        for p in self._publishers:
+            p.destroy()
+        for s in self._subscriptions:
+            s.destroy()
+        for t in self._timers:
+            t.destroy()
+        self._publishers, self._subscriptions, self._timers = [], [], []
+        return True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy_node()

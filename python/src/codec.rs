@@ -1,0 +1,737 @@
+//! Messages described at run time, as Python objects and as CDR.
+//!
+//! A Python message class (built by `myelin/msgs` from a `.msg` spec) is
+//! registered once with [`register`]: its [`Plan`] lists the fields in wire
+//! order with what each holds. [`encode`] walks a Python object by its plan
+//! into CDR (XCDR1, little endian, as ROS 2 and the Rust message crate
+//! write it); [`decode`] builds a Python object from CDR. Received bytes
+//! come from other processes, so decoding checks every length against the
+//! bytes left before it reads or allocates.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use myelin_msgs::idl::{self, BaseType, Collection, MsgSpec, Primitive};
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyString, PyType};
+
+/// What one value of a field is.
+#[derive(Clone)]
+pub enum Scalar {
+    Bool,
+    /// `byte`: a `bytes` of length 1 in Python (as in rclpy).
+    Byte,
+    /// `char`: a `str` of length 1 in Python (as in rclpy).
+    Char,
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+    /// A string with its bound, if any.
+    Str(Option<u64>),
+    /// Another message.
+    Msg(Arc<Plan>),
+}
+
+impl Scalar {
+    /// Bytes of one value on the wire, for the primitives of fixed size.
+    fn size(&self) -> Option<usize> {
+        Some(match self {
+            Scalar::Bool | Scalar::Byte | Scalar::Char | Scalar::I8 | Scalar::U8 => 1,
+            Scalar::I16 | Scalar::U16 => 2,
+            Scalar::I32 | Scalar::U32 | Scalar::F32 => 4,
+            Scalar::I64 | Scalar::U64 | Scalar::F64 => 8,
+            Scalar::Str(_) | Scalar::Msg(_) => return None,
+        })
+    }
+}
+
+/// One field of a message.
+pub struct FieldPlan {
+    name: Py<PyString>,
+    label: String,
+    scalar: Scalar,
+    collection: Collection,
+}
+
+/// How to encode and decode one message type.
+pub struct Plan {
+    /// `pkg/msg/Name`.
+    pub type_name: String,
+    /// The REP 2011 hash (`RIHS01_...`).
+    pub ros_hash: String,
+    /// The Python class instances are made of.
+    pub class: Py<PyType>,
+    fields: Vec<FieldPlan>,
+}
+
+fn plans() -> &'static Mutex<HashMap<String, Arc<Plan>>> {
+    static PLANS: OnceLock<Mutex<HashMap<String, Arc<Plan>>>> = OnceLock::new();
+    PLANS.get_or_init(Default::default)
+}
+
+fn user_specs() -> &'static Mutex<HashMap<String, MsgSpec>> {
+    static SPECS: OnceLock<Mutex<HashMap<String, MsgSpec>>> = OnceLock::new();
+    SPECS.get_or_init(Default::default)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The spec of a message type: one loaded at run time, else one of the
+/// message crate's.
+pub fn spec(type_name: &str) -> Option<MsgSpec> {
+    if let Some(s) = lock(user_specs()).get(type_name) {
+        return Some(s.clone());
+    }
+    myelin_msgs::msg_spec(type_name)
+}
+
+/// Add a `.msg` definition at run time (a user's package), checking that
+/// every type it refers to is known. Returns its type name.
+pub fn load(package: &str, name: &str, text: &str) -> PyResult<String> {
+    let spec = idl::parse_msg(package, name, text)
+        .map_err(|e| PyValueError::new_err(format!("{package}/msg/{name}: {e}")))?;
+    let type_name = spec.type_name();
+    for f in &spec.fields {
+        if let Some(nested) = f.ty.base.nested_type_name()
+            && self::spec(&nested).is_none()
+        {
+            return Err(PyValueError::new_err(format!(
+                "{type_name}: field {:?} refers to {nested}, which is not loaded (load it first)",
+                f.name
+            )));
+        }
+    }
+    if let Some(old) = self::spec(&type_name)
+        && old != spec
+    {
+        return Err(PyValueError::new_err(format!(
+            "{type_name} is already defined differently"
+        )));
+    }
+    lock(user_specs()).insert(type_name.clone(), spec);
+    Ok(type_name)
+}
+
+/// The REP 2011 hash of a known type.
+pub fn ros_hash(type_name: &str) -> PyResult<String> {
+    idl::type_hash(type_name, spec).map_err(|e| PyValueError::new_err(format!("{type_name}: {e}")))
+}
+
+/// The plan of a registered type.
+pub fn plan_of(type_name: &str) -> Option<Arc<Plan>> {
+    lock(plans()).get(type_name).cloned()
+}
+
+/// The plan of `class`, a registered message class.
+pub fn plan_of_class(class: &Bound<'_, PyAny>) -> PyResult<Arc<Plan>> {
+    let name: String = class
+        .getattr("_TYPE_NAME")
+        .and_then(|n| n.extract())
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{} is not a message type (use a class from myelin.msgs)",
+                class.repr().map(|r| r.to_string()).unwrap_or_default()
+            ))
+        })?;
+    plan_of(&name).ok_or_else(|| PyTypeError::new_err(format!("{name} is not registered")))
+}
+
+/// Register `class` as the Python class of `type_name` (whose nested types
+/// are registered already).
+pub fn register(py: Python<'_>, class: &Bound<'_, PyType>, type_name: &str) -> PyResult<()> {
+    let spec = spec(type_name)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown message type {type_name}")))?;
+    let mut fields = Vec::with_capacity(spec.fields.len());
+    for f in &spec.fields {
+        let scalar = match &f.ty.base {
+            BaseType::Primitive(p) => match p {
+                Primitive::Bool => Scalar::Bool,
+                Primitive::Byte => Scalar::Byte,
+                Primitive::Char => Scalar::Char,
+                Primitive::Int8 => Scalar::I8,
+                Primitive::UInt8 => Scalar::U8,
+                Primitive::Int16 => Scalar::I16,
+                Primitive::UInt16 => Scalar::U16,
+                Primitive::Int32 => Scalar::I32,
+                Primitive::UInt32 => Scalar::U32,
+                Primitive::Int64 => Scalar::I64,
+                Primitive::UInt64 => Scalar::U64,
+                Primitive::Float32 => Scalar::F32,
+                Primitive::Float64 => Scalar::F64,
+                Primitive::String => Scalar::Str(None),
+                Primitive::WString => {
+                    return Err(PyValueError::new_err(format!(
+                        "{type_name}.{}: wstring fields are not supported yet",
+                        f.name
+                    )));
+                }
+            },
+            BaseType::BoundedString(n) => Scalar::Str(Some(*n)),
+            BaseType::BoundedWString(_) => {
+                return Err(PyValueError::new_err(format!(
+                    "{type_name}.{}: wstring fields are not supported yet",
+                    f.name
+                )));
+            }
+            nested @ BaseType::Nested { .. } => {
+                let n = nested.nested_type_name().unwrap_or_default();
+                Scalar::Msg(plan_of(&n).ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "{type_name}.{}: {n} is not registered yet",
+                        f.name
+                    ))
+                })?)
+            }
+        };
+        fields.push(FieldPlan {
+            name: PyString::intern(py, &f.name).unbind(),
+            label: format!("{type_name}.{}", f.name),
+            scalar,
+            collection: f.ty.collection,
+        });
+    }
+    let plan = Plan {
+        type_name: type_name.to_string(),
+        ros_hash: ros_hash(type_name)?,
+        class: class.clone().unbind(),
+        fields,
+    };
+    lock(plans()).insert(type_name.to_string(), Arc::new(plan));
+    Ok(())
+}
+
+// ------------------------------------------------------------------ encode
+
+/// CDR under construction; alignment counts from after the 4-byte
+/// encapsulation header.
+struct Writer {
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    fn align(&mut self, n: usize) {
+        let off = self.buf.len() - 4;
+        let pad = (n - off % n) % n;
+        self.buf.resize(self.buf.len() + pad, 0);
+    }
+
+    fn put(&mut self, align: usize, bytes: &[u8]) {
+        self.align(align);
+        self.buf.extend_from_slice(bytes);
+    }
+
+    fn count(&mut self, n: usize, label: &str) -> PyResult<()> {
+        let n = u32::try_from(n)
+            .map_err(|_| PyValueError::new_err(format!("{label}: {n} elements do not fit CDR")))?;
+        self.put(4, &n.to_le_bytes());
+        Ok(())
+    }
+}
+
+/// CDR of `obj`, an instance of `plan`'s class.
+pub fn encode(plan: &Plan, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let mut w = Writer {
+        buf: Vec::with_capacity(64),
+    };
+    w.buf.extend_from_slice(&[0, 1, 0, 0]);
+    encode_msg(plan, obj, &mut w, "message")?;
+    Ok(w.buf)
+}
+
+fn type_error(label: &str, want: &str, got: &Bound<'_, PyAny>) -> PyErr {
+    // A message names its ROS type; anything else its Python type.
+    let got = got
+        .getattr("_TYPE_NAME")
+        .and_then(|n| n.extract::<String>())
+        .or_else(|_| got.get_type().name().map(|n| n.to_string()))
+        .unwrap_or_else(|_| "?".into());
+    PyTypeError::new_err(format!("{label}: expected {want}, got {got}"))
+}
+
+fn encode_msg(plan: &Plan, obj: &Bound<'_, PyAny>, w: &mut Writer, label: &str) -> PyResult<()> {
+    let py = obj.py();
+    if !obj.is_instance(plan.class.bind(py))? {
+        return Err(type_error(label, &plan.type_name, obj));
+    }
+    if plan.fields.is_empty() {
+        // An empty message carries one placeholder byte.
+        w.put(1, &[0]);
+        return Ok(());
+    }
+    for f in &plan.fields {
+        let v = obj.getattr(f.name.bind(py))?;
+        encode_field(f, &v, w)?;
+    }
+    Ok(())
+}
+
+fn encode_field(f: &FieldPlan, v: &Bound<'_, PyAny>, w: &mut Writer) -> PyResult<()> {
+    match f.collection {
+        Collection::Single => encode_scalar(&f.scalar, &f.label, v, w),
+        Collection::Array(n) => encode_many(f, v, w, Some(n), None),
+        Collection::BoundedSequence(n) => encode_many(f, v, w, None, Some(n)),
+        Collection::UnboundedSequence => encode_many(f, v, w, None, None),
+    }
+}
+
+/// An array (`exact` length, no count) or a sequence (count first, at most
+/// `bound`).
+fn encode_many(
+    f: &FieldPlan,
+    v: &Bound<'_, PyAny>,
+    w: &mut Writer,
+    exact: Option<u64>,
+    bound: Option<u64>,
+) -> PyResult<()> {
+    let check = |n: usize| -> PyResult<()> {
+        if let Some(e) = exact
+            && n as u64 != e
+        {
+            return Err(PyValueError::new_err(format!(
+                "{}: expected exactly {e} elements, got {n}",
+                f.label
+            )));
+        }
+        if let Some(b) = bound
+            && n as u64 > b
+        {
+            return Err(PyValueError::new_err(format!(
+                "{}: at most {b} elements, got {n}",
+                f.label
+            )));
+        }
+        Ok(())
+    };
+    // Contiguous bytes of the right type go in one copy.
+    if let Some(size) = f.scalar.size()
+        && let Some(bytes) = raw_elements(&f.scalar, v)?
+    {
+        let n = bytes.len() / size;
+        check(n)?;
+        if exact.is_none() {
+            w.count(n, &f.label)?;
+        }
+        if n > 0 {
+            w.put(size, &bytes);
+        }
+        return Ok(());
+    }
+    if v.is_instance_of::<PyString>() {
+        return Err(type_error(&f.label, "a sequence", v));
+    }
+    let n = v.len().map_err(|_| type_error(&f.label, "a sequence", v))?;
+    check(n)?;
+    if exact.is_none() {
+        w.count(n, &f.label)?;
+    }
+    for item in v.try_iter()? {
+        encode_scalar(&f.scalar, &f.label, &item?, w)?;
+    }
+    Ok(())
+}
+
+/// The little-endian bytes of `v`'s elements if it is a contiguous numpy
+/// array of exactly the field's element type, or `bytes`/`bytearray` for
+/// a field of bytes.
+fn raw_elements(scalar: &Scalar, v: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
+    fn slice<T: numpy::Element + Copy>(
+        v: &Bound<'_, PyAny>,
+        le: impl Fn(T) -> Vec<u8>,
+    ) -> Option<Vec<u8>> {
+        let a = v.extract::<PyReadonlyArray1<T>>().ok()?;
+        let s = a.as_slice().ok()?;
+        if cfg!(target_endian = "little") {
+            // SAFETY: `s` is a live, initialised slice of plain numbers
+            // (no padding, any bit pattern valid); viewing it as bytes for
+            // the copy reads exactly its `size_of_val` bytes.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s))
+            };
+            Some(bytes.to_vec())
+        } else {
+            Some(s.iter().flat_map(|x| le(*x)).collect())
+        }
+    }
+    if matches!(scalar, Scalar::U8 | Scalar::Byte | Scalar::Char) {
+        if let Ok(b) = v.cast::<PyBytes>() {
+            return Ok(Some(b.as_bytes().to_vec()));
+        }
+        if let Ok(b) = v.cast::<PyByteArray>() {
+            return Ok(Some(b.to_vec()));
+        }
+    }
+    if !v.hasattr("dtype")? {
+        return Ok(None);
+    }
+    Ok(match scalar {
+        Scalar::U8 | Scalar::Byte | Scalar::Char => slice::<u8>(v, |x| vec![x]),
+        Scalar::I8 => slice::<i8>(v, |x| x.to_le_bytes().to_vec()),
+        Scalar::I16 => slice::<i16>(v, |x| x.to_le_bytes().to_vec()),
+        Scalar::U16 => slice::<u16>(v, |x| x.to_le_bytes().to_vec()),
+        Scalar::I32 => slice::<i32>(v, |x| x.to_le_bytes().to_vec()),
+        Scalar::U32 => slice::<u32>(v, |x| x.to_le_bytes().to_vec()),
+        Scalar::I64 => slice::<i64>(v, |x| x.to_le_bytes().to_vec()),
+        Scalar::U64 => slice::<u64>(v, |x| x.to_le_bytes().to_vec()),
+        Scalar::F32 => slice::<f32>(v, |x| x.to_le_bytes().to_vec()),
+        Scalar::F64 => slice::<f64>(v, |x| x.to_le_bytes().to_vec()),
+        Scalar::Bool | Scalar::Str(_) | Scalar::Msg(_) => None,
+    })
+}
+
+fn int_in(label: &str, v: &Bound<'_, PyAny>, lo: i128, hi: i128, ty: &str) -> PyResult<i128> {
+    if v.is_instance_of::<pyo3::types::PyBool>() || v.is_instance_of::<pyo3::types::PyFloat>() {
+        return Err(type_error(label, "int", v));
+    }
+    let x: i128 = v.extract().map_err(|_| type_error(label, "int", v))?;
+    if x < lo || x > hi {
+        return Err(PyValueError::new_err(format!(
+            "{label}: {x} is out of range for {ty} ({lo} to {hi})"
+        )));
+    }
+    Ok(x)
+}
+
+fn encode_scalar(s: &Scalar, label: &str, v: &Bound<'_, PyAny>, w: &mut Writer) -> PyResult<()> {
+    macro_rules! int {
+        ($t:ty, $name:literal) => {{
+            let x = int_in(label, v, <$t>::MIN as i128, <$t>::MAX as i128, $name)? as $t;
+            w.put(std::mem::size_of::<$t>(), &x.to_le_bytes());
+        }};
+    }
+    match s {
+        Scalar::Bool => {
+            let b: bool = v.extract().map_err(|_| type_error(label, "bool", v))?;
+            w.put(1, &[b as u8]);
+        }
+        Scalar::Byte => {
+            let x = match v.cast::<PyBytes>() {
+                Ok(b) if b.as_bytes().len() == 1 => b.as_bytes()[0],
+                Ok(_) => return Err(PyValueError::new_err(format!("{label}: expected one byte"))),
+                Err(_) => int_in(label, v, 0, 255, "byte")? as u8,
+            };
+            w.put(1, &[x]);
+        }
+        Scalar::Char => {
+            let x = match v.cast::<PyString>() {
+                Ok(s) => {
+                    let s = s.to_cow()?;
+                    let mut cs = s.chars();
+                    match (cs.next(), cs.next()) {
+                        (Some(c), None) if (c as u32) < 256 => c as u8,
+                        _ => {
+                            return Err(PyValueError::new_err(format!(
+                                "{label}: expected one character below U+0100, got {s:?}"
+                            )));
+                        }
+                    }
+                }
+                Err(_) => int_in(label, v, 0, 255, "char")? as u8,
+            };
+            w.put(1, &[x]);
+        }
+        Scalar::I8 => int!(i8, "int8"),
+        Scalar::U8 => int!(u8, "uint8"),
+        Scalar::I16 => int!(i16, "int16"),
+        Scalar::U16 => int!(u16, "uint16"),
+        Scalar::I32 => int!(i32, "int32"),
+        Scalar::U32 => int!(u32, "uint32"),
+        Scalar::I64 => int!(i64, "int64"),
+        Scalar::U64 => int!(u64, "uint64"),
+        Scalar::F32 => {
+            let x: f64 = v.extract().map_err(|_| type_error(label, "float", v))?;
+            w.put(4, &(x as f32).to_le_bytes());
+        }
+        Scalar::F64 => {
+            let x: f64 = v.extract().map_err(|_| type_error(label, "float", v))?;
+            w.put(8, &x.to_le_bytes());
+        }
+        Scalar::Str(bound) => {
+            let s = v
+                .cast::<PyString>()
+                .map_err(|_| type_error(label, "str", v))?
+                .to_cow()?;
+            if s.contains('\0') {
+                return Err(PyValueError::new_err(format!(
+                    "{label}: a string cannot hold a NUL character"
+                )));
+            }
+            if let Some(b) = bound
+                && s.chars().count() as u64 > *b
+            {
+                return Err(PyValueError::new_err(format!(
+                    "{label}: at most {b} characters, got {}",
+                    s.chars().count()
+                )));
+            }
+            w.count(s.len() + 1, label)?;
+            w.buf.extend_from_slice(s.as_bytes());
+            w.buf.push(0);
+        }
+        Scalar::Msg(plan) => encode_msg(plan, v, w, label)?,
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ decode
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+fn truncated(label: &str) -> PyErr {
+    PyValueError::new_err(format!("{label}: the message is truncated or corrupt"))
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, align: usize, n: usize, label: &str) -> PyResult<&'a [u8]> {
+        let off = self.pos - 4;
+        let start = self.pos + (align - off % align) % align;
+        let end = start.checked_add(n).ok_or_else(|| truncated(label))?;
+        if end > self.buf.len() {
+            return Err(truncated(label));
+        }
+        self.pos = end;
+        Ok(&self.buf[start..end])
+    }
+
+    fn u32(&mut self, label: &str) -> PyResult<u32> {
+        let b = self.take(4, 4, label)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn left(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+}
+
+/// A Python object of `plan`'s class from CDR `bytes`.
+pub fn decode<'py>(py: Python<'py>, plan: &Plan, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    match bytes.get(..2) {
+        Some([0, 1]) => {}
+        Some([0, 0]) => {
+            return Err(PyValueError::new_err(format!(
+                "{}: big-endian CDR is not supported",
+                plan.type_name
+            )));
+        }
+        _ => return Err(truncated(&plan.type_name)),
+    }
+    if bytes.len() < 4 {
+        return Err(truncated(&plan.type_name));
+    }
+    let mut r = Reader { buf: bytes, pos: 4 };
+    decode_msg(py, plan, &mut r)
+}
+
+fn decode_msg<'py>(
+    py: Python<'py>,
+    plan: &Plan,
+    r: &mut Reader<'_>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let class = plan.class.bind(py);
+    let obj = class.call_method1(pyo3::intern!(py, "__new__"), (class,))?;
+    if plan.fields.is_empty() {
+        r.take(1, 1, &plan.type_name)?;
+        return Ok(obj);
+    }
+    for f in &plan.fields {
+        let v = decode_field(py, f, r)?;
+        obj.setattr(f.name.bind(py), v)?;
+    }
+    Ok(obj)
+}
+
+fn decode_field<'py>(
+    py: Python<'py>,
+    f: &FieldPlan,
+    r: &mut Reader<'_>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let n = match f.collection {
+        Collection::Single => return decode_scalar(py, &f.scalar, &f.label, r),
+        Collection::Array(n) => n,
+        Collection::BoundedSequence(b) => {
+            let n = r.u32(&f.label)? as u64;
+            if n > b {
+                return Err(PyValueError::new_err(format!(
+                    "{}: {n} elements exceed the bound {b}",
+                    f.label
+                )));
+            }
+            n
+        }
+        Collection::UnboundedSequence => r.u32(&f.label)? as u64,
+    };
+    // Every element takes at least one byte: a count beyond the bytes left
+    // is corrupt (and must not size an allocation).
+    if n > r.left() as u64 {
+        return Err(truncated(&f.label));
+    }
+    let n = n as usize;
+    macro_rules! array {
+        ($t:ty) => {{
+            let size = std::mem::size_of::<$t>();
+            let bytes = if n == 0 {
+                &[][..]
+            } else {
+                r.take(size, n * size, &f.label)?
+            };
+            let v: Vec<$t> = bytes
+                .chunks_exact(size)
+                .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk of the element size")))
+                .collect();
+            PyArray1::from_vec(py, v).into_any()
+        }};
+    }
+    Ok(match &f.scalar {
+        Scalar::U8 | Scalar::Byte | Scalar::Char => {
+            let bytes = if n == 0 {
+                &[][..]
+            } else {
+                r.take(1, n, &f.label)?
+            };
+            PyArray1::from_slice(py, bytes).into_any()
+        }
+        Scalar::I8 => array!(i8),
+        Scalar::I16 => array!(i16),
+        Scalar::U16 => array!(u16),
+        Scalar::I32 => array!(i32),
+        Scalar::U32 => array!(u32),
+        Scalar::I64 => array!(i64),
+        Scalar::U64 => array!(u64),
+        Scalar::F32 => array!(f32),
+        Scalar::F64 => array!(f64),
+        s => {
+            let list = PyList::empty(py);
+            for _ in 0..n {
+                list.append(decode_scalar(py, s, &f.label, r)?)?;
+            }
+            list.into_any()
+        }
+    })
+}
+
+fn decode_scalar<'py>(
+    py: Python<'py>,
+    s: &Scalar,
+    label: &str,
+    r: &mut Reader<'_>,
+) -> PyResult<Bound<'py, PyAny>> {
+    macro_rules! num {
+        ($t:ty) => {{
+            let size = std::mem::size_of::<$t>();
+            let b = r.take(size, size, label)?;
+            <$t>::from_le_bytes(b.try_into().expect("slice of the value's size"))
+                .into_pyobject(py)?
+                .into_any()
+        }};
+    }
+    Ok(match s {
+        Scalar::Bool => {
+            let b = r.take(1, 1, label)?[0];
+            if b > 1 {
+                return Err(PyValueError::new_err(format!("{label}: {b} is not a bool")));
+            }
+            pyo3::types::PyBool::new(py, b == 1).to_owned().into_any()
+        }
+        Scalar::Byte => PyBytes::new(py, r.take(1, 1, label)?).into_any(),
+        Scalar::Char => {
+            let c = r.take(1, 1, label)?[0] as char;
+            PyString::new(py, c.encode_utf8(&mut [0; 4])).into_any()
+        }
+        Scalar::I8 => num!(i8),
+        Scalar::U8 => num!(u8),
+        Scalar::I16 => num!(i16),
+        Scalar::U16 => num!(u16),
+        Scalar::I32 => num!(i32),
+        Scalar::U32 => num!(u32),
+        Scalar::I64 => num!(i64),
+        Scalar::U64 => num!(u64),
+        Scalar::F32 => num!(f32),
+        Scalar::F64 => num!(f64),
+        Scalar::Str(_) => {
+            let n = r.u32(label)? as usize;
+            if n == 0 {
+                return Err(truncated(label));
+            }
+            let b = r.take(1, n, label)?;
+            let (text, nul) = b.split_at(n - 1);
+            if nul != [0] {
+                return Err(truncated(label));
+            }
+            let text = std::str::from_utf8(text)
+                .map_err(|_| PyValueError::new_err(format!("{label}: the string is not UTF-8")))?;
+            PyString::new(py, text).into_any()
+        }
+        Scalar::Msg(plan) => decode_msg(py, plan, r)?,
+    })
+}
+
+/// A field, for the Python class factory: `(name, ROS type, base type,
+/// nested type name, collection, size or bound, default as written)`.
+pub type FieldInfo = (
+    String,
+    String,
+    String,
+    Option<String>,
+    &'static str,
+    u64,
+    Option<String>,
+);
+
+/// A constant: `(name, type, value as written)`.
+pub type ConstantInfo = (String, String, String);
+
+/// What the Python class factory needs of a type: its fields and its
+/// constants.
+pub type TypeInfo = (Vec<FieldInfo>, Vec<ConstantInfo>);
+
+/// What the Python class factory needs of a type.
+pub fn info(type_name: &str) -> PyResult<TypeInfo> {
+    let spec = spec(type_name)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown message type {type_name}")))?;
+    let fields = spec
+        .fields
+        .iter()
+        .map(|f| {
+            let (coll, n) = match f.ty.collection {
+                Collection::Single => ("single", 0),
+                Collection::Array(n) => ("array", n),
+                Collection::BoundedSequence(n) => ("bounded", n),
+                Collection::UnboundedSequence => ("sequence", 0),
+            };
+            let base = match &f.ty.base {
+                BaseType::Primitive(p) => p.msg_name().to_string(),
+                BaseType::BoundedString(_) => "string".into(),
+                BaseType::BoundedWString(_) => "wstring".into(),
+                BaseType::Nested { .. } => "message".into(),
+            };
+            (
+                f.name.clone(),
+                f.ty.to_string(),
+                base,
+                f.ty.base.nested_type_name(),
+                coll,
+                n,
+                f.default.clone(),
+            )
+        })
+        .collect();
+    let constants = spec
+        .constants
+        .iter()
+        .map(|c| (c.name.clone(), c.ty.msg_name().to_string(), c.value.clone()))
+        .collect();
+    Ok((fields, constants))
+}

@@ -1,0 +1,127 @@
+"""Python and Rust nodes in separate processes, over shared memory: the
+same topics, types and bytes whichever language is on either side."""
+
+import signal
+import subprocess
+import time
+
+import numpy
+
+from myelin.msgs.sensor_msgs.msg import Image
+from myelin.msgs.std_msgs.msg import String
+
+from conftest import python_child, rust_example, spin_until
+
+TALKER = """
+import sys, myelin
+from myelin.msgs.std_msgs.msg import String
+myelin.init()
+node = myelin.create_node("py_talker")
+pub = node.create_publisher(String, "chatter", 10)
+n = 0
+def tick():
+    global n
+    n += 1
+    pub.publish(String(data=f"Hello World: {n}"))
+    print("published", n, flush=True)
+node.create_timer(0.05, tick)
+try:
+    myelin.spin(node)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+CAMERA = """
+import sys, numpy, myelin
+from myelin.msgs.sensor_msgs.msg import Image
+myelin.init()
+node = myelin.create_node("py_camera")
+pub = node.create_publisher(Image, "image", 2)
+h, w = 1080, 1440  # 4.6 MB of rgb8
+frame = numpy.arange(h * w * 3, dtype=numpy.uint64).astype(numpy.uint8)
+seq = 0
+def tick():
+    global seq
+    seq += 1
+    img = Image(height=h, width=w, encoding="rgb8", step=w * 3, data=frame)
+    img.header.frame_id = str(seq)
+    pub.publish(img)
+node.create_timer(0.05, tick)
+try:
+    myelin.spin(node)
+except KeyboardInterrupt:
+    pass
+"""
+
+
+def stop(child):
+    child.send_signal(signal.SIGINT)
+    try:
+        out, err = child.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        raise AssertionError(f"the child ignored Ctrl-C\n{err}")
+    return out, err
+
+
+def test_python_talker_to_python_listener(node, domain):
+    child = python_child(TALKER, domain)
+    try:
+        got = []
+        node.create_subscription(String, "chatter", lambda m: got.append(m.data), 10)
+        spin_until(node, lambda: len(got) >= 3)
+        first = int(got[0].rsplit(" ", 1)[1])
+        assert got[:3] == [f"Hello World: {first + i}" for i in range(3)]
+    finally:
+        out, err = stop(child)
+    # Ctrl-C in spin() is a KeyboardInterrupt, promptly.
+    assert "interrupted" in out, err
+
+
+def test_rust_talker_to_python_listener(node, domain):
+    exe = rust_example("talker")
+    env = {"MYELIN_TRANSPORT": "shm", "ROS_DOMAIN_ID": str(domain), "PATH": "/usr/bin:/bin"}
+    child = subprocess.Popen([exe], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        got = []
+        node.create_subscription(String, "chatter", lambda m: got.append(m.data), 10)
+        spin_until(node, lambda: len(got) >= 2)
+        assert got[0].startswith("Hello World: ")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_python_talker_to_rust_listener(domain):
+    exe = rust_example("listener")
+    env = {"MYELIN_TRANSPORT": "shm", "ROS_DOMAIN_ID": str(domain), "PATH": "/usr/bin:/bin"}
+    listener = subprocess.Popen([exe], env=env, stdout=subprocess.PIPE, text=True)
+    talker = python_child(TALKER, domain)
+    try:
+        line = ""
+        end = time.monotonic() + 30
+        while "I heard" not in line:
+            assert time.monotonic() < end, "the Rust listener heard nothing"
+            line = listener.stdout.readline()
+        assert "Hello World: " in line
+    finally:
+        stop(talker)
+        listener.kill()
+        listener.wait()
+
+
+def test_a_4_6_mb_image_crosses_intact(node, domain):
+    child = python_child(CAMERA, domain)
+    try:
+        got = []
+        node.create_subscription(Image, "image", got.append, 2)
+        spin_until(node, lambda: len(got) >= 2)
+        img = got[-1]
+        h, w = 1080, 1440
+        assert (img.height, img.width, img.encoding, img.step) == (h, w, "rgb8", w * 3)
+        expected = numpy.arange(h * w * 3, dtype=numpy.uint64).astype(numpy.uint8)
+        assert img.data.dtype == numpy.uint8 and numpy.array_equal(img.data, expected)
+        assert int(got[-1].header.frame_id) > int(got[0].header.frame_id)
+    finally:
+        stop(child)
