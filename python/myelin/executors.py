@@ -70,6 +70,20 @@ class Executor:
 
     def spin_until_future_complete(self, future, timeout_sec=None):
         """Run callbacks until ``future`` is done, or ``timeout_sec`` passes."""
+        pending = getattr(future, "_pending", None)
+        if pending is not None and not future.done():
+            # A service call: the answer itself wakes the executor.
+            try:
+                answer = self._exec.spin_until_answered(
+                    pending, None if timeout_sec is None else float(timeout_sec)
+                )
+            except Exception as e:
+                if isinstance(e, _myelin.MyelinError) and future._pending is pending:
+                    future.set_exception(e)
+                    return
+                raise
+            future._settle(answer)
+            return
         end = None if timeout_sec is None else time.monotonic() + timeout_sec
         while self._context.ok() and not future.done():
             if end is None:

@@ -19,7 +19,7 @@ A node can be made with :func:`myelin.create_node` or subclassed::
 from myelin import _myelin
 from myelin.qos import _profile
 
-__all__ = ["Node", "Publisher", "Subscription", "Timer"]
+__all__ = ["Node", "Publisher", "Subscription", "Timer", "Service", "Client"]
 
 
 class Publisher:
@@ -80,6 +80,60 @@ class Subscription:
 
     def destroy(self):
         self._core = None
+
+
+class Service:
+    """A service server (``Node.create_service``)."""
+
+    def __init__(self, core, srv_type, srv_name, callback):
+        self._core = core
+        self.srv_type = srv_type
+        self.srv_name = srv_name
+        self.callback = callback
+
+    def destroy(self):
+        self._core = None
+
+
+class Client:
+    """A service client (``Node.create_client``). A call needs no executor
+    when the server is in another process; a server in this process needs
+    its node spun (``spin_until_future_complete`` does it)."""
+
+    def __init__(self, core, srv_type, srv_name, node):
+        self._core = core
+        self.srv_type = srv_type
+        self.srv_name = srv_name
+        self._node = node
+
+    def service_is_ready(self):
+        return self._live().service_is_ready()
+
+    def wait_for_service(self, timeout_sec=None):
+        """Wait up to ``timeout_sec`` seconds (None: no end) for a server;
+        whether one is there."""
+        return self._live().wait_for_service(None if timeout_sec is None else float(timeout_sec))
+
+    def call_async(self, request):
+        """Send ``request``; returns a :class:`~myelin.task.Future`."""
+        from myelin.task import Future
+
+        return Future(_pending=self._live().call_async(request))
+
+    def call(self, request, timeout_sec=None):
+        """Send ``request`` and wait for the answer (None after
+        ``timeout_sec`` seconds without one). The server must be spun by
+        someone else (another process, or another thread), as in rclpy."""
+        pending = self._live().call_async(request)
+        return pending.wait(None if timeout_sec is None else float(timeout_sec))
+
+    def destroy(self):
+        self._core = None
+
+    def _live(self):
+        if self._core is None:
+            raise RuntimeError("the client has been destroyed")
+        return self._core
 
 
 class Timer:
@@ -147,6 +201,8 @@ class Node:
         self._publishers = []
         self._subscriptions = []
         self._timers = []
+        self._services = []
+        self._clients = []
         self._logger = Logger(self._node)
 
     @property
@@ -208,6 +264,37 @@ class Node:
         self._timers.append(t)
         return t
 
+    def create_service(self, srv_type, srv_name, callback, *, qos_profile=None, callback_group=None):
+        """A server of ``srv_type`` on ``srv_name``: an executor spinning
+        this node calls ``callback(request, response)`` and sends what it
+        returns. An exception in the callback answers the caller with an
+        error and comes out of the ``spin`` that ran it."""
+        if not callable(callback):
+            raise TypeError("callback must be callable")
+        s = Service(self._node.create_service(srv_type, srv_name, callback), srv_type, srv_name, callback)
+        self._services.append(s)
+        return s
+
+    def create_client(self, srv_type, srv_name, *, qos_profile=None, callback_group=None):
+        """A client of ``srv_type`` for the service ``srv_name``."""
+        c = Client(self._node.create_client(srv_type, srv_name), srv_type, srv_name, self)
+        self._clients.append(c)
+        return c
+
+    def destroy_service(self, service):
+        if service in self._services:
+            self._services.remove(service)
+            service.destroy()
+            return True
+        return False
+
+    def destroy_client(self, client):
+        if client in self._clients:
+            self._clients.remove(client)
+            client.destroy()
+            return True
+        return False
+
     def destroy_publisher(self, publisher):
         if publisher in self._publishers:
             self._publishers.remove(publisher)
@@ -242,7 +329,10 @@ class Node:
             s.destroy()
         for t in self._timers:
             t.destroy()
+        for x in self._services + self._clients:
+            x.destroy()
         self._publishers, self._subscriptions, self._timers = [], [], []
+        self._services, self._clients = [], []
         return True
 
     def __enter__(self):

@@ -78,6 +78,65 @@ fn plans() -> &'static Mutex<HashMap<String, Arc<Plan>>> {
     PLANS.get_or_init(Default::default)
 }
 
+fn user_srvs() -> &'static Mutex<HashMap<String, idl::SrvSpec>> {
+    static SRVS: OnceLock<Mutex<HashMap<String, idl::SrvSpec>>> = OnceLock::new();
+    SRVS.get_or_init(Default::default)
+}
+
+fn srv_spec(type_name: &str) -> Option<idl::SrvSpec> {
+    if let Some(s) = lock(user_srvs()).get(type_name) {
+        return Some(s.clone());
+    }
+    myelin_msgs::srv_spec(type_name)
+}
+
+/// A service type: its request and response type names and its REP 2011
+/// hash.
+pub fn srv_info(type_name: &str) -> PyResult<(String, String, String)> {
+    let srv = srv_spec(type_name)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown service type {type_name}")))?;
+    let hash = idl::srv_type_hash(&srv, spec)
+        .map_err(|e| PyValueError::new_err(format!("{type_name}: {e}")))?;
+    Ok((srv.request.type_name(), srv.response.type_name(), hash))
+}
+
+/// Whether `type_name` is a service type myelin knows.
+pub fn knows_srv(type_name: &str) -> bool {
+    srv_spec(type_name).is_some()
+}
+
+/// Add a `.srv` definition at run time. Returns its type name.
+pub fn load_srv(package: &str, name: &str, text: &str) -> PyResult<String> {
+    let srv = idl::parse_srv(package, name, text)
+        .map_err(|e| PyValueError::new_err(format!("{package}/srv/{name}: {e}")))?;
+    let type_name = srv.type_name();
+    for part in [&srv.request, &srv.response] {
+        for f in &part.fields {
+            if let Some(nested) = f.ty.base.nested_type_name()
+                && spec(&nested).is_none()
+            {
+                return Err(PyValueError::new_err(format!(
+                    "{type_name}: field {:?} refers to {nested}, which is not loaded (load it first)",
+                    f.name
+                )));
+            }
+        }
+    }
+    if let Some(old) = srv_spec(&type_name)
+        && old != srv
+    {
+        return Err(PyValueError::new_err(format!(
+            "{type_name} is already defined differently"
+        )));
+    }
+    let mut specs = lock(user_specs());
+    specs.insert(srv.request.type_name(), srv.request.clone());
+    specs.insert(srv.response.type_name(), srv.response.clone());
+    drop(specs);
+    lock(user_srvs()).insert(type_name.clone(), srv);
+    Ok(type_name)
+}
+
 fn user_specs() -> &'static Mutex<HashMap<String, MsgSpec>> {
     static SPECS: OnceLock<Mutex<HashMap<String, MsgSpec>>> = OnceLock::new();
     SPECS.get_or_init(Default::default)

@@ -312,6 +312,62 @@ impl Node {
         Ok(Timer { timer: t })
     }
 
+    /// A server of `srv_type` (a service class) on `name`: an executor
+    /// spinning the node calls `callback(request, response)` with each
+    /// request and a fresh response, and sends what it returns.
+    fn create_service(
+        &self,
+        srv_type: &Bound<'_, PyAny>,
+        name: &str,
+        callback: Py<PyAny>,
+    ) -> PyResult<Service> {
+        let (ty, req, resp) = service_types(srv_type)?;
+        let service = ty.name().to_string();
+        let handler = move |m: AnyMessage| -> AnyMessage {
+            let answer = Python::attach(|py| -> PyResult<Vec<u8>> {
+                let request = codec::decode(py, &req, m.bytes())?;
+                let response = resp.class.bind(py).call0()?;
+                let out = callback.call1(py, (request, response))?;
+                codec::encode(&resp, out.bind(py)).map_err(|e| {
+                    PyTypeError::new_err(format!(
+                        "the callback of service {service} must return a {}: {e}",
+                        resp.type_name
+                    ))
+                })
+            });
+            match answer {
+                Ok(bytes) => AnyMessage(bytes.into()),
+                Err(e) => {
+                    let text = e.to_string();
+                    keep_callback_error(e);
+                    // The core answers the caller with this message (as it
+                    // does for a panicking Rust server) and keeps serving;
+                    // resume_unwind skips the panic hook's report.
+                    std::panic::resume_unwind(Box::new(text))
+                }
+            }
+        };
+        let s = self
+            .node
+            .create_raw_service(name, &ty, myelin::ServiceOptions::default(), handler)
+            .map_err(service_error)?;
+        Ok(Service { _service: s })
+    }
+
+    /// A client of `srv_type` for the service `name`.
+    fn create_client(&self, srv_type: &Bound<'_, PyAny>, name: &str) -> PyResult<Client> {
+        let (ty, req, resp) = service_types(srv_type)?;
+        let c = self
+            .node
+            .create_raw_client(name, &ty)
+            .map_err(service_error)?;
+        Ok(Client {
+            client: Arc::new(c),
+            req,
+            resp,
+        })
+    }
+
     /// Log `msg` at `level` (debug, info, warn, error, fatal) under the
     /// node's logger (stderr and `/rosout`).
     fn log(&self, level: &str, msg: &str) -> PyResult<()> {
@@ -389,6 +445,182 @@ impl Subscription {
     }
 }
 
+fn service_error(e: myelin::CreateServiceError) -> PyErr {
+    use myelin::CreateServiceError as E;
+    let text = e.to_string();
+    match e {
+        E::InvalidName(_) => InvalidNameError::new_err(text),
+        E::TypeMismatch { .. } => TypeMismatchError::new_err(text),
+        _ => MyelinError::new_err(text),
+    }
+}
+
+/// The run-time type of a service class and the plans of its request and
+/// response.
+fn service_types(
+    srv_type: &Bound<'_, PyAny>,
+) -> PyResult<(myelin::RawServiceType, Arc<codec::Plan>, Arc<codec::Plan>)> {
+    let name: String = srv_type
+        .getattr("_TYPE_NAME")
+        .and_then(|n| n.extract())
+        .map_err(|_| PyTypeError::new_err("not a service type (use a class from myelin.msgs)"))?;
+    let hash: String = srv_type.getattr("_ROS_HASH")?.extract()?;
+    let req = codec::plan_of_class(&srv_type.getattr("Request")?)?;
+    let resp = codec::plan_of_class(&srv_type.getattr("Response")?)?;
+    let ty = myelin::RawServiceType::ros(&name, &hash, raw_type(&req)?, raw_type(&resp)?)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok((ty, req, resp))
+}
+
+/// A service server (its callback runs on the executor of its node).
+#[pyclass(module = "myelin._myelin", frozen)]
+struct Service {
+    _service: myelin::Service<AnyMessage, AnyMessage>,
+}
+
+fn call_error(e: myelin::CallError) -> PyErr {
+    MyelinError::new_err(e.to_string())
+}
+
+/// A service client. Calls need no executor: an answer from another
+/// process arrives on the core's own threads.
+#[pyclass(module = "myelin._myelin", frozen)]
+struct Client {
+    client: Arc<myelin::Client<AnyMessage, AnyMessage>>,
+    req: Arc<codec::Plan>,
+    resp: Arc<codec::Plan>,
+}
+
+/// Wait in slices (Ctrl-C is seen between them) until `done()` or `timeout`
+/// (None: no end). Whether `done()` held.
+fn wait_sliced(
+    py: Python<'_>,
+    timeout: Option<f64>,
+    mut step: impl FnMut(Duration) -> bool + Send,
+) -> PyResult<bool> {
+    let slice = Duration::from_millis(100);
+    let deadline = match timeout {
+        Some(t) => Some(std::time::Instant::now() + duration("timeout", t)?),
+        None => None,
+    };
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let wait = left.map_or(slice, |l| l.min(slice));
+        if py.detach(|| step(wait)) {
+            return Ok(true);
+        }
+        py.check_signals()?;
+        if left.is_some_and(|l| l <= slice) {
+            return Ok(false);
+        }
+    }
+}
+
+#[pymethods]
+impl Client {
+    /// Whether a server can be called now.
+    fn service_is_ready(&self) -> bool {
+        self.client.service_is_ready()
+    }
+
+    /// Wait up to `timeout` seconds (None: no end) for a server.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_for_service(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let c = &self.client;
+        wait_sliced(py, timeout, |d| c.wait_for_service(d))
+    }
+
+    /// Send `request`; the answer comes through the returned call.
+    fn call_async(&self, request: &Bound<'_, PyAny>) -> PyResult<PendingCall> {
+        let bytes = codec::encode(&self.req, request)?;
+        let fut = self.client.call_async(AnyMessage(bytes.into()));
+        Ok(PendingCall {
+            fut: Mutex::new(Some(fut)),
+            resp: self.resp.clone(),
+        })
+    }
+}
+
+/// An unpark for the thread that waits on a call.
+struct Unpark(std::thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Stops an executor's `spin_once` so that its loop looks at the call.
+struct StopExecutor(myelin::StopHandle);
+
+impl std::task::Wake for StopExecutor {
+    fn wake(self: Arc<Self>) {
+        self.0.stop();
+    }
+}
+
+/// A call on its way: the answer, once it came, is decoded on the first
+/// look after.
+#[pyclass(module = "myelin._myelin", frozen)]
+struct PendingCall {
+    fut: Mutex<Option<myelin::ResponseFuture<AnyMessage>>>,
+    resp: Arc<codec::Plan>,
+}
+
+impl PendingCall {
+    /// Poll once with `waker`: the raw answer, if it came.
+    fn poll_raw(&self, waker: &std::task::Waker) -> Option<Result<AnyMessage, myelin::CallError>> {
+        let mut guard = self.fut.lock().unwrap_or_else(|p| p.into_inner());
+        let fut = guard.as_mut()?;
+        let mut cx = std::task::Context::from_waker(waker);
+        match std::pin::Pin::new(fut).poll(&mut cx) {
+            std::task::Poll::Ready(r) => {
+                *guard = None;
+                Some(r)
+            }
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    fn finish(
+        &self,
+        py: Python<'_>,
+        r: Result<AnyMessage, myelin::CallError>,
+    ) -> PyResult<Py<PyAny>> {
+        let m = r.map_err(call_error)?;
+        Ok(codec::decode(py, &self.resp, m.bytes())?.unbind())
+    }
+}
+
+#[pymethods]
+impl PendingCall {
+    /// The answer if it came (raises what the call failed with), else None.
+    /// A call answers once: later looks give None.
+    fn poll(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        match self.poll_raw(std::task::Waker::noop()) {
+            Some(r) => self.finish(py, r).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Wait up to `timeout` seconds (None: no end) for the answer, with no
+    /// executor (a server in another process needs none). None on timeout.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
+        let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut got = None;
+        wait_sliced(py, timeout, |d| {
+            got = self.poll_raw(&waker);
+            if got.is_none() {
+                std::thread::park_timeout(d);
+                got = self.poll_raw(&waker);
+            }
+            got.is_some()
+        })?;
+        got.map(|r| self.finish(py, r)).transpose()
+    }
+}
+
 /// A timer.
 #[pyclass(module = "myelin._myelin", frozen)]
 struct Timer {
@@ -437,6 +669,40 @@ impl Executor {
         self.exec.remove_node(&node.node)
     }
 
+    /// Run callbacks until `call` is answered or `timeout` seconds pass
+    /// (None: no end); the answer wakes the executor at once. The answer,
+    /// or None on timeout.
+    #[pyo3(signature = (call, timeout=None))]
+    fn spin_until_answered(
+        &mut self,
+        py: Python<'_>,
+        call: &PendingCall,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let waker = std::task::Waker::from(Arc::new(StopExecutor(self.exec.stop_handle())));
+        let deadline = match timeout {
+            Some(t) => Some(std::time::Instant::now() + duration("timeout", t)?),
+            None => None,
+        };
+        loop {
+            if let Some(r) = call.poll_raw(&waker) {
+                return call.finish(py, r).map(Some);
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return Ok(None);
+            }
+            let slice = left.map_or(Duration::from_millis(100), |l| {
+                l.min(Duration::from_millis(100))
+            });
+            let exec = &mut self.exec;
+            let spun = py.detach(|| exec.spin_once(slice));
+            take_callback_error()?;
+            spun.map_err(core_error)?;
+            py.check_signals()?;
+        }
+    }
+
     /// Run at most one ready callback, waiting up to `timeout` seconds for
     /// one (the GIL released meanwhile). Whether one ran. Raises what the
     /// callback raised, and KeyboardInterrupt on Ctrl-C.
@@ -449,10 +715,11 @@ impl Executor {
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let exec = &mut self.exec;
-            let ran = py
-                .detach(|| exec.spin_once(left.min(slice)))
-                .map_err(core_error)?;
+            let ran = py.detach(|| exec.spin_once(left.min(slice)));
+            // A callback's own exception first (a failed service callback
+            // also stops the core's spin with a panic report).
             take_callback_error()?;
+            let ran = ran.map_err(core_error)?;
             py.check_signals()?;
             if ran || left <= slice {
                 return Ok(ran);
@@ -483,6 +750,24 @@ fn type_hash(type_name: &str) -> PyResult<String> {
 #[pyfunction]
 fn load_msg(package: &str, name: &str, text: &str) -> PyResult<String> {
     codec::load(package, name, text)
+}
+
+/// A service type's request and response type names and its hash.
+#[pyfunction]
+fn srv_info(type_name: &str) -> PyResult<(String, String, String)> {
+    codec::srv_info(type_name)
+}
+
+/// Whether `type_name` is a service type myelin knows.
+#[pyfunction]
+fn knows_srv(type_name: &str) -> bool {
+    codec::knows_srv(type_name)
+}
+
+/// Add the `.srv` definition `text` of `package/srv/name`.
+#[pyfunction]
+fn load_srv(package: &str, name: &str, text: &str) -> PyResult<String> {
+    codec::load_srv(package, name, text)
 }
 
 /// Whether `type_name` is a message type myelin knows.
@@ -530,6 +815,12 @@ fn _myelin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Subscription>()?;
     m.add_class::<Timer>()?;
     m.add_class::<Executor>()?;
+    m.add_class::<Service>()?;
+    m.add_class::<Client>()?;
+    m.add_class::<PendingCall>()?;
+    m.add_function(wrap_pyfunction!(srv_info, m)?)?;
+    m.add_function(wrap_pyfunction!(knows_srv, m)?)?;
+    m.add_function(wrap_pyfunction!(load_srv, m)?)?;
     m.add_function(wrap_pyfunction!(register_type, m)?)?;
     m.add_function(wrap_pyfunction!(type_info, m)?)?;
     m.add_function(wrap_pyfunction!(type_hash, m)?)?;

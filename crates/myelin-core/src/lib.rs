@@ -124,4 +124,6 @@ pub use time::{Clock, ClockType, Time};
 pub use timer::Timer;
 pub use transport::{DiscoveredEndpoint, DiscoveredService, endpoints, shared_memory_enabled};
 pub use waitset::{GuardCondition, WaitSet, WaitSetError, WaitSetReady};
-pub use wire::{AnyMessage, Blob, RawType, RawTypeError, SharedBytes, Wire, WireError};
+pub use wire::{
+    AnyMessage, Blob, RawServiceType, RawType, RawTypeError, SharedBytes, Wire, WireError,
+};

@@ -357,6 +357,88 @@ impl RawType {
     }
 }
 
+/// A service type known by name at run time (a Python node's): its ROS
+/// name and REP-2011 hash, and its request and response types.
+/// [`Node::create_raw_service`](crate::Node::create_raw_service) and
+/// [`Node::create_raw_client`](crate::Node::create_raw_client) carry
+/// [`AnyMessage`] CDR as this type, meeting Rust servers and clients of
+/// the service type it names in other processes and ROS 2 nodes.
+///
+/// ```
+/// use myelin_core::{RawServiceType, RawType};
+///
+/// let h = |s: &str| format!("RIHS01_{}", s.repeat(64));
+/// let t = RawServiceType::ros(
+///     "example_interfaces/srv/AddTwoInts",
+///     &h("1"),
+///     RawType::ros("example_interfaces/srv/AddTwoInts_Request", &h("2")).unwrap(),
+///     RawType::ros("example_interfaces/srv/AddTwoInts_Response", &h("3")).unwrap(),
+/// )
+/// .unwrap();
+/// assert_eq!(t.name(), "example_interfaces/srv/AddTwoInts");
+/// assert!(RawServiceType::ros("pkg/msg/Name", &h("1"), t.request(), t.response()).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawServiceType {
+    name: &'static str,
+    ros_hash: Option<&'static str>,
+    request: RawType,
+    response: RawType,
+}
+
+impl RawServiceType {
+    /// The ROS 2 service type `name` (`package/srv/Name`) with its
+    /// REP-2011 hash and its request and response types.
+    pub fn ros(
+        name: &str,
+        ros_hash: &str,
+        request: RawType,
+        response: RawType,
+    ) -> Result<RawServiceType, RawTypeError> {
+        // The same checks as a message type's, and the service kind.
+        let checked = RawType::ros(name, ros_hash)?;
+        if name.split('/').nth(1) != Some("srv") {
+            return Err(RawTypeError::Name(name.chars().take(300).collect()));
+        }
+        Ok(RawServiceType {
+            name: checked.name,
+            ros_hash: checked.ros_hash,
+            request,
+            response,
+        })
+    }
+
+    /// The service type `S` is, as a raw type.
+    pub fn of<S: crate::ServiceType>() -> RawServiceType {
+        RawServiceType {
+            name: S::TYPE_NAME,
+            ros_hash: S::ROS_TYPE_HASH,
+            request: RawType::of::<S::Request>(),
+            response: RawType::of::<S::Response>(),
+        }
+    }
+
+    /// The service type name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The ROS 2 service type hash, if it is a ROS type.
+    pub fn ros_hash(&self) -> Option<&'static str> {
+        self.ros_hash
+    }
+
+    /// The request type.
+    pub fn request(&self) -> RawType {
+        self.request
+    }
+
+    /// The response type.
+    pub fn response(&self) -> RawType {
+        self.response
+    }
+}
+
 /// A string that lives as long as the process, stored once however often
 /// it is asked for: type names of [`RawType`]s are few (one per type a
 /// program meets), and transports keep `&'static str` names.

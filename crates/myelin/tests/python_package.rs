@@ -32,7 +32,14 @@ fn the_python_package_passes_its_pytest_suite() {
     }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new(&python)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"])
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "python/tests",
+        ])
         .current_dir(&repo)
         .output()
         .expect("run pytest");

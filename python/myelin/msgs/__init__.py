@@ -36,7 +36,7 @@ import numpy
 
 from myelin import _myelin
 
-__all__ = ["load_msg", "get_message", "Message"]
+__all__ = ["load_msg", "load_srv", "get_message", "get_service", "Message"]
 
 _classes = {}
 
@@ -88,7 +88,7 @@ class Message:
         return True
 
     def __repr__(self):
-        pkg, _, name = self._TYPE_NAME.split("/")
+        pkg, kind, name = self._TYPE_NAME.split("/")
         parts = []
         for f in self.__slots__:
             v = getattr(self, f)
@@ -97,7 +97,7 @@ class Message:
                 parts.append(f"{f}={v}")
             else:
                 parts.append(f"{f}={v!r}")
-        return f"{pkg}.msg.{name}({', '.join(parts)})"
+        return f"{pkg}.{kind}.{name}({', '.join(parts)})"
 
     @classmethod
     def get_fields_and_field_types(cls):
@@ -162,13 +162,13 @@ def get_message(type_name):
     if cls is not None:
         return cls
     fields, constants = _myelin.type_info(type_name)
-    pkg, _, name = type_name.split("/")
+    pkg, kind, name = type_name.split("/")
     defaults = []
     for fname, ftype, base, nested, coll, size, default in fields:
         defaults.append((fname, _default_maker(base, nested, coll, size, default)))
     namespace = {
         "__slots__": tuple(f[0] for f in fields),
-        "__module__": f"myelin.msgs.{pkg}.msg",
+        "__module__": f"myelin.msgs.{pkg}.{kind}",
         "__qualname__": name,
         "_TYPE_NAME": type_name,
         "_FIELDS": tuple((f[0], f[1]) for f in fields),
@@ -190,21 +190,61 @@ def load_msg(package, name, text):
     return get_message(type_name)
 
 
+_services = {}
+
+
+def get_service(type_name):
+    """The class of the service ``pkg/srv/Name``: its ``Request`` and
+    ``Response`` message classes, as rclpy's service classes have them."""
+    cls = _services.get(type_name)
+    if cls is not None:
+        return cls
+    request, response, ros_hash = _myelin.srv_info(type_name)
+    pkg, _, name = type_name.split("/")
+    cls = type(
+        name,
+        (),
+        {
+            "__module__": f"myelin.msgs.{pkg}.srv",
+            "__qualname__": name,
+            "__slots__": (),
+            "_TYPE_NAME": type_name,
+            "_ROS_HASH": ros_hash,
+            "Request": get_message(request),
+            "Response": get_message(response),
+        },
+    )
+    _services[type_name] = cls
+    return cls
+
+
+def load_srv(package, name, text):
+    """Add the ``.srv`` definition ``text`` as ``package/srv/name`` and
+    return its class (also importable as ``myelin.msgs.<package>.srv``)."""
+    return get_service(_myelin.load_srv(package, name, text))
+
+
 class _InterfaceModule(types.ModuleType):
-    """``myelin.msgs.<package>.msg``: classes on attribute access."""
+    """``myelin.msgs.<package>.msg`` (or ``.srv``): classes on attribute
+    access."""
 
     def __getattr__(self, attr):
         if attr.startswith("__"):
             raise AttributeError(attr)
-        type_name = f"{self._package}/msg/{attr}"
-        if not _myelin.knows_type(type_name):
-            raise AttributeError(f"no message type {type_name}")
-        cls = get_message(type_name)
+        type_name = f"{self._package}/{self._kind}/{attr}"
+        if self._kind == "srv":
+            if not _myelin.knows_srv(type_name):
+                raise AttributeError(f"no service type {type_name}")
+            cls = get_service(type_name)
+        else:
+            if not _myelin.knows_type(type_name):
+                raise AttributeError(f"no message type {type_name}")
+            cls = get_message(type_name)
         setattr(self, attr, cls)
         return cls
 
     def __dir__(self):
-        prefix = f"{self._package}/msg/"
+        prefix = f"{self._package}/{self._kind}/"
         return [t[len(prefix):] for t in _myelin.bundled_types() if t.startswith(prefix)]
 
 
@@ -215,7 +255,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         parts = fullname.split(".")
         if parts[:2] != ["myelin", "msgs"] or len(parts) not in (3, 4):
             return None
-        if len(parts) == 4 and parts[3] != "msg":
+        if len(parts) == 4 and parts[3] not in ("msg", "srv"):
             return None
         return importlib.machinery.ModuleSpec(fullname, self, is_package=len(parts) == 3)
 
@@ -224,6 +264,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if len(parts) == 4:
             m = _InterfaceModule(spec.name)
             m._package = parts[2]
+            m._kind = parts[3]
             return m
         return types.ModuleType(spec.name)
 

@@ -268,17 +268,29 @@ impl Node {
         options: SubscriptionOptions,
         callback: C,
     ) -> Result<Subscription<T>, CreateEndpointError> {
+        let s = self.subscription_as(topic, qos, options, callback, TypeInfo::of::<T>())?;
+        self.uses_type::<T>();
+        Ok(s)
+    }
+
+    /// A callback subscription that shows transports the type `ty`.
+    fn subscription_as<T: Message, M, C: SubscriptionCallback<T, M>>(
+        &self,
+        topic: &str,
+        qos: QoS,
+        options: SubscriptionOptions,
+        callback: C,
+        ty: TypeInfo,
+    ) -> Result<Subscription<T>, CreateEndpointError> {
         let delivery = callback_delivery(options.buffer, C::WANTS_OWNERSHIP);
-        let s = self.make_subscription(
+        self.make_subscription(
             topic,
             qos,
             delivery,
             Some(callback.into_dispatch()),
             &options,
-            TypeInfo::of::<T>(),
-        )?;
-        self.uses_type::<T>();
-        Ok(s)
+            ty,
+        )
     }
 
     /// A subscription to the message type `ty` names (known at run time:
@@ -327,15 +339,7 @@ impl Node {
         options: SubscriptionOptions,
         callback: C,
     ) -> Result<Subscription<crate::AnyMessage>, CreateEndpointError> {
-        let delivery = callback_delivery(options.buffer, C::WANTS_OWNERSHIP);
-        self.make_subscription(
-            topic,
-            qos,
-            delivery,
-            Some(callback.into_dispatch()),
-            &options,
-            TypeInfo::of_raw(ty),
-        )
+        self.subscription_as(topic, qos, options, callback, TypeInfo::of_raw(ty))
     }
 
     /// Create a subscription without a callback, read with
@@ -347,6 +351,18 @@ impl Node {
         topic: &str,
         qos: QoS,
         options: SubscriptionOptions,
+    ) -> Result<Subscription<T>, CreateEndpointError> {
+        self.polling_subscription_as(topic, qos, options, TypeInfo::of::<T>())
+            .inspect(|_| self.uses_type::<T>())
+    }
+
+    /// A polling subscription that shows transports the type `ty`.
+    fn polling_subscription_as<T: Message>(
+        &self,
+        topic: &str,
+        qos: QoS,
+        options: SubscriptionOptions,
+        ty: TypeInfo,
     ) -> Result<Subscription<T>, CreateEndpointError> {
         let delivery = match options.buffer {
             BufferKind::CallbackDefault | BufferKind::Shared => Delivery::Shared,
@@ -362,9 +378,8 @@ impl Node {
                 inline: false,
                 ..options
             },
-            TypeInfo::of::<T>(),
+            ty,
         )
-        .inspect(|_| self.uses_type::<T>())
     }
 
     /// The executor-run queue for an endpoint's event callback, if it has one.
@@ -609,7 +624,7 @@ impl Node {
         options: ServiceOptions,
         callback: impl FnMut(Req) -> Resp + Send + 'static,
     ) -> Result<Service<Req, Resp>, CreateServiceError> {
-        self.make_service(name, options, Handler::Now(Box::new(callback)), None)
+        self.make_service(name, options, Handler::Now(Box::new(callback)), None, None)
     }
 
     /// A server that answers later: its callback gets each request with
@@ -648,6 +663,7 @@ impl Node {
             ServiceOptions::default(),
             Handler::Later(Box::new(callback)),
             None,
+            None,
         )
     }
 
@@ -665,6 +681,7 @@ impl Node {
             options,
             Handler::Later(Box::new(callback)),
             Some(remote_services::service_type_info::<S>()),
+            None,
         )
         .inspect(|_| self.uses_service_type::<S>())
     }
@@ -721,6 +738,7 @@ impl Node {
             options,
             Handler::Now(Box::new(callback)),
             Some(remote_services::service_type_info::<S>()),
+            None,
         )
         .inspect(|_| self.uses_service_type::<S>())
     }
@@ -733,6 +751,7 @@ impl Node {
         options: ServiceOptions,
         callback: Handler<Req, Resp>,
         net: Option<TypeInfo>,
+        raw_hashes: Option<(crate::TypeHash, crate::TypeHash)>,
     ) -> Result<Service<Req, Resp>, CreateServiceError> {
         let name = self.service_name(name)?;
         let group = options
@@ -763,6 +782,7 @@ impl Node {
                     &inner.name,
                     Arc::downgrade(&inner),
                     options.callback_group.as_ref(),
+                    raw_hashes,
                 )
                 .map_err(|e| CreateServiceError::Transport(e.to_string()))?,
             )
@@ -814,7 +834,7 @@ impl Node {
         &self,
         name: &str,
     ) -> Result<Client<Req, Resp>, CreateServiceError> {
-        self.make_client(name, None)
+        self.make_client(name, None, None)
     }
 
     /// A client of the service type `S` (see
@@ -826,8 +846,66 @@ impl Node {
         &self,
         name: &str,
     ) -> Result<Client<S::Request, S::Response>, CreateServiceError> {
-        self.make_client(name, Some(remote_services::service_type_info::<S>()))
+        self.make_client(name, Some(remote_services::service_type_info::<S>()), None)
             .inspect(|_| self.uses_service_type::<S>())
+    }
+
+    /// A server of the service type `ty` (known at run time: a Python
+    /// node's) that takes and answers CDR bytes. It is reached as a server
+    /// of the Rust service type `ty` names would be: from clients in this
+    /// context of the same raw type, from myelin clients in other
+    /// processes, and from ROS 2 clients on rmw_zenoh.
+    ///
+    /// ```
+    /// use myelin_core::{AnyMessage, Context, RawServiceType, RawType, ServiceOptions};
+    /// # use std::time::Duration;
+    ///
+    /// let ctx = Context::builder().shared_memory(false).network(false).build().unwrap();
+    /// let node = ctx.create_node("echo").unwrap();
+    /// let h = |s: &str| format!("RIHS01_{}", s.repeat(64));
+    /// let ty = RawServiceType::ros(
+    ///     "my_pkg/srv/Echo",
+    ///     &h("1"),
+    ///     RawType::ros("my_pkg/srv/Echo_Request", &h("2")).unwrap(),
+    ///     RawType::ros("my_pkg/srv/Echo_Response", &h("3")).unwrap(),
+    /// )
+    /// .unwrap();
+    /// let _server = node
+    ///     .create_raw_service("echo", &ty, ServiceOptions::inline(), |req: AnyMessage| req)
+    ///     .unwrap();
+    /// let client = node.create_raw_client("echo", &ty).unwrap();
+    /// let cdr: &[u8] = &[0, 1, 0, 0, 7, 0, 0, 0];
+    /// let reply = client.call(AnyMessage(cdr.into()), Duration::from_secs(5)).unwrap();
+    /// assert_eq!(reply.bytes(), cdr);
+    /// ```
+    pub fn create_raw_service(
+        &self,
+        name: &str,
+        ty: &crate::RawServiceType,
+        options: ServiceOptions,
+        callback: impl FnMut(crate::AnyMessage) -> crate::AnyMessage + Send + 'static,
+    ) -> Result<Service<crate::AnyMessage, crate::AnyMessage>, CreateServiceError> {
+        self.make_service(
+            name,
+            options,
+            Handler::Now(Box::new(callback)),
+            Some(remote_services::raw_service_type_info(ty)),
+            Some((ty.request().hash(), ty.response().hash())),
+        )
+    }
+
+    /// A client of the service type `ty` (known at run time), calling
+    /// with CDR bytes: see [`create_raw_service`](Self::create_raw_service).
+    pub fn create_raw_client(
+        &self,
+        name: &str,
+        ty: &crate::RawServiceType,
+    ) -> Result<Client<crate::AnyMessage, crate::AnyMessage>, CreateServiceError> {
+        self.make_client(
+            name,
+            Some(remote_services::raw_service_type_info(ty)),
+            Some((ty.request().hash(), ty.response().hash())),
+        )
     }
 
     /// A client; `net`: the service type, to call through the transports'
@@ -836,6 +914,7 @@ impl Node {
         &self,
         name: &str,
         net: Option<TypeInfo>,
+        raw_hashes: Option<(crate::TypeHash, crate::TypeHash)>,
     ) -> Result<Client<Req, Resp>, CreateServiceError> {
         let name = self.service_name(name)?;
         crate::service::check_type::<Req, Resp>(&self.inner.ctx.graph, &name)?;
@@ -844,7 +923,7 @@ impl Node {
         let mut ways: Vec<Box<dyn crate::service::RemoteCalls<Req, Resp>>> = Vec::new();
         if self.inner.ctx.crosses_processes() && remote_services::transportable::<Req, Resp>() {
             ways.push(Box::new(
-                remote_services::ClientRemote::new(self, &c.name)
+                remote_services::ClientRemote::new(self, &c.name, raw_hashes)
                     .map_err(|e| CreateServiceError::Transport(e.to_string()))?,
             ));
             if let Some(ty) = net {

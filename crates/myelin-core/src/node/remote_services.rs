@@ -34,6 +34,36 @@ pub(crate) struct WireRequest<Req> {
     req: Req,
 }
 
+/// Mixed into the request type's hash for the request topic's type.
+const REQUEST_KEY: u64 = 0x7265_7175_6573_7400;
+/// Mixed into the response type's hash for the reply topic's type.
+const REPLY_KEY: u64 = 0x7265_706c_7900_0000;
+
+/// The type the request topic of a service shows transports, its request
+/// type's hash being `req` (the Rust type's, or a run-time type's: an
+/// `AnyMessage` request has none of its own).
+fn request_type<Req: Message>(req: TypeHash) -> crate::transport::TypeInfo {
+    crate::transport::TypeInfo {
+        name: WireRequest::<Req>::TYPE_NAME,
+        hash: mix(req, REQUEST_KEY),
+        ros_hash: None,
+        wire: wire_of(Req::WIRE),
+        any: false,
+    }
+}
+
+/// The type the reply topic of a service shows transports (see
+/// [`request_type`]).
+fn reply_type<Resp: Message>(resp: TypeHash) -> crate::transport::TypeInfo {
+    crate::transport::TypeInfo {
+        name: WireReply::<Resp>::TYPE_NAME,
+        hash: mix(resp, REPLY_KEY),
+        ros_hash: None,
+        wire: wire_of(Resp::WIRE),
+        any: false,
+    }
+}
+
 const fn mix(h: TypeHash, k: u64) -> TypeHash {
     TypeHash(h.0.rotate_left(17) ^ k)
 }
@@ -55,7 +85,7 @@ fn short(type_name: &'static str, len: usize) -> WireError {
 
 impl<Req: Message> Message for WireRequest<Req> {
     const TYPE_NAME: &'static str = "myelin/srv/Request";
-    const TYPE_HASH: TypeHash = mix(Req::TYPE_HASH, 0x7265_7175_6573_7400);
+    const TYPE_HASH: TypeHash = mix(Req::TYPE_HASH, REQUEST_KEY);
     const WIRE: Wire = wire_of(Req::WIRE);
     fn wire_len(&self) -> Result<usize, WireError> {
         Ok(16 + self.req.wire_len()?)
@@ -90,7 +120,7 @@ pub(crate) struct WireReply<Resp> {
 
 impl<Resp: Message> Message for WireReply<Resp> {
     const TYPE_NAME: &'static str = "myelin/srv/Reply";
-    const TYPE_HASH: TypeHash = mix(Resp::TYPE_HASH, 0x7265_706c_7900_0000);
+    const TYPE_HASH: TypeHash = mix(Resp::TYPE_HASH, REPLY_KEY);
     const WIRE: Wire = wire_of(Resp::WIRE);
     fn wire_len(&self) -> Result<usize, WireError> {
         let body = match &self.resp {
@@ -180,20 +210,27 @@ pub(crate) struct ServerRemote {
 }
 
 impl ServerRemote {
+    /// `hashes`: the request and response type hashes of a service typed
+    /// at run time (`None`: the Rust types').
     pub(crate) fn new<Req: Message, Resp: Message>(
         node: &crate::Node,
         service: &str,
         server: Weak<crate::service::ServiceInner<Req, Resp>>,
         group: Option<&crate::CallbackGroup>,
+        hashes: Option<(TypeHash, TypeHash)>,
     ) -> Result<ServerRemote, crate::CreateEndpointError> {
-        let reply = Arc::new(
-            node.create_publisher::<WireReply<Resp>>(&reply_topic(service), QoS::keep_all())?,
-        );
+        let (req_hash, resp_hash) = hashes.unwrap_or((Req::TYPE_HASH, Resp::TYPE_HASH));
+        let reply = Arc::new(node.make_publisher::<WireReply<Resp>>(
+            &reply_topic(service),
+            QoS::keep_all(),
+            Default::default(),
+            reply_type::<Resp>(resp_hash),
+        )?);
         let opts = crate::SubscriptionOptions {
             callback_group: group.cloned(),
             ..Default::default()
         };
-        let sub = node.create_subscription_with(
+        let sub = node.subscription_as(
             &request_topic(service),
             QoS::keep_all(),
             opts,
@@ -209,6 +246,7 @@ impl ServerRemote {
                     );
                 }
             },
+            request_type::<Req>(req_hash),
         )?;
         Ok(ServerRemote {
             _requests: Box::new(sub),
@@ -226,19 +264,27 @@ pub(crate) struct ClientRemote<Req: Message, Resp: Message> {
 }
 
 impl<Req: Message, Resp: Message> ClientRemote<Req, Resp> {
+    /// `hashes`: as for [`ServerRemote::new`].
     pub(crate) fn new(
         node: &crate::Node,
         service: &str,
+        hashes: Option<(TypeHash, TypeHash)>,
     ) -> Result<Self, crate::CreateEndpointError> {
+        let (req_hash, resp_hash) = hashes.unwrap_or((Req::TYPE_HASH, Resp::TYPE_HASH));
         Ok(ClientRemote {
             id: (u64::from(std::process::id()) << 32) | (crate::transport::next_id() & 0xffff_ffff),
             seq: AtomicU64::new(1),
-            requests: node
-                .create_publisher::<WireRequest<Req>>(&request_topic(service), QoS::keep_all())?,
-            replies: node.create_polling_subscription::<WireReply<Resp>>(
+            requests: node.make_publisher::<WireRequest<Req>>(
+                &request_topic(service),
+                QoS::keep_all(),
+                Default::default(),
+                request_type::<Req>(req_hash),
+            )?,
+            replies: node.polling_subscription_as::<WireReply<Resp>>(
                 &reply_topic(service),
                 QoS::keep_all(),
                 Default::default(),
+                reply_type::<Resp>(resp_hash),
             )?,
             pending: Mutex::new(HashMap::new()),
         })
@@ -345,14 +391,28 @@ impl<Req: Message, Resp: Message> RemoteCalls<Req, Resp> for ClientRemote<Req, R
 pub(crate) fn service_type_info<S: crate::ServiceType>() -> crate::transport::TypeInfo {
     crate::transport::TypeInfo {
         name: S::TYPE_NAME,
-        hash: mix(
-            S::Request::TYPE_HASH,
-            S::Response::TYPE_HASH.0.rotate_left(29),
-        ),
+        hash: service_hash(S::Request::TYPE_HASH, S::Response::TYPE_HASH),
         ros_hash: S::ROS_TYPE_HASH,
         wire: wire_of(S::Request::WIRE),
         any: false,
     }
+}
+
+/// [`service_type_info`] of a service type known at run time: the same
+/// name, hashes and wire as the Rust service type it names.
+pub(crate) fn raw_service_type_info(ty: &crate::RawServiceType) -> crate::transport::TypeInfo {
+    crate::transport::TypeInfo {
+        name: ty.name(),
+        hash: service_hash(ty.request().hash(), ty.response().hash()),
+        ros_hash: ty.ros_hash(),
+        wire: wire_of(ty.request().wire()),
+        any: false,
+    }
+}
+
+/// myelin's hash of a service from its request and response hashes.
+const fn service_hash(req: TypeHash, resp: TypeHash) -> TypeHash {
+    mix(req, resp.0.rotate_left(29))
 }
 
 /// The QoS rmw_zenoh announces for services (ROS 2's services default:

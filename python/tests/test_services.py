@@ -1,0 +1,150 @@
+"""Services: Python servers and clients in one process and across
+processes, with Rust servers and clients on the other side."""
+
+import subprocess
+import time
+
+import pytest
+
+import myelin
+from myelin.msgs import load_srv
+from myelin.msgs.example_interfaces.srv import AddTwoInts
+from myelin.msgs.std_srvs.srv import Trigger
+
+from conftest import python_child, rust_example, spin_until
+
+SERVER = """
+import myelin
+from myelin.msgs.example_interfaces.srv import AddTwoInts
+myelin.init()
+node = myelin.create_node("py_adder")
+def add(req, resp):
+    if req.a < 0:
+        raise ValueError("negative numbers are not served")
+    resp.sum = req.a + req.b
+    return resp
+node.create_service(AddTwoInts, "add_two_ints", add)
+print("ready", flush=True)
+try:
+    myelin.spin(node)
+except KeyboardInterrupt:
+    pass
+except ValueError as e:
+    print("callback raised:", e, flush=True)
+    myelin.spin(node)
+"""
+
+
+def test_service_classes_are_rclpys():
+    assert AddTwoInts._TYPE_NAME == "example_interfaces/srv/AddTwoInts"
+    req = AddTwoInts.Request(a=2, b=3)
+    assert (req.a, req.b) == (2, 3)
+    assert repr(AddTwoInts.Response()) == "example_interfaces.srv.AddTwoInts_Response(sum=0)"
+    # The REP 2011 hash ROS 2 (Jazzy) publishes for AddTwoInts.
+    assert AddTwoInts._ROS_HASH == (
+        "RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c81a"
+    )
+
+
+def test_server_and_client_in_one_node(node):
+    node.create_service(AddTwoInts, "add", lambda req, resp: AddTwoInts.Response(sum=req.a + req.b))
+    client = node.create_client(AddTwoInts, "add")
+    assert client.wait_for_service(timeout_sec=5.0)
+    future = client.call_async(AddTwoInts.Request(a=40, b=2))
+    ex = myelin.SingleThreadedExecutor(context=node.context)
+    ex.add_node(node)
+    ex.spin_until_future_complete(future, timeout_sec=30)
+    assert future.done() and future.result().sum == 42
+
+
+def test_no_server_and_timeouts(node):
+    client = node.create_client(Trigger, "nobody")
+    assert not client.service_is_ready()
+    assert client.wait_for_service(timeout_sec=0.2) is False
+    future = client.call_async(Trigger.Request())
+    with pytest.raises(myelin.MyelinError, match="nobody"):
+        future.result()
+
+
+def test_a_callback_that_raises_answers_with_an_error_and_raises_in_spin(node):
+    def broken(req, resp):
+        raise KeyError("no such thing")
+
+    node.create_service(Trigger, "broken", broken)
+    client = node.create_client(Trigger, "broken")
+    future = client.call_async(Trigger.Request())
+    ex = myelin.SingleThreadedExecutor(context=node.context)
+    ex.add_node(node)
+    with pytest.raises(KeyError, match="no such thing"):
+        ex.spin_until_future_complete(future, timeout_sec=30)
+    spin_until(node, future.done, executor=ex)
+    with pytest.raises(myelin.MyelinError, match="no such thing"):
+        future.result()
+
+
+def test_a_callback_must_return_the_response_type(node):
+    node.create_service(Trigger, "wrong", lambda req, resp: "yes")
+    client = node.create_client(Trigger, "wrong")
+    future = client.call_async(Trigger.Request())
+    ex = myelin.SingleThreadedExecutor(context=node.context)
+    ex.add_node(node)
+    with pytest.raises(TypeError, match="must return a std_srvs/srv/Trigger_Response"):
+        ex.spin_until_future_complete(future, timeout_sec=30)
+
+
+def test_user_service_type(node):
+    Scale = load_srv("pytest_srvs", "Scale", "float64[] values\nfloat64 factor 2.0\n---\nfloat64[] values")
+    node.create_service(Scale, "scale", lambda req, resp: Scale.Response(values=req.values * req.factor))
+    client = node.create_client(Scale, "scale")
+    future = client.call_async(Scale.Request(values=[1.0, 2.5]))
+    ex = myelin.SingleThreadedExecutor(context=node.context)
+    ex.add_node(node)
+    ex.spin_until_future_complete(future, timeout_sec=30)
+    assert future.result().values.tolist() == [2.0, 5.0]
+
+
+def test_python_client_calls_a_python_server_in_another_process(node, domain):
+    server = python_child(SERVER, domain)
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        client = node.create_client(AddTwoInts, "add_two_ints")
+        assert client.wait_for_service(timeout_sec=30)
+        # No executor: the answer comes from the other process.
+        assert client.call(AddTwoInts.Request(a=5, b=7), timeout_sec=30).sum == 12
+        future = client.call_async(AddTwoInts.Request(a=1, b=1))
+        myelin.SingleThreadedExecutor(context=node.context).spin_until_future_complete(
+            future, timeout_sec=30
+        )
+        assert future.result().sum == 2
+        # The server's callback raises: the caller gets the message.
+        with pytest.raises(myelin.MyelinError, match="negative numbers are not served"):
+            client.call(AddTwoInts.Request(a=-1, b=0), timeout_sec=30)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_rust_server_answers_a_python_client(node, domain):
+    exe = rust_example("add_two_ints_server")
+    env = {"MYELIN_TRANSPORT": "shm", "ROS_DOMAIN_ID": str(domain), "PATH": "/usr/bin:/bin"}
+    server = subprocess.Popen([exe], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        client = node.create_client(AddTwoInts, "add_two_ints")
+        assert client.wait_for_service(timeout_sec=30)
+        assert client.call(AddTwoInts.Request(a=20, b=22), timeout_sec=30).sum == 42
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_python_server_answers_a_rust_client(domain):
+    server = python_child(SERVER, domain)
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        exe = rust_example("add_two_ints_client")
+        env = {"MYELIN_TRANSPORT": "shm", "ROS_DOMAIN_ID": str(domain), "PATH": "/usr/bin:/bin"}
+        out = subprocess.run([exe, "19", "23"], env=env, capture_output=True, text=True, timeout=60)
+        assert "Result of add_two_ints: 42" in out.stdout, out.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
