@@ -547,6 +547,46 @@ fn encode_scalar(s: &Scalar, label: &str, v: &Bound<'_, PyAny>, w: &mut Writer) 
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// What keeps `buf` alive (a shared-memory chunk, or the publisher's
+    /// buffer): large byte arrays are numpy views of it, not copies.
+    owner: Option<&'a myelin::SharedBytes>,
+}
+
+/// Byte arrays at least this long are views of the received bytes rather
+/// than copies (below it a copy costs less than a view's bookkeeping).
+pub const VIEW_MIN: usize = 4096;
+
+/// Keeps received bytes (a shared-memory chunk) alive while a numpy array
+/// views them: the array's base object.
+#[pyclass(module = "myelin._myelin", frozen)]
+pub struct ReceivedBytes {
+    _bytes: myelin::SharedBytes,
+}
+
+/// A read-only numpy array of `bytes`, which lie inside `owner`.
+fn byte_view<'py>(
+    py: Python<'py>,
+    owner: &myelin::SharedBytes,
+    bytes: &[u8],
+) -> PyResult<Bound<'py, PyAny>> {
+    let keeper = Bound::new(
+        py,
+        ReceivedBytes {
+            _bytes: owner.clone(),
+        },
+    )?;
+    // SAFETY: `bytes` lies inside `owner`'s immutable buffer (the reader
+    // only hands out slices of it), which `keeper` (the array's base
+    // object) keeps alive for as long as the array exists; the array is
+    // made read-only below, before any Python code sees it.
+    let array = unsafe {
+        let view = numpy::ndarray::ArrayView1::from_shape_ptr(bytes.len(), bytes.as_ptr());
+        PyArray1::<u8>::borrow_from_array(&view, keeper.into_any())
+    };
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("write", false)?;
+    array.call_method("setflags", (), Some(&kwargs))?;
+    Ok(array.into_any())
 }
 
 fn truncated(label: &str) -> PyErr {
@@ -575,8 +615,15 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A Python object of `plan`'s class from CDR `bytes`.
-pub fn decode<'py>(py: Python<'py>, plan: &Plan, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+/// A Python object of `plan`'s class from CDR `bytes`; with `owner` (what
+/// holds `bytes`), byte arrays of [`VIEW_MIN`] bytes or more are read-only
+/// numpy views of it.
+pub fn decode<'py>(
+    py: Python<'py>,
+    plan: &Plan,
+    bytes: &[u8],
+    owner: Option<&myelin::SharedBytes>,
+) -> PyResult<Bound<'py, PyAny>> {
     match bytes.get(..2) {
         Some([0, 1]) => {}
         Some([0, 0]) => {
@@ -590,7 +637,13 @@ pub fn decode<'py>(py: Python<'py>, plan: &Plan, bytes: &[u8]) -> PyResult<Bound
     if bytes.len() < 4 {
         return Err(truncated(&plan.type_name));
     }
-    let mut r = Reader { buf: bytes, pos: 4 };
+    // The owner must hold exactly these bytes for views into it.
+    let owner = owner.filter(|o| o.as_ptr() == bytes.as_ptr() && o.len() == bytes.len());
+    let mut r = Reader {
+        buf: bytes,
+        pos: 4,
+        owner,
+    };
     decode_msg(py, plan, &mut r)
 }
 
@@ -660,7 +713,10 @@ fn decode_field<'py>(
             } else {
                 r.take(1, n, &f.label)?
             };
-            PyArray1::from_slice(py, bytes).into_any()
+            match r.owner {
+                Some(owner) if n >= VIEW_MIN => byte_view(py, owner, bytes)?,
+                _ => PyArray1::from_slice(py, bytes).into_any(),
+            }
         }
         Scalar::I8 => array!(i8),
         Scalar::I16 => array!(i16),

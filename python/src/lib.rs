@@ -281,7 +281,7 @@ impl Node {
                         let arg = if raw {
                             Ok(PyBytes::new(py, m.bytes()).into_any())
                         } else {
-                            codec::decode(py, &p, m.bytes())
+                            codec::decode(py, &p, m.bytes(), Some(m.0.shared_bytes()))
                         };
                         if let Err(e) = arg.and_then(|a| callback.call1(py, (a,))) {
                             keep_callback_error(e);
@@ -325,7 +325,7 @@ impl Node {
         let service = ty.name().to_string();
         let handler = move |m: AnyMessage| -> AnyMessage {
             let answer = Python::attach(|py| -> PyResult<Vec<u8>> {
-                let request = codec::decode(py, &req, m.bytes())?;
+                let request = codec::decode(py, &req, m.bytes(), Some(m.0.shared_bytes()))?;
                 let response = resp.class.bind(py).call0()?;
                 let out = callback.call1(py, (request, response))?;
                 codec::encode(&resp, out.bind(py)).map_err(|e| {
@@ -588,7 +588,7 @@ impl PendingCall {
         r: Result<AnyMessage, myelin::CallError>,
     ) -> PyResult<Py<PyAny>> {
         let m = r.map_err(call_error)?;
-        Ok(codec::decode(py, &self.resp, m.bytes())?.unbind())
+        Ok(codec::decode(py, &self.resp, m.bytes(), Some(m.0.shared_bytes()))?.unbind())
     }
 }
 
@@ -797,7 +797,7 @@ fn deserialize<'py>(
     msg_type: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let plan = codec::plan_of_class(msg_type)?;
-    codec::decode(py, &plan, data)
+    codec::decode(py, &plan, data, None)
 }
 
 #[pymodule]
@@ -818,6 +818,7 @@ fn _myelin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Service>()?;
     m.add_class::<Client>()?;
     m.add_class::<PendingCall>()?;
+    m.add_class::<codec::ReceivedBytes>()?;
     m.add_function(wrap_pyfunction!(srv_info, m)?)?;
     m.add_function(wrap_pyfunction!(knows_srv, m)?)?;
     m.add_function(wrap_pyfunction!(load_srv, m)?)?;

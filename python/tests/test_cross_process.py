@@ -6,6 +6,7 @@ import subprocess
 import time
 
 import numpy
+import pytest
 
 from myelin.msgs.sensor_msgs.msg import Image
 from myelin.msgs.std_msgs.msg import String
@@ -52,6 +53,18 @@ try:
 except KeyboardInterrupt:
     pass
 """
+
+
+def inside_shared_memory(address, size):
+    """Whether [address, address + size) lies in a mapping of /dev/shm."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and fields[5].startswith("/dev/shm/"):
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                if lo <= address and address + size <= hi:
+                    return True
+    return False
 
 
 def stop(child):
@@ -123,5 +136,15 @@ def test_a_4_6_mb_image_crosses_intact(node, domain):
         expected = numpy.arange(h * w * 3, dtype=numpy.uint64).astype(numpy.uint8)
         assert img.data.dtype == numpy.uint8 and numpy.array_equal(img.data, expected)
         assert int(got[-1].header.frame_id) > int(got[0].header.frame_id)
+        # No copy: the array views the shared-memory chunk, read-only (other
+        # subscriptions read the same bytes), and keeps it alive.
+        address = img.data.ctypes.data
+        assert inside_shared_memory(address, img.data.nbytes), hex(address)
+        assert not img.data.flags.writeable
+        with pytest.raises(ValueError):
+            img.data[0] = 1
+        # A copy is the user's to change.
+        mine = img.data.copy()
+        mine[0] = 1
     finally:
         stop(child)
