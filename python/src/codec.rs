@@ -272,40 +272,73 @@ pub fn register(py: Python<'_>, class: &Bound<'_, PyType>, type_name: &str) -> P
 
 // ------------------------------------------------------------------ encode
 
-/// CDR under construction; alignment counts from after the 4-byte
-/// encapsulation header.
-struct Writer {
-    buf: Vec<u8>,
+/// CDR under construction, in two passes: one that only counts (`out`
+/// None: how long the message will be) and one that writes into memory of
+/// exactly that length (a shared-memory loan, or a vector). Alignment
+/// counts from after the 4-byte encapsulation header.
+struct Writer<'b> {
+    out: Option<&'b mut [u8]>,
+    pos: usize,
 }
 
-impl Writer {
-    fn align(&mut self, n: usize) {
-        let off = self.buf.len() - 4;
-        let pad = (n - off % n) % n;
-        self.buf.resize(self.buf.len() + pad, 0);
-    }
-
-    fn put(&mut self, align: usize, bytes: &[u8]) {
-        self.align(align);
-        self.buf.extend_from_slice(bytes);
+impl Writer<'_> {
+    fn put(&mut self, align: usize, bytes: &[u8]) -> PyResult<()> {
+        let pad = (align - (self.pos - 4) % align) % align;
+        let end = self.pos + pad + bytes.len();
+        if let Some(out) = self.out.as_deref_mut() {
+            // The object changed between the passes (a property with
+            // side effects): its bytes no longer fit.
+            let dst = out.get_mut(self.pos..end).ok_or_else(|| {
+                PyValueError::new_err("the message changed while it was being encoded")
+            })?;
+            dst[..pad].fill(0);
+            dst[pad..].copy_from_slice(bytes);
+        }
+        self.pos = end;
+        Ok(())
     }
 
     fn count(&mut self, n: usize, label: &str) -> PyResult<()> {
         let n = u32::try_from(n)
             .map_err(|_| PyValueError::new_err(format!("{label}: {n} elements do not fit CDR")))?;
-        self.put(4, &n.to_le_bytes());
-        Ok(())
+        self.put(4, &n.to_le_bytes())
     }
+}
+
+/// The length of the CDR of `obj`, an instance of `plan`'s class (checking
+/// every value on the way).
+pub fn encoded_len(plan: &Plan, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let mut w = Writer { out: None, pos: 4 };
+    encode_msg(plan, obj, &mut w, "message")?;
+    Ok(w.pos)
+}
+
+/// Write the CDR of `obj` into `out`, which is exactly
+/// [`encoded_len`] long.
+pub fn encode_into(plan: &Plan, obj: &Bound<'_, PyAny>, out: &mut [u8]) -> PyResult<()> {
+    let n = out.len();
+    let head = out
+        .get_mut(..4)
+        .ok_or_else(|| PyValueError::new_err("the message changed while it was being encoded"))?;
+    head.copy_from_slice(&[0, 1, 0, 0]);
+    let mut w = Writer {
+        out: Some(out),
+        pos: 4,
+    };
+    encode_msg(plan, obj, &mut w, "message")?;
+    if w.pos != n {
+        return Err(PyValueError::new_err(
+            "the message changed while it was being encoded",
+        ));
+    }
+    Ok(())
 }
 
 /// CDR of `obj`, an instance of `plan`'s class.
 pub fn encode(plan: &Plan, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
-    let mut w = Writer {
-        buf: Vec::with_capacity(64),
-    };
-    w.buf.extend_from_slice(&[0, 1, 0, 0]);
-    encode_msg(plan, obj, &mut w, "message")?;
-    Ok(w.buf)
+    let mut buf = vec![0; encoded_len(plan, obj)?];
+    encode_into(plan, obj, &mut buf)?;
+    Ok(buf)
 }
 
 fn type_error(label: &str, want: &str, got: &Bound<'_, PyAny>) -> PyErr {
@@ -325,8 +358,7 @@ fn encode_msg(plan: &Plan, obj: &Bound<'_, PyAny>, w: &mut Writer, label: &str) 
     }
     if plan.fields.is_empty() {
         // An empty message carries one placeholder byte.
-        w.put(1, &[0]);
-        return Ok(());
+        return w.put(1, &[0]);
     }
     for f in &plan.fields {
         let v = obj.getattr(f.name.bind(py))?;
@@ -373,18 +405,21 @@ fn encode_many(
         Ok(())
     };
     // Contiguous bytes of the right type go in one copy.
-    if let Some(size) = f.scalar.size()
-        && let Some(bytes) = raw_elements(&f.scalar, v)?
-    {
-        let n = bytes.len() / size;
-        check(n)?;
-        if exact.is_none() {
-            w.count(n, &f.label)?;
+    if let Some(size) = f.scalar.size() {
+        let done = with_raw_elements(&f.scalar, v, |bytes| {
+            let n = bytes.len() / size;
+            check(n)?;
+            if exact.is_none() {
+                w.count(n, &f.label)?;
+            }
+            if n > 0 {
+                w.put(size, bytes)?;
+            }
+            Ok(())
+        })?;
+        if done.is_some() {
+            return Ok(());
         }
-        if n > 0 {
-            w.put(size, &bytes);
-        }
-        return Ok(());
     }
     if v.is_instance_of::<PyString>() {
         return Err(type_error(&f.label, "a sequence", v));
@@ -400,52 +435,64 @@ fn encode_many(
     Ok(())
 }
 
-/// The little-endian bytes of `v`'s elements if it is a contiguous numpy
-/// array of exactly the field's element type, or `bytes`/`bytearray` for
-/// a field of bytes.
-fn raw_elements(scalar: &Scalar, v: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
-    fn slice<T: numpy::Element + Copy>(
+/// Call `f` with the little-endian bytes of `v`'s elements if `v` is a
+/// contiguous numpy array of exactly the field's element type, or
+/// `bytes`/`bytearray` for a field of bytes (no copy on a little-endian
+/// host); `None` if it is neither.
+fn with_raw_elements<R>(
+    scalar: &Scalar,
+    v: &Bound<'_, PyAny>,
+    f: impl FnOnce(&[u8]) -> PyResult<R>,
+) -> PyResult<Option<R>> {
+    fn typed<T: numpy::Element + Copy, R>(
         v: &Bound<'_, PyAny>,
         le: impl Fn(T) -> Vec<u8>,
-    ) -> Option<Vec<u8>> {
-        let a = v.extract::<PyReadonlyArray1<T>>().ok()?;
-        let s = a.as_slice().ok()?;
+        f: impl FnOnce(&[u8]) -> PyResult<R>,
+    ) -> PyResult<Option<R>> {
+        let Ok(a) = v.extract::<PyReadonlyArray1<T>>() else {
+            return Ok(None);
+        };
+        let Ok(s) = a.as_slice() else {
+            return Ok(None);
+        };
         if cfg!(target_endian = "little") {
             // SAFETY: `s` is a live, initialised slice of plain numbers
-            // (no padding, any bit pattern valid); viewing it as bytes for
-            // the copy reads exactly its `size_of_val` bytes.
+            // (no padding, any bit pattern valid), borrowed read-only from
+            // the array for this call; viewing it as bytes reads exactly
+            // its `size_of_val` bytes.
             let bytes = unsafe {
                 std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s))
             };
-            Some(bytes.to_vec())
+            f(bytes).map(Some)
         } else {
-            Some(s.iter().flat_map(|x| le(*x)).collect())
+            let bytes: Vec<u8> = s.iter().flat_map(|x| le(*x)).collect();
+            f(&bytes).map(Some)
         }
     }
     if matches!(scalar, Scalar::U8 | Scalar::Byte | Scalar::Char) {
         if let Ok(b) = v.cast::<PyBytes>() {
-            return Ok(Some(b.as_bytes().to_vec()));
+            return f(b.as_bytes()).map(Some);
         }
         if let Ok(b) = v.cast::<PyByteArray>() {
-            return Ok(Some(b.to_vec()));
+            return f(&b.to_vec()).map(Some);
         }
     }
-    if !v.hasattr("dtype")? {
+    if !v.hasattr(pyo3::intern!(v.py(), "dtype"))? {
         return Ok(None);
     }
-    Ok(match scalar {
-        Scalar::U8 | Scalar::Byte | Scalar::Char => slice::<u8>(v, |x| vec![x]),
-        Scalar::I8 => slice::<i8>(v, |x| x.to_le_bytes().to_vec()),
-        Scalar::I16 => slice::<i16>(v, |x| x.to_le_bytes().to_vec()),
-        Scalar::U16 => slice::<u16>(v, |x| x.to_le_bytes().to_vec()),
-        Scalar::I32 => slice::<i32>(v, |x| x.to_le_bytes().to_vec()),
-        Scalar::U32 => slice::<u32>(v, |x| x.to_le_bytes().to_vec()),
-        Scalar::I64 => slice::<i64>(v, |x| x.to_le_bytes().to_vec()),
-        Scalar::U64 => slice::<u64>(v, |x| x.to_le_bytes().to_vec()),
-        Scalar::F32 => slice::<f32>(v, |x| x.to_le_bytes().to_vec()),
-        Scalar::F64 => slice::<f64>(v, |x| x.to_le_bytes().to_vec()),
-        Scalar::Bool | Scalar::Str(_) | Scalar::Msg(_) => None,
-    })
+    match scalar {
+        Scalar::U8 | Scalar::Byte | Scalar::Char => typed::<u8, R>(v, |x| vec![x], f),
+        Scalar::I8 => typed::<i8, R>(v, |x| x.to_le_bytes().to_vec(), f),
+        Scalar::I16 => typed::<i16, R>(v, |x| x.to_le_bytes().to_vec(), f),
+        Scalar::U16 => typed::<u16, R>(v, |x| x.to_le_bytes().to_vec(), f),
+        Scalar::I32 => typed::<i32, R>(v, |x| x.to_le_bytes().to_vec(), f),
+        Scalar::U32 => typed::<u32, R>(v, |x| x.to_le_bytes().to_vec(), f),
+        Scalar::I64 => typed::<i64, R>(v, |x| x.to_le_bytes().to_vec(), f),
+        Scalar::U64 => typed::<u64, R>(v, |x| x.to_le_bytes().to_vec(), f),
+        Scalar::F32 => typed::<f32, R>(v, |x| x.to_le_bytes().to_vec(), f),
+        Scalar::F64 => typed::<f64, R>(v, |x| x.to_le_bytes().to_vec(), f),
+        Scalar::Bool | Scalar::Str(_) | Scalar::Msg(_) => Ok(None),
+    }
 }
 
 fn int_in(label: &str, v: &Bound<'_, PyAny>, lo: i128, hi: i128, ty: &str) -> PyResult<i128> {
@@ -465,13 +512,13 @@ fn encode_scalar(s: &Scalar, label: &str, v: &Bound<'_, PyAny>, w: &mut Writer) 
     macro_rules! int {
         ($t:ty, $name:literal) => {{
             let x = int_in(label, v, <$t>::MIN as i128, <$t>::MAX as i128, $name)? as $t;
-            w.put(std::mem::size_of::<$t>(), &x.to_le_bytes());
+            w.put(std::mem::size_of::<$t>(), &x.to_le_bytes())?;
         }};
     }
     match s {
         Scalar::Bool => {
             let b: bool = v.extract().map_err(|_| type_error(label, "bool", v))?;
-            w.put(1, &[b as u8]);
+            w.put(1, &[b as u8])?;
         }
         Scalar::Byte => {
             let x = match v.cast::<PyBytes>() {
@@ -479,7 +526,7 @@ fn encode_scalar(s: &Scalar, label: &str, v: &Bound<'_, PyAny>, w: &mut Writer) 
                 Ok(_) => return Err(PyValueError::new_err(format!("{label}: expected one byte"))),
                 Err(_) => int_in(label, v, 0, 255, "byte")? as u8,
             };
-            w.put(1, &[x]);
+            w.put(1, &[x])?;
         }
         Scalar::Char => {
             let x = match v.cast::<PyString>() {
@@ -497,7 +544,7 @@ fn encode_scalar(s: &Scalar, label: &str, v: &Bound<'_, PyAny>, w: &mut Writer) 
                 }
                 Err(_) => int_in(label, v, 0, 255, "char")? as u8,
             };
-            w.put(1, &[x]);
+            w.put(1, &[x])?;
         }
         Scalar::I8 => int!(i8, "int8"),
         Scalar::U8 => int!(u8, "uint8"),
@@ -509,11 +556,11 @@ fn encode_scalar(s: &Scalar, label: &str, v: &Bound<'_, PyAny>, w: &mut Writer) 
         Scalar::U64 => int!(u64, "uint64"),
         Scalar::F32 => {
             let x: f64 = v.extract().map_err(|_| type_error(label, "float", v))?;
-            w.put(4, &(x as f32).to_le_bytes());
+            w.put(4, &(x as f32).to_le_bytes())?;
         }
         Scalar::F64 => {
             let x: f64 = v.extract().map_err(|_| type_error(label, "float", v))?;
-            w.put(8, &x.to_le_bytes());
+            w.put(8, &x.to_le_bytes())?;
         }
         Scalar::Str(bound) => {
             let s = v
@@ -534,8 +581,8 @@ fn encode_scalar(s: &Scalar, label: &str, v: &Bound<'_, PyAny>, w: &mut Writer) 
                 )));
             }
             w.count(s.len() + 1, label)?;
-            w.buf.extend_from_slice(s.as_bytes());
-            w.buf.push(0);
+            w.put(1, s.as_bytes())?;
+            w.put(1, &[0])?;
         }
         Scalar::Msg(plan) => encode_msg(plan, v, w, label)?,
     }

@@ -405,12 +405,18 @@ impl Publisher {
     /// Publish `msg`, an instance of the publisher's message class (or its
     /// CDR as `bytes`).
     fn publish(&self, py: Python<'_>, msg: &Bound<'_, PyAny>) -> PyResult<()> {
-        let bytes = match msg.cast::<PyBytes>() {
-            Ok(b) => b.as_bytes().to_vec(),
-            Err(_) => codec::encode(&self.plan, msg)?,
-        };
-        py.detach(|| self.publisher.publish(AnyMessage(bytes.into())))
-            .map_err(core_error)
+        if let Ok(b) = msg.cast::<PyBytes>() {
+            let bytes = b.as_bytes();
+            let mut loan = self.publisher.loan_slice(bytes.len()).map_err(core_error)?;
+            loan.copy_from_slice(bytes);
+            return py.detach(|| loan.publish()).map_err(core_error);
+        }
+        // Encode straight into the loaned chunk: the one copy of a numpy
+        // array's bytes is into the memory subscribers read.
+        let len = codec::encoded_len(&self.plan, msg)?;
+        let mut loan = self.publisher.loan_slice(len).map_err(core_error)?;
+        codec::encode_into(&self.plan, msg, &mut loan)?;
+        py.detach(|| loan.publish()).map_err(core_error)
     }
 
     fn topic(&self) -> String {
@@ -440,8 +446,10 @@ impl Subscription {
         self.subscription.topic().to_string()
     }
 
+    /// Matched publishers, in this process and others (rclcpp's
+    /// `get_publisher_count`).
     fn publisher_count(&self) -> usize {
-        self.subscription.publisher_count()
+        self.subscription.matched_count()
     }
 }
 

@@ -98,9 +98,11 @@ def test_rust_talker_to_python_listener(node, domain):
     child = subprocess.Popen([exe], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         got = []
-        node.create_subscription(String, "chatter", lambda m: got.append(m.data), 10)
+        sub = node.create_subscription(String, "chatter", lambda m: got.append(m.data), 10)
         spin_until(node, lambda: len(got) >= 2)
         assert got[0].startswith("Hello World: ")
+        # The publisher in the other process counts as matched.
+        assert sub.get_publisher_count() == 1
     finally:
         child.kill()
         child.wait()

@@ -110,7 +110,7 @@ pub fn init_logging() {
 pub use names::NameError;
 pub use node::{Logger, Node, OnSetParametersHandle};
 pub use parameter::{ParameterError, ParameterValue};
-pub use publisher::{Loan, LoanUninit, Publisher, PublisherOptions, SliceLoan};
+pub use publisher::{BytesMessage, Loan, LoanUninit, Publisher, PublisherOptions, SliceLoan};
 pub use qos::{
     Durability, History, IncompatibleQosStatus, Liveliness, LivelinessKind, QoS, QosPolicy,
     Reliability,

@@ -219,19 +219,44 @@ impl<T: Message> Loan<'_, T> {
     }
 }
 
-/// A loaned byte buffer of a fixed length for a [`Blob`](crate::Blob)
-/// message: fill it, then [`publish`](Self::publish).
-pub struct SliceLoan<'a> {
-    publisher: &'a Publisher<crate::Blob>,
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::Blob {}
+    impl Sealed for crate::AnyMessage {}
+}
+
+/// Messages that are their own wire bytes, so a publisher of one can lend
+/// a byte buffer ([`Publisher::loan_slice`]): [`Blob`](crate::Blob), and
+/// [`AnyMessage`](crate::AnyMessage) (a run-time typed publisher's CDR).
+pub trait BytesMessage: Message + sealed::Sealed {}
+impl BytesMessage for crate::Blob {}
+impl BytesMessage for crate::AnyMessage {}
+
+/// A loaned byte buffer of a fixed length for a [`Blob`](crate::Blob) or
+/// [`AnyMessage`](crate::AnyMessage) message: fill it, then
+/// [`publish`](Self::publish).
+pub struct SliceLoan<'a, T: BytesMessage = crate::Blob> {
+    publisher: &'a Publisher<T>,
     mem: LoanMem,
     len: usize,
 }
 
-impl Publisher<crate::Blob> {
+impl<T: BytesMessage> Publisher<T> {
     /// Loan `len` bytes in shared memory (zero-copy: subscribers in every
     /// process read them in place). The contents start as whatever the
     /// memory held before.
-    pub fn loan_slice(&self, len: usize) -> Result<SliceLoan<'_>, PublishError> {
+    ///
+    /// ```
+    /// use myelin_core::{Blob, Context, QoS};
+    ///
+    /// let ctx = Context::builder().shared_memory(false).network(false).build().unwrap();
+    /// let node = ctx.create_node("loaner").unwrap();
+    /// let p = node.create_publisher::<Blob>("bytes", QoS::keep_last(1)).unwrap();
+    /// let mut loan = p.loan_slice(3).unwrap();
+    /// loan.copy_from_slice(b"abc");
+    /// loan.publish().unwrap();
+    /// ```
+    pub fn loan_slice(&self, len: usize) -> Result<SliceLoan<'_, T>, PublishError> {
         Ok(SliceLoan {
             publisher: self,
             mem: LoanMem::new(&self.inner, len)?,
@@ -240,7 +265,7 @@ impl Publisher<crate::Blob> {
     }
 }
 
-impl std::ops::Deref for SliceLoan<'_> {
+impl<T: BytesMessage> std::ops::Deref for SliceLoan<'_, T> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         let ptr = self.mem.ptr_const();
@@ -249,14 +274,14 @@ impl std::ops::Deref for SliceLoan<'_> {
     }
 }
 
-impl std::ops::DerefMut for SliceLoan<'_> {
+impl<T: BytesMessage> std::ops::DerefMut for SliceLoan<'_, T> {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as `deref`, exclusive through `&mut self`.
         unsafe { std::slice::from_raw_parts_mut(self.mem.ptr(), self.len) }
     }
 }
 
-impl SliceLoan<'_> {
+impl<T: BytesMessage> SliceLoan<'_, T> {
     /// Publish the bytes: no copy.
     pub fn publish(self) -> Result<(), PublishError> {
         self.publisher.inner.publish_loaned(self.mem, self.len)

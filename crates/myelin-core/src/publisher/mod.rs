@@ -39,7 +39,7 @@ mod loan;
 
 use deliver::Full;
 pub(crate) use deliver::Matched;
-pub use loan::{Loan, LoanUninit, SliceLoan};
+pub use loan::{BytesMessage, Loan, LoanUninit, SliceLoan};
 
 /// A transient-local publisher's history: (publish sequence, message,
 /// expiry).

@@ -419,6 +419,12 @@ pub(crate) struct LinkLoan {
     pub(crate) handle: Box<dyn Any + Send + Sync>,
 }
 
+// SAFETY: `ptr` points into memory that `keep` keeps mapped (and `Send +
+// Sync`), and only the one owner of the loan writes through it before the
+// loan is published; moving the loan to another thread moves that sole
+// writer with it.
+unsafe impl Send for LinkLoan {}
+
 /// A publisher's side of one transport.
 pub(crate) trait PubLink: Send + Sync {
     /// Start following the remote graph on behalf of `owner`.
