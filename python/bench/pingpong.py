@@ -1,12 +1,15 @@
-"""Python ping-pong between two processes: myelin vs eclipse-zenoh.
+"""Python ping-pong between two processes: myelin vs eclipse-zenoh and
+CycloneDDS (their Python APIs).
 
 One process publishes a ping and waits for its pong from an echo process;
 the one-way latency is half the round trip. Payloads: 64 B and a 4.6 MB
 frame (1440x1080 rgb8). myelin sends a sensor_msgs/Image (the echo
 decodes it and publishes it back, as a user's node would); zenoh-python
-sends the same number of raw bytes (as its users do). Both on this host
-only: myelin over shared memory, zenoh peers on loopback TCP with
-scouting off.
+sends the same number of raw bytes (as its users do); CycloneDDS's
+Python API (`cyclonedds` on PyPI) a struct with a `bytes` field
+(sequence<octet>) of that size. All on this host only: myelin over shared memory, zenoh peers on
+loopback TCP with scouting off, CycloneDDS on `lo` with multicast off
+(the same configuration as `myelin bench`'s ddsperf).
 
     python python/bench/pingpong.py [--rounds 2000] [--json out.jsonl]
 """
@@ -134,11 +137,101 @@ def zenoh_ping(port, size, rounds):
     return samples
 
 
+# -------------------------------------------------------------- CycloneDDS
+
+CYCLONE_XML = """<CycloneDDS><Domain id="any">
+  <General><Interfaces><NetworkInterface name="lo"/></Interfaces>
+  <AllowMulticast>false</AllowMulticast></General>
+  <Discovery><ParticipantIndex>auto</ParticipantIndex>
+  <MaxAutoParticipantIndex>20</MaxAutoParticipantIndex>
+  <Peers><Peer address="127.0.0.1"/></Peers></Discovery>
+</Domain></CycloneDDS>"""
+
+
+def cyclone_types():
+    from dataclasses import dataclass
+
+    from cyclonedds.idl import IdlStruct
+
+    # `bytes` (a sequence<octet>) is its Python API's fastest byte field:
+    # sequence[uint8] serialises element by element (about 10x slower).
+    @dataclass
+    class Frame(IdlStruct, typename="bench::Frame"):
+        data: bytes
+
+    return Frame
+
+
+def cyclone_endpoints(domain, out_topic, in_topic, listener=None):
+    from cyclonedds.core import Qos, Policy
+    from cyclonedds.domain import DomainParticipant
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+
+    Frame = cyclone_types()
+    qos = Qos(Policy.Reliability.Reliable(max_blocking_time=1_000_000_000), Policy.History.KeepLast(2))
+    dp = DomainParticipant(domain)
+    writer = DataWriter(dp, Topic(dp, out_topic, Frame), qos=qos)
+    reader = DataReader(dp, Topic(dp, in_topic, Frame), qos=qos, listener=listener)
+    return Frame, dp, writer, reader
+
+
+def cyclone_echo(domain):
+    import threading
+
+    from cyclonedds.core import Listener
+
+    state = {}
+
+    class Echo(Listener):
+        def on_data_available(self, reader):
+            for sample in reader.take():
+                state["writer"].write(sample)
+
+    _, dp, writer, reader = cyclone_endpoints(domain, "pong", "ping", Echo())
+    state["writer"] = writer
+    print("ready", flush=True)
+    threading.Event().wait()
+
+
+def cyclone_ping(domain, size, rounds):
+    import threading
+
+    from cyclonedds.core import Listener
+
+    arrived = threading.Event()
+
+    class Pong(Listener):
+        def on_data_available(self, reader):
+            reader.take()
+            arrived.set()
+
+    Frame, dp, writer, reader = cyclone_endpoints(domain, "ping", "pong", Pong())
+    frame = Frame(data=bytes(size))
+    while True:
+        arrived.clear()
+        writer.write(frame)
+        if arrived.wait(0.2):
+            break
+    samples = []
+    for i in range(rounds + rounds // 10):
+        arrived.clear()
+        t0 = time.perf_counter_ns()
+        writer.write(frame)
+        arrived.wait(5.0)
+        t1 = time.perf_counter_ns()
+        if i >= rounds // 10:
+            samples.append((t1 - t0) / 2)
+    return samples
+
+
 def run(system, size, rounds):
     domain = 150 + os.getpid() % 50
     port = 17500 + os.getpid() % 1000
-    env = dict(os.environ, MYELIN_TRANSPORT="shm")
-    arg = str(domain if system == "myelin" else port)
+    env = dict(os.environ, MYELIN_TRANSPORT="shm", CYCLONEDDS_URI=CYCLONE_XML)
+    os.environ["CYCLONEDDS_URI"] = CYCLONE_XML
+    arg = str(port if system == "zenoh" else domain)
     echo = subprocess.Popen(
         [sys.executable, __file__, "--echo", system, arg],
         env=env,
@@ -150,6 +243,8 @@ def run(system, size, rounds):
         if system == "myelin":
             os.environ["MYELIN_TRANSPORT"] = "shm"
             return myelin_ping(domain, size, rounds)
+        if system == "cyclonedds":
+            return cyclone_ping(domain, size, rounds)
         return zenoh_ping(port, size, rounds)
     finally:
         echo.kill()
@@ -164,22 +259,33 @@ def main():
     a = ap.parse_args()
     if a.echo:
         system, arg = a.echo
-        (myelin_echo if system == "myelin" else zenoh_echo)(int(arg))
+        {"myelin": myelin_echo, "zenoh": zenoh_echo, "cyclonedds": cyclone_echo}[system](int(arg))
         return
+    try:
+        import cyclonedds  # noqa: F401
+
+        systems = ("myelin", "zenoh-python", "cyclonedds-python")
+    except ImportError:
+        print("cyclonedds is not installed: pip install cyclonedds", file=sys.stderr)
+        systems = ("myelin", "zenoh-python")
     rows = []
     for label, size in SIZES.items():
-        for system in ("myelin", "zenoh-python"):
+        for system in systems:
             rounds = a.rounds if size < 10_000 else max(50, a.rounds // 10)
-            print(f"{system:13} {label:7} {rounds} rounds ...", file=sys.stderr, flush=True)
-            xs = run("myelin" if system == "myelin" else "zenoh", size, rounds)
+            print(f"{system:17} {label:7} {rounds} rounds ...", file=sys.stderr, flush=True)
+            xs = run(system.removesuffix("-python"), size, rounds)
             rows.append((label, system, statistics.median(xs) / 1e3, pct(xs, 90) / 1e3, len(xs)))
-    print(f"{'payload':8} {'system':13} {'one-way P50':>12} {'P90':>10} {'samples':>8}")
+    print(f"{'payload':8} {'system':17} {'one-way P50':>12} {'P90':>10} {'samples':>8}")
     for label, system, p50, p90, n in rows:
-        print(f"{label:8} {system:13} {p50:9.1f} us {p90:7.1f} us {n:8}")
+        print(f"{label:8} {system:17} {p50:9.1f} us {p90:7.1f} us {n:8}")
     for label in SIZES:
         m = next(r for r in rows if r[0] == label and r[1] == "myelin")
-        z = next(r for r in rows if r[0] == label and r[1] == "zenoh-python")
-        print(f"{label}: myelin / zenoh-python P50 = {m[2] / z[2]:.2f}")
+        for other in systems[1:]:
+            o = next(r for r in rows if r[0] == label and r[1] == other)
+            print(f"{label}: myelin / {other} P50 = {m[2] / o[2]:.2f}")
+    small = next(r for r in rows if r[0] == "64 B" and r[1] == "myelin")
+    big = next(r for r in rows if r[0] == "4.6 MB" and r[1] == "myelin")
+    print(f"myelin 4.6 MB - 64 B P50 = {big[2] - small[2]:.1f} us (the goal: <= 10 us, no copy)")
     if a.json:
         with open(a.json, "a") as f:
             for label, system, p50, p90, n in rows:

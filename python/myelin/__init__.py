@@ -21,7 +21,7 @@ import threading
 from myelin import _myelin
 from myelin._myelin import InvalidNameError, InvalidQoSError, MyelinError, TypeMismatchError
 from myelin.context import Context
-from myelin.executors import Executor, SingleThreadedExecutor
+from myelin.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 from myelin.node import Node
 
 __all__ = [
@@ -37,6 +37,9 @@ __all__ = [
     "get_global_executor",
     "Context",
     "Node",
+    "Executor",
+    "SingleThreadedExecutor",
+    "MultiThreadedExecutor",
     "MyelinError",
     "InvalidNameError",
     "InvalidQoSError",

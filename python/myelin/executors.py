@@ -10,7 +10,12 @@ import time
 
 from myelin import _myelin
 
-__all__ = ["Executor", "SingleThreadedExecutor", "ExternalShutdownException"]
+__all__ = [
+    "Executor",
+    "SingleThreadedExecutor",
+    "MultiThreadedExecutor",
+    "ExternalShutdownException",
+]
 
 
 class ExternalShutdownException(Exception):
@@ -108,3 +113,52 @@ class Executor:
 
 class SingleThreadedExecutor(Executor):
     """rclpy's name for the one-thread executor."""
+
+
+class MultiThreadedExecutor(Executor):
+    """Runs callbacks on ``num_threads`` worker threads (None: one per
+    CPU). As in rclpy, callbacks of one node's default (mutually
+    exclusive) group still run one at a time, and Python code takes turns
+    on the GIL; what overlaps is waiting, I/O and the core's own work."""
+
+    def __init__(self, num_threads=None, *, context=None):
+        from myelin import get_default_context
+
+        self._context = context if context is not None else get_default_context()
+        self._exec = _myelin.MultiThreadedExecutor(0 if num_threads is None else int(num_threads))
+        self._nodes = []
+
+    @property
+    def num_threads(self):
+        return self._exec.threads()
+
+    def spin_once(self, timeout_sec=None):
+        if timeout_sec is None:
+            while self._context.ok():
+                if self._exec.spin_for(3600.0, True):
+                    return
+            return
+        self._exec.spin_for(max(0.0, float(timeout_sec)), True)
+
+    def spin(self):
+        while self._context.ok():
+            self._exec.spin_for(3600.0, False)
+
+    def spin_until_future_complete(self, future, timeout_sec=None):
+        pending = getattr(future, "_pending", None)
+        if pending is not None and not future.done():
+            try:
+                answer = self._exec.spin_until_answered(
+                    pending, None if timeout_sec is None else float(timeout_sec)
+                )
+            except _myelin.MyelinError as e:
+                future.set_exception(e)
+                return
+            future._settle(answer)
+            return
+        end = None if timeout_sec is None else time.monotonic() + timeout_sec
+        while self._context.ok() and not future.done():
+            left = 0.1 if end is None else min(0.1, end - time.monotonic())
+            if left <= 0:
+                return
+            self._exec.spin_for(left, True)

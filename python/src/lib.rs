@@ -66,6 +66,21 @@ fn core_error(e: impl std::fmt::Display) -> PyErr {
 /// again yet.
 static CALLBACK_ERROR: Mutex<Option<PyErr>> = Mutex::new(None);
 
+/// Callbacks run so far (subscriptions, timers, services), for a
+/// multi-threaded `spin_once` to see that one ran.
+static CALLBACKS_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn callback_ran() {
+    CALLBACKS_RUN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn callback_error_pending() -> bool {
+    CALLBACK_ERROR
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .is_some()
+}
+
 fn keep_callback_error(e: PyErr) {
     let mut slot = CALLBACK_ERROR.lock().unwrap_or_else(|p| p.into_inner());
     if slot.is_none() {
@@ -277,6 +292,7 @@ impl Node {
                 qos_from(qos)?,
                 SubscriptionOptions::default(),
                 move |m: AnyMessage| {
+                    callback_ran();
                     Python::attach(|py| {
                         let arg = if raw {
                             Ok(PyBytes::new(py, m.bytes()).into_any())
@@ -302,6 +318,7 @@ impl Node {
         let t = self
             .node
             .create_timer(period, move || {
+                callback_ran();
                 Python::attach(|py| {
                     if let Err(e) = callback.call0(py) {
                         keep_callback_error(e);
@@ -324,6 +341,7 @@ impl Node {
         let (ty, req, resp) = service_types(srv_type)?;
         let service = ty.name().to_string();
         let handler = move |m: AnyMessage| -> AnyMessage {
+            callback_ran();
             let answer = Python::attach(|py| -> PyResult<Vec<u8>> {
                 let request = codec::decode(py, &req, m.bytes(), Some(m.0.shared_bytes()))?;
                 let response = resp.class.bind(py).call0()?;
@@ -736,6 +754,96 @@ impl Executor {
     }
 }
 
+/// An executor with worker threads: callbacks of different callback
+/// groups may run at once (Python code among them still takes turns on
+/// the GIL; Rust work and waiting overlap).
+#[pyclass(module = "myelin._myelin")]
+struct MultiThreadedExecutor {
+    exec: myelin::MultiThreadedExecutor,
+}
+
+#[pymethods]
+impl MultiThreadedExecutor {
+    /// `threads` workers (0: one per CPU).
+    #[new]
+    #[pyo3(signature = (threads=0))]
+    fn new(threads: usize) -> Self {
+        MultiThreadedExecutor {
+            exec: myelin::MultiThreadedExecutor::new(threads),
+        }
+    }
+
+    fn threads(&self) -> usize {
+        self.exec.threads()
+    }
+
+    fn add_node(&mut self, node: &Node) -> PyResult<()> {
+        self.exec.add_node(&node.node).map_err(core_error)
+    }
+
+    fn remove_node(&mut self, node: &Node) -> bool {
+        self.exec.remove_node(&node.node)
+    }
+
+    /// Run the workers for up to `timeout` seconds, until one callback has
+    /// run (`once`), a callback raised, or the context shut down; in slices
+    /// so that Ctrl-C raises KeyboardInterrupt. Whether a callback ran.
+    #[pyo3(signature = (timeout, once=false))]
+    fn spin_for(&mut self, py: Python<'_>, timeout: f64, once: bool) -> PyResult<bool> {
+        use std::sync::atomic::Ordering;
+        let start = CALLBACKS_RUN.load(Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + duration("timeout", timeout)?;
+        let ran = || CALLBACKS_RUN.load(Ordering::SeqCst) > start;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let slice = left.min(Duration::from_millis(100));
+            let exec = &mut self.exec;
+            let r = py
+                .detach(|| exec.spin_until(slice, || callback_error_pending() || (once && ran())));
+            take_callback_error()?;
+            r.map_err(core_error)?;
+            py.check_signals()?;
+            if (once && ran()) || left <= slice {
+                return Ok(ran());
+            }
+        }
+    }
+
+    /// Run the workers until `call` is answered or `timeout` seconds pass
+    /// (None: no end). The answer, or None on timeout.
+    #[pyo3(signature = (call, timeout=None))]
+    fn spin_until_answered(
+        &mut self,
+        py: Python<'_>,
+        call: &PendingCall,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let deadline = match timeout {
+            Some(t) => Some(std::time::Instant::now() + duration("timeout", t)?),
+            None => None,
+        };
+        // The answer stops the workers' slice at once (its waker).
+        let waker = std::task::Waker::from(Arc::new(StopExecutor(self.exec.stop_handle())));
+        loop {
+            if let Some(r) = call.poll_raw(&waker) {
+                return call.finish(py, r).map(Some);
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return Ok(None);
+            }
+            let slice = left.map_or(Duration::from_millis(100), |l| {
+                l.min(Duration::from_millis(100))
+            });
+            let exec = &mut self.exec;
+            let r = py.detach(|| exec.spin_until(slice, callback_error_pending));
+            take_callback_error()?;
+            r.map_err(core_error)?;
+            py.check_signals()?;
+        }
+    }
+}
+
 /// Register `cls` as the Python class of message type `type_name`.
 #[pyfunction]
 fn register_type(py: Python<'_>, cls: &Bound<'_, PyType>, type_name: &str) -> PyResult<()> {
@@ -823,6 +931,7 @@ fn _myelin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Subscription>()?;
     m.add_class::<Timer>()?;
     m.add_class::<Executor>()?;
+    m.add_class::<MultiThreadedExecutor>()?;
     m.add_class::<Service>()?;
     m.add_class::<Client>()?;
     m.add_class::<PendingCall>()?;
