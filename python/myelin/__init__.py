@@ -19,7 +19,15 @@ same type hashes.
 import threading
 
 from myelin import _myelin
-from myelin._myelin import InvalidNameError, InvalidQoSError, MyelinError, TypeMismatchError
+from myelin._myelin import (
+    InvalidNameError,
+    InvalidParameterValueException,
+    InvalidQoSError,
+    MyelinError,
+    ParameterAlreadyDeclaredException,
+    ParameterNotDeclaredException,
+    TypeMismatchError,
+)
 from myelin.context import Context
 from myelin.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 from myelin.node import Node
@@ -44,6 +52,9 @@ __all__ = [
     "InvalidNameError",
     "InvalidQoSError",
     "TypeMismatchError",
+    "ParameterNotDeclaredException",
+    "ParameterAlreadyDeclaredException",
+    "InvalidParameterValueException",
 ]
 
 _default_context = Context()

@@ -17,6 +17,7 @@ A node can be made with :func:`myelin.create_node` or subclassed::
 """
 
 from myelin import _myelin
+from myelin.parameter import Parameter
 from myelin.qos import _profile
 
 __all__ = ["Node", "Publisher", "Subscription", "Timer", "Service", "Client"]
@@ -203,6 +204,7 @@ class Node:
         self._timers = []
         self._services = []
         self._clients = []
+        self._parameter_callbacks = []
         self._logger = Logger(self._node)
 
     @property
@@ -315,6 +317,85 @@ class Node:
             timer.destroy()
             return True
         return False
+
+    # ------------------------------------------------------------ parameters
+
+    def declare_parameter(self, name, value=None, descriptor=None, ignore_override=False):
+        """Declare ``name`` with ``value`` (a ``--ros-args -p name:=value``
+        override wins) and return it as a :class:`~myelin.parameter.Parameter`."""
+        if isinstance(value, Parameter):
+            value = value.value
+        v, t = self._node.declare_parameter(name, value)
+        return Parameter(name, Parameter.Type(t), v)
+
+    def declare_parameters(self, namespace, parameters, ignore_override=False):
+        """Declare ``(name, value)`` pairs, each under ``namespace.``."""
+        prefix = f"{namespace}." if namespace else ""
+        out = []
+        for p in parameters:
+            name, value = (p[0], p[1] if len(p) > 1 else None)
+            out.append(self.declare_parameter(prefix + name, value))
+        return out
+
+    def has_parameter(self, name):
+        return self._node.has_parameter(name)
+
+    def get_parameter(self, name):
+        """The parameter ``name`` (``ParameterNotDeclaredException`` if it
+        is not declared)."""
+        v, t = self._node.get_parameter(name)
+        return Parameter(name, Parameter.Type(t), v)
+
+    def get_parameter_or(self, name, alternative_value=None):
+        if not self.has_parameter(name):
+            return alternative_value if isinstance(alternative_value, Parameter) else Parameter(name, value=alternative_value)
+        return self.get_parameter(name)
+
+    def get_parameters(self, names):
+        return [self.get_parameter(n) for n in names]
+
+    def undeclare_parameter(self, name):
+        self._node.undeclare_parameter(name)
+
+    def set_parameters(self, parameters):
+        """Set each parameter; one result per parameter, as rclpy returns
+        them (``successful`` and ``reason``)."""
+        from myelin.parameter import SetParametersResult
+
+        results = []
+        for p in parameters:
+            try:
+                self._node.set_parameters([(p.name, p.value)])
+                results.append(SetParametersResult(successful=True))
+            except _myelin.MyelinError as e:
+                results.append(SetParametersResult(successful=False, reason=str(e)))
+        return results
+
+    def set_parameters_atomically(self, parameters):
+        """Set all the parameters or none."""
+        from myelin.parameter import SetParametersResult
+
+        try:
+            self._node.set_parameters([(p.name, p.value) for p in parameters])
+            return SetParametersResult(successful=True)
+        except _myelin.MyelinError as e:
+            return SetParametersResult(successful=False, reason=str(e))
+
+    def add_on_set_parameters_callback(self, callback):
+        """Call ``callback(parameters)`` before parameters change; it
+        returns an object with ``successful`` and ``reason`` (rclpy's
+        ``SetParametersResult``), and a change it refuses is not made."""
+
+        def bridge(changes):
+            result = callback([Parameter(n, Parameter.Type(t), v) for n, v, t in changes])
+            return (bool(result.successful), str(getattr(result, "reason", "") or ""))
+
+        handle = self._node.add_on_set_parameters_callback(bridge)
+        self._parameter_callbacks.append((callback, handle))
+        return callback
+
+    def remove_on_set_parameters_callback(self, callback):
+        self._parameter_callbacks = [(c, h) for c, h in self._parameter_callbacks if c is not callback]
 
     def get_topic_names_and_types(self):
         """The topics of this process with their types, as rclpy lists them."""

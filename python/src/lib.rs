@@ -21,6 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyType};
 
 mod codec;
+mod params;
 
 create_exception!(
     _myelin,
@@ -386,6 +387,82 @@ impl Node {
         })
     }
 
+    /// Declare parameter `name` with `value` (a command-line override
+    /// wins): the value it has, and rclpy's type number.
+    fn declare_parameter<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyAny>, u8)> {
+        let v = params::from_py(name, value)?;
+        let v = py
+            .detach(|| self.node.declare_parameter(name, v))
+            .map_err(params::error)?;
+        Ok((params::to_py(py, &v)?, params::type_number(&v)))
+    }
+
+    /// The value of parameter `name` and its type number.
+    fn get_parameter<'py>(&self, py: Python<'py>, name: &str) -> PyResult<(Bound<'py, PyAny>, u8)> {
+        let v = self.node.get_parameter(name).map_err(params::error)?;
+        Ok((params::to_py(py, &v)?, params::type_number(&v)))
+    }
+
+    fn has_parameter(&self, name: &str) -> bool {
+        self.node.has_parameter(name)
+    }
+
+    fn undeclare_parameter(&self, name: &str) -> PyResult<()> {
+        self.node.undeclare_parameter(name).map_err(params::error)
+    }
+
+    fn parameter_names(&self) -> Vec<String> {
+        let mut names = self.node.parameter_names();
+        names.sort();
+        names
+    }
+
+    /// Set parameters (name, value) at once: all or none.
+    fn set_parameters(
+        &self,
+        py: Python<'_>,
+        values: Vec<(String, Bound<'_, PyAny>)>,
+    ) -> PyResult<()> {
+        let values: Vec<(String, myelin::ParameterValue)> = values
+            .iter()
+            .map(|(n, v)| Ok((n.clone(), params::from_py(n, v)?)))
+            .collect::<PyResult<_>>()?;
+        py.detach(|| self.node.set_parameters_atomically(&values))
+            .map_err(params::error)
+    }
+
+    /// Call `callback([(name, value, type number), ...])` before parameters
+    /// change; it returns `(successful, reason)`. The change is refused
+    /// when it is not successful or raises. Dropping the handle removes it.
+    fn add_on_set_parameters_callback(&self, callback: Py<PyAny>) -> ParametersCallback {
+        let h = self.node.add_on_set_parameters_callback(move |changes| {
+            Python::attach(|py| -> Result<(), String> {
+                let args: Vec<(String, Py<PyAny>, u8)> = changes
+                    .iter()
+                    .map(|(n, v)| {
+                        Ok((
+                            n.clone(),
+                            params::to_py(py, v)?.unbind(),
+                            params::type_number(v),
+                        ))
+                    })
+                    .collect::<PyResult<_>>()
+                    .map_err(|e| e.to_string())?;
+                let out = callback.call1(py, (args,)).map_err(|e| e.to_string())?;
+                let (ok, reason): (bool, String) = out
+                    .extract(py)
+                    .map_err(|_| "the callback must return (successful, reason)".to_string())?;
+                if ok { Ok(()) } else { Err(reason) }
+            })
+        });
+        ParametersCallback { _handle: h }
+    }
+
     /// Log `msg` at `level` (debug, info, warn, error, fatal) under the
     /// node's logger (stderr and `/rosout`).
     fn log(&self, level: &str, msg: &str) -> PyResult<()> {
@@ -645,6 +722,12 @@ impl PendingCall {
         })?;
         got.map(|r| self.finish(py, r)).transpose()
     }
+}
+
+/// An on-set-parameters callback; dropping it removes the callback.
+#[pyclass(module = "myelin._myelin", frozen)]
+struct ParametersCallback {
+    _handle: myelin::OnSetParametersHandle,
 }
 
 /// A timer.
@@ -925,6 +1008,19 @@ fn _myelin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidNameError", py.get_type::<InvalidNameError>())?;
     m.add("InvalidQoSError", py.get_type::<InvalidQoSError>())?;
     m.add("TypeMismatchError", py.get_type::<TypeMismatchError>())?;
+    m.add(
+        "ParameterNotDeclaredException",
+        py.get_type::<params::ParameterNotDeclaredException>(),
+    )?;
+    m.add(
+        "ParameterAlreadyDeclaredException",
+        py.get_type::<params::ParameterAlreadyDeclaredException>(),
+    )?;
+    m.add(
+        "InvalidParameterValueException",
+        py.get_type::<params::InvalidParameterValueException>(),
+    )?;
+    m.add_class::<ParametersCallback>()?;
     m.add_class::<Context>()?;
     m.add_class::<Node>()?;
     m.add_class::<Publisher>()?;

@@ -79,3 +79,11 @@ def rust_example(name):
             check=True,
         )
     return exe
+
+
+def myelin_cli():
+    """The path of the `myelin` command, built if it is missing."""
+    exe = REPO / "target" / "debug" / "myelin"
+    if not exe.exists():
+        subprocess.run(["cargo", "build", "-q", "-p", "myelin-cli"], cwd=REPO, check=True)
+    return exe
