@@ -6,6 +6,12 @@
 //! it). Outside CI, a Python without the package skips them with the
 //! reason printed. The package's extension is built from this checkout
 //! when it is installed: reinstall it after changing the Rust code.
+//!
+//! Only with both transports compiled in (the workspace's test command):
+//! the suite runs Rust examples across processes, which the feature
+//! matrix's builds without shared memory could not reach.
+
+#![cfg(all(feature = "shm", feature = "zenoh"))]
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
