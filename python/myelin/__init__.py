@@ -67,13 +67,22 @@ def get_default_context():
     return _default_context
 
 
-def init(*, args=None, context=None, domain_id=None, shared_memory=None, network=None):
+def init(
+    *, args=None, context=None, domain_id=None, shared_memory=None, network=None, use_sim_time=False
+):
     """Initialise ``context`` (the default one): ``args`` are the
     command line (``--ros-args -r from:=to -p name:=value``), ``domain_id``
-    defaults to ``ROS_DOMAIN_ID``."""
+    defaults to ``ROS_DOMAIN_ID``; ``use_sim_time`` makes the nodes' clocks
+    and timers follow ``/clock``."""
     global _global_executor
     ctx = context if context is not None else _default_context
-    ctx.init(args, domain_id=domain_id, shared_memory=shared_memory, network=network)
+    ctx.init(
+        args,
+        domain_id=domain_id,
+        shared_memory=shared_memory,
+        network=network,
+        use_sim_time=use_sim_time,
+    )
     if ctx is _default_context:
         with _lock:
             _global_executor = None

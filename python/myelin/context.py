@@ -18,7 +18,9 @@ class Context:
         self._ctx = None
         self._on_shutdown = []
 
-    def init(self, args=None, *, domain_id=None, shared_memory=None, network=None):
+    def init(
+        self, args=None, *, domain_id=None, shared_memory=None, network=None, use_sim_time=False
+    ):
         if self._ctx is not None and self._ctx.ok():
             raise RuntimeError("the context is already initialised")
         self._ctx = _myelin.Context(
@@ -26,6 +28,7 @@ class Context:
             shared_memory=shared_memory,
             network=network,
             args=list(args) if args is not None else [],
+            use_sim_time=use_sim_time,
         )
 
     def ok(self):

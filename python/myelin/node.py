@@ -235,6 +235,12 @@ class Node:
     def get_logger(self):
         return self._logger
 
+    def get_clock(self):
+        """The node's clock (ROS time; ``/clock`` under simulated time)."""
+        from myelin.time import ROSClock
+
+        return ROSClock(self._node)
+
     def create_publisher(self, msg_type, topic, qos_profile, *, callback_group=None, **kwargs):
         """A publisher of ``msg_type`` on ``topic``; ``qos_profile`` is a
         :class:`~myelin.qos.QoSProfile` or a depth."""

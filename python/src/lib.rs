@@ -463,6 +463,14 @@ impl Node {
         ParametersCallback { _handle: h }
     }
 
+    /// The node's ROS time in nanoseconds (simulated time under
+    /// `use_sim_time`: 0 until the first `/clock`), and whether it is
+    /// simulated.
+    fn now_ns(&self) -> (i64, bool) {
+        let clock = self.node.get_clock();
+        (clock.now().nanos(), clock.ros_time_is_active())
+    }
+
     /// Log `msg` at `level` (debug, info, warn, error, fatal) under the
     /// node's logger (stderr and `/rosout`).
     fn log(&self, level: &str, msg: &str) -> PyResult<()> {
