@@ -268,6 +268,8 @@ class Node:
         seconds while an executor spins this node."""
         if not callable(callback):
             raise TypeError("callback must be callable")
+        if hasattr(timer_period_sec, "nanoseconds"):
+            timer_period_sec = timer_period_sec.nanoseconds / 1e9
         t = Timer(self._node.create_timer(float(timer_period_sec), callback), callback)
         self._timers.append(t)
         return t

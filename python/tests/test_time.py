@@ -31,6 +31,11 @@ def test_a_nodes_clock_stamps_headers(node):
     h = Header(stamp=node.get_clock().now().to_msg())
     assert Time.from_msg(h.stamp) >= a
     assert not node.get_clock().ros_time_is_active()
+    # A timer's period may be a Duration.
+    ticks = []
+    t = node.create_timer(Duration(seconds=0.01), lambda: ticks.append(1))
+    assert t.timer_period_ns == 10_000_000
+    spin_until(node, lambda: ticks)
 
 
 def test_simulated_time_follows_clock(ctx, domain):
