@@ -163,31 +163,53 @@ class Timer:
 
 
 class Logger:
-    """A node's logger: messages go to stderr and ``/rosout``."""
+    """A node's logger: messages go to stderr and ``/rosout``. As in rclpy,
+    each call takes ``once=True``, ``skip_first=True`` and
+    ``throttle_duration_sec=...`` (per call site)."""
 
     def __init__(self, node):
         self._node = node
+        self._sites = {}
 
-    def _log(self, level, msg):
+    def _log(self, level, msg, once=False, skip_first=False, throttle_duration_sec=None, **_):
+        import sys
+        import time
+
+        if once or skip_first or throttle_duration_sec:
+            caller = sys._getframe(2)
+            site = (caller.f_code.co_filename, caller.f_lineno, level)
+            seen = self._sites.get(site)
+            now = time.monotonic()
+            if seen is None:
+                self._sites[site] = now
+                if skip_first:
+                    return False
+            elif once:
+                return False
+            elif throttle_duration_sec and now - seen < throttle_duration_sec:
+                return False
+            else:
+                self._sites[site] = now
         self._node.log(level, str(msg))
         return True
 
     def debug(self, msg, **kwargs):
-        return self._log("debug", msg)
+        return self._log("debug", msg, **kwargs)
 
     def info(self, msg, **kwargs):
-        return self._log("info", msg)
+        return self._log("info", msg, **kwargs)
 
     def warning(self, msg, **kwargs):
-        return self._log("warn", msg)
+        return self._log("warn", msg, **kwargs)
 
-    warn = warning
+    def warn(self, msg, **kwargs):
+        return self._log("warn", msg, **kwargs)
 
     def error(self, msg, **kwargs):
-        return self._log("error", msg)
+        return self._log("error", msg, **kwargs)
 
     def fatal(self, msg, **kwargs):
-        return self._log("fatal", msg)
+        return self._log("fatal", msg, **kwargs)
 
 
 class Node:

@@ -185,3 +185,11 @@ def test_context_manager_and_shutdown(domain, monkeypatch):
         myelin.create_node("late", context=c)
     with pytest.raises(RuntimeError, match="init"):
         myelin.create_node("never", context=myelin.Context())
+
+
+def test_logger_once_skip_first_and_throttle(node):
+    log = node.get_logger()
+    assert [log.info("x", once=True) for _ in range(3)] == [True, False, False]
+    assert [log.warning("y", skip_first=True) for _ in range(3)] == [False, True, True]
+    assert [log.error("z", throttle_duration_sec=3600) for _ in range(3)] == [True, False, False]
+    assert log.debug("plain") is True
