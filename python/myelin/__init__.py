@@ -68,7 +68,14 @@ def get_default_context():
 
 
 def init(
-    *, args=None, context=None, domain_id=None, shared_memory=None, network=None, use_sim_time=False
+    *,
+    args=None,
+    context=None,
+    domain_id=None,
+    shared_memory=None,
+    network=None,
+    use_sim_time=False,
+    zenoh_config=None,
 ):
     """Initialise ``context`` (the default one): ``args`` are the
     command line (``--ros-args -r from:=to -p name:=value``), ``domain_id``
@@ -82,6 +89,7 @@ def init(
         shared_memory=shared_memory,
         network=network,
         use_sim_time=use_sim_time,
+        zenoh_config=zenoh_config,
     )
     if ctx is _default_context:
         with _lock:

@@ -12,6 +12,8 @@ class Context:
     and ``network`` default to what ``MYELIN_TRANSPORT`` allows (both when
     unset): shared memory reaches other processes on this host, the
     network (zenoh, rmw_zenoh's wire format) other hosts and ROS 2 nodes.
+    ``zenoh_config`` is a zenoh session configuration file (default:
+    ``MYELIN_ZENOH_CONFIG``, else myelin's: a peer of the local router).
     """
 
     def __init__(self):
@@ -19,7 +21,14 @@ class Context:
         self._on_shutdown = []
 
     def init(
-        self, args=None, *, domain_id=None, shared_memory=None, network=None, use_sim_time=False
+        self,
+        args=None,
+        *,
+        domain_id=None,
+        shared_memory=None,
+        network=None,
+        use_sim_time=False,
+        zenoh_config=None,
     ):
         if self._ctx is not None and self._ctx.ok():
             raise RuntimeError("the context is already initialised")
@@ -29,6 +38,7 @@ class Context:
             network=network,
             args=list(args) if args is not None else [],
             use_sim_time=use_sim_time,
+            zenoh_config=None if zenoh_config is None else str(zenoh_config),
         )
 
     def ok(self):

@@ -115,9 +115,10 @@ struct Context {
 impl Context {
     /// `domain_id` (None: `ROS_DOMAIN_ID`), `shared_memory` and `network`
     /// (None: what `MYELIN_TRANSPORT` allows), ROS arguments (`--ros-args
-    /// -r ... -p ...`).
+    /// -r ... -p ...`), simulated time, and a zenoh session configuration
+    /// file (None: `MYELIN_ZENOH_CONFIG`, else myelin's default).
     #[new]
-    #[pyo3(signature = (domain_id=None, shared_memory=None, network=None, args=Vec::new(), use_sim_time=false))]
+    #[pyo3(signature = (domain_id=None, shared_memory=None, network=None, args=Vec::new(), use_sim_time=false, zenoh_config=None))]
     fn new(
         py: Python<'_>,
         domain_id: Option<u32>,
@@ -125,6 +126,7 @@ impl Context {
         network: Option<bool>,
         args: Vec<String>,
         use_sim_time: bool,
+        zenoh_config: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         myelin::init_logging();
         // Python handles SIGINT (KeyboardInterrupt); the core must not.
@@ -140,6 +142,9 @@ impl Context {
         }
         if let Some(n) = network {
             b = b.network(n);
+        }
+        if let Some(c) = zenoh_config {
+            b = b.zenoh_config(c);
         }
         let ctx = py.detach(|| b.build()).map_err(core_error)?;
         Ok(Context { ctx })
