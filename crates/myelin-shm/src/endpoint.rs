@@ -210,8 +210,8 @@ pub struct GraphEvent {
     seg: Segment,
     squatted: Vec<ShmError>,
     /// The shared lock on the file (its own descriptor), until
-    /// [`leave`](Self::leave).
-    lock: std::sync::Mutex<Option<std::fs::File>>,
+    /// [`leave`](Self::leave) (also registered to be left at exit).
+    lock: std::sync::Arc<std::sync::Mutex<Option<std::fs::File>>>,
     /// The counter's name (the segment itself may have been built under
     /// a temporary one).
     path: std::path::PathBuf,
@@ -246,10 +246,12 @@ impl GraphEvent {
             let name = graph_name(domain, i)?;
             match Self::open_or_create_at(domain, &name) {
                 Ok((seg, lock)) => {
+                    let lock = std::sync::Arc::new(std::sync::Mutex::new(Some(lock)));
+                    leave_at_exit(&lock, name.path(), seg.ino);
                     return Ok(GraphEvent {
                         seg,
                         squatted,
-                        lock: std::sync::Mutex::new(Some(lock)),
+                        lock,
                         path: name.path(),
                     });
                 }
@@ -363,16 +365,70 @@ impl GraphEvent {
     /// thread still finishing, a link) to be dropped; bumping the counter
     /// afterwards is harmless (the mapping stays valid).
     pub fn leave(&self) {
-        let lock = self.lock.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let Some(lock) = lock else { return };
-        // Converting our shared lock to an exclusive one succeeds only if
-        // no other process holds the file: then this was the domain's
-        // last user, and the file goes (if the name is still this file).
-        let last = rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive);
-        if last.is_ok() && names_inode(&self.path, self.seg.ino) {
-            let _ = std::fs::remove_file(&self.path);
+        leave_lock(&self.lock, &self.path, self.seg.ino);
+    }
+}
+
+/// Give up the shared lock in `slot` (once): if no other process holds the
+/// file, this was the domain's last user and the file at `path` goes (if
+/// the name is still the file `ino`).
+fn leave_lock(slot: &std::sync::Mutex<Option<std::fs::File>>, path: &std::path::Path, ino: u64) {
+    let lock = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(lock) = lock else { return };
+    // Converting our shared lock to an exclusive one succeeds only if no
+    // other process holds the file.
+    let last = rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+    if last.is_ok() && names_inode(path, ino) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// A counter to leave when the process exits.
+struct LeaveAtExit {
+    pid: u32,
+    lock: std::sync::Weak<std::sync::Mutex<Option<std::fs::File>>>,
+    path: std::path::PathBuf,
+    ino: u64,
+}
+
+static AT_EXIT: std::sync::Mutex<Vec<LeaveAtExit>> = std::sync::Mutex::new(Vec::new());
+
+/// Leave the counter whose lock is `lock` when the process exits normally,
+/// if nothing left it before. A context leaves it when it is dropped, but
+/// the last reference may be dropped by a background thread (discovery
+/// finishing a pass) that the exit of `main` cuts short: the file stayed
+/// behind (a CI run caught it).
+fn leave_at_exit(
+    lock: &std::sync::Arc<std::sync::Mutex<Option<std::fs::File>>>,
+    path: std::path::PathBuf,
+    ino: u64,
+) {
+    extern "C" fn leave_all() {
+        // try_lock: a thread killed while holding it must not hang exit.
+        let Ok(list) = AT_EXIT.try_lock() else { return };
+        for e in list.iter().filter(|e| e.pid == std::process::id()) {
+            if let Some(lock) = e.lock.upgrade() {
+                leave_lock(&lock, &e.path, e.ino);
+            }
         }
     }
+    unsafe extern "C" {
+        fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+    }
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: `atexit` only records the function pointer; the handler
+        // touches a static list (with `try_lock`) and the file system.
+        unsafe { atexit(leave_all) };
+    });
+    let mut list = AT_EXIT.lock().unwrap_or_else(|e| e.into_inner());
+    list.retain(|e| e.lock.strong_count() > 0);
+    list.push(LeaveAtExit {
+        pid: std::process::id(),
+        lock: std::sync::Arc::downgrade(lock),
+        path,
+        ino,
+    });
 }
 
 impl Drop for GraphEvent {

@@ -416,6 +416,61 @@ fn clean_exit_child() {
     println!("pid {}", std::process::id());
 }
 
+/// The child of the next test but one: as `clean_exit_child`, but a thread
+/// still holds the context when `main` returns (as a discovery thread
+/// finishing a pass may), so no destructor of the context ever runs.
+#[test]
+fn held_exit_child() {
+    if std::env::var(ROLE).as_deref() != Ok("held_exit") {
+        return;
+    }
+    let c = ctx(205);
+    let node = c.create_node("held").unwrap();
+    let _s = node
+        .create_subscription("/x", QoS::default(), |_: String| {})
+        .unwrap();
+    let held = c.clone();
+    std::thread::spawn(move || {
+        let _held = held;
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+    });
+    println!("pid {}", std::process::id());
+}
+
+/// A process whose context is still held by a thread when it exits
+/// normally leaves nothing either: the domain's graph file is left at
+/// exit, not only when the context is dropped (a CI run found the file
+/// left behind when the last reference was a background thread's).
+#[test]
+fn a_clean_exit_with_the_context_held_by_a_thread_leaves_nothing() {
+    let dir = std::env::temp_dir().join(format!("myelin_held_exit_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "held_exit_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "held_exit")
+        .env("MYELIN_SHM_DIR", &dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("pid "));
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    assert!(left.is_empty(), "left: {left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A process that exits normally takes its wake-up table with it (it lives
 /// in a static, whose destructor never runs), and everything else it made,
 /// the domain's shared counter too since it was the domain's last process:
