@@ -30,6 +30,30 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
 
 
+def time_rounds(rounds, send, wait):
+    """One-way latencies (half of each round trip) of ``rounds`` round
+    trips after ``rounds // 10`` of warm-up: ``send()`` a ping, ``wait()``
+    for its pong."""
+    samples = []
+    for i in range(rounds + rounds // 10):
+        t0 = time.perf_counter_ns()
+        send()
+        wait()
+        t1 = time.perf_counter_ns()
+        if i >= rounds // 10:
+            samples.append((t1 - t0) / 2)
+    return samples
+
+
+def until_echoed(send, arrived):
+    """Ping until the echo answers (it may not have matched yet)."""
+    while True:
+        arrived.clear()
+        send()
+        if arrived.wait(0.2):
+            return
+
+
 # ---------------------------------------------------------------- myelin
 
 
@@ -71,16 +95,16 @@ def myelin_ping(domain, size, rounds):
     while ping.get_subscription_count() == 0 or node._subscriptions[0].get_publisher_count() == 0:
         time.sleep(0.01)
     msg = myelin_image(size)
-    samples = []
-    for i in range(rounds + rounds // 10):
+
+    def send():
         got.clear()
-        t0 = time.perf_counter_ns()
         ping.publish(msg)
+
+    def wait():
         while not got:
             ex.spin_once(timeout_sec=5.0)
-        t1 = time.perf_counter_ns()
-        if i >= rounds // 10:
-            samples.append((t1 - t0) / 2)
+
+    samples = time_rounds(rounds, send, wait)
     myelin.shutdown()
     return samples
 
@@ -118,21 +142,13 @@ def zenoh_ping(port, size, rounds):
     arrived = threading.Event()
     s.declare_subscriber("bench/pong", lambda sample: arrived.set())
     payload = bytes(size)
-    # Wait until the echo answers.
-    while True:
+
+    def send():
         arrived.clear()
         pub.put(payload)
-        if arrived.wait(0.2):
-            break
-    samples = []
-    for i in range(rounds + rounds // 10):
-        arrived.clear()
-        t0 = time.perf_counter_ns()
-        pub.put(payload)
-        arrived.wait(5.0)
-        t1 = time.perf_counter_ns()
-        if i >= rounds // 10:
-            samples.append((t1 - t0) / 2)
+
+    until_echoed(lambda: pub.put(payload), arrived)
+    samples = time_rounds(rounds, send, lambda: arrived.wait(5.0))
     s.close()
     return samples
 
@@ -213,22 +229,13 @@ def cyclone_ping(domain, size, rounds):
 
     Frame, dp, writer, reader = cyclone_endpoints(domain, "ping", "pong", Pong())
     frame = Frame(data=[0] * size)
-    while True:
-        arrived.clear()
-        writer.write(frame)
-        if arrived.wait(0.2):
-            break
-    samples = []
-    for i in range(rounds + rounds // 10):
-        arrived.clear()
-        t0 = time.perf_counter_ns()
-        writer.write(frame)
-        arrived.wait(5.0)
-        t1 = time.perf_counter_ns()
-        if i >= rounds // 10:
-            samples.append((t1 - t0) / 2)
-    return samples
 
+    def send():
+        arrived.clear()
+        writer.write(frame)
+
+    until_echoed(lambda: writer.write(frame), arrived)
+    return time_rounds(rounds, send, lambda: arrived.wait(5.0))
 
 def run(system, size, rounds):
     domain = 150 + os.getpid() % 50

@@ -63,10 +63,10 @@ class Executor:
         (None: until one runs or the context shuts down)."""
         if timeout_sec is None:
             while self._context.ok():
-                if self._exec.spin_once(3600.0):
+                if self._spin_slice(3600.0):
                     return
             return
-        self._exec.spin_once(max(0.0, float(timeout_sec)))
+        self._spin_slice(max(0.0, float(timeout_sec)))
 
     def spin(self):
         """Run callbacks until the context shuts down."""
@@ -82,22 +82,24 @@ class Executor:
                 answer = self._exec.spin_until_answered(
                     pending, None if timeout_sec is None else float(timeout_sec)
                 )
-            except Exception as e:
-                if isinstance(e, _myelin.MyelinError) and future._pending is pending:
-                    future.set_exception(e)
-                    return
-                raise
+            except _myelin.MyelinError as e:
+                if future._pending is not pending:
+                    raise
+                future.set_exception(e)
+                return
             future._settle(answer)
             return
         end = None if timeout_sec is None else time.monotonic() + timeout_sec
         while self._context.ok() and not future.done():
-            if end is None:
-                self._exec.spin_once(0.1)
-            else:
-                left = end - time.monotonic()
-                if left <= 0:
-                    return
-                self._exec.spin_once(min(left, 0.1))
+            left = 0.1 if end is None else min(0.1, end - time.monotonic())
+            if left <= 0:
+                return
+            self._spin_slice(left)
+
+    def _spin_slice(self, seconds):
+        """Run one callback, waiting up to ``seconds`` for it; whether one
+        ran."""
+        return self._exec.spin_once(seconds)
 
     def shutdown(self, timeout_sec=None):
         for node in list(self._nodes):
@@ -132,33 +134,10 @@ class MultiThreadedExecutor(Executor):
     def num_threads(self):
         return self._exec.threads()
 
-    def spin_once(self, timeout_sec=None):
-        if timeout_sec is None:
-            while self._context.ok():
-                if self._exec.spin_for(3600.0, True):
-                    return
-            return
-        self._exec.spin_for(max(0.0, float(timeout_sec)), True)
-
     def spin(self):
+        # Workers keep running between callbacks (no stop after each one).
         while self._context.ok():
             self._exec.spin_for(3600.0, False)
 
-    def spin_until_future_complete(self, future, timeout_sec=None):
-        pending = getattr(future, "_pending", None)
-        if pending is not None and not future.done():
-            try:
-                answer = self._exec.spin_until_answered(
-                    pending, None if timeout_sec is None else float(timeout_sec)
-                )
-            except _myelin.MyelinError as e:
-                future.set_exception(e)
-                return
-            future._settle(answer)
-            return
-        end = None if timeout_sec is None else time.monotonic() + timeout_sec
-        while self._context.ok() and not future.done():
-            left = 0.1 if end is None else min(0.1, end - time.monotonic())
-            if left <= 0:
-                return
-            self._exec.spin_for(left, True)
+    def _spin_slice(self, seconds):
+        return self._exec.spin_for(seconds, True)
