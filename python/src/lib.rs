@@ -801,28 +801,11 @@ impl Executor {
         call: &PendingCall,
         timeout: Option<f64>,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let waker = std::task::Waker::from(Arc::new(StopExecutor(self.exec.stop_handle())));
-        let deadline = match timeout {
-            Some(t) => Some(std::time::Instant::now() + duration("timeout", t)?),
-            None => None,
-        };
-        loop {
-            if let Some(r) = call.poll_raw(&waker) {
-                return call.finish(py, r).map(Some);
-            }
-            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
-            if left.is_some_and(|l| l.is_zero()) {
-                return Ok(None);
-            }
-            let slice = left.map_or(Duration::from_millis(100), |l| {
-                l.min(Duration::from_millis(100))
-            });
-            let exec = &mut self.exec;
-            let spun = py.detach(|| exec.spin_once(slice));
-            take_callback_error()?;
-            spun.map_err(core_error)?;
-            py.check_signals()?;
-        }
+        let stop = self.exec.stop_handle();
+        let exec = &mut self.exec;
+        spin_until_answered(py, call, timeout, stop, |slice| {
+            exec.spin_once(slice).map(drop)
+        })
     }
 
     /// Run at most one ready callback, waiting up to `timeout` seconds for
@@ -914,29 +897,45 @@ impl MultiThreadedExecutor {
         call: &PendingCall,
         timeout: Option<f64>,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let deadline = match timeout {
-            Some(t) => Some(std::time::Instant::now() + duration("timeout", t)?),
-            None => None,
-        };
-        // The answer stops the workers' slice at once (its waker).
-        let waker = std::task::Waker::from(Arc::new(StopExecutor(self.exec.stop_handle())));
-        loop {
-            if let Some(r) = call.poll_raw(&waker) {
-                return call.finish(py, r).map(Some);
-            }
-            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
-            if left.is_some_and(|l| l.is_zero()) {
-                return Ok(None);
-            }
-            let slice = left.map_or(Duration::from_millis(100), |l| {
-                l.min(Duration::from_millis(100))
-            });
-            let exec = &mut self.exec;
-            let r = py.detach(|| exec.spin_until(slice, callback_error_pending));
-            take_callback_error()?;
-            r.map_err(core_error)?;
-            py.check_signals()?;
+        let stop = self.exec.stop_handle();
+        let exec = &mut self.exec;
+        spin_until_answered(py, call, timeout, stop, |slice| {
+            exec.spin_until(slice, callback_error_pending).map(drop)
+        })
+    }
+}
+
+/// Spin (`spin` runs an executor for at most the slice it is given, the
+/// GIL released) until `call` is answered or `timeout` seconds pass (None:
+/// no end). The answer stops the executor's slice at once (the call's
+/// waker stops it through `stop`). The answer, or None on timeout.
+fn spin_until_answered(
+    py: Python<'_>,
+    call: &PendingCall,
+    timeout: Option<f64>,
+    stop: myelin::StopHandle,
+    mut spin: impl FnMut(Duration) -> Result<(), myelin::SpinError> + Send,
+) -> PyResult<Option<Py<PyAny>>> {
+    let waker = std::task::Waker::from(Arc::new(StopExecutor(stop)));
+    let deadline = match timeout {
+        Some(t) => Some(std::time::Instant::now() + duration("timeout", t)?),
+        None => None,
+    };
+    loop {
+        if let Some(r) = call.poll_raw(&waker) {
+            return call.finish(py, r).map(Some);
         }
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        if left.is_some_and(|l| l.is_zero()) {
+            return Ok(None);
+        }
+        let slice = left.map_or(Duration::from_millis(100), |l| {
+            l.min(Duration::from_millis(100))
+        });
+        let spun = py.detach(|| spin(slice));
+        take_callback_error()?;
+        spun.map_err(core_error)?;
+        py.check_signals()?;
     }
 }
 
@@ -992,6 +991,15 @@ fn knows_type(type_name: &str) -> bool {
 #[pyfunction]
 fn bundled_types() -> Vec<&'static str> {
     myelin_msgs::definitions().iter().map(|(n, _)| *n).collect()
+}
+
+/// The service types the package ships (`pkg/srv/Name`).
+#[pyfunction]
+fn bundled_services() -> Vec<&'static str> {
+    myelin_msgs::srv_definitions()
+        .iter()
+        .map(|(n, _)| *n)
+        .collect()
 }
 
 /// CDR of `msg`.
@@ -1054,6 +1062,7 @@ fn _myelin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_msg, m)?)?;
     m.add_function(wrap_pyfunction!(knows_type, m)?)?;
     m.add_function(wrap_pyfunction!(bundled_types, m)?)?;
+    m.add_function(wrap_pyfunction!(bundled_services, m)?)?;
     m.add_function(wrap_pyfunction!(serialize, m)?)?;
     m.add_function(wrap_pyfunction!(deserialize, m)?)?;
     Ok(())

@@ -149,3 +149,13 @@ def test_corrupt_bytes_raise_and_never_crash():
             deserialize_message(b"\x00\x01\x00\x00" + data, Image)
         except ValueError:
             pass
+
+
+def test_packages_list_their_types():
+    import myelin.msgs.example_interfaces.srv as srv
+    import myelin.msgs.std_msgs.msg as msg
+
+    assert "String" in dir(msg) and "Header" in dir(msg)
+    assert "AddTwoInts" in dir(srv)
+    with pytest.raises(AttributeError, match="no message type std_msgs/msg/Nope"):
+        msg.Nope

@@ -443,16 +443,18 @@ fn held_exit_child() {
 /// left behind when the last reference was a background thread's).
 #[test]
 fn a_clean_exit_with_the_context_held_by_a_thread_leaves_nothing() {
-    let dir = std::env::temp_dir().join(format!("myelin_held_exit_{}", std::process::id()));
+    let left = files_left_by_child("held_exit_child", "held_exit");
+    assert!(left.is_empty(), "left: {left:?}");
+}
+
+/// Run the child test `child` (role `role`) with a private segment
+/// directory; what it left there once it exited normally.
+fn files_left_by_child(child: &str, role: &str) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("myelin_{role}_{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "held_exit_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE, "held_exit")
+        .args(["--exact", child, "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
         .env("MYELIN_SHM_DIR", &dir)
         .output()
         .unwrap();
@@ -467,8 +469,8 @@ fn a_clean_exit_with_the_context_held_by_a_thread_leaves_nothing() {
         .flatten()
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
         .collect();
-    assert!(left.is_empty(), "left: {left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+    left
 }
 
 /// A process that exits normally takes its wake-up table with it (it lives
@@ -477,32 +479,8 @@ fn a_clean_exit_with_the_context_held_by_a_thread_leaves_nothing() {
 /// its private segment directory is empty.
 #[test]
 fn a_clean_exit_leaves_nothing_behind() {
-    let dir = std::env::temp_dir().join(format!("myelin_exit_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "clean_exit_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE, "exit")
-        .env("MYELIN_SHM_DIR", &dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("pid "));
-    let left: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .collect();
+    let left = files_left_by_child("clean_exit_child", "exit");
     assert!(left.is_empty(), "left: {left:?}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Another process of this user scribbles over a subscription's inbox

@@ -245,7 +245,8 @@ class _InterfaceModule(types.ModuleType):
 
     def __dir__(self):
         prefix = f"{self._package}/{self._kind}/"
-        return [t[len(prefix):] for t in _myelin.bundled_types() if t.startswith(prefix)]
+        names = _myelin.bundled_services() if self._kind == "srv" else _myelin.bundled_types()
+        return [t[len(prefix):] for t in names if t.startswith(prefix)]
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
