@@ -1,5 +1,7 @@
 """Contexts: a process's membership in a ROS domain (``rclpy.context``)."""
 
+import sys
+
 from myelin import _myelin
 
 __all__ = ["Context"]
@@ -36,7 +38,9 @@ class Context:
             domain_id=domain_id,
             shared_memory=shared_memory,
             network=network,
-            args=list(args) if args is not None else [],
+            # As rclpy: no args means the process's command line, so
+            # `--ros-args -r chatter:=other -p rate:=5` works as it does there.
+            args=list(args) if args is not None else list(sys.argv),
             use_sim_time=use_sim_time,
             zenoh_config=None if zenoh_config is None else str(zenoh_config),
         )

@@ -150,3 +150,21 @@ def test_a_4_6_mb_image_crosses_intact(node, domain):
         mine[0] = 1
     finally:
         stop(child)
+
+
+REMAPPED = """
+import myelin
+myelin.init()
+node = myelin.create_node("remapped")
+pub = node.create_publisher(String := __import__("myelin.msgs.std_msgs.msg", fromlist=["String"]).String, "chatter", 10)
+print(pub.topic_name, node.get_name(), node.declare_parameter("rate", 1.0).value, flush=True)
+"""
+
+
+def test_the_command_line_remaps_and_sets_parameters_as_in_rclpy(domain):
+    child = python_child(
+        REMAPPED, domain, "--ros-args", "-r", "chatter:=renamed", "-r", "__node:=talker2", "-p", "rate:=5.0"
+    )
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    assert out.split() == ["/renamed", "talker2", "5.0"], out
