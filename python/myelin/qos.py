@@ -164,3 +164,10 @@ qos_profile_sensor_data = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST
 qos_profile_services_default = QoSProfile(depth=10)
 qos_profile_parameters = QoSProfile(depth=1000)
 qos_profile_parameter_events = QoSProfile(depth=1000)
+
+# rclpy's older names, still common in code written for it.
+QoSHistoryPolicy = HistoryPolicy
+QoSReliabilityPolicy = ReliabilityPolicy
+QoSDurabilityPolicy = DurabilityPolicy
+QoSLivelinessPolicy = LivelinessPolicy
+__all__ += ["QoSHistoryPolicy", "QoSReliabilityPolicy", "QoSDurabilityPolicy", "QoSLivelinessPolicy"]
