@@ -71,7 +71,7 @@ class Executor:
     def spin(self):
         """Run callbacks until the context shuts down."""
         while self._context.ok():
-            self._exec.spin_once(3600.0)
+            self._exec.spin_for(3600.0)
 
     def spin_until_future_complete(self, future, timeout_sec=None):
         """Run callbacks until ``future`` is done, or ``timeout_sec`` passes."""

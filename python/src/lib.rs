@@ -808,6 +808,29 @@ impl Executor {
         })
     }
 
+    /// Run callbacks for up to `timeout` seconds, until a callback raised or
+    /// the context shut down, staying out of the GIL between them (each
+    /// callback takes it only for its Python code); in slices so that
+    /// Ctrl-C raises KeyboardInterrupt. What `spin()` runs on.
+    fn spin_for(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
+        let deadline = std::time::Instant::now() + duration("timeout", timeout)?;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let slice = left.min(Duration::from_millis(100));
+            let exec = &mut self.exec;
+            let begun = std::time::Instant::now();
+            let r = py.detach(|| exec.spin_until(slice, callback_error_pending));
+            take_callback_error()?;
+            r.map_err(core_error)?;
+            py.check_signals()?;
+            // A slice that ended early without an error was stopped (the
+            // context shut down, or a stop handle).
+            if left <= slice || begun.elapsed() < slice {
+                return Ok(());
+            }
+        }
+    }
+
     /// Run at most one ready callback, waiting up to `timeout` seconds for
     /// one (the GIL released meanwhile). Whether one ran. Raises what the
     /// callback raised, and KeyboardInterrupt on Ctrl-C.
@@ -877,12 +900,14 @@ impl MultiThreadedExecutor {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let slice = left.min(Duration::from_millis(100));
             let exec = &mut self.exec;
+            let begun = std::time::Instant::now();
             let r = py
                 .detach(|| exec.spin_until(slice, || callback_error_pending() || (once && ran())));
             take_callback_error()?;
             r.map_err(core_error)?;
             py.check_signals()?;
-            if (once && ran()) || left <= slice {
+            // Early without a callback: stopped (the context shut down).
+            if (once && ran()) || left <= slice || begun.elapsed() < slice {
                 return Ok(ran());
             }
         }

@@ -1,9 +1,12 @@
 """The multi-threaded executor: callbacks of different nodes overlap."""
 
 import threading
+import time
+
+import pytest
 
 import myelin
-from myelin.executors import MultiThreadedExecutor
+from myelin.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from myelin.msgs.example_interfaces.srv import AddTwoInts
 
 
@@ -40,3 +43,27 @@ def test_service_call_completes_under_the_multi_threaded_executor(ctx):
     future = client.call_async(AddTwoInts.Request(a=1, b=2))
     ex.spin_until_future_complete(future, timeout_sec=30)
     assert future.result().sum == 3
+
+
+@pytest.mark.parametrize("kind", ["single", "multi"])
+def test_spin_returns_when_the_context_shuts_down(domain, monkeypatch, kind):
+    monkeypatch.setenv("MYELIN_TRANSPORT", "shm")
+    ctx = myelin.Context()
+    ctx.init(domain_id=domain, network=False)
+    node = myelin.create_node("spinner", context=ctx)
+    ticks = []
+    node.create_timer(0.01, lambda: ticks.append(1))
+    ex = (SingleThreadedExecutor if kind == "single" else MultiThreadedExecutor)(context=ctx)
+    ex.add_node(node)
+    done = threading.Event()
+
+    def run():
+        ex.spin()
+        done.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    while len(ticks) < 3:
+        time.sleep(0.01)
+    ctx.shutdown()
+    assert done.wait(timeout=30), "spin() kept running after the context shut down"
