@@ -287,9 +287,8 @@ impl Node {
         callback: Py<PyAny>,
         raw: bool,
     ) -> PyResult<Subscription> {
-        let plan = codec::plan_of_class(msg_type)?;
-        let ty = raw_type(&plan)?;
-        let p = plan.clone();
+        let p = codec::plan_of_class(msg_type)?;
+        let ty = raw_type(&p)?;
         let s = self
             .node
             .create_raw_subscription(
@@ -312,10 +311,7 @@ impl Node {
                 },
             )
             .map_err(endpoint_error)?;
-        Ok(Subscription {
-            subscription: s,
-            plan,
-        })
+        Ok(Subscription { subscription: s })
     }
 
     /// A timer that calls `callback` every `period` seconds.
@@ -544,8 +540,6 @@ impl Publisher {
 #[pyclass(module = "myelin._myelin", frozen)]
 struct Subscription {
     subscription: myelin::Subscription<AnyMessage>,
-    #[allow(dead_code)]
-    plan: Arc<codec::Plan>,
 }
 
 #[pymethods]
