@@ -170,9 +170,18 @@ fn send_as<A: ActionType>(
     }
     println!("Sending goal:\n{}\n", indented(&goal, 5));
     let mut options = SendGoalOptions::new();
+    // Feedback arrives on its own topic and may trail the result: the time
+    // of the last one lets the result wait for the stream to settle, and
+    // `done` keeps feedback from printing after the result.
+    let printed = std::sync::Arc::new(std::sync::Mutex::new((std::time::Instant::now(), false)));
     if feedback {
-        options = options.on_feedback(|f: A::Feedback| {
-            println!("Feedback:\n{}\n", indented(&f, 4));
+        let printed = printed.clone();
+        options = options.on_feedback(move |f: A::Feedback| {
+            let mut p = printed.lock().unwrap_or_else(|e| e.into_inner());
+            if !p.1 {
+                println!("Feedback:\n{}\n", indented(&f, 4));
+                p.0 = std::time::Instant::now();
+            }
         });
     }
     let handle = match client.send_goal_with(goal, options, timeout) {
@@ -196,6 +205,23 @@ fn send_as<A: ActionType>(
             other => break other?,
         }
     };
+    if feedback {
+        // Up to a second for feedback already sent to arrive (quiet for
+        // 100 ms ends the wait), then no more of it.
+        let until = std::time::Instant::now() + Duration::from_secs(1);
+        while std::time::Instant::now() < until
+            && printed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .0
+                .elapsed()
+                < Duration::from_millis(100)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let mut p = printed.lock().unwrap_or_else(|e| e.into_inner());
+    p.1 = true;
     println!("Result:\n{}\n", indented(&done.result, 4));
     println!("Goal finished with status: {}", done.state);
     if done.state == GoalState::Unknown {
