@@ -81,6 +81,7 @@ pub use harness::sys::{CpuSnapshot, CpuUsage, MachineInfo, current_rss_bytes, pe
 /// call it first thing in `main`; it returns only if not.
 pub fn child_if_requested() {
     topology::child_if_requested();
+    scenarios::scale::member_if_requested();
     #[cfg(feature = "zenoh")]
     scenarios::net::stage_if_requested();
     for role in systems::roles() {

@@ -608,6 +608,10 @@ pub enum Scenario {
     /// and saturated), and the player's timing at 1 kHz (`--duration`
     /// seconds per recording, default 20; writes to the temp directory).
     Bag,
+    /// Many idle processes: CPU, memory and shared memory per process, and
+    /// how fast a late joiner finds them all (`--population 10,50,100,200`,
+    /// `--endpoints 4`, `--transport shm|zenoh|zenoh-client`, default all).
+    Scale,
 }
 
 /// `myelin bench` arguments.
@@ -676,4 +680,12 @@ pub struct BenchArgs {
     /// nftables) instead of loopback; ping-pong only.
     #[arg(long)]
     pub hosts: bool,
+    /// scale: numbers of processes, comma-separated (default
+    /// 10,50,100,200; with --quick 10,50).
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
+    pub population: Vec<usize>,
+    /// scale: endpoints per process, half publishers and half
+    /// subscriptions.
+    #[arg(long, default_value_t = 4)]
+    pub endpoints: usize,
 }

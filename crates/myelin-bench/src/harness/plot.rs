@@ -509,6 +509,109 @@ fn draw_rows(root: &Root<'_>, rows: &[RowPoint], title: &str) -> DrawResult {
     legend(&mut chart)
 }
 
+/// `myelin bench scale`'s chart: against the number of processes, one
+/// line per transport, the idle CPU per process (left) and the late
+/// joiner's time to its first message (right), both on log scales.
+pub(crate) fn write_scale_chart(
+    path: &Path,
+    rows: &[crate::scenarios::scale::ScaleRow],
+) -> Result<(), PlotError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| PlotError::Dir {
+            path: dir.to_owned(),
+            source,
+        })?;
+    }
+    draw_to(path, |root| {
+        let panels = root.split_evenly((1, 2));
+        type Pick = fn(&crate::scenarios::scale::ScaleRow) -> f64;
+        let charts: [(&str, &str, Pick); 2] = [
+            (
+                "idle CPU per process",
+                "ms of CPU per second (log scale)",
+                |r| r.idle_per_process_ms_per_s,
+            ),
+            (
+                "late joiner: first message",
+                "ms after it started (log scale)",
+                |r| r.joiner_first_ms,
+            ),
+        ];
+        for (panel, (title, y_desc, pick)) in panels.iter().zip(charts) {
+            draw_scale_panel(panel, rows, title, y_desc, pick)?;
+        }
+        Ok(())
+    })
+}
+
+fn draw_scale_panel(
+    root: &Root<'_>,
+    rows: &[crate::scenarios::scale::ScaleRow],
+    title: &str,
+    y_desc: &str,
+    pick: fn(&crate::scenarios::scale::ScaleRow) -> f64,
+) -> DrawResult {
+    let values: Vec<f64> = rows
+        .iter()
+        .map(pick)
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    if values.is_empty() {
+        return no_samples(root, title, "no rows");
+    }
+    let n_hi = rows.iter().map(|r| r.n).max().unwrap_or(2) as f64;
+    let n_lo = rows.iter().map(|r| r.n).min().unwrap_or(1) as f64;
+    let y_lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let y_hi = values.iter().copied().fold(0.0, f64::max);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, (FONT, 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            ((n_lo / 1.3)..(n_hi * 1.3)).log_scale(),
+            ((y_lo / 2.0)..(y_hi * 2.0)).log_scale(),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("processes (log scale)")
+        .y_desc(y_desc)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.3}"))
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .draw()?;
+    let colors = [BLUE, RGBColor(230, 120, 0), RGBColor(0, 150, 60), RED];
+    let mut transports: Vec<_> = rows.iter().map(|r| r.transport).collect();
+    transports.dedup();
+    for (i, t) in transports.into_iter().enumerate() {
+        let color = colors[i % colors.len()];
+        let points: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.transport == t)
+            .map(|r| (r.n as f64, pick(r)))
+            .filter(|(_, v)| v.is_finite() && *v > 0.0)
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+            .label(t.name())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart.draw_series(
+            points
+                .into_iter()
+                .map(|p| Circle::new(p, 4, color.filled())),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

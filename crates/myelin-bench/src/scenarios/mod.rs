@@ -13,6 +13,8 @@
 //! - [`pingpong`]: the ddsperf-style ping-pong between two processes.
 //! - `net` (feature `zenoh`): the network transport across processes,
 //!   through a zenoh router on loopback.
+//! - [`scale`]: many idle processes (CPU, memory and shared memory per
+//!   process, a late joiner's discovery time), shared memory beside zenoh.
 //!
 //! A scenario validates its parameters and defines what every system's run
 //! shares (message sizes, sinks, frame pools), then asks each chosen system
@@ -36,6 +38,7 @@ pub mod net;
 pub mod pingpong;
 pub mod relay;
 pub mod rpc;
+pub mod scale;
 
 /// `systems` with myelin after its peers: the fan-out and client/server
 /// tables list the peer's rows before myelin's (as BENCHMARKS.md shows

@@ -72,6 +72,7 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
         Scenario::Rpc => scenarios::rpc::plan(chain, &sys)?,
         Scenario::Topology => unreachable!("handled by `topology`"),
         Scenario::Bag => unreachable!("handled by `bench_bag`"),
+        Scenario::Scale => unreachable!("handled by `bench_scale`"),
         Scenario::Pingpong => scenarios::pingpong::plan(
             scenarios::pingpong::PingPongParams {
                 count: args.count.unwrap_or(if q { 2_000 } else { 20_000 }),
@@ -208,6 +209,9 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.scenario == Scenario::Bag {
         return crate::command::bench_bag::run(&args);
+    }
+    if args.scenario == Scenario::Scale {
+        return crate::command::bench_scale::run(&args);
     }
     let jobs = plan(&args)?;
     if let Some(index) = args.job {
