@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::ShmError;
+use crate::changes::{self, Change, EndpointKey, GRAPH_LEN, LogEntry, LogRead};
 use crate::segment::*;
 
 /// Where the endpoint description starts in a segment.
@@ -30,7 +31,7 @@ pub const ANY_TYPE: u64 = 0;
 pub const ANY_TYPE_NAME: &str = "*";
 
 /// Publisher or subscription.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EndpointKind {
     /// A publisher.
     Publisher,
@@ -82,6 +83,11 @@ fn get_str(seg: &Segment, off: usize, len_off: usize) -> Result<String, String> 
 }
 
 impl EndpointInfo {
+    /// The key naming this endpoint's segment and its log entries.
+    pub fn key(&self) -> EndpointKey {
+        EndpointKey::new(self.kind, self.pid, self.id, &self.topic)
+    }
+
     pub(crate) fn write(&self, seg: &Segment) {
         let b = INFO_OFF;
         let kind = match self.kind {
@@ -141,7 +147,7 @@ pub struct Announcement {
 impl Announcement {
     /// Announce a publisher of `domain`.
     pub fn publish(domain: u32, info: &EndpointInfo) -> Result<Announcement, ShmError> {
-        let name = SegmentName::new(domain, &format!("p_{}_{}", info.pid, info.id))?;
+        let name = info.key().segment_name(domain)?;
         let seg = Segment::create_fresh(&name, INFO_OFF + INFO_LEN)?;
         info.write(&seg);
         seg.publish_header(KIND_ANNOUNCE, info.pid);
@@ -188,6 +194,46 @@ pub fn scan(domain: u32, errors: &mut Vec<ShmError>) -> Vec<Found> {
     out
 }
 
+/// The endpoints of `domain` on this host, from the segments' names
+/// alone (nothing is opened): what a process compares against what it
+/// knows, to find what appeared and what went away.
+pub fn list_keys(domain: u32) -> Vec<(EndpointKey, SegmentName)> {
+    let prefix_len = prefix(domain).len();
+    let mut out = Vec::new();
+    for prefix in ["p_", "s_"] {
+        for name in list(domain, prefix) {
+            if let Some(key) = EndpointKey::parse(&name.file_name()[prefix_len..]) {
+                out.push((key, name));
+            }
+        }
+    }
+    out
+}
+
+/// Open the endpoint `key` of `domain` and read its description.
+pub fn open_found(domain: u32, key: &EndpointKey) -> Result<Found, ShmError> {
+    let name = key.segment_name(domain)?;
+    let kind = match key.kind {
+        EndpointKind::Publisher => KIND_ANNOUNCE,
+        EndpointKind::Subscription => KIND_INBOX,
+    };
+    let info = Segment::open_kind(&name, kind).and_then(|s| EndpointInfo::read(&s))?;
+    if info.pid != key.pid || info.id != key.id || info.kind != key.kind {
+        return Err(ShmError::BadHeader {
+            path: name.path().display().to_string(),
+            what: format!(
+                "describes endpoint {} of process {}, not the one its name says",
+                info.id, info.pid
+            ),
+        });
+    }
+    Ok(Found {
+        alive: process_alive(info.pid),
+        name,
+        info,
+    })
+}
+
 /// Whether a segment file that does not validate was last written more than
 /// a few seconds ago (so nobody is still creating it).
 fn abandoned(name: &SegmentName) -> bool {
@@ -196,6 +242,14 @@ fn abandoned(name: &SegmentName) -> bool {
         .ok()
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|age| age > std::time::Duration::from_secs(3))
+}
+
+/// A listener slot of the domain's graph segment, held by this process
+/// (see [`crate::changes`]).
+#[derive(Debug, Clone)]
+pub struct Listener {
+    slot: usize,
+    pid: u32,
 }
 
 /// The domain-wide change counter (`graph` segment, owned by nobody).
@@ -308,7 +362,7 @@ impl GraphEvent {
             static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
             let tmp = SegmentName::new(domain, &format!("graphtmp_{}_{n}", std::process::id()))?;
-            let mut seg = Segment::create_fresh(&tmp, HEADER_SIZE + 64)?;
+            let mut seg = Segment::create_fresh(&tmp, GRAPH_LEN)?;
             seg.disown();
             seg.publish_header(KIND_GRAPH, 0);
             let linked = std::fs::hard_link(tmp.path(), name.path());
@@ -324,7 +378,16 @@ impl GraphEvent {
                 }
             }
             drop(seg);
-            match Segment::open_kind(name, KIND_GRAPH) {
+            match Segment::open_kind(name, KIND_GRAPH).and_then(|seg| {
+                if seg.len() < GRAPH_LEN {
+                    Err(ShmError::BadHeader {
+                        path: seg.path_str(),
+                        what: format!("{} bytes, too short for the change log", seg.len()),
+                    })
+                } else {
+                    Ok(seg)
+                }
+            }) {
                 Ok(seg) => return Ok(seg),
                 Err(ShmError::BadHeader { .. }) if abandoned(name) => {
                     // Left half-written by a process that died while
@@ -341,6 +404,63 @@ impl GraphEvent {
     /// Tell every process that the endpoints changed.
     pub fn bump(&self) {
         self.seg.event(OFF_GRAPH_EVENT).notify();
+    }
+
+    /// Record that an endpoint appeared, changed or went away, and tell
+    /// every process (see [`crate::changes`]). Appended after the change
+    /// is visible in the directory: a segment complete, or unlinked.
+    pub fn announce(&self, change: Change, key: &EndpointKey) {
+        changes::append(&self.seg, change, key);
+        changes::wake_listeners(&self.seg, key.bucket);
+        self.bump();
+    }
+
+    /// Take a listener slot for this process: its discovery thread then
+    /// sleeps on [`wait_listener`](Self::wait_listener) and is woken only
+    /// for changes in the topic groups it asks for
+    /// ([`listen_to`](Self::listen_to)). `None` when every slot is held
+    /// by a live process: then wait on the domain-wide counter.
+    pub fn claim_listener(&self) -> Option<Listener> {
+        let pid = std::process::id();
+        changes::claim_slot(&self.seg, pid).map(|slot| Listener { slot, pid })
+    }
+
+    /// Give a listener slot back.
+    pub fn release_listener(&self, l: &Listener) {
+        changes::release_slot(&self.seg, l.slot, l.pid);
+    }
+
+    /// Wake `l` for changes in topic bucket group `group`
+    /// ([`changes::group_of`]), or stop.
+    pub fn listen_to(&self, l: &Listener, group: usize, on: bool) {
+        changes::set_interest(&self.seg, l.slot, group, on);
+    }
+
+    /// The listener's wake count.
+    pub fn listener_epoch(&self, l: &Listener) -> u32 {
+        changes::slot_event(&self.seg, l.slot).epoch()
+    }
+
+    /// Wake the listener `l` (this process's own reason: an exit seen).
+    pub fn wake_listener(&self, l: &Listener) {
+        changes::slot_event(&self.seg, l.slot).notify();
+    }
+
+    /// Sleep until `l` is woken (its count differs from `seen`) or
+    /// `deadline` passes.
+    pub fn wait_listener(&self, l: &Listener, seen: u32, deadline: Instant) {
+        let ev = changes::slot_event(&self.seg, l.slot);
+        ev.wait_while(|| ev.epoch() == seen, Some(deadline));
+    }
+
+    /// How many changes were ever announced (a new reader's cursor).
+    pub fn log_head(&self) -> u64 {
+        changes::head(&self.seg)
+    }
+
+    /// The changes announced from `cursor` on, into `out`.
+    pub fn read_log(&self, cursor: u64, out: &mut Vec<LogEntry>) -> LogRead {
+        changes::read_since(&self.seg, cursor, out)
     }
 
     /// The current change count.

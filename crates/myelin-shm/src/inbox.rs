@@ -186,7 +186,7 @@ impl Inbox {
         ret_cap: u32,
         connections: usize,
     ) -> Result<Inbox, ShmError> {
-        let name = SegmentName::new(domain, &format!("s_{}_{}", info.pid, info.id))?;
+        let name = info.key().segment_name(domain)?;
         let desc_cap = desc_cap.clamp(1, MAX_DESC);
         let ret_cap = ret_cap.clamp(1, 4 * MAX_DESC);
         let conns = connections.clamp(1, MAX_CONNECTIONS);
@@ -259,6 +259,13 @@ impl Inbox {
             .store(self.wake_slot.load(Ordering::Relaxed), Ordering::SeqCst);
         seg.publish_header(KIND_INBOX, self.info.pid);
         true
+    }
+
+    /// Remove the inbox's name now: publishers stop finding it, while
+    /// messages this process still reads from it stay valid (the
+    /// subscription is gone; its last messages may still be in use).
+    pub fn unlink(&self) {
+        self.seg.unlink();
     }
 
     /// The segment's name (what publishers connect to).

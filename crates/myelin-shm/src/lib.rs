@@ -7,14 +7,16 @@
 //!   `myelin_<uid>_<domain>_<name>`, created owner-only (`0600`), with a
 //!   validated header (magic, version, kind, length, owner pid).
 //!   [`cleanup_stale`] removes the segments of dead processes.
-//! * **Endpoints** ([`endpoint`]): the announcements discovery scans, and
-//!   the domain's change counter.
+//! * **Endpoints** ([`endpoint`]): the announcements discovery reads, and
+//!   the domain's change counter with its change log ([`changes`]).
 //! * **Inboxes** ([`inbox`]): a subscription's buffer across processes:
 //!   descriptor rings written by up to 16 publishers, return rings back.
 //! * **Pools** ([`pool`]): a publisher's chunks, read in place by
 //!   subscribers; reference counts stay in the publisher's private memory.
 //! * **Wake-up tables** ([`wake`]): futex slots other processes signal,
 //!   with ready lanes that say which inbox has data.
+//! * **Exits** ([`watch`]): a pidfd per peer process in one epoll set, so
+//!   a process that dies (even by `kill -9`) is noticed at once.
 //! * **The broadcast ring** ([`RingWriter`], [`RingReader`]): one writer,
 //!   any number of readers, each slot a seqlock, so the writer never waits.
 //!   The transport does not use it; the benchmark does, as the floor of a
@@ -42,17 +44,19 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod changes;
 pub mod endpoint;
 pub mod inbox;
 pub mod pool;
 mod ring;
 mod segment;
 pub mod wake;
+pub mod watch;
 
 pub use ring::{RecvInfo, RingReader, RingWriter};
 pub use segment::{
-    SegmentName, SegmentState, SurveyEntry, TypeId, cleanup_stale, cleanup_stale_host,
-    process_alive, segment_dir, survey,
+    SegmentName, SegmentState, SurveyEntry, TypeId, cleanup_exited, cleanup_stale,
+    cleanup_stale_host, forget_at_exit, process_alive, remove_at_exit, segment_dir, survey,
 };
 
 /// Shared-memory errors. Each names the segment (its path) and what is

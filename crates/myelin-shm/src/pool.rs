@@ -44,7 +44,7 @@ pub struct PoolWriter {
 impl Drop for PoolWriter {
     fn drop(&mut self) {
         if self.keep.load(Ordering::Relaxed) {
-            self.seg.disown();
+            self.seg.keep_until_exit();
         }
     }
 }
@@ -103,8 +103,9 @@ impl PoolWriter {
     }
 
     /// Leave the file in place when this pool is dropped (readers still
-    /// have descriptors into it); [`crate::cleanup_stale`] removes it once
-    /// this process is gone.
+    /// have descriptors into it); the caller removes it later, and this
+    /// process's exit does if nobody did (a killed process's goes in
+    /// [`crate::cleanup_stale`]).
     pub fn keep_file(&self) {
         self.keep.store(true, Ordering::Relaxed);
     }

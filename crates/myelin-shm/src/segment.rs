@@ -20,7 +20,9 @@ pub(crate) const KIND_POOL: u32 = 2;
 pub(crate) const KIND_INBOX: u32 = 3;
 pub(crate) const KIND_WAKE: u32 = 4;
 pub(crate) const KIND_ANNOUNCE: u32 = 5;
-pub(crate) const KIND_GRAPH: u32 = 6;
+/// The domain's change counter and change log (kind 6 was the counter
+/// alone, before the log).
+pub(crate) const KIND_GRAPH: u32 = 7;
 /// Bytes of the segment header; slots start here.
 pub(crate) const HEADER_SIZE: usize = 256;
 /// Bytes of a slot's own header (stamp, length).
@@ -84,7 +86,7 @@ impl SegmentName {
     }
 }
 
-fn prefix(domain: u32) -> String {
+pub(crate) fn prefix(domain: u32) -> String {
     format!("myelin_{}_{domain}_", uid())
 }
 
@@ -184,13 +186,16 @@ impl Segment {
             Self::map(&file, &path, len as u64)
         })();
         match made {
-            Ok(map) => Ok(Segment {
-                path,
-                map,
-                owner: true,
-                ino: inode(&file),
-                file: Some(file),
-            }),
+            Ok(map) => {
+                remove_at_exit(&path);
+                Ok(Segment {
+                    path,
+                    map,
+                    owner: true,
+                    ino: inode(&file),
+                    file: Some(file),
+                })
+            }
             Err(e) => {
                 let _ = std::fs::remove_file(&path);
                 Err(e)
@@ -301,9 +306,28 @@ impl Segment {
         self.path.display().to_string()
     }
 
+    /// Remove the file's name now (if it is still this file): other
+    /// processes stop finding it, while mappings, this one too, stay
+    /// valid until dropped.
+    pub(crate) fn unlink(&self) {
+        if names_inode(&self.path, self.ino) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
     /// Keep the file when this mapping is dropped (readers of a segment
     /// whose creator is gone, and the domain-wide graph segment).
+    /// Keep the file when this mapping is dropped, but still remove it
+    /// when the process exits (a dropped publisher's pool whose chunks
+    /// readers hold: the file must outlive the publisher, not the process).
+    pub(crate) fn keep_until_exit(&mut self) {
+        self.owner = false;
+    }
+
     pub(crate) fn disown(&mut self) {
+        if self.owner {
+            forget_at_exit(&self.path);
+        }
         self.owner = false;
     }
 
@@ -426,7 +450,66 @@ impl Drop for Segment {
     fn drop(&mut self) {
         if self.owner {
             let _ = std::fs::remove_file(&self.path);
+            forget_at_exit(&self.path);
         }
+    }
+}
+
+/// The segment files this process created and still owns, and the pid
+/// that made the list (a forked child's list starts empty).
+struct Owned {
+    pid: u32,
+    paths: std::collections::HashSet<PathBuf>,
+}
+
+static OWNED: std::sync::Mutex<Option<Owned>> = std::sync::Mutex::new(None);
+
+/// Remove the file at `path` when this process exits normally, unless it
+/// is removed (or [`forget_at_exit`]) before. Every segment a process
+/// creates is on this list while it owns it: a segment whose last
+/// reference a background thread holds when `main` returns (a discovery
+/// pass running, a message in flight) is never dropped, and would stay
+/// behind. A process killed outright leaves its files to the survivors'
+/// sweep ([`cleanup_stale`]).
+pub fn remove_at_exit(path: &Path) {
+    extern "C" fn remove_owned() {
+        let list = OWNED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(o) = list.as_ref()
+            && o.pid == std::process::id()
+        {
+            for p in &o.paths {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    unsafe extern "C" {
+        fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+    }
+    let pid = std::process::id();
+    let mut list = OWNED.lock().unwrap_or_else(|e| e.into_inner());
+    let o = list.get_or_insert_with(|| {
+        // SAFETY: `atexit` only records the function pointer; the handler
+        // touches a static list under its mutex and the file system.
+        unsafe { atexit(remove_owned) };
+        Owned {
+            pid,
+            paths: Default::default(),
+        }
+    });
+    if o.pid != pid {
+        // A forked child: its parent's files are not its own.
+        o.pid = pid;
+        o.paths.clear();
+    }
+    o.paths.insert(path.to_path_buf());
+}
+
+/// Take `path` off the list of files removed at exit (it was removed, or
+/// is someone else's to remove now).
+pub fn forget_at_exit(path: &Path) {
+    let mut list = OWNED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(o) = list.as_mut() {
+        o.paths.remove(path);
     }
 }
 
@@ -654,13 +737,24 @@ pub fn process_alive(pid: u32) -> bool {
 /// (e.g. after `kill -9`). Returns the removed paths. Segments whose header
 /// cannot be read are left alone (they may be being created right now).
 pub fn cleanup_stale(domain: u32) -> Result<Vec<PathBuf>, ShmError> {
-    cleanup_prefix(&prefix(domain))
+    cleanup_prefix(&prefix(domain), &[])
+}
+
+/// [`cleanup_stale`] and [`cleanup_stale_host`] in one, also removing
+/// the segments of the processes in `exited`, which the caller knows have
+/// exited (a pidfd said so) though they may still look alive: a killed
+/// process is a zombie until its parent reaps it, and a zombie answers
+/// `kill(pid, 0)`.
+pub fn cleanup_exited(domain: u32, exited: &[u32]) -> Result<Vec<PathBuf>, ShmError> {
+    let mut removed = cleanup_prefix(&prefix(domain), exited)?;
+    removed.extend(cleanup_prefix(&host_prefix(), exited)?);
+    Ok(removed)
 }
 
 /// [`cleanup_stale`] for the per-process segments that belong to no domain
 /// (wake-up tables).
 pub fn cleanup_stale_host() -> Result<Vec<PathBuf>, ShmError> {
-    cleanup_prefix(&host_prefix())
+    cleanup_prefix(&host_prefix(), &[])
 }
 
 /// The segment files of `domain` whose names start with `kind_prefix`
@@ -680,7 +774,7 @@ pub(crate) fn list(domain: u32, kind_prefix: &str) -> Vec<SegmentName> {
     out
 }
 
-fn cleanup_prefix(prefix: &str) -> Result<Vec<PathBuf>, ShmError> {
+fn cleanup_prefix(prefix: &str, exited: &[u32]) -> Result<Vec<PathBuf>, ShmError> {
     let dir = segment_dir();
     let mut removed = Vec::new();
     let entries = std::fs::read_dir(&dir).map_err(|e| io(&dir, e))?;
@@ -730,7 +824,10 @@ fn cleanup_prefix(prefix: &str) -> Result<Vec<PathBuf>, ShmError> {
                 .expect("4 bytes"),
         );
         // pid 0: a domain-wide segment owned by nobody (never stale).
-        if pid != 0 && !process_alive(pid) && std::fs::remove_file(&path).is_ok() {
+        if pid != 0
+            && (exited.contains(&pid) || !process_alive(pid))
+            && std::fs::remove_file(&path).is_ok()
+        {
             removed.push(path);
         }
     }

@@ -112,23 +112,10 @@ impl WakeTable {
     /// (`cleanup_stale_host`). A forked child that exits leaves its
     /// parent's table alone.
     pub fn remove_at_exit(&self) {
-        static AT_EXIT: std::sync::OnceLock<(u32, std::path::PathBuf)> = std::sync::OnceLock::new();
-        extern "C" fn unlink_table() {
-            if let Some((pid, path)) = AT_EXIT.get()
-                && *pid == std::process::id()
-            {
-                let _ = std::fs::remove_file(path);
-            }
-        }
-        unsafe extern "C" {
-            fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
-        }
-        if AT_EXIT.set((self.pid, self.seg.path.clone())).is_ok() {
-            // SAFETY: `atexit` only records the function pointer; the
-            // handler touches nothing but a `OnceLock` that is set before
-            // it is registered and never changes, and the file system.
-            unsafe { atexit(unlink_table) };
-        }
+        // Every segment this process creates is removed at its exit while
+        // it owns it (`segment::remove_at_exit`); this says so for the
+        // table, which lives in a static and is never dropped.
+        crate::segment::remove_at_exit(&self.seg.path);
     }
 
     /// Open the table of process `pid` to notify its slots; `tag` is the

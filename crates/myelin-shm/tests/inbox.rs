@@ -29,7 +29,7 @@ fn info(id: u64) -> EndpointInfo {
 
 fn pair(id: u64, cap: u32) -> (Inbox, InboxWriter, SegmentName) {
     let inbox = Inbox::create(DOMAIN, &info(id), cap, cap * 2).unwrap();
-    let name = SegmentName::new(DOMAIN, &format!("s_{}_{id}", std::process::id())).unwrap();
+    let name = info(id).key().segment_name(DOMAIN).unwrap();
     let w = InboxWriter::connect(&name, 99, 7)
         .unwrap()
         .expect("a free block");
@@ -52,7 +52,7 @@ fn an_inbox_takes_the_publishers_it_was_made_for() {
     let id = 77;
     let inbox = Inbox::create_for(DOMAIN, &info(id), 4, 8, 3).unwrap();
     assert_eq!(inbox.connections(), 3);
-    let name = SegmentName::new(DOMAIN, &format!("s_{}_{id}", std::process::id())).unwrap();
+    let name = info(id).key().segment_name(DOMAIN).unwrap();
     let writers: Vec<_> = (0..3)
         .map(|p| {
             InboxWriter::connect(&name, 100 + p, 7)

@@ -287,6 +287,14 @@ impl SharedEvent {
         }
     }
 
+    /// The number of notifications so far (wrapping): a waiter reads it
+    /// before looking for work, then waits while it is unchanged.
+    pub fn epoch(&self) -> u32 {
+        // SYNC: SeqCst, as the epoch load in `wait_while`: a notify after
+        // this load changes what the waiter compares against.
+        self.epoch.load(Ordering::SeqCst)
+    }
+
     /// Wake at most one waiter (as [`Event::notify_one`]).
     pub fn notify_one(&self) {
         // SYNC: as `Event::notify`.

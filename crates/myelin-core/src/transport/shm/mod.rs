@@ -18,6 +18,7 @@
 //!   message read in place for plain old data and blobs, decoded for CDR
 //!   types); dropping the last reference returns the chunk.
 
+mod discovery;
 mod publish;
 mod qos;
 mod receive;
@@ -27,9 +28,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use myelin_shm::endpoint::{EndpointInfo, EndpointKind, Found, GraphEvent, scan};
+use myelin_shm::changes::{Change, EndpointKey};
+use myelin_shm::endpoint::{EndpointInfo, EndpointKind, GraphEvent, Listener, scan};
 use myelin_shm::wake::WakeTable;
+use myelin_shm::watch::{Exited, Watch};
 use myelin_shm::{cleanup_stale, process_alive};
+
+use discovery::{Discovered, View};
 
 use super::{
     DiscoveredEndpoint, EndpointSpec, PubLink, SubLink, Transport, TransportConfig, TransportError,
@@ -145,29 +150,29 @@ const ORPHAN_GRACE: Duration = Duration::from_secs(2);
 /// Pool files of dropped publishers, with when they were dropped.
 static ORPHANS: Mutex<Vec<(std::path::PathBuf, Instant)>> = Mutex::new(Vec::new());
 
-/// Remove `path` once [`ORPHAN_GRACE`] has passed (on a discovery pass).
+/// Remove `path` once [`ORPHAN_GRACE`] has passed (on a discovery pass),
+/// or when the process exits, if that comes first.
 fn orphan(path: &std::path::Path) {
+    myelin_shm::remove_at_exit(path);
     ORPHANS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push((path.to_path_buf(), Instant::now()));
 }
 
-/// Remove the orphaned pool files whose grace period is over.
-fn remove_orphans() {
+/// Remove the orphaned pool files whose grace period is over; when the
+/// next one is due.
+fn remove_orphans() -> Option<Instant> {
     let mut list = ORPHANS.lock().unwrap_or_else(|e| e.into_inner());
     list.retain(|(path, since)| {
         if since.elapsed() < ORPHAN_GRACE {
             return true;
         }
         let _ = std::fs::remove_file(path);
+        myelin_shm::forget_at_exit(path);
         false
     });
-}
-
-/// A link the discovery thread keeps up to date.
-trait Discovered: Send + Sync {
-    fn rescan(self: Arc<Self>, found: &[Found]);
+    list.iter().map(|(_, since)| *since + ORPHAN_GRACE).min()
 }
 
 /// A context's view of its domain in shared memory.
@@ -175,10 +180,24 @@ pub(crate) struct ShmTransport {
     domain: u32,
     ctx_id: u64,
     graph: Arc<GraphEvent>,
-    locals: Mutex<Vec<Weak<dyn Discovered>>>,
+    /// This context's listener slot in the graph segment: its discovery
+    /// thread is woken only for changes on its topics' groups (`None`:
+    /// every slot taken; it waits on the domain-wide counter).
+    listener: Option<Listener>,
+    view: Mutex<View>,
+    /// Processes that exited (told by the exit watch), for the next pass.
+    exited: Mutex<Vec<u32>>,
+    /// No pidfds here: watched processes are polled (once a second).
+    poll_liveness: AtomicBool,
     stop: Arc<AtomicBool>,
-    last_cleanup: Mutex<Instant>,
+    /// Ourselves, for the exit watch.
+    me: Weak<ShmTransport>,
 }
+
+/// How often a context checks its own inboxes (another process of this
+/// user may have damaged one) and, without pidfds, whether the processes
+/// it talks to are alive.
+const SELF_CHECK: Duration = Duration::from_secs(1);
 
 impl ShmTransport {
     /// Set up the domain and start the discovery thread.
@@ -198,92 +217,160 @@ impl ShmTransport {
         });
         // Segments of processes that died in this domain (a crash, or an
         // exit that skipped destructors) go before anyone matches them.
-        let _ = cleanup_stale(domain);
+        announce_removed(&graph, domain, cleanup_stale(domain));
         wake_table().ok_or_else(|| {
             TransportError::new("this process's wake-up table", "it could not be created")
         })?;
         let stop = Arc::new(AtomicBool::new(false));
-        let dom = Arc::new(ShmTransport {
+        let listener = graph.claim_listener();
+        if listener.is_none() {
+            tracing::debug!(
+                "domain {domain}: every listener slot is taken; discovery wakes for every change"
+            );
+        }
+        let view = View::new(domain, &graph);
+        let dom = Arc::new_cyclic(|me| ShmTransport {
             domain,
             ctx_id: next_id(),
             graph: graph.clone(),
-            locals: Mutex::new(Vec::new()),
+            listener: listener.clone(),
+            view: Mutex::new(view),
+            exited: Mutex::new(Vec::new()),
+            poll_liveness: AtomicBool::new(false),
             stop: stop.clone(),
-            last_cleanup: Mutex::new(Instant::now()),
+            me: me.clone(),
         });
         let weak = Arc::downgrade(&dom);
+        let listener = dom.listener.clone();
         std::thread::Builder::new()
             .name(format!("myelin-discovery-{domain}"))
             .spawn(move || {
+                let mut next_check = Instant::now() + SELF_CHECK;
                 loop {
-                    let seen = graph.epoch();
-                    match weak.upgrade() {
-                        Some(d) if !stop.load(Ordering::Relaxed) => d.pass(),
+                    let seen = match &listener {
+                        Some(l) => graph.listener_epoch(l),
+                        None => graph.epoch(),
+                    };
+                    let soon = match weak.upgrade() {
+                        Some(d) if !stop.load(Ordering::Relaxed) => {
+                            let check = Instant::now() >= next_check;
+                            if check {
+                                next_check = Instant::now() + SELF_CHECK;
+                            }
+                            d.pass(check)
+                        }
                         _ => return,
+                    };
+                    let deadline = match soon {
+                        Some(t) => t.min(next_check),
+                        None => next_check,
+                    };
+                    match &listener {
+                        Some(l) => graph.wait_listener(l, seen, deadline),
+                        None => graph.wait(seen, deadline),
                     }
-                    graph.wait(seen, Instant::now() + Duration::from_millis(500));
                 }
             })
             .map_err(|e| TransportError::new("starting the discovery thread", e))?;
         Ok(dom)
     }
 
-    /// Tell every process (this one included) that endpoints changed.
-    fn bump(&self) {
-        self.graph.bump();
-    }
-
-    fn register(&self, d: Weak<dyn Discovered>) {
-        self.locals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(d);
-        self.bump();
-    }
-
-    /// Endpoints of other contexts (this process's other contexts too).
-    fn foreign(&self) -> Vec<Found> {
-        let mut errors = Vec::new();
-        let me = std::process::id();
-        let found: Vec<Found> = scan(self.domain, &mut errors)
-            .into_iter()
-            .filter(|f| !(f.info.pid == me && f.info.context == self.ctx_id))
-            .collect();
-        for e in errors {
+    /// The view, caught up with the log (any thread may do this; the
+    /// rescans it asks for run on the discovery thread).
+    fn view(&self) -> std::sync::MutexGuard<'_, View> {
+        let mut v = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        v.catch_up(&self.graph);
+        for e in std::mem::take(&mut v.skipped) {
             report_skipped(&e);
         }
-        found
+        v
     }
 
-    /// One discovery pass.
-    fn pass(&self) {
-        remove_orphans();
-        let found = self.foreign();
-        let now = Instant::now();
-        let periodic = {
-            let mut last = self.last_cleanup.lock().unwrap_or_else(|e| e.into_inner());
-            let due = now.duration_since(*last) > Duration::from_secs(10);
-            if due {
-                *last = now;
+    fn register(&self, id: u64, topic: &str, d: Weak<dyn Discovered>) {
+        let first = self
+            .view
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .register(id, topic, d);
+        if let (Some(group), Some(l)) = (first, &self.listener) {
+            // Woken for this group from now on; what was announced in it
+            // before is read now (the bit is set before the log is read).
+            self.graph.listen_to(l, group, true);
+            drop(self.view());
+        }
+    }
+
+    /// Wake this context's discovery thread.
+    fn wake(&self) {
+        match &self.listener {
+            Some(l) => self.graph.wake_listener(l),
+            None => self.graph.bump(),
+        }
+    }
+
+    /// One discovery pass: read the log, handle exits, rescan the links
+    /// the changes concern. `check`: also the once-a-second checks.
+    /// Returns when to look again at the latest (a log entry is awaited,
+    /// or a dropped pool's file is due).
+    fn pass(&self, check: bool) -> Option<Instant> {
+        let orphans_due = remove_orphans();
+        let mut exited =
+            std::mem::take(&mut *self.exited.lock().unwrap_or_else(|e| e.into_inner()));
+        let (work, links, soon) = {
+            let mut v = self.view();
+            if check && self.poll_liveness.load(Ordering::Relaxed) {
+                exited.extend(v.watched().into_iter().filter(|p| !process_alive(*p)));
             }
-            due
+            for pid in &exited {
+                v.mark_dead(*pid);
+            }
+            let work = v.take_work();
+            let links = if check { v.links() } else { Vec::new() };
+            let soon = v
+                .waiting_for_entry()
+                .then(|| Instant::now() + Duration::from_millis(20));
+            (work, links, soon)
         };
-        if periodic || found.iter().any(|f| !f.alive) {
+        if let Some(l) = &self.listener {
+            for g in &work.unlisten {
+                self.graph.listen_to(l, *g, false);
+            }
+        }
+        let who: Weak<dyn Exited> = self.me.clone();
+        for pid in &work.watch {
+            match myelin_shm::watch::watch(*pid, &who) {
+                Watch::Watching => {}
+                Watch::Gone => Exited::exited(self, *pid),
+                Watch::Unsupported(e) => {
+                    if !self.poll_liveness.swap(true, Ordering::Relaxed) {
+                        tracing::debug!("process exits are polled (no pidfd: {e})");
+                    }
+                }
+            }
+        }
+        if !exited.is_empty() {
             // A process died without cleaning up: remove its segments
-            // (mappings held by survivors stay valid), and the wake-up
-            // tables of exited processes (a table lives as long as its
-            // process, so it is never removed by its owner).
-            let _ = cleanup_stale(self.domain);
-            let _ = myelin_shm::cleanup_stale_host();
+            // (mappings held by survivors stay valid) and say so, and the
+            // wake-up tables of exited processes.
+            announce_removed(
+                &self.graph,
+                self.domain,
+                myelin_shm::cleanup_exited(self.domain, &exited),
+            );
+            // What the dead process removed itself at its exit, or another
+            // survivor removed for it: forgotten here too.
+            let mut v = self.view.lock().unwrap_or_else(|e| e.into_inner());
+            for pid in &exited {
+                v.forget_removed(*pid);
+            }
         }
-        let locals: Vec<Arc<dyn Discovered>> = {
-            let mut l = self.locals.lock().unwrap_or_else(|e| e.into_inner());
-            l.retain(|w| w.strong_count() > 0);
-            l.iter().filter_map(Weak::upgrade).collect()
-        };
-        for l in locals {
-            l.rescan(&found);
+        for (link, found) in work.rescans {
+            link.rescan(&found);
         }
+        for l in links {
+            l.check_own();
+        }
+        [soon, orphans_due].into_iter().flatten().min()
     }
 
     /// What a link keeps of its domain.
@@ -310,6 +397,32 @@ impl ShmTransport {
     }
 }
 
+impl Exited for ShmTransport {
+    /// On the exit watch's thread: noted for the next pass, which this
+    /// starts.
+    fn exited(&self, pid: u32) {
+        self.exited
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pid);
+        self.wake();
+    }
+}
+
+/// Announce the removal of the endpoint segments in `removed` (this
+/// process removed them for a dead one).
+fn announce_removed(
+    graph: &GraphEvent,
+    domain: u32,
+    removed: Result<Vec<std::path::PathBuf>, myelin_shm::ShmError>,
+) {
+    for path in removed.into_iter().flatten() {
+        if let Some(key) = EndpointKey::of_path(domain, &path) {
+            graph.announce(Change::Removed, &key);
+        }
+    }
+}
+
 impl Transport for ShmTransport {
     fn name(&self) -> &'static str {
         "shm"
@@ -320,11 +433,12 @@ impl Transport for ShmTransport {
         if spec.ty.any {
             return Ok(());
         }
-        for f in self.foreign() {
+        let found = self.view().on_topic(spec.topic);
+        for f in found {
             if f.alive
-                && f.info.topic == spec.topic
                 && !is_any_info(&f.info)
                 && (f.info.type_name != spec.ty.name || f.info.type_hash != spec.ty.hash.0)
+                && process_alive(f.info.pid)
             {
                 return Err(CreateEndpointError::RemoteTypeMismatch {
                     topic: spec.topic.to_string(),
@@ -346,13 +460,11 @@ impl Transport for ShmTransport {
         if !spec.ty.crosses() {
             return Ok(None);
         }
-        let link = Arc::new(publish::PubShm::new(
-            self.domain_handle(),
-            spec,
-            self.info(spec, EndpointKind::Publisher, endpoint_id()),
-        )?);
+        let info = self.info(spec, EndpointKind::Publisher, endpoint_id());
+        let id = info.id;
+        let link = Arc::new(publish::PubShm::new(self.domain_handle(), spec, info)?);
         let weak: Weak<dyn Discovered> = Arc::downgrade(&(link.clone() as Arc<dyn Discovered>));
-        self.register(weak);
+        self.register(id, spec.topic, weak);
         Ok(Some(link))
     }
 
@@ -363,26 +475,27 @@ impl Transport for ShmTransport {
         if !spec.ty.crosses() {
             return Ok(None);
         }
-        let link = Arc::new(receive::SubShm::new(
-            self.domain_handle(),
-            spec,
-            self.info(spec, EndpointKind::Subscription, endpoint_id()),
-        )?);
+        let info = self.info(spec, EndpointKind::Subscription, endpoint_id());
+        let id = info.id;
+        let link = Arc::new(receive::SubShm::new(self.domain_handle(), spec, info)?);
         let weak: Weak<dyn Discovered> = Arc::downgrade(&(link.clone() as Arc<dyn Discovered>));
-        self.register(weak);
+        self.register(id, spec.topic, weak);
         Ok(Some(link))
     }
 
     fn shutdown(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        self.graph.bump();
+        self.wake();
     }
 }
 
 impl Drop for ShmTransport {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        self.graph.bump();
+        self.wake();
+        if let Some(l) = &self.listener {
+            self.graph.release_listener(l);
+        }
         // The domain's graph file goes now if this was its last user, not
         // when the discovery thread or a link lets go of the counter
         // (possibly never, if the process exits first).
@@ -399,8 +512,10 @@ struct Domain {
 }
 
 impl Domain {
-    fn bump(&self) {
-        self.graph.bump();
+    /// Tell every process of the domain that `key` appeared, changed or
+    /// went away.
+    fn announce(&self, change: Change, key: &EndpointKey) {
+        self.graph.announce(change, key);
     }
 }
 

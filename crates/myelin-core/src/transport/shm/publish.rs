@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use arc_swap::ArcSwap;
 use myelin_shm::SegmentName;
+use myelin_shm::changes::{Change, EndpointKey};
 use myelin_shm::endpoint::{Announcement, EndpointInfo, EndpointKind, Found};
 use myelin_shm::inbox::{DEFAULT_CONNECTIONS, Desc, InboxWriter, MAX_CONNECTIONS, Pushed};
 use myelin_shm::pool::{MAX_CHUNK, PoolWriter};
@@ -166,6 +167,9 @@ impl Pools {
 struct Conn {
     writer: InboxWriter,
     inbox: String,
+    /// The subscription's key (announced as changed when this connection
+    /// comes or goes: its process counts its publishers).
+    key: EndpointKey,
     /// Chunks lent on this connection (in its ring or held by the reader).
     lent: HashSet<u32>,
     wake: Option<Arc<WakeTable>>,
@@ -198,7 +202,11 @@ pub(super) struct PubShm {
     topic: String,
     qos: QoS,
     ty: TypeInfo,
-    _announce: Announcement,
+    /// This publisher in the domain's change log.
+    key: EndpointKey,
+    /// Taken (and the file removed) first when dropped, so that the
+    /// removal is announced after it happened.
+    announce: Option<Announcement>,
     pools: Pools,
     conns: ArcSwap<Vec<Arc<Mutex<Conn>>>>,
     /// Inboxes already reported as unusable (type, QoS, full).
@@ -221,11 +229,12 @@ impl PubShm {
         Ok(PubShm {
             pools: Pools::new(dom.id, info.id, spec.ty.hash.0),
             id: info.id,
+            key: info.key(),
             dom,
             topic: spec.topic.to_string(),
             qos: *spec.qos,
             ty: spec.ty,
-            _announce: announce,
+            announce: Some(announce),
             conns: ArcSwap::from_pointee(Vec::new()),
             refused: Mutex::new(HashSet::new()),
             keep_last: matches!(spec.qos.history, History::KeepLast(_)),
@@ -334,14 +343,14 @@ impl PubShm {
         refused
     }
 
-    /// Update the connections from a discovery pass; returns whether they
-    /// changed. A transient-local publisher calls this under its history
-    /// lock (see `rescan`).
-    fn reconnect(&self, found: &[Found], owner: &dyn PubOwner) -> bool {
+    /// Update the connections from a discovery pass; returns the
+    /// subscriptions connected or disconnected. A transient-local
+    /// publisher calls this under its history lock (see `rescan`).
+    fn reconnect(&self, found: &[Found], owner: &dyn PubOwner) -> Vec<EndpointKey> {
         let (topic, ty) = (self.topic.as_str(), &self.ty);
         let current = self.conns.load_full();
         let mut next: Vec<Arc<Mutex<Conn>>> = Vec::with_capacity(current.len());
-        let mut changed = false;
+        let mut changed = Vec::new();
         for c in current.iter() {
             let mut g = c.lock().unwrap_or_else(|e| e.into_inner());
             let alive = found
@@ -357,7 +366,7 @@ impl PubShm {
                     self.release_key(k);
                 }
                 g.closed = true;
-                changed = true;
+                changed.push(g.key);
             }
         }
         let mut fresh = Vec::new();
@@ -407,6 +416,7 @@ impl PubShm {
                         wake: remote_wake_table(f.info.pid, f.info.wake_tag),
                         writer,
                         inbox: f.name.file_name().to_string(),
+                        key: f.info.key(),
                         lent: HashSet::new(),
                         closed: false,
                     })));
@@ -426,13 +436,16 @@ impl PubShm {
                 }
             }
         }
-        if fresh.is_empty() && !changed {
-            return false;
+        if fresh.is_empty() && changed.is_empty() {
+            return changed;
+        }
+        for c in &fresh {
+            changed.push(c.lock().unwrap_or_else(|e| e.into_inner()).key);
         }
         next.extend(fresh);
         self.wanted.set(!next.is_empty());
         self.conns.store(Arc::new(next));
-        true
+        changed
     }
 
     /// Send the history to the connections in `new_inboxes` that asked for
@@ -497,7 +510,7 @@ impl Discovered for PubShm {
     fn rescan(self: Arc<Self>, found: &[Found]) {
         let Some(owner) = self.owner() else { return };
         let transient = self.qos.durability == Durability::TransientLocal;
-        let mut changed = false;
+        let mut changed = Vec::new();
         // Under the history lock, which `publish` holds while it sends: a
         // new subscription gets the history and then every later message,
         // each once.
@@ -508,7 +521,7 @@ impl Discovered for PubShm {
                 Vec::new()
             };
             changed = self.reconnect(found, &*owner);
-            if changed && transient {
+            if !changed.is_empty() && transient {
                 let new: Vec<String> = self
                     .inboxes()
                     .into_iter()
@@ -519,11 +532,13 @@ impl Discovered for PubShm {
                 }
             }
         });
-        if changed {
+        if !changed.is_empty() {
             owner.links_changed();
             // Tell the subscribers' processes: their matched count is the
             // number of publishers actually connected to them.
-            self.dom.bump();
+            for key in &changed {
+                self.dom.announce(Change::Changed, key);
+            }
         }
     }
 }
@@ -531,8 +546,9 @@ impl Discovered for PubShm {
 impl PubLink for PubShm {
     fn start(&self, owner: Weak<dyn PubOwner>) {
         let _ = self.owner.set(owner);
-        // A discovery pass may have run before the owner was known.
-        self.dom.bump();
+        // Now complete: other processes may connect (and this process's
+        // discovery pass matches it, the owner known).
+        self.dom.announce(Change::Added, &self.key);
     }
 
     fn wanted(&self) -> &Arc<Wanted> {
@@ -597,6 +613,7 @@ impl Drop for PubShm {
                 super::orphan(p.path());
             }
         }
-        self.dom.bump();
+        drop(self.announce.take());
+        self.dom.announce(Change::Removed, &self.key);
     }
 }

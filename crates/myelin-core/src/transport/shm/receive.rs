@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use myelin_shm::SegmentName;
+use myelin_shm::changes::{Change, EndpointKey};
 use myelin_shm::endpoint::{EndpointInfo, EndpointKind, Found};
 use myelin_shm::inbox::{ConnState, Desc, Inbox};
 use myelin_shm::pool::PoolReader;
@@ -56,6 +57,8 @@ struct ReaderConn {
 /// The shared-memory side of a subscription.
 pub(super) struct SubShm {
     dom: Domain,
+    /// This subscription in the domain's change log.
+    key: EndpointKey,
     topic: String,
     qos: QoS,
     ty: TypeInfo,
@@ -86,6 +89,7 @@ impl SubShm {
         let conns = inbox.connections();
         Ok(SubShm {
             dom,
+            key: info.key(),
             topic: spec.topic.to_string(),
             qos: *spec.qos,
             ty: spec.ty,
@@ -106,9 +110,10 @@ impl SubShm {
 
     /// Move every waiting message into the subscription; count what was
     /// lost on the way (overwritten by the publisher, or corrupt).
-    /// `check_dead` connections (publisher process gone) are drained and
-    /// freed.
-    fn pump_inner(&self, check_dead: bool) {
+    /// `check_dead` connections (publisher process gone, or in
+    /// `exited`: known to have exited, though a zombie still looks alive)
+    /// are drained and freed.
+    fn pump_inner(&self, check_dead: bool, exited: &[u32]) {
         let Some(owner) = self.owner() else { return };
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         let mut lost = 0;
@@ -132,7 +137,7 @@ impl SubShm {
                     continue;
                 }
             };
-            if check_dead && !closed && !process_alive(pid) {
+            if check_dead && !closed && (exited.contains(&pid) || !process_alive(pid)) {
                 closed = true;
             }
             if r.claim != Some((pid, pub_id, generation)) {
@@ -272,43 +277,60 @@ impl SubShm {
     }
 }
 
+impl SubShm {
+    /// Rewrite the inbox header if another process of this user damaged
+    /// it (publishers would skip it and this subscription would go
+    /// silent), and tell the domain so they connect again.
+    fn repair(&self) {
+        if !self.inbox.inbox.repair() {
+            return;
+        }
+        // SYNC: Relaxed: a counter for the log only.
+        let n = self
+            .repairs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = self.inbox.inbox.path();
+        if n == 0 {
+            tracing::warn!(
+                "shared memory {path}: the inbox header was damaged; rewritten (publishers reconnect)"
+            );
+        } else {
+            tracing::debug!(
+                "shared memory {path}: the inbox header was damaged again ({} times); rewritten",
+                n + 1
+            );
+        }
+        self.dom.announce(Change::Changed, &self.key);
+    }
+}
+
 impl Discovered for SubShm {
     fn rescan(self: Arc<Self>, found: &[Found]) {
         let Some(owner) = self.owner() else { return };
-        // Damaged by another process of this user: publishers would skip
-        // it and this subscription would go silent. Rewrite it, and tell
-        // the domain so they connect again.
-        if self.inbox.inbox.repair() {
-            // SYNC: Relaxed: a counter for the log only.
-            let n = self
-                .repairs
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let path = self.inbox.inbox.path();
-            if n == 0 {
-                tracing::warn!(
-                    "shared memory {path}: the inbox header was damaged; rewritten (publishers reconnect)"
-                );
-            } else {
-                tracing::debug!(
-                    "shared memory {path}: the inbox header was damaged again ({} times); rewritten",
-                    n + 1
-                );
-            }
-            self.dom.bump();
-        }
+        self.repair();
         // Announced publishers with incompatible QoS raise the event here.
         self.check_publishers(found, &*owner);
         // Drain and free the connections of publishers that died.
-        self.pump_inner(true);
+        let exited: Vec<u32> = found
+            .iter()
+            .filter(|f| !f.alive)
+            .map(|f| f.info.pid)
+            .collect();
+        self.pump_inner(true, &exited);
         // Matched = connected: once counted, messages flow.
         owner.links_changed();
+    }
+
+    fn check_own(&self) {
+        self.repair();
     }
 }
 
 impl SubLink for SubShm {
     fn start(&self, owner: Weak<dyn SubOwner>) -> Result<(), TransportError> {
         let _ = self.owner.set(owner);
-        self.dom.bump();
+        // Now complete: publishers in other processes may connect.
+        self.dom.announce(Change::Added, &self.key);
         Ok(())
     }
 
@@ -327,7 +349,7 @@ impl SubLink for SubShm {
     }
 
     fn pump(&self) {
-        self.pump_inner(false);
+        self.pump_inner(false, &[]);
     }
 
     fn has_data(&self) -> bool {
@@ -337,6 +359,9 @@ impl SubLink for SubShm {
 
 impl Drop for SubShm {
     fn drop(&mut self) {
-        self.dom.bump();
+        // The inbox itself may live on while its last messages are in
+        // use; its name goes now, so no publisher connects any more.
+        self.inbox.inbox.unlink();
+        self.dom.announce(Change::Removed, &self.key);
     }
 }

@@ -1,0 +1,229 @@
+//! Shared-memory discovery with many processes: many started at once all
+//! match, a late joiner finds every one, processes killed with `kill -9`
+//! are noticed (their matches dropped, their segments removed), and the
+//! domain is back to empty once all have exited. Real child processes:
+//! the test binary runs itself as each member (`MYELIN_DISCOVERY_ROLE`).
+
+#![cfg(feature = "shm")]
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use myelin::prelude::*;
+
+const ROLE: &str = "MYELIN_DISCOVERY_ROLE";
+const LONG: Duration = Duration::from_secs(60);
+
+fn ctx(domain: u32) -> Context {
+    Context::builder()
+        .domain_id(domain)
+        .handle_signals(false)
+        .shared_memory(true)
+        .network(false)
+        .build()
+        .unwrap()
+}
+
+fn topic(i: usize) -> String {
+    format!("/ring/p{i}")
+}
+
+fn tl() -> QoS {
+    QoS::keep_last(1).transient_local()
+}
+
+/// A member of a ring: publishes its number on its own topic (transient
+/// local), subscribes to the previous member's; says `matched` once its
+/// subscription has its publisher, then `heard <n>` for what it got;
+/// exits when stdin closes.
+#[test]
+fn member_role() {
+    let Ok(spec) = std::env::var(ROLE) else {
+        return;
+    };
+    let mut it = spec.split(',').map(|v| v.parse::<usize>().unwrap());
+    let (domain, index, n) = (
+        it.next().unwrap() as u32,
+        it.next().unwrap(),
+        it.next().unwrap(),
+    );
+    let c = ctx(domain);
+    let node = c.create_node(&format!("member_{index}")).unwrap();
+    let p = node.create_publisher::<u64>(&topic(index), tl()).unwrap();
+    p.publish(index as u64).unwrap();
+    let s = node
+        .create_polling_subscription::<u64>(&topic((index + n - 1) % n), tl(), Default::default())
+        .unwrap();
+    let m = s.wait_for_message(LONG).expect("the neighbour's message");
+    while s.matched_count() == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    println!("matched");
+    println!("heard {}", *m);
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+}
+
+struct Member {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl Member {
+    fn spawn(domain: u32, index: usize, n: usize) -> Member {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "member_role", "--nocapture", "--test-threads=1"])
+            .env(ROLE, format!("{domain},{index},{n}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Member { child, out }
+    }
+
+    fn expect(&mut self, word: &str) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.out.read_line(&mut line).unwrap();
+            assert!(n > 0, "member exited before {word:?}");
+            // The test harness prints "test member_role ... " without a
+            // newline before the member's first line.
+            if let Some(at) = line.find(word) {
+                return line[at..].trim().to_string();
+            }
+        }
+    }
+
+    fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    fn exit(mut self) {
+        drop(self.child.stdin.take());
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+/// This user's segment files of `domain` (and the host's wake tables are
+/// not counted: other tests' processes come and go).
+fn domain_files(domain: u32) -> Vec<String> {
+    // SAFETY: getuid(2) has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let prefix = format!("myelin_{uid}_{domain}_");
+    let dir = std::env::var_os("MYELIN_SHM_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/dev/shm".into());
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    v.sort();
+    v
+}
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + LONG;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// 24 processes start at the same moment, each announcing its endpoints
+/// while the others do: every one matches its neighbour and hears it, a
+/// late joiner subscribing to every topic gets each member's history, and
+/// once all exit the domain leaves no file behind.
+#[test]
+fn many_processes_started_at_once_all_match_and_a_late_joiner_finds_them() {
+    let domain = 170;
+    let n = 24;
+    let mut members: Vec<Member> = (0..n).map(|i| Member::spawn(domain, i, n)).collect();
+    for (i, m) in members.iter_mut().enumerate() {
+        m.expect("matched");
+        assert_eq!(
+            m.expect("heard"),
+            format!("heard {}", (i + n - 1) % n),
+            "member {i}"
+        );
+    }
+    let c = ctx(domain);
+    let node = c.create_node("late_joiner").unwrap();
+    let subs: Vec<_> = (0..n)
+        .map(|i| {
+            node.create_polling_subscription::<u64>(&topic(i), tl(), Default::default())
+                .unwrap()
+        })
+        .collect();
+    for (i, s) in subs.iter().enumerate() {
+        assert_eq!(*s.wait_for_message(LONG).unwrap(), i as u64);
+    }
+    drop(subs);
+    drop(node);
+    c.shutdown();
+    drop(c);
+    for m in members {
+        m.exit();
+    }
+    wait_until("the domain's files to go", || {
+        domain_files(domain).is_empty()
+    });
+}
+
+/// Members killed with `kill -9` never clean up: the processes that
+/// talked to them notice at once (no periodic scan), drop the matches,
+/// and remove the dead members' segments; the survivors keep talking.
+#[test]
+fn killed_processes_are_noticed_and_their_segments_removed() {
+    let domain = 171;
+    let n = 8;
+    let mut members: Vec<Member> = (0..n).map(|i| Member::spawn(domain, i, n)).collect();
+    for m in &mut members {
+        m.expect("matched");
+    }
+    let c = ctx(domain);
+    let node = c.create_node("watcher").unwrap();
+    let subs: Vec<_> = (0..n)
+        .map(|i| {
+            node.create_polling_subscription::<u64>(&topic(i), tl(), Default::default())
+                .unwrap()
+        })
+        .collect();
+    for s in &subs {
+        s.wait_for_message(LONG).unwrap();
+        wait_until("a match", || s.matched_count() == 1);
+    }
+    let killed: Vec<u32> = (0..n).step_by(2).map(|i| members[i].child.id()).collect();
+    for i in (0..n).step_by(2) {
+        members[i].kill9();
+    }
+    for (i, s) in subs.iter().enumerate() {
+        let want = if i % 2 == 0 { 0 } else { 1 };
+        wait_until(&format!("member {i}'s match to be {want}"), || {
+            s.matched_count() == want
+        });
+    }
+    wait_until("the killed members' segments to go", || {
+        domain_files(domain)
+            .iter()
+            .all(|f| !killed.iter().any(|pid| f.contains(&format!("_{pid}_"))))
+    });
+    // A late joiner sees only the living.
+    let late = ctx(domain);
+    let late_node = late.create_node("late").unwrap();
+    for i in (1..n).step_by(2) {
+        let s = late_node
+            .create_polling_subscription::<u64>(&topic(i), tl(), Default::default())
+            .unwrap();
+        assert_eq!(*s.wait_for_message(LONG).unwrap(), i as u64);
+    }
+    for (i, m) in members.into_iter().enumerate() {
+        if i % 2 == 1 {
+            m.exit();
+        }
+    }
+}
