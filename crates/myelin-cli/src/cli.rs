@@ -610,7 +610,8 @@ pub enum Scenario {
     Bag,
     /// Many idle processes: CPU, memory and shared memory per process, and
     /// how fast a late joiner finds them all (`--population 10,50,100,200`,
-    /// `--endpoints 4`, `--transport shm|zenoh|zenoh-client`, default all).
+    /// `--endpoints 4`, `--transport shm|zenoh|zenoh-client`,
+    /// comma-separated; default all).
     Scale,
 }
 

@@ -239,7 +239,7 @@ pub struct LogEntry {
     pub key: EndpointKey,
 }
 
-/// What [`read_since`] found.
+/// What reading the change log from a cursor found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogRead {
     /// Every entry up to this sequence (the new cursor) was read.

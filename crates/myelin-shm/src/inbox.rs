@@ -378,6 +378,10 @@ impl Inbox {
 
     /// Whether connection `i` has descriptors waiting.
     pub fn has_data(&self, i: usize) -> bool {
+        self.pending_in(i)
+    }
+
+    fn pending_in(&self, i: usize) -> bool {
         let c = self.geo.conn(i);
         self.seg.atomic_u64(c + C_TAIL).load(Ordering::Acquire)
             != self.seg.atomic_u64(c + C_HEAD).load(Ordering::Acquire)
@@ -687,6 +691,14 @@ impl InboxWriter {
         self.seg
             .atomic_u64(c + C_RET_TAIL)
             .store(self.ret_tail, Ordering::Release);
+    }
+
+    /// Whether descriptors this writer pushed are still in the ring (the
+    /// reader has not taken them: it may not have mapped their chunks).
+    pub fn pending(&self) -> bool {
+        let c = self.geo.conn(self.idx);
+        self.seg.atomic_u64(c + C_TAIL).load(Ordering::Acquire)
+            != self.seg.atomic_u64(c + C_HEAD).load(Ordering::Acquire)
     }
 
     /// The subscriber's process.

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::ShmError;
+use crate::segment::NeededAtExit;
 use crate::segment::*;
 
 /// Chunks start at this offset (page aligned).
@@ -34,7 +35,9 @@ pub struct PoolWriter {
     count: u32,
     stride: usize,
     refs: Box<[AtomicU32]>,
-    free: Mutex<Vec<u32>>,
+    /// Shared with the at-exit list (see
+    /// [`set_needed_at_exit`](Self::set_needed_at_exit)).
+    free: std::sync::Arc<FreeList>,
     keep: std::sync::atomic::AtomicBool,
     /// Bytes of each chunk whose memory is reserved (see
     /// [`reserve_chunk`](Self::reserve_chunk)).
@@ -44,12 +47,37 @@ pub struct PoolWriter {
 impl Drop for PoolWriter {
     fn drop(&mut self) {
         if self.keep.load(Ordering::Relaxed) {
-            self.seg.keep_until_exit();
+            // Readers still hold chunks: the caller removes the file
+            // later; at exit it stays for the survivors' sweep.
+            self.seg.disown();
         }
     }
 }
 
+/// A pool's free chunks (in the publisher's private memory).
+struct FreeList {
+    free: Mutex<Vec<u32>>,
+    count: u32,
+}
+
+impl NeededAtExit for FreeList {
+    /// A chunk is lent: a reader may not have mapped it yet.
+    fn needed(&self) -> bool {
+        // A thread holding the list now is mid-publish: keep the file.
+        self.free
+            .try_lock()
+            .map_or(true, |f| f.len() < self.count as usize)
+    }
+}
+
 impl PoolWriter {
+    /// Decide with `owner` whether the file stays when this process exits
+    /// (instead of "while a chunk is lent"): a publisher knows whether
+    /// its readers still have messages of it to map.
+    pub fn set_needed_at_exit(&self, owner: std::sync::Weak<dyn NeededAtExit>) {
+        crate::segment::remove_at_exit_unless_needed(&self.seg.path, owner);
+    }
+
     /// The pool's file.
     pub fn path(&self) -> &std::path::Path {
         &self.seg.path
@@ -75,13 +103,25 @@ impl PoolWriter {
         seg.atomic_u64(OFF_TYPE_HASH)
             .store(type_hash, Ordering::Relaxed);
         seg.publish_header(KIND_POOL, std::process::id());
+        let free = std::sync::Arc::new(FreeList {
+            free: Mutex::new((0..count).rev().collect()),
+            count,
+        });
+        // At this process's exit the file goes only if nothing is lent
+        // (unless its owner says better, `set_needed_at_exit`): a reader
+        // may not have mapped the chunks it was sent yet (a publisher
+        // that exits right after publishing); the survivors' sweep
+        // removes it once the readers had time to.
+        let rule: std::sync::Weak<dyn NeededAtExit> =
+            std::sync::Arc::downgrade(&(free.clone() as std::sync::Arc<dyn NeededAtExit>));
+        crate::segment::remove_at_exit_unless_needed(&seg.path, rule);
         Ok(PoolWriter {
             seg,
             chunk_size,
             count,
             stride,
             refs: (0..count).map(|_| AtomicU32::new(0)).collect(),
-            free: Mutex::new((0..count).rev().collect()),
+            free,
             keep: std::sync::atomic::AtomicBool::new(false),
             reserved: (0..count).map(|_| AtomicU32::new(0)).collect(),
         })
@@ -99,20 +139,29 @@ impl PoolWriter {
 
     /// Chunks currently free.
     pub fn free_count(&self) -> usize {
-        self.free.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.free
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// Leave the file in place when this pool is dropped (readers still
-    /// have descriptors into it); the caller removes it later, and this
-    /// process's exit does if nobody did (a killed process's goes in
-    /// [`crate::cleanup_stale`]).
+    /// have descriptors into it); the caller removes it later, or the
+    /// survivors' sweep once this process is gone
+    /// ([`crate::cleanup_stale`]).
     pub fn keep_file(&self) {
         self.keep.store(true, Ordering::Relaxed);
     }
 
     /// Take a free chunk with one reference, or `None` if all are in use.
     pub fn alloc(&self) -> Option<u32> {
-        let idx = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+        let idx = self
+            .free
+            .free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()?;
         self.refs[idx as usize].store(1, Ordering::Relaxed);
         Some(idx)
     }
@@ -153,6 +202,7 @@ impl PoolWriter {
         debug_assert!(prev > 0, "chunk {idx} released too often");
         if prev == 1 {
             self.free
+                .free
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(idx);

@@ -317,13 +317,6 @@ impl Segment {
 
     /// Keep the file when this mapping is dropped (readers of a segment
     /// whose creator is gone, and the domain-wide graph segment).
-    /// Keep the file when this mapping is dropped, but still remove it
-    /// when the process exits (a dropped publisher's pool whose chunks
-    /// readers hold: the file must outlive the publisher, not the process).
-    pub(crate) fn keep_until_exit(&mut self) {
-        self.owner = false;
-    }
-
     pub(crate) fn disown(&mut self) {
         if self.owner {
             forget_at_exit(&self.path);
@@ -455,11 +448,22 @@ impl Drop for Segment {
     }
 }
 
+/// Whether a file on the at-exit list is still needed when the process
+/// exits (a pool whose chunks readers have not mapped yet).
+pub trait NeededAtExit: Send + Sync {
+    /// Still needed: the file stays (for the survivors' sweep).
+    fn needed(&self) -> bool;
+}
+
+/// When a file on the at-exit list goes: always, or unless its owner (if
+/// it still exists) says it is needed.
+type ExitRule = Option<std::sync::Weak<dyn NeededAtExit>>;
+
 /// The segment files this process created and still owns, and the pid
 /// that made the list (a forked child's list starts empty).
 struct Owned {
     pid: u32,
-    paths: std::collections::HashSet<PathBuf>,
+    paths: std::collections::HashMap<PathBuf, ExitRule>,
 }
 
 static OWNED: std::sync::Mutex<Option<Owned>> = std::sync::Mutex::new(None);
@@ -472,12 +476,26 @@ static OWNED: std::sync::Mutex<Option<Owned>> = std::sync::Mutex::new(None);
 /// behind. A process killed outright leaves its files to the survivors'
 /// sweep ([`cleanup_stale`]).
 pub fn remove_at_exit(path: &Path) {
+    add_at_exit(path, None);
+}
+
+/// [`remove_at_exit`], unless `owner` (while it exists) says the file is
+/// still needed then.
+pub fn remove_at_exit_unless_needed(path: &Path, owner: std::sync::Weak<dyn NeededAtExit>) {
+    add_at_exit(path, Some(owner));
+}
+
+fn add_at_exit(path: &Path, rule: ExitRule) {
     extern "C" fn remove_owned() {
         let list = OWNED.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(o) = list.as_ref()
-            && o.pid == std::process::id()
-        {
-            for p in &o.paths {
+        let Some(o) = list.as_ref().filter(|o| o.pid == std::process::id()) else {
+            return;
+        };
+        for (p, rule) in &o.paths {
+            let needed = rule
+                .as_ref()
+                .is_some_and(|r| r.upgrade().is_none_or(|owner| owner.needed()));
+            if !needed {
                 let _ = std::fs::remove_file(p);
             }
         }
@@ -501,7 +519,7 @@ pub fn remove_at_exit(path: &Path) {
         o.pid = pid;
         o.paths.clear();
     }
-    o.paths.insert(path.to_path_buf());
+    o.paths.insert(path.to_path_buf(), rule);
 }
 
 /// Take `path` off the list of files removed at exit (it was removed, or
@@ -737,24 +755,30 @@ pub fn process_alive(pid: u32) -> bool {
 /// (e.g. after `kill -9`). Returns the removed paths. Segments whose header
 /// cannot be read are left alone (they may be being created right now).
 pub fn cleanup_stale(domain: u32) -> Result<Vec<PathBuf>, ShmError> {
-    cleanup_prefix(&prefix(domain), &[])
+    cleanup_prefix(&prefix(domain), &[], None)
 }
 
 /// [`cleanup_stale`] and [`cleanup_stale_host`] in one, also removing
 /// the segments of the processes in `exited`, which the caller knows have
 /// exited (a pidfd said so) though they may still look alive: a killed
 /// process is a zombie until its parent reaps it, and a zombie answers
-/// `kill(pid, 0)`.
-pub fn cleanup_exited(domain: u32, exited: &[u32]) -> Result<Vec<PathBuf>, ShmError> {
-    let mut removed = cleanup_prefix(&prefix(domain), exited)?;
-    removed.extend(cleanup_prefix(&host_prefix(), exited)?);
-    Ok(removed)
+/// `kill(pid, 0)`. Their chunk pools are not removed but returned (the
+/// second list): readers may not have mapped the messages still queued in
+/// their inboxes yet; the caller removes them after a grace period.
+pub fn cleanup_exited(
+    domain: u32,
+    exited: &[u32],
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>), ShmError> {
+    let mut pools = Vec::new();
+    let mut removed = cleanup_prefix(&prefix(domain), exited, Some(&mut pools))?;
+    removed.extend(cleanup_prefix(&host_prefix(), exited, None)?);
+    Ok((removed, pools))
 }
 
 /// [`cleanup_stale`] for the per-process segments that belong to no domain
 /// (wake-up tables).
 pub fn cleanup_stale_host() -> Result<Vec<PathBuf>, ShmError> {
-    cleanup_prefix(&host_prefix(), &[])
+    cleanup_prefix(&host_prefix(), &[], None)
 }
 
 /// The segment files of `domain` whose names start with `kind_prefix`
@@ -774,7 +798,11 @@ pub(crate) fn list(domain: u32, kind_prefix: &str) -> Vec<SegmentName> {
     out
 }
 
-fn cleanup_prefix(prefix: &str, exited: &[u32]) -> Result<Vec<PathBuf>, ShmError> {
+fn cleanup_prefix(
+    prefix: &str,
+    exited: &[u32],
+    mut defer_pools: Option<&mut Vec<PathBuf>>,
+) -> Result<Vec<PathBuf>, ShmError> {
     let dir = segment_dir();
     let mut removed = Vec::new();
     let entries = std::fs::read_dir(&dir).map_err(|e| io(&dir, e))?;
@@ -823,11 +851,21 @@ fn cleanup_prefix(prefix: &str, exited: &[u32]) -> Result<Vec<PathBuf>, ShmError
                 .try_into()
                 .expect("4 bytes"),
         );
-        // pid 0: a domain-wide segment owned by nobody (never stale).
-        if pid != 0
-            && (exited.contains(&pid) || !process_alive(pid))
-            && std::fs::remove_file(&path).is_ok()
+        // pid 0: a domain-wide segment owned by nobody (never stale). An
+        // owner is gone when it was reported exited or no longer runs.
+        let owner_gone = exited.contains(&pid) || !process_alive(pid);
+        if pid == 0 || !owner_gone {
+            continue;
+        }
+        let kind = u32::from_ne_bytes(head[OFF_KIND..OFF_KIND + 4].try_into().expect("4 bytes"));
+        if let Some(pools) = defer_pools.as_deref_mut()
+            && kind == KIND_POOL
+            && exited.contains(&pid)
         {
+            pools.push(path);
+            continue;
+        }
+        if std::fs::remove_file(&path).is_ok() {
             removed.push(path);
         }
     }

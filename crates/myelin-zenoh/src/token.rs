@@ -327,9 +327,50 @@ pub fn domain_tokens(domain: u32) -> String {
     format!("{PREFIX}/{domain}/**")
 }
 
+/// The key expression matching the tokens of every endpoint on `topic`
+/// (publishers, subscriptions, and services and clients of that name) in
+/// a domain, and nothing else: a process follows only the topics it has
+/// endpoints on, so the router sends it only their changes.
+pub fn topic_tokens(domain: u32, topic: &str) -> String {
+    format!("{PREFIX}/{domain}/*/*/*/*/*/*/*/{}/**", mangle(topic))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topic_tokens_match_the_topics_endpoints_and_nothing_else() {
+        use zenoh::key_expr::KeyExpr;
+        let on = |topic: &str, kind: EntityKind| Token {
+            domain: 3,
+            zid: "1234".into(),
+            nid: 1,
+            eid: 7,
+            kind,
+            enclave: String::new(),
+            namespace: "/robot".into(),
+            node: "cam".into(),
+            topic: Some(TopicInfo {
+                name: topic.into(),
+                type_name: "std_msgs::msg::dds_::String_".into(),
+                type_hash: "RIHS01_abc".into(),
+                qos: TokenQos::default(),
+            }),
+        };
+        let follow = KeyExpr::try_from(topic_tokens(3, "/robot/image")).unwrap();
+        let hit = |t: &Token| follow.intersects(&KeyExpr::try_from(t.key()).unwrap());
+        assert!(hit(&on("/robot/image", EntityKind::Publisher)));
+        assert!(hit(&on("/robot/image", EntityKind::Subscription)));
+        assert!(!hit(&on("/robot/image_raw", EntityKind::Publisher)));
+        assert!(!hit(&on("/robot", EntityKind::Publisher)));
+        let mut other_domain = on("/robot/image", EntityKind::Publisher);
+        other_domain.domain = 4;
+        assert!(!hit(&other_domain));
+        let mut node = on("/robot/image", EntityKind::Node);
+        node.topic = None;
+        assert!(!hit(&node));
+    }
 
     #[test]
     fn reads_a_real_rmw_zenoh_token() {

@@ -33,6 +33,26 @@ fn tl() -> QoS {
     QoS::keep_last(1).transient_local()
 }
 
+/// A publisher that sends `n` messages to a subscription in the parent
+/// and exits at once, normally.
+#[test]
+fn publish_and_exit_role() {
+    let Ok(spec) = std::env::var("MYELIN_DISCOVERY_PUBLISH_AND_EXIT") else {
+        return;
+    };
+    let mut it = spec.split(',').map(|v| v.parse::<u32>().unwrap());
+    let (domain, n) = (it.next().unwrap(), it.next().unwrap());
+    let c = ctx(domain);
+    let node = c.create_node("short_lived").unwrap();
+    let p = node
+        .create_publisher::<u64>("/short", QoS::keep_all())
+        .unwrap();
+    wait_until("the parent's subscription", || p.subscription_count() == 1);
+    for i in 0..n {
+        p.publish(u64::from(i)).unwrap();
+    }
+}
+
 /// A member of a ring: publishes its number on its own topic (transient
 /// local), subscribes to the previous member's; says `matched` once its
 /// subscription has its publisher, then `heard <n>` for what it got;
@@ -171,6 +191,48 @@ fn many_processes_started_at_once_all_match_and_a_late_joiner_finds_them() {
     }
     wait_until("the domain's files to go", || {
         domain_files(domain).is_empty()
+    });
+}
+
+/// A publisher process that exits right after publishing (a `myelin bag
+/// play`, a one-shot tool): the messages queued for a subscription that
+/// has not read them yet are still delivered, every one (the exiting
+/// process leaves the pools its readers still need, and the reader maps
+/// them when it hears of the exit); then the pools go too.
+#[test]
+fn messages_queued_by_a_publisher_that_exited_are_still_delivered() {
+    let domain = 173;
+    let c = ctx(domain);
+    let node = c.create_node("reader").unwrap();
+    let s = node
+        .create_polling_subscription::<u64>("/short", QoS::keep_all(), Default::default())
+        .unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "publish_and_exit_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("MYELIN_DISCOVERY_PUBLISH_AND_EXIT", format!("{domain},50"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Nothing was read while the publisher lived.
+    for i in 0..50u64 {
+        assert_eq!(*s.wait_for_message(LONG).unwrap(), i);
+    }
+    assert_eq!(s.lost(), 0);
+    drop(s);
+    drop(node);
+    wait_until("the exited publisher's files to go", || {
+        domain_files(domain)
+            .iter()
+            .all(|f| f.ends_with("_graph") || f.contains(&format!("_{}_", std::process::id())))
     });
 }
 

@@ -25,8 +25,9 @@
 //! shared-memory objects are counted again: a clean exit leaves none.
 //!
 //! Transports: `shm` (shared memory only), `zenoh` (rmw_zenoh's mapping:
-//! peers with gossip through one router on a loopback port, shared memory
-//! off) and `zenoh-client` (every process a zenoh client of the router).
+//! peers with gossip through one router on a loopback port, which connect
+//! to each other: a full mesh; shared memory off) and `zenoh-client`
+//! (every process a zenoh client of the router: a star).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};

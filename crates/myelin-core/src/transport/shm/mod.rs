@@ -150,10 +150,9 @@ const ORPHAN_GRACE: Duration = Duration::from_secs(2);
 /// Pool files of dropped publishers, with when they were dropped.
 static ORPHANS: Mutex<Vec<(std::path::PathBuf, Instant)>> = Mutex::new(Vec::new());
 
-/// Remove `path` once [`ORPHAN_GRACE`] has passed (on a discovery pass),
-/// or when the process exits, if that comes first.
+/// Remove `path` once [`ORPHAN_GRACE`] has passed (on a discovery pass;
+/// if this process exits first, the survivors' sweep removes it).
 fn orphan(path: &std::path::Path) {
-    myelin_shm::remove_at_exit(path);
     ORPHANS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -217,7 +216,7 @@ impl ShmTransport {
         });
         // Segments of processes that died in this domain (a crash, or an
         // exit that skipped destructors) go before anyone matches them.
-        announce_removed(&graph, domain, cleanup_stale(domain));
+        announce_removed(&graph, domain, cleanup_stale(domain).unwrap_or_default());
         wake_table().ok_or_else(|| {
             TransportError::new("this process's wake-up table", "it could not be created")
         })?;
@@ -313,7 +312,6 @@ impl ShmTransport {
     /// Returns when to look again at the latest (a log entry is awaited,
     /// or a dropped pool's file is due).
     fn pass(&self, check: bool) -> Option<Instant> {
-        let orphans_due = remove_orphans();
         let mut exited =
             std::mem::take(&mut *self.exited.lock().unwrap_or_else(|e| e.into_inner()));
         let (work, links, soon) = {
@@ -348,15 +346,23 @@ impl ShmTransport {
                 }
             }
         }
+        // First the links look again: subscriptions drain (and map the
+        // pools of) what a dead publisher left in their inboxes.
+        for (link, found) in work.rescans {
+            link.rescan(&found);
+        }
         if !exited.is_empty() {
             // A process died without cleaning up: remove its segments
             // (mappings held by survivors stay valid) and say so, and the
-            // wake-up tables of exited processes.
-            announce_removed(
-                &self.graph,
-                self.domain,
-                myelin_shm::cleanup_exited(self.domain, &exited),
-            );
+            // wake-up tables of exited processes. Its pools go after a
+            // grace period: readers in other processes may still have to
+            // map the messages queued for them.
+            if let Ok((removed, pools)) = myelin_shm::cleanup_exited(self.domain, &exited) {
+                announce_removed(&self.graph, self.domain, removed);
+                for p in pools {
+                    orphan(&p);
+                }
+            }
             // What the dead process removed itself at its exit, or another
             // survivor removed for it: forgotten here too.
             let mut v = self.view.lock().unwrap_or_else(|e| e.into_inner());
@@ -364,12 +370,10 @@ impl ShmTransport {
                 v.forget_removed(*pid);
             }
         }
-        for (link, found) in work.rescans {
-            link.rescan(&found);
-        }
         for l in links {
             l.check_own();
         }
+        let orphans_due = remove_orphans();
         [soon, orphans_due].into_iter().flatten().min()
     }
 
@@ -411,12 +415,8 @@ impl Exited for ShmTransport {
 
 /// Announce the removal of the endpoint segments in `removed` (this
 /// process removed them for a dead one).
-fn announce_removed(
-    graph: &GraphEvent,
-    domain: u32,
-    removed: Result<Vec<std::path::PathBuf>, myelin_shm::ShmError>,
-) {
-    for path in removed.into_iter().flatten() {
+fn announce_removed(graph: &GraphEvent, domain: u32, removed: Vec<std::path::PathBuf>) {
+    for path in removed {
         if let Some(key) = EndpointKey::of_path(domain, &path) {
             graph.announce(Change::Removed, &key);
         }
@@ -463,6 +463,7 @@ impl Transport for ShmTransport {
         let info = self.info(spec, EndpointKind::Publisher, endpoint_id());
         let id = info.id;
         let link = Arc::new(publish::PubShm::new(self.domain_handle(), spec, info)?);
+        link.own_exit_rule();
         let weak: Weak<dyn Discovered> = Arc::downgrade(&(link.clone() as Arc<dyn Discovered>));
         self.register(id, spec.topic, weak);
         Ok(Some(link))

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use arc_swap::ArcSwap;
+use myelin_shm::NeededAtExit;
 use myelin_shm::SegmentName;
 use myelin_shm::changes::{Change, EndpointKey};
 use myelin_shm::endpoint::{Announcement, EndpointInfo, EndpointKind, Found};
@@ -32,6 +33,9 @@ struct Pools {
     type_hash: u64,
     list: ArcSwap<Vec<Arc<PoolWriter>>>,
     grow: Mutex<()>,
+    /// The publisher, which tells whether a pool's file is still needed
+    /// when the process exits.
+    exit_owner: OnceLock<Weak<dyn NeededAtExit>>,
 }
 
 /// One chunk held by this process (a loan, or a local subscriber's view of
@@ -70,6 +74,7 @@ impl Pools {
             type_hash,
             list: ArcSwap::from_pointee(Vec::new()),
             grow: Mutex::new(()),
+            exit_owner: OnceLock::new(),
         }
     }
 
@@ -151,6 +156,9 @@ impl Pools {
             PoolWriter::create(&name, self.type_hash, size, count)
                 .map_err(|e| no_memory(TransportError::new("creating a pool", e)))?,
         );
+        if let Some(owner) = self.exit_owner.get() {
+            pool.set_needed_at_exit(owner.clone());
+        }
         let mut next = (*list).clone();
         next.push(pool);
         self.list.store(Arc::new(next));
@@ -599,16 +607,45 @@ impl PubLink for PubShm {
     }
 }
 
+impl PubShm {
+    /// This publisher decides whether its pools' files stay when the
+    /// process exits (see [`NeededAtExit`]).
+    pub(super) fn own_exit_rule(self: &Arc<Self>) {
+        let me: Weak<dyn NeededAtExit> = Arc::downgrade(&(self.clone() as Arc<dyn NeededAtExit>));
+        let _ = self.pools.exit_owner.set(me);
+    }
+
+    /// Whether a reader has descriptors of this publisher it has not
+    /// taken yet (so it has not mapped their chunks).
+    fn readers_behind(&self) -> bool {
+        self.conns.load().iter().any(|c| match c.try_lock() {
+            Ok(g) => !g.closed && g.writer.pending(),
+            // Held by a publish right now: assume so.
+            Err(_) => true,
+        })
+    }
+}
+
+impl NeededAtExit for PubShm {
+    /// At this process's exit, a pool file stays only while a reader still
+    /// has to map chunks of it; then the readers' sweep removes it.
+    fn needed(&self) -> bool {
+        self.readers_behind()
+    }
+}
+
 impl Drop for PubShm {
     fn drop(&mut self) {
         self.reclaim();
         self.wanted.set(false);
+        let behind = self.readers_behind();
         self.conns.store(Arc::new(Vec::new()));
-        // A pool with chunks still lent keeps its file for a grace period:
-        // readers may not have mapped it yet (a mapping outlives the name).
+        // A pool with chunks still lent keeps its file for a grace period
+        // when a reader has not taken all its descriptors: it has not
+        // mapped those chunks yet (a mapping outlives the name).
         let pools = self.pools.list.swap(Arc::new(Vec::new()));
         for p in pools.iter() {
-            if p.free_count() < p.count() as usize {
+            if behind && p.free_count() < p.count() as usize {
                 p.keep_file();
                 super::orphan(p.path());
             }

@@ -139,6 +139,9 @@ impl SubShm {
             };
             if check_dead && !closed && (exited.contains(&pid) || !process_alive(pid)) {
                 closed = true;
+                // Its files go soon: map every pool the messages still in
+                // this inbox may point into, while they are there.
+                self.map_pools(r, pid, pub_id);
             }
             if r.claim != Some((pid, pub_id, generation)) {
                 *r = ReaderConn {
@@ -193,6 +196,27 @@ impl SubShm {
         drop(readers);
         if lost > 0 {
             owner.count_lost(lost);
+        }
+    }
+
+    /// Map every pool of publisher `pub_id` of process `pid` not mapped
+    /// yet (pools are numbered from 0 and never removed while their
+    /// publisher lives, so the first missing one ends the list).
+    fn map_pools(&self, r: &mut ReaderConn, pid: u32, pub_id: u64) {
+        for p in 0..=u8::MAX as usize {
+            if r.pools.get(p).is_some_and(Option::is_some) {
+                continue;
+            }
+            let Ok(name) = SegmentName::new(self.dom.id, &format!("k_{pid}_{pub_id}_{p}")) else {
+                return;
+            };
+            let Ok(pool) = PoolReader::open(&name, self.ty.hash.0) else {
+                return;
+            };
+            if r.pools.len() <= p {
+                r.pools.resize(p + 1, None);
+            }
+            r.pools[p] = Some(Arc::new(pool));
         }
     }
 

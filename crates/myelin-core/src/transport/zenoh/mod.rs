@@ -15,9 +15,12 @@
 //!   already reached this subscription through shared memory are dropped
 //!   by their gid, so each message arrives once.
 //! * **Graph**: every node and endpoint declares an rmw_zenoh liveliness
-//!   token; one liveliness subscriber per context keeps the remote graph,
-//!   from which matched counts and matched events follow. zenoh drops the
-//!   tokens of a process that dies (its session closes, or its lease ends).
+//!   token; a context follows the tokens of the topics (and services) it
+//!   has endpoints on, with one liveliness subscriber per topic, and keeps
+//!   them by topic: a change reaches only the processes with endpoints on
+//!   its topic, and only their links on it recount (matched counts and
+//!   events). zenoh drops the tokens of a process that dies (its session
+//!   closes, or its lease ends).
 //! * **Same host**: the session id encodes the shared-memory island and
 //!   whether the context uses shared memory, so a process knows which
 //!   remote endpoints shared memory already serves and counts them once.
@@ -148,10 +151,21 @@ trait Discovered: Send + Sync {
     fn graph_changed(&self, graph: &RemoteGraph);
 }
 
-/// The tokens of other sessions in this domain, by key expression.
+/// The tokens of other sessions on one topic (or service name), by key
+/// expression.
 #[derive(Default)]
 pub(super) struct RemoteGraph {
     tokens: HashMap<String, Token>,
+}
+
+/// What a context follows of one topic: its remote tokens, its own links
+/// on it, and the liveliness subscriber that keeps the tokens.
+#[derive(Default)]
+struct TopicGraph {
+    tokens: RemoteGraph,
+    locals: Vec<Weak<dyn Discovered>>,
+    /// Declared once for the topic (`None` while being declared).
+    follower: Option<Subscriber<()>>,
 }
 
 /// Start the transport for a context, as `config` and `MYELIN_TRANSPORT`
@@ -195,9 +209,8 @@ pub(crate) struct ZenohTransport {
     /// Whether this context uses shared memory (then same-island peers
     /// that do too are served by it).
     shm: bool,
-    graph: Mutex<RemoteGraph>,
-    locals: Mutex<Vec<Weak<dyn Discovered>>>,
-    liveliness: Mutex<Option<Subscriber<()>>>,
+    /// The followed topics.
+    graph: Mutex<HashMap<String, TopicGraph>>,
     opened: std::time::Instant,
     /// Whether the configuration connects somewhere (a router is expected).
     expect_peers: bool,
@@ -267,18 +280,20 @@ impl ZenohTransport {
             session,
             island,
             shm,
-            graph: Mutex::new(RemoteGraph::default()),
-            locals: Mutex::new(Vec::new()),
-            liveliness: Mutex::new(None),
+            graph: Mutex::new(HashMap::new()),
             opened: std::time::Instant::now(),
             expect_peers,
             own_history: Mutex::new(HashSet::new()),
         });
-        let weak = Arc::downgrade(&dom);
-        let sub = dom
-            .session
+        Ok(dom)
+    }
+
+    /// Follow the tokens of `topic` (its current ones first).
+    fn follow(&self, topic: &str) -> Result<Subscriber<()>, TransportError> {
+        let weak = self.me.clone();
+        self.session
             .liveliness()
-            .declare_subscriber(myelin_zenoh::token::domain_tokens(domain))
+            .declare_subscriber(myelin_zenoh::token::topic_tokens(self.domain, topic))
             .history(true)
             .callback(move |s: Sample| {
                 if let Some(d) = weak.upgrade() {
@@ -286,9 +301,7 @@ impl ZenohTransport {
                 }
             })
             .wait()
-            .map_err(|e| TransportError::new("following the graph", e))?;
-        *dom.liveliness.lock().unwrap_or_else(|e| e.into_inner()) = Some(sub);
-        Ok(dom)
+            .map_err(|e| TransportError::new(format!("following the graph of {topic}"), e))
     }
 
     fn on_token(&self, s: &Sample) {
@@ -303,41 +316,55 @@ impl ZenohTransport {
         if tok.zid == self.zid || tok.domain != self.domain {
             return;
         }
-        {
-            let mut g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
-            match s.kind() {
-                SampleKind::Put => {
-                    g.tokens.insert(key.to_string(), tok);
-                }
-                SampleKind::Delete => {
-                    g.tokens.remove(key);
-                }
+        let Some(topic) = tok.topic.as_ref().map(|t| t.name.clone()) else {
+            return;
+        };
+        let mut g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(t) = g.get_mut(&topic) else { return };
+        match s.kind() {
+            SampleKind::Put => {
+                t.tokens.tokens.insert(key.to_string(), tok);
+            }
+            SampleKind::Delete => {
+                t.tokens.tokens.remove(key);
             }
         }
-        self.notify();
-    }
-
-    /// Tell every registered endpoint the graph changed.
-    fn notify(&self) {
-        let locals: Vec<_> = {
-            let mut l = self.locals.lock().unwrap_or_else(|e| e.into_inner());
-            l.retain(|w| w.strong_count() > 0);
-            l.iter().filter_map(Weak::upgrade).collect()
-        };
-        let g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
+        // Only the links on this topic look again.
+        t.locals.retain(|w| w.strong_count() > 0);
+        let locals: Vec<_> = t.locals.iter().filter_map(Weak::upgrade).collect();
         for e in locals {
-            e.graph_changed(&g);
+            e.graph_changed(&t.tokens);
         }
     }
 
-    /// Follow the graph (and get the current state now).
-    fn register(&self, e: Arc<dyn Discovered>) {
-        self.locals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::downgrade(&e));
-        let g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
-        e.graph_changed(&g);
+    /// Follow the graph of `topic` for `e` (and give it the current state
+    /// now). Topics none of this context's links use any more are
+    /// forgotten (their liveliness subscribers undeclared).
+    fn register(&self, topic: &str, e: Arc<dyn Discovered>) {
+        let first = {
+            let mut g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
+            g.retain(|_, t| {
+                t.locals.retain(|w| w.strong_count() > 0);
+                !t.locals.is_empty()
+            });
+            let t = g.entry(topic.to_string()).or_default();
+            t.locals.push(Arc::downgrade(&e));
+            t.locals.len() == 1
+        };
+        if first {
+            // Declared without the graph's lock: its history may arrive
+            // on another thread at once, and `on_token` takes the lock.
+            match self.follow(topic) {
+                Ok(sub) => {
+                    let mut g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(t) = g.get_mut(topic) {
+                        t.follower = Some(sub);
+                    }
+                }
+                Err(err) => tracing::warn!("{err}: remote endpoints of it are not seen"),
+            }
+        }
+        self.with_topic(topic, |g| e.graph_changed(g));
     }
 
     /// Whether shared memory already connects this context to the
@@ -408,7 +435,7 @@ impl ZenohTransport {
             }
         }
         let g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
-        for (k, t) in &g.tokens {
+        for (k, t) in g.values().flat_map(|t| &t.tokens.tokens) {
             found.entry(k.clone()).or_insert_with(|| t.clone());
         }
         found
@@ -421,11 +448,13 @@ impl ZenohTransport {
             .collect()
     }
 
-    /// Remote endpoints of `kind` on `topic` whose type matches, not
-    /// already served by shared memory.
-    /// Run `f` on the current remote graph.
-    fn with_graph(&self, f: impl FnOnce(&RemoteGraph)) {
-        f(&self.graph.lock().unwrap_or_else(|e| e.into_inner()));
+    /// Run `f` on the current remote graph of `topic`.
+    fn with_topic(&self, topic: &str, f: impl FnOnce(&RemoteGraph)) {
+        let g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
+        match g.get(topic) {
+            Some(t) => f(&t.tokens),
+            None => f(&RemoteGraph::default()),
+        }
     }
 }
 
@@ -517,6 +546,11 @@ impl Peers {
     pub(super) fn connected(&self) -> usize {
         self.connected.load(Ordering::Relaxed) as usize
     }
+
+    /// The topic matched on.
+    pub(super) fn topic(&self) -> &str {
+        &self.topic
+    }
 }
 
 impl Transport for ZenohTransport {
@@ -532,7 +566,7 @@ impl Transport for ZenohTransport {
             return Ok(None);
         }
         let link = Arc::new(publish::PubNet::new(&self.me(), spec)?);
-        self.register(link.clone());
+        self.register(spec.topic, link.clone());
         Ok(Some(link))
     }
 
@@ -544,7 +578,7 @@ impl Transport for ZenohTransport {
             return Ok(None);
         }
         let link = Arc::new(receive::SubNet::new(&self.me(), spec)?);
-        self.register(link.clone());
+        self.register(spec.topic, link.clone());
         Ok(Some(link))
     }
 
@@ -637,12 +671,8 @@ impl ZenohTransport {
 
 impl Drop for ZenohTransport {
     fn drop(&mut self) {
-        if let Some(s) = self
-            .liveliness
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
+        let followed = std::mem::take(self.graph.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for s in followed.into_values().filter_map(|t| t.follower) {
             let _ = s.undeclare().wait();
         }
         let _ = self.session.close().wait();

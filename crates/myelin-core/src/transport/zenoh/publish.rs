@@ -174,7 +174,8 @@ impl PubLink for PubNet {
     fn start(&self, owner: Weak<dyn PubOwner>) {
         let _ = self.owner.set(owner);
         // What was seen before the owner was known: report it now.
-        self.dom.with_graph(|g| self.graph_changed(g));
+        self.dom
+            .with_topic(self.peers.topic(), |g| self.graph_changed(g));
     }
 
     fn wanted(&self) -> &Arc<Wanted> {

@@ -158,7 +158,7 @@ impl SubLink for SubNet {
         let token = self.dom.declare(&self.token)?;
         *self.parts.lock().unwrap_or_else(|e| e.into_inner()) = Some((sub, token));
         // What was seen before the owner was known: report it now.
-        self.dom.with_graph(|g| self.graph_changed(g));
+        self.dom.with_topic(&self.topic, |g| self.graph_changed(g));
         Ok(())
     }
 

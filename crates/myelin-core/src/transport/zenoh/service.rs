@@ -241,6 +241,6 @@ pub(super) fn client(
     spec: &EndpointSpec<'_>,
 ) -> Result<Arc<dyn RawCalls>, TransportError> {
     let c = Arc::new(ClientNet::new(dom, spec)?);
-    dom.register(c.clone());
+    dom.register(spec.topic, c.clone());
     Ok(c)
 }
