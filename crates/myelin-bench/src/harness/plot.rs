@@ -563,21 +563,34 @@ fn draw_scale_panel(
     let n_lo = rows.iter().map(|r| r.n).min().unwrap_or(1) as f64;
     let y_lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let y_hi = values.iter().copied().fold(0.0, f64::max);
+    // Labels at the measured populations only (a log axis would label
+    // every tenth and crowd 60..100).
+    let mut populations: Vec<f64> = rows.iter().map(|r| r.n as f64).collect();
+    populations.sort_by(f64::total_cmp);
+    populations.dedup();
     let mut chart = ChartBuilder::on(root)
         .caption(title, (FONT, 20))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
         .build_cartesian_2d(
-            ((n_lo / 1.3)..(n_hi * 1.3)).log_scale(),
+            ((n_lo / 1.3)..(n_hi * 1.3))
+                .log_scale()
+                .with_key_points(populations),
             ((y_lo / 2.0)..(y_hi * 2.0)).log_scale(),
         )?;
     chart
         .configure_mesh()
         .x_desc("processes (log scale)")
         .y_desc(y_desc)
+        .max_light_lines(1)
         .x_label_formatter(&|v| format!("{v:.0}"))
-        .y_label_formatter(&|v| format!("{v:.3}"))
+        .y_label_formatter(&|v| match *v {
+            v if v >= 10.0 => format!("{v:.0}"),
+            v if v >= 1.0 => format!("{v:.1}"),
+            v if v >= 0.1 => format!("{v:.2}"),
+            v => format!("{v:.3}"),
+        })
         .label_style((FONT, 14))
         .axis_desc_style((FONT, 16))
         .draw()?;

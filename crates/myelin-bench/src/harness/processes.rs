@@ -74,6 +74,7 @@ impl Helper {
     /// Start `cmd` (already naming this executable, perhaps through a
     /// wrapper such as the test bed's, with the role's environment) as a
     /// helper.
+    #[cfg(feature = "zenoh")]
     pub(crate) fn from_command(mut cmd: Command) -> std::io::Result<Helper> {
         let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
         let out = BufReader::new(child.stdout.take().expect("piped"));

@@ -179,6 +179,7 @@ fn run(size: usize, secs: u32) -> Result<Outcome, BenchError> {
 
 /// The configuration of a ddsperf on a test-bed host: its `eth0`, no
 /// multicast, the other host as its only peer.
+#[cfg(feature = "zenoh")]
 fn host_xml(peer: std::net::Ipv4Addr) -> String {
     format!(
         r#"<CycloneDDS>
@@ -201,6 +202,7 @@ fn host_xml(peer: std::net::Ipv4Addr) -> String {
 /// ddsperf ping on host 0 and pong on host 1 of a test bed (`bench net
 /// --hosts`): reported as a round trip, like the other `net` rows (hop =
 /// one way).
+#[cfg(feature = "zenoh")]
 pub fn run_hosts(size: usize, secs: u32) -> Result<Outcome, BenchError> {
     let bed = crate::testbed::TestBed::new(2).map_err(err)?;
     // Gigabit Ethernet between the hosts, as for the other `net --hosts` rows.
