@@ -610,8 +610,9 @@ pub enum Scenario {
     Bag,
     /// Many idle processes: CPU, memory and shared memory per process, and
     /// how fast a late joiner finds them all (`--population 10,50,100,200`,
-    /// `--endpoints 4`, `--transport shm|zenoh|zenoh-client`,
-    /// comma-separated; default all).
+    /// `--endpoints 4`, `--transport shm|zenoh|zenoh-client|hosts`,
+    /// comma-separated; default the first three; `hosts`: two hosts of
+    /// the test bed, root only).
     Scale,
 }
 

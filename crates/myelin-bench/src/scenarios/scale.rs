@@ -27,7 +27,12 @@
 //! Transports: `shm` (shared memory only), `zenoh` (rmw_zenoh's mapping:
 //! peers with gossip through one router on a loopback port, which connect
 //! to each other: a full mesh; shared memory off) and `zenoh-client`
-//! (every process a zenoh client of the router: a star).
+//! (every process a zenoh client of the router: a star); and `hosts`
+//! (myelin's default, shared memory and zenoh, on two hosts of the test
+//! bed with a router each: members alternate between the hosts, so every
+//! subscription's publisher is on the other host; the late joiner is on
+//! host 0 and finds half the population over shared memory, half through
+//! the routers).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -40,6 +45,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::harness::BenchError;
 use crate::harness::processes::{domain, run_role};
+use crate::testbed::TestBed;
 
 const ENV: &str = "MYELIN_BENCH_SCALE";
 
@@ -56,6 +62,12 @@ pub enum ScaleTransport {
     Zenoh,
     /// zenoh clients of one router; shared memory off.
     ZenohClient,
+    /// myelin's default (shared memory on a host, zenoh peers between
+    /// hosts) on two hosts of the test bed, members alternating between
+    /// them, a router per host joined as the README's robot and base
+    /// station: every subscription's publisher is on the other host.
+    /// Needs root (network namespaces).
+    Hosts,
 }
 
 impl ScaleTransport {
@@ -65,6 +77,7 @@ impl ScaleTransport {
             ScaleTransport::Shm => "shm",
             ScaleTransport::Zenoh => "zenoh",
             ScaleTransport::ZenohClient => "zenoh-client",
+            ScaleTransport::Hosts => "hosts",
         }
     }
 
@@ -74,15 +87,17 @@ impl ScaleTransport {
             "shm" => Ok(ScaleTransport::Shm),
             "zenoh" => Ok(ScaleTransport::Zenoh),
             "zenoh-client" => Ok(ScaleTransport::ZenohClient),
+            "hosts" => Ok(ScaleTransport::Hosts),
             _ => Err(BenchError::InvalidArg {
                 flag: "transport",
-                reason: format!("{s:?}: scale runs on shm, zenoh or zenoh-client"),
+                reason: format!("{s:?}: scale runs on shm, zenoh, zenoh-client or hosts"),
             }),
         }
     }
 
+    /// zenoh alone, through one router on this host's loopback.
     fn networked(self) -> bool {
-        self != ScaleTransport::Shm
+        matches!(self, ScaleTransport::Zenoh | ScaleTransport::ZenohClient)
     }
 }
 
@@ -219,12 +234,15 @@ impl Spec {
             .domain_id(self.domain)
             .handle_signals(false)
             .type_description_service(false);
-        let b = if self.transport.networked() {
-            b.shared_memory(false)
+        let b = match self.transport {
+            ScaleTransport::Shm => b.shared_memory(true).network(false),
+            // The default session: a peer of the host's router on
+            // tcp/127.0.0.1:7447.
+            ScaleTransport::Hosts => b.shared_memory(true).network(true),
+            ScaleTransport::Zenoh | ScaleTransport::ZenohClient => b
+                .shared_memory(false)
                 .network(true)
-                .zenoh_config(&self.config)
-        } else {
-            b.shared_memory(true).network(false)
+                .zenoh_config(&self.config),
         };
         b.build().map_err(err)
     }
@@ -457,9 +475,15 @@ fn rss(pid: u32) -> u64 {
 
 /// This user's shared-memory objects: how many, and the bytes they hold.
 fn shm_objects() -> (i64, i64) {
+    shm_objects_in(&myelin_shm::segment_dir())
+}
+
+/// This user's shared-memory objects in `dir` (a test-bed host's
+/// `/dev/shm`, seen from outside).
+fn shm_objects_in(dir: &Path) -> (i64, i64) {
     use std::os::unix::fs::MetadataExt;
     let mine = format!("myelin_{}_", rustix::process::getuid().as_raw());
-    let Ok(dir) = std::fs::read_dir(myelin_shm::segment_dir()) else {
+    let Ok(dir) = std::fs::read_dir(dir) else {
         return (0, 0);
     };
     let (mut n, mut bytes) = (0, 0);
@@ -517,9 +541,65 @@ impl Drop for Router {
     }
 }
 
-fn helper(spec: &Spec) -> Result<Proc, BenchError> {
+fn helper(spec: &Spec, bed: Option<&TestBed>) -> Result<Proc, BenchError> {
     let exe = std::env::current_exe().map_err(err)?;
-    Proc::spawn(Command::new(exe).env(ENV, spec.encode()))
+    match bed {
+        // Member i on host i % 2; the joiner (index n) on host 0.
+        Some(bed) => Proc::spawn(
+            bed.command(spec.index % 2 * usize::from(!spec.joiner), exe)
+                .env(ENV, spec.encode()),
+        ),
+        None => Proc::spawn(Command::new(exe).env(ENV, spec.encode())),
+    }
+}
+
+/// Two hosts of the test bed with a router each, as the README's base
+/// station (host 1: listens on its address) and robot (host 0: listens on
+/// loopback, connects to host 1's router).
+struct Hosts {
+    routers: Vec<Proc>,
+    bed: TestBed,
+}
+
+impl Hosts {
+    fn start() -> Result<Hosts, BenchError> {
+        let bed = TestBed::new(2).map_err(|e| err(format!("scale on hosts: {e}")))?;
+        let exe = std::env::current_exe().map_err(err)?;
+        let base = bed.host(1).addr;
+        let mut routers = Vec::new();
+        for (host, args) in [
+            (
+                1,
+                vec![
+                    "router".to_string(),
+                    "--listen".into(),
+                    "tcp/0.0.0.0:7447".into(),
+                ],
+            ),
+            (
+                0,
+                vec![
+                    "router".into(),
+                    "--listen".into(),
+                    "tcp/127.0.0.1:7447".into(),
+                    "--connect".into(),
+                    format!("tcp/{base}:7447"),
+                ],
+            ),
+        ] {
+            let mut proc = Proc::spawn(bed.command(host, &exe).args(args).env_remove(ENV))?;
+            proc.expect("zenoh router")?;
+            routers.push(proc);
+        }
+        Ok(Hosts { routers, bed })
+    }
+
+    /// This user's shared-memory objects on both hosts.
+    fn shm_objects(&self) -> (i64, i64) {
+        (0..self.bed.len())
+            .map(|h| shm_objects_in(&self.bed.host(h).shm))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    }
 }
 
 /// Run every transport at every population; `progress` hears a line per
@@ -552,7 +632,14 @@ fn run_one(
     params: &ScaleParams,
     progress: &mut impl FnMut(&str),
 ) -> Result<ScaleRow, BenchError> {
-    let before = shm_objects();
+    let hosts = if transport == ScaleTransport::Hosts {
+        Some(Hosts::start()?)
+    } else {
+        None
+    };
+    let bed = hosts.as_ref().map(|h| &h.bed);
+    let objects = || hosts.as_ref().map_or_else(shm_objects, Hosts::shm_objects);
+    let before = objects();
     let router = if transport.networked() {
         Some(Router::start(transport)?)
     } else {
@@ -572,18 +659,26 @@ fn run_one(
     };
     let start = Instant::now();
     let mut members = (0..n)
-        .map(|i| helper(&spec(i, false)))
+        .map(|i| helper(&spec(i, false), bed))
         .collect::<Result<Vec<_>, _>>()?;
     // Every member matched, or as many as did in the time allowed (a
     // transport that cannot settle at this size is a result too).
     let deadline = start + SETTLE_LIMIT;
-    let mut matched = 0;
-    for m in &mut members {
-        if m.expect_by("matched", deadline)?.is_some() {
-            matched += 1;
+    let mut unmatched = Vec::new();
+    for (i, m) in members.iter_mut().enumerate() {
+        if m.expect_by("matched", deadline)?.is_none() {
+            unmatched.push(i);
         }
     }
+    let matched = n - unmatched.len();
     let settle_ms = ms(start.elapsed());
+    if !unmatched.is_empty() {
+        progress(&format!(
+            "{} N={n}: members not matched in {} s: {unmatched:?}",
+            transport.name(),
+            SETTLE_LIMIT.as_secs()
+        ));
+    }
     progress(&format!(
         "{} N={n}: {matched} of {n} matched after {settle_ms:.0} ms; idle for {:.0} s",
         transport.name(),
@@ -592,9 +687,16 @@ fn run_one(
     // Let the start-up's last work (history, first connections) finish.
     std::thread::sleep(Duration::from_secs(1));
     let pids: Vec<u32> = members.iter().map(Proc::pid).collect();
-    let router_pid = router.as_ref().map(|r| r.proc.pid());
+    let router_pids: Vec<u32> = match (&router, &hosts) {
+        (Some(r), _) => vec![r.proc.pid()],
+        (None, Some(h)) => h.routers.iter().map(Proc::pid).collect(),
+        (None, None) => Vec::new(),
+    };
+    let routers_cpu = || -> Option<Duration> {
+        (!router_pids.is_empty()).then(|| router_pids.iter().map(|&p| cpu_time(p)).sum())
+    };
     let cpu0: Vec<Duration> = pids.iter().map(|&p| cpu_time(p)).collect();
-    let router0 = router_pid.map(cpu_time);
+    let router0 = routers_cpu();
     let t0 = Instant::now();
     std::thread::sleep(params.idle);
     let secs = t0.elapsed().as_secs_f64();
@@ -603,18 +705,18 @@ fn run_one(
         .zip(&cpu0)
         .map(|(&p, c0)| ms(cpu_time(p).saturating_sub(*c0)) / secs)
         .collect();
-    let router_ms_per_s = router_pid
+    let router_ms_per_s = routers_cpu()
         .zip(router0)
-        .map(|(p, c0)| ms(cpu_time(p).saturating_sub(c0)) / secs);
+        .map(|(c1, c0)| ms(c1.saturating_sub(c0)) / secs);
     let total: f64 = per.iter().sum();
     let rss_mib = pids.iter().map(|&p| rss(p) as f64).sum::<f64>() / n as f64 / (1 << 20) as f64;
-    let during = shm_objects();
+    let during = objects();
 
     progress(&format!("{} N={n}: late joiner", transport.name()));
     // The joiner gives up after 30 s of waiting for messages; a
     // population that keeps the machine too busy for it to even get
     // there is reported as such (not a number), not as a failed run.
-    let mut joiner = helper(&spec(n, true))?;
+    let mut joiner = helper(&spec(n, true), bed)?;
     let line = joiner
         .expect_by("joined", Instant::now() + SETTLE_LIMIT)?
         .unwrap_or_default();
@@ -642,7 +744,7 @@ fn run_one(
     }
     drop(members);
     drop(router);
-    let after = shm_objects();
+    let after = objects();
     Ok(ScaleRow {
         transport,
         n,
