@@ -124,19 +124,28 @@ impl<S: Copy + Default> Status<S> {
 impl Status<MatchedStatus> {
     /// Record that `current` peers are matched now; returns the new status
     /// if it changed (for the event).
-    pub(crate) fn set_current(&self, current: u32) -> Option<MatchedStatus> {
-        if self.get().current_count == current {
+    /// Count the matched peers with `count` and record it; returns the new
+    /// status if it changed (for the event). `count` runs under the
+    /// status's lock, so refreshes from several threads (a transport's
+    /// discovery thread, zenoh's callback thread, the creating thread)
+    /// are serialised: the last one to store also counted last, and a
+    /// count taken before another thread's change can never overwrite the
+    /// count taken after it (a lost match). `count` must take no lock of
+    /// its own (it reads the links' atomics).
+    pub(crate) fn recount(&self, count: impl FnOnce() -> u32) -> Option<MatchedStatus> {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let current = count();
+        if s.current_count == current {
             return None;
         }
-        Some(self.update(|s| {
-            let d = current as i32 - s.current_count as i32;
-            if d > 0 {
-                s.total_count += d as u64;
-                s.total_count_change += d as u64;
-            }
-            s.current_count = current;
-            s.current_count_change += d;
-        }))
+        let d = current as i32 - s.current_count as i32;
+        if d > 0 {
+            s.total_count += d as u64;
+            s.total_count_change += d as u64;
+        }
+        s.current_count = current;
+        s.current_count_change += d;
+        Some(*s)
     }
 }
 

@@ -266,11 +266,12 @@ impl<T: Message> PubInner<T> {
 
     /// Publish the matched status: local plus remote subscriptions.
     pub(crate) fn refresh_matched(&self) {
-        let n = self
-            .local_matched
-            .load(myelin_sync::atomic::Ordering::Relaxed)
-            + self.remote_count() as u32;
-        if let Some(st) = self.matched_status.set_current(n) {
+        let count = || {
+            self.local_matched
+                .load(myelin_sync::atomic::Ordering::Relaxed)
+                + self.remote_count() as u32
+        };
+        if let Some(st) = self.matched_status.recount(count) {
             self.emit(PublisherEvent::Matched(st));
         }
     }

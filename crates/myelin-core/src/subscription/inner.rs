@@ -191,20 +191,22 @@ impl<T: Message> SubInner<T> {
     /// dies or leaves); one that goes away leaves `alive_count`, as a
     /// deleted DDS writer does.
     fn refresh_remote_liveliness(&self) {
-        let now = self.remote_publishers() as u32;
-        // SYNC: AcqRel swap: concurrent refreshes (discovery and the
-        // network's thread) each apply the difference from the value the
-        // other left, so the status sums to the last count.
-        let before = self.remote_alive.swap(now, Ordering::AcqRel);
-        let delta = i64::from(now) - i64::from(before);
-        if delta == 0 {
-            return;
-        }
+        // Counted and applied under the status's lock: concurrent
+        // refreshes (discovery, the network's thread, the creating
+        // thread) are serialised, so the last to apply also counted last
+        // and a stale count never overwrites a newer one.
+        let mut delta = 0;
         let st = self.liveliness_status.update(|s| {
+            let now = self.remote_publishers() as u32;
+            // SYNC: Relaxed: only read and written under this lock.
+            let before = self.remote_alive.swap(now, Ordering::Relaxed);
+            delta = i64::from(now) - i64::from(before);
             s.alive_count = (i64::from(s.alive_count) + delta).max(0) as u32;
             s.alive_count_change += delta as i32;
         });
-        self.emit(SubscriptionEvent::LivelinessChanged(st));
+        if delta != 0 {
+            self.emit(SubscriptionEvent::LivelinessChanged(st));
+        }
     }
 
     /// Drain every pumped link.
@@ -328,8 +330,8 @@ impl<T: Message> SubInner<T> {
 
     /// Publish the matched status: local plus remote publishers.
     pub(crate) fn refresh_matched(&self) {
-        let n = self.local_matched.load(Ordering::Relaxed) + self.remote_publishers() as u32;
-        if let Some(st) = self.matched_status.set_current(n) {
+        let count = || self.local_matched.load(Ordering::Relaxed) + self.remote_publishers() as u32;
+        if let Some(st) = self.matched_status.recount(count) {
             self.emit(SubscriptionEvent::Matched(st));
         }
     }
