@@ -82,6 +82,7 @@ pub use harness::sys::{CpuSnapshot, CpuUsage, MachineInfo, current_rss_bytes, pe
 pub fn child_if_requested() {
     topology::child_if_requested();
     scenarios::scale::member_if_requested();
+    scenarios::icount::workload_if_requested();
     #[cfg(feature = "zenoh")]
     scenarios::net::stage_if_requested();
     for role in systems::roles() {

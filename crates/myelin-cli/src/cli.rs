@@ -614,6 +614,12 @@ pub enum Scenario {
     /// comma-separated; default the first three; `hosts`: two hosts of
     /// the test bed, root only).
     Scale,
+    /// Instructions per operation on the hot paths (in-process dispatch,
+    /// a shared-memory loan and take, a zenoh publish, CDR encode and
+    /// decode of an image), counted by valgrind's callgrind: deterministic
+    /// where timings are not. `--baseline FILE` fails when one grew more
+    /// than `--tolerance` percent; `--save-baseline FILE` writes one.
+    Icount,
 }
 
 /// `myelin bench` arguments.
@@ -690,4 +696,15 @@ pub struct BenchArgs {
     /// subscriptions.
     #[arg(long, default_value_t = 4)]
     pub endpoints: usize,
+    /// icount: compare with this baseline (JSON: workload -> instructions
+    /// per operation); exit non-zero when one grew more than `--tolerance`.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<std::path::PathBuf>,
+    /// icount: write this run's counts as a baseline.
+    #[arg(long, value_name = "FILE")]
+    pub save_baseline: Option<std::path::PathBuf>,
+    /// icount: how much a count may grow before `--baseline` fails, in
+    /// percent.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub tolerance: f64,
 }

@@ -29,6 +29,7 @@ use crate::systems::System;
 
 pub mod dispatch;
 pub mod fanout;
+pub mod icount;
 pub mod image;
 pub mod ipc;
 #[cfg(feature = "zenoh")]

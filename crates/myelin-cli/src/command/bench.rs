@@ -73,6 +73,7 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
         Scenario::Topology => unreachable!("handled by `topology`"),
         Scenario::Bag => unreachable!("handled by `bench_bag`"),
         Scenario::Scale => unreachable!("handled by `bench_scale`"),
+        Scenario::Icount => unreachable!("handled by `bench_icount`"),
         Scenario::Pingpong => scenarios::pingpong::plan(
             scenarios::pingpong::PingPongParams {
                 count: args.count.unwrap_or(if q { 2_000 } else { 20_000 }),
@@ -212,6 +213,9 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if args.scenario == Scenario::Scale {
         return crate::command::bench_scale::run(&args);
+    }
+    if args.scenario == Scenario::Icount {
+        return crate::command::bench_icount::run(&args);
     }
     let jobs = plan(&args)?;
     if let Some(index) = args.job {

@@ -4,6 +4,7 @@ pub mod bag;
 pub mod bag_play;
 pub mod bench;
 pub mod bench_bag;
+pub mod bench_icount;
 pub mod bench_scale;
 pub mod doctor;
 pub mod interface;

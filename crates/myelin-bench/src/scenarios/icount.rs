@@ -1,0 +1,554 @@
+//! `myelin bench icount`: instructions per operation on the hot paths,
+//! counted by valgrind's callgrind, a budget that cannot drift.
+//!
+//! Timings on a shared 2-core VM move 10-30% from run to run (2-3x on
+//! tails); the number of instructions an operation executes does not. Each
+//! workload runs in a child process (this executable again) under
+//! `valgrind --tool=callgrind --collect-atstart=no
+//! --toggle-collect=myelin_icount_region`: set-up and a warm-up run
+//! uncounted, then [`myelin_icount_region`] runs the operation `iters`
+//! times and callgrind counts only what executes inside it, on that thread
+//! (callgrind keeps its collection state per thread: background threads
+//! such as zenoh's are not counted). The result is instructions per
+//! operation.
+//!
+//! Workloads:
+//!
+//! * `dispatch 64B`: in-process publish -> callback (a 64-byte POD message,
+//!   one executor turn: `publish` then `spin_some`);
+//! * `shm loan+take 64B`: a loaned publish into shared memory and the
+//!   `take` of it by a polling subscription of another context;
+//! * `zenoh publish 64B`: the publishing thread's part of a publish to a
+//!   subscription of another zenoh session (best effort, so a slow reader
+//!   never makes the writer wait). Reported, not gated: its count depends
+//!   on how the publishing thread interleaves with zenoh's transmit
+//!   thread (whether a batch is open or being sent), which valgrind's
+//!   scheduler fixes per binary but not across builds: 3,255 and 3,671
+//!   instructions for two builds of the same source, each stable to a few
+//!   instructions over repeated runs;
+//! * `cdr encode Image` / `cdr decode Image`: a 64x48 `rgb8`
+//!   `sensor_msgs/Image` (9,216 bytes of pixels) to and from CDR.
+//!
+//! glibc picks `memcpy` and friends by CPU (AVX2, ERMS, ...), which would
+//! make counts differ between machines; the children run with those
+//! choices pinned to the baseline x86-64 ones (`GLIBC_TUNABLES`), so a
+//! baseline taken on one machine holds on another.
+//!
+//! A baseline (`--save-baseline FILE`, JSON) is checked in
+//! (`.ci/icount.json`); `--baseline FILE` compares a run with it and fails
+//! when a workload grew by more than the tolerance (5% by default).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use myelin::{Context, Executor, Message, QoS};
+use myelin_msgs::sensor_msgs;
+use serde::{Deserialize, Serialize};
+
+use crate::harness::BenchError;
+use crate::harness::processes::{domain, run_role};
+
+const ENV: &str = "MYELIN_BENCH_ICOUNT";
+
+/// The workloads, in the order they run.
+pub const WORKLOADS: [&str; 5] = [
+    "dispatch 64B",
+    "shm loan+take 64B",
+    "zenoh publish 64B",
+    "cdr encode Image",
+    "cdr decode Image",
+];
+
+/// Workloads whose count is a function of the code alone (single-threaded
+/// paths), and so gated.
+pub fn gated(workload: &str) -> bool {
+    workload != "zenoh publish 64B"
+}
+
+/// Operations counted per workload.
+pub const ITERS: u64 = 2000;
+
+/// A 64-byte message, copied as bytes.
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable, myelin::Message)]
+#[repr(C)]
+#[message(pod, name = "myelin_bench/msg/Icount64")]
+pub struct Icount64 {
+    /// A number that changes per message.
+    pub seq: u64,
+    /// The rest of the 64 bytes.
+    pub pad: [u8; 56],
+}
+
+/// The counted region: callgrind counts what runs inside this function
+/// (`--toggle-collect=myelin_icount_region`), so it must keep this name
+/// and never be inlined.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn myelin_icount_region(op: &mut dyn FnMut(), iters: u64) {
+    for _ in 0..iters {
+        op();
+    }
+}
+
+/// One workload's count.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IcountRow {
+    /// The workload's name (see [`WORKLOADS`]).
+    pub workload: String,
+    /// Operations counted.
+    pub iters: u64,
+    /// Instructions executed in the counted region.
+    pub instructions: u64,
+    /// Instructions per operation.
+    pub per_op: f64,
+}
+
+/// A baseline: instructions per operation by workload.
+pub type Baseline = BTreeMap<String, f64>;
+
+/// Run as a workload under callgrind if this process was started as one
+/// (returns only if not).
+pub fn workload_if_requested() {
+    run_role(ENV, "icount workload", |spec: &str| {
+        let (name, iters) = spec
+            .rsplit_once(',')
+            .ok_or_else(|| err(format!("bad {ENV} {spec:?}")))?;
+        let iters: u64 = iters.parse().map_err(err)?;
+        workload(name, iters)
+    });
+}
+
+fn err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::setup("icount", e)
+}
+
+fn quiet() -> myelin::ContextBuilder {
+    Context::builder()
+        .handle_signals(false)
+        .type_description_service(false)
+}
+
+/// Set up `name`, warm it up, then run it `iters` times in the counted
+/// region.
+fn workload(name: &str, iters: u64) -> Result<(), BenchError> {
+    let warm = iters / 10;
+    let msg = |seq| Icount64 { seq, pad: [7; 56] };
+    let d = domain(11);
+    match name {
+        "dispatch 64B" => {
+            let ctx = quiet()
+                .domain_id(d)
+                .shared_memory(false)
+                .network(false)
+                .build()
+                .map_err(err)?;
+            let node = ctx.create_node("icount").map_err(err)?;
+            let p = node
+                .create_publisher::<Icount64>("/icount", QoS::keep_last(10))
+                .map_err(err)?;
+            let sum = Arc::new(AtomicU64::new(0));
+            let s2 = sum.clone();
+            let _s = node
+                .create_subscription::<Icount64, _>(
+                    "/icount",
+                    QoS::keep_last(10),
+                    move |m: Icount64| {
+                        s2.fetch_add(m.seq, Ordering::Relaxed);
+                    },
+                )
+                .map_err(err)?;
+            let mut exec = Executor::new();
+            exec.add_node(&node).map_err(err)?;
+            let mut seq = 0;
+            let mut op = || {
+                seq += 1;
+                let _ = p.publish(msg(seq));
+                let _ = exec.spin_some();
+            };
+            for _ in 0..warm {
+                op();
+            }
+            myelin_icount_region(&mut op, iters);
+            check(sum.load(Ordering::Relaxed) > 0, name)
+        }
+        "shm loan+take 64B" => {
+            let shm = || {
+                quiet()
+                    .domain_id(d)
+                    .shared_memory(true)
+                    .network(false)
+                    .build()
+                    .map_err(err)
+            };
+            let (a, b) = (shm()?, shm()?);
+            let pn = a.create_node("icount_pub").map_err(err)?;
+            let sn = b.create_node("icount_sub").map_err(err)?;
+            let p = pn
+                .create_publisher::<Icount64>("/icount", QoS::keep_last(16))
+                .map_err(err)?;
+            let s = sn
+                .create_polling_subscription::<Icount64>(
+                    "/icount",
+                    QoS::keep_last(16),
+                    Default::default(),
+                )
+                .map_err(err)?;
+            wait(|| p.subscription_count() > 0, name)?;
+            let (mut seq, mut got) = (0, 0u64);
+            let mut op = || {
+                seq += 1;
+                if let Ok(l) = p.loan_uninit() {
+                    let _ = l.write(msg(seq)).publish();
+                }
+                if s.take().is_some() {
+                    got += 1;
+                }
+            };
+            for _ in 0..warm {
+                op();
+            }
+            myelin_icount_region(&mut op, iters);
+            check(got == warm + iters, name)
+        }
+        "zenoh publish 64B" => {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(err)?
+                .port();
+            let dir = std::env::temp_dir();
+            let tag = format!("{}_{port}", std::process::id());
+            let listen = dir.join(format!("myelin_icount_{tag}_a.json5"));
+            let connect = dir.join(format!("myelin_icount_{tag}_b.json5"));
+            let scouting =
+                "scouting: { multicast: { enabled: false }, gossip: { enabled: false } }";
+            std::fs::write(
+                &listen,
+                format!(r#"{{ mode: "peer", listen: {{ endpoints: ["tcp/127.0.0.1:{port}"] }}, {scouting} }}"#),
+            )
+            .map_err(err)?;
+            std::fs::write(
+                &connect,
+                format!(r#"{{ mode: "peer", connect: {{ endpoints: ["tcp/127.0.0.1:{port}"] }}, {scouting} }}"#),
+            )
+            .map_err(err)?;
+            let net = |cfg: &Path| {
+                quiet()
+                    .domain_id(d)
+                    .shared_memory(false)
+                    .network(true)
+                    .zenoh_config(cfg)
+                    .build()
+                    .map_err(err)
+            };
+            let a = net(&listen)?;
+            let b = net(&connect)?;
+            let _ = std::fs::remove_file(&listen);
+            let _ = std::fs::remove_file(&connect);
+            let pn = a.create_node("icount_pub").map_err(err)?;
+            let sn = b.create_node("icount_sub").map_err(err)?;
+            let qos = QoS::keep_last(10).best_effort();
+            let p = pn
+                .create_publisher::<Icount64>("/icount", qos)
+                .map_err(err)?;
+            let _s = sn
+                .create_polling_subscription::<Icount64>("/icount", qos, Default::default())
+                .map_err(err)?;
+            wait(|| p.subscription_count() > 0, name)?;
+            let mut seq = 0;
+            let mut op = || {
+                seq += 1;
+                let _ = p.publish(msg(seq));
+            };
+            for _ in 0..warm {
+                op();
+            }
+            myelin_icount_region(&mut op, iters);
+            Ok(())
+        }
+        "cdr encode Image" | "cdr decode Image" => {
+            let img = sensor_msgs::Image {
+                height: 48,
+                width: 64,
+                encoding: "rgb8".into(),
+                step: 64 * 3,
+                data: vec![0x42; 64 * 48 * 3],
+                ..Default::default()
+            };
+            let mut buf = vec![0u8; img.wire_len().map_err(err)?];
+            img.wire_encode(&mut buf).map_err(err)?;
+            if name == "cdr encode Image" {
+                let mut op = || {
+                    let n = img.wire_len().unwrap_or(0);
+                    let _ = img.wire_encode(&mut buf[..n]);
+                };
+                for _ in 0..warm {
+                    op();
+                }
+                myelin_icount_region(&mut op, iters);
+            } else {
+                let bytes = myelin::SharedBytes::from_vec(buf);
+                let mut ok = 0u64;
+                let mut op = || {
+                    if let Ok(m) = sensor_msgs::Image::wire_decode(bytes.clone()) {
+                        ok += u64::from(m.width);
+                    }
+                };
+                for _ in 0..warm {
+                    op();
+                }
+                myelin_icount_region(&mut op, iters);
+                check(ok == (warm + iters) * 64, name)?;
+            }
+            Ok(())
+        }
+        other => Err(err(format!("no workload {other:?}"))),
+    }
+}
+
+fn check(ok: bool, name: &str) -> Result<(), BenchError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(err(format!("{name}: the messages did not arrive")))
+    }
+}
+
+/// Wait (up to 60 s: valgrind runs programs 20-50x slower) for `ready`.
+fn wait(ready: impl Fn() -> bool, name: &str) -> Result<(), BenchError> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        if Instant::now() > deadline {
+            return Err(err(format!("{name}: the endpoints did not match in 60 s")));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// Whether valgrind can run here; `Err` says why not.
+pub fn valgrind_available() -> Result<(), String> {
+    match Command::new("valgrind").arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "valgrind --version failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!(
+            "valgrind is not installed ({e}); Debian/Ubuntu: apt-get install valgrind"
+        )),
+    }
+}
+
+/// Count every workload (each in a child process under callgrind);
+/// `progress` hears a line per workload.
+pub fn run(mut progress: impl FnMut(&str)) -> Result<Vec<IcountRow>, BenchError> {
+    valgrind_available().map_err(err)?;
+    let exe = std::env::current_exe().map_err(err)?;
+    let shm_dir = private_dir()?;
+    let mut rows = Vec::new();
+    for name in WORKLOADS {
+        progress(&format!(
+            "{name}: counting {ITERS} operations under callgrind"
+        ));
+        let out = std::env::temp_dir().join(format!(
+            "myelin_icount_{}_{}.out",
+            std::process::id(),
+            rows.len()
+        ));
+        let result = Command::new("valgrind")
+            .args([
+                "--tool=callgrind",
+                "--collect-atstart=no",
+                "--toggle-collect=myelin_icount_region",
+            ])
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(&exe)
+            .env(ENV, format!("{name},{ITERS}"))
+            .env("MYELIN_SHM_DIR", &shm_dir)
+            .env("MYELIN_LOG", "error")
+            // The baseline x86-64 string functions on every machine.
+            .env(
+                "GLIBC_TUNABLES",
+                "glibc.cpu.hwcaps=-AVX2,-AVX,-ERMS,-FSRM,-AVX512F,-AVX512VL,-AVX512BW,-EVEX,-BMI1,-BMI2,-LZCNT,-MOVBE,-RTM,-SSE4_1,-SSE4_2,-SSSE3,-POPCNT",
+            )
+            .output()
+            .map_err(err)?;
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        let _ = std::fs::remove_file(&out);
+        if !result.status.success() {
+            let _ = std::fs::remove_dir_all(&shm_dir);
+            return Err(err(format!(
+                "{name}: the workload failed under valgrind: {}{}",
+                String::from_utf8_lossy(&result.stdout).trim(),
+                tail(&String::from_utf8_lossy(&result.stderr), 12)
+            )));
+        }
+        let instructions = summary(&text)
+            .ok_or_else(|| err(format!("{name}: no summary in callgrind's output")))?;
+        rows.push(IcountRow {
+            workload: name.to_string(),
+            iters: ITERS,
+            instructions,
+            per_op: instructions as f64 / ITERS as f64,
+        });
+    }
+    let _ = std::fs::remove_dir_all(&shm_dir);
+    Ok(rows)
+}
+
+/// A private shared-memory directory for the workloads (nothing else's
+/// segments to look at, nothing left in `/dev/shm`).
+fn private_dir() -> Result<PathBuf, BenchError> {
+    let dir = std::env::temp_dir().join(format!("myelin_icount_shm_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+    Ok(dir)
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    let from = lines.len().saturating_sub(n);
+    let mut out = String::new();
+    for l in &lines[from..] {
+        out.push_str("\n  ");
+        out.push_str(l);
+    }
+    out
+}
+
+/// The `summary:` (or `totals:`) line of a callgrind output file.
+fn summary(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("summary:"))
+        .or_else(|| text.lines().find_map(|l| l.strip_prefix("totals:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// How a row compares with the baseline.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Within the tolerance (the ratio to the baseline).
+    Within(f64),
+    /// Grew beyond the tolerance.
+    Grew(f64),
+    /// Shrank beyond the tolerance: update the baseline to keep the gain.
+    Shrank(f64),
+    /// Not in the baseline.
+    New,
+    /// Reported only (see [`gated`]): the ratio to the baseline.
+    NotGated(f64),
+}
+
+/// Compare `rows` with `baseline`; `tolerance` is a fraction (0.05: 5%).
+pub fn compare(rows: &[IcountRow], baseline: &Baseline, tolerance: f64) -> Vec<Verdict> {
+    rows.iter()
+        .map(|r| match baseline.get(&r.workload) {
+            None => Verdict::New,
+            Some(&b) => {
+                let ratio = r.per_op / b;
+                if !gated(&r.workload) {
+                    Verdict::NotGated(ratio)
+                } else if ratio > 1.0 + tolerance {
+                    Verdict::Grew(ratio)
+                } else if ratio < 1.0 - tolerance {
+                    Verdict::Shrank(ratio)
+                } else {
+                    Verdict::Within(ratio)
+                }
+            }
+        })
+        .collect()
+}
+
+/// The baseline a run makes.
+pub fn baseline_of(rows: &[IcountRow]) -> Baseline {
+    rows.iter()
+        .map(|r| (r.workload.clone(), (r.per_op * 10.0).round() / 10.0))
+        .collect()
+}
+
+/// The rows as a table, with the baseline's column where there is one.
+pub fn render(rows: &[IcountRow], baseline: Option<&Baseline>, tolerance: f64) -> String {
+    let mut out = format!(
+        "{:<20} {:>10} {:>16} {:>14} {:>14} {:>8}  verdict\n",
+        "workload", "ops", "instructions", "per op", "baseline", "ratio"
+    );
+    out.push_str(&"-".repeat(96));
+    out.push('\n');
+    let verdicts = baseline.map(|b| compare(rows, b, tolerance));
+    for (i, r) in rows.iter().enumerate() {
+        let base = baseline
+            .and_then(|b| b.get(&r.workload))
+            .map_or("-".to_string(), |b| format!("{b:.1}"));
+        let (ratio, verdict) = match verdicts.as_ref().map(|v| &v[i]) {
+            None => ("-".to_string(), String::new()),
+            Some(Verdict::Within(x)) => (format!("{x:.3}"), "ok".into()),
+            Some(Verdict::Grew(x)) => (
+                format!("{x:.3}"),
+                format!("GREW more than {:.0}%", tolerance * 100.0),
+            ),
+            Some(Verdict::Shrank(x)) => (
+                format!("{x:.3}"),
+                "shrank: update the baseline to keep the gain".into(),
+            ),
+            Some(Verdict::New) => ("-".to_string(), "new: not in the baseline".into()),
+            Some(Verdict::NotGated(x)) => (
+                format!("{x:.3}"),
+                "not gated (interleaves with zenoh's thread)".into(),
+            ),
+        };
+        out.push_str(&format!(
+            "{:<20} {:>10} {:>16} {:>14.1} {:>14} {:>8}  {}\n",
+            r.workload, r.iters, r.instructions, r.per_op, base, ratio, verdict
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, per_op: f64) -> IcountRow {
+        IcountRow {
+            workload: name.into(),
+            iters: 10,
+            instructions: (per_op * 10.0) as u64,
+            per_op,
+        }
+    }
+
+    #[test]
+    fn a_count_that_grew_past_the_tolerance_is_a_regression_and_one_within_is_not() {
+        let base: Baseline = [("a".to_string(), 1000.0), ("b".to_string(), 1000.0)]
+            .into_iter()
+            .collect();
+        let v = compare(
+            &[row("a", 1049.0), row("b", 1051.0), row("c", 5.0)],
+            &base,
+            0.05,
+        );
+        assert!(matches!(v[0], Verdict::Within(_)));
+        assert!(matches!(v[1], Verdict::Grew(r) if r > 1.05));
+        assert_eq!(v[2], Verdict::New);
+        let v = compare(&[row("a", 900.0)], &base, 0.05);
+        assert!(matches!(v[0], Verdict::Shrank(_)));
+        let base: Baseline = [("zenoh publish 64B".to_string(), 1000.0)]
+            .into_iter()
+            .collect();
+        let v = compare(&[row("zenoh publish 64B", 2000.0)], &base, 0.05);
+        assert!(matches!(v[0], Verdict::NotGated(_)));
+    }
+
+    #[test]
+    fn callgrind_summary_lines_are_read() {
+        assert_eq!(summary("events: Ir\nsummary: 1634450\n"), Some(1634450));
+        assert_eq!(summary("events: Ir\ntotals: 42\n"), Some(42));
+        assert_eq!(summary("events: Ir\n"), None);
+    }
+}

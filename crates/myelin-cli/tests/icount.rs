@@ -1,0 +1,61 @@
+//! `myelin bench icount`, the instruction-count gate, under a real
+//! valgrind: every workload is counted, a baseline is written, and a count
+//! above the baseline fails the command naming the workload. (The counts
+//! of this debug build differ from a release build's; the gate's
+//! arithmetic is what is tested here, its numbers in `.ci/icount.json`.)
+
+use std::process::Command;
+
+#[test]
+fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_baseline() {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        println!("skipped: valgrind is not installed (apt-get install valgrind)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("myelin_icount_test_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Every workload "used" one instruction per operation before.
+    let tight = dir.join("tight.json");
+    std::fs::write(
+        &tight,
+        r#"{ "dispatch 64B": 1.0, "shm loan+take 64B": 1.0, "zenoh publish 64B": 1.0,
+             "cdr encode Image": 1.0, "cdr decode Image": 1.0 }"#,
+    )
+    .unwrap();
+    let saved = dir.join("saved.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_myelin"))
+        .args(["bench", "icount", "--baseline"])
+        .arg(&tight)
+        .arg("--save-baseline")
+        .arg(&saved)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "must fail:\n{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("instruction counts grew more than 5%") && stderr.contains("dispatch 64B"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("GREW"), "{stdout}");
+    let saved: std::collections::BTreeMap<String, f64> =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    assert_eq!(saved.len(), 5, "{saved:?}");
+    assert!(saved.values().all(|&v| v > 10.0), "{saved:?}");
+
+    // The run's own counts as the baseline: within the tolerance.
+    let out = Command::new(env!("CARGO_BIN_EXE_myelin"))
+        .args(["bench", "icount", "--baseline"])
+        .arg(dir.join("saved.json"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.matches(" ok\n").count(), 4, "{stdout}");
+    assert!(stdout.contains("not gated"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
