@@ -7,7 +7,6 @@ use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use libfuzzer_sys::fuzz_target;
-use myelin_shm::SegmentName;
 use myelin_shm::endpoint::{EndpointInfo, EndpointKind, QOS_BYTES};
 use myelin_shm::inbox::{Desc, Inbox, InboxWriter};
 
@@ -31,7 +30,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(inbox) = Inbox::create(DOMAIN, &info, 4, 8) else {
         return;
     };
-    let name = SegmentName::new(DOMAIN, &format!("s_{}_{id}", std::process::id())).unwrap();
+    // The name the inbox was created under (kind, pid, id and topic bucket).
+    let name = info.key().segment_name(DOMAIN).unwrap();
     let mut writer = InboxWriter::connect(&name, 9, 1).ok().flatten();
     if let Some(w) = writer.as_mut() {
         for c in 0..3 {
