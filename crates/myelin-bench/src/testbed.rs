@@ -362,6 +362,28 @@ impl TestBed {
         Ok(())
     }
 
+    /// The `myelin router` arguments of host `i` in the README's robot and
+    /// base-station arrangement: host 1 is the base station (listens on
+    /// every interface); every other host listens on its loopback and
+    /// connects to host 1's router.
+    pub fn router_args(&self, i: usize) -> Vec<String> {
+        if i == 1 {
+            vec![
+                "router".into(),
+                "--listen".into(),
+                "tcp/0.0.0.0:7447".into(),
+            ]
+        } else {
+            vec![
+                "router".into(),
+                "--listen".into(),
+                "tcp/127.0.0.1:7447".into(),
+                "--connect".into(),
+                format!("tcp/{}:7447", self.host(1).addr),
+            ]
+        }
+    }
+
     /// The processes running on host `i`.
     pub fn pids(&self, i: usize) -> Vec<u32> {
         ip(&["netns", "pids", &self.hosts[i].netns])

@@ -262,31 +262,11 @@ fn run_hosts(
         bed.limit_rate(h, Some(1_000_000_000)).map_err(err)?;
     }
     let exe = std::env::current_exe().map_err(err)?;
-    let base = bed.host(1).addr;
     let mut routers = Vec::new();
-    for (host, args) in [
-        (
-            1,
-            vec![
-                "router".to_string(),
-                "--listen".into(),
-                "tcp/0.0.0.0:7447".into(),
-            ],
-        ),
-        (
-            0,
-            vec![
-                "router".into(),
-                "--listen".into(),
-                "tcp/127.0.0.1:7447".into(),
-                "--connect".into(),
-                format!("tcp/{base}:7447"),
-            ],
-        ),
-    ] {
+    for host in [1, 0] {
         let child = bed
             .command(host, &exe)
-            .args(args)
+            .args(bed.router_args(host))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

@@ -565,29 +565,13 @@ impl Hosts {
     fn start() -> Result<Hosts, BenchError> {
         let bed = TestBed::new(2).map_err(|e| err(format!("scale on hosts: {e}")))?;
         let exe = std::env::current_exe().map_err(err)?;
-        let base = bed.host(1).addr;
         let mut routers = Vec::new();
-        for (host, args) in [
-            (
-                1,
-                vec![
-                    "router".to_string(),
-                    "--listen".into(),
-                    "tcp/0.0.0.0:7447".into(),
-                ],
-            ),
-            (
-                0,
-                vec![
-                    "router".into(),
-                    "--listen".into(),
-                    "tcp/127.0.0.1:7447".into(),
-                    "--connect".into(),
-                    format!("tcp/{base}:7447"),
-                ],
-            ),
-        ] {
-            let mut proc = Proc::spawn(bed.command(host, &exe).args(args).env_remove(ENV))?;
+        for host in [1, 0] {
+            let mut proc = Proc::spawn(
+                bed.command(host, &exe)
+                    .args(bed.router_args(host))
+                    .env_remove(ENV),
+            )?;
             proc.expect("zenoh router")?;
             routers.push(proc);
         }

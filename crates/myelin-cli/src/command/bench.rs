@@ -203,6 +203,21 @@ fn run_child(index: usize, name: &str) -> Result<Record, String> {
     serde_json::from_str(line).map_err(|e| format!("{name}: unreadable record from child: {e}"))
 }
 
+/// Write `rows` with the machine they were measured on as JSON to `path`
+/// (`{ "machine": ..., "rows": [...] }`), and say where.
+pub(crate) fn write_rows_json(
+    path: &std::path::Path,
+    machine: &myelin_bench::MachineInfo,
+    rows: &impl serde::Serialize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::write(
+        path,
+        serde_json::to_string_pretty(&serde_json::json!({ "machine": machine, "rows": rows }))?,
+    )?;
+    println!("\nJSON: {}", path.display());
+    Ok(())
+}
+
 /// Run `myelin bench`.
 pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.scenario == Scenario::Topology {

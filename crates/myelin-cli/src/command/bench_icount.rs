@@ -38,11 +38,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     );
     print!("{}", icount::render(&rows, baseline.as_ref(), tolerance));
     if let Some(path) = &args.json {
-        std::fs::write(
-            path,
-            serde_json::to_string_pretty(&serde_json::json!({ "machine": h, "rows": rows }))?,
-        )?;
-        println!("\nJSON: {}", path.display());
+        crate::command::bench::write_rows_json(path, &h, &rows)?;
     }
     if let Some(path) = &args.save_baseline {
         std::fs::write(

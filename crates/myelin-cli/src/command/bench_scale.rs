@@ -64,11 +64,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     );
     print!("{}", scale::render(&rows));
     if let Some(path) = &args.json {
-        std::fs::write(
-            path,
-            serde_json::to_string_pretty(&serde_json::json!({ "machine": h, "rows": rows }))?,
-        )?;
-        println!("\nJSON: {}", path.display());
+        crate::command::bench::write_rows_json(path, &h, &rows)?;
     }
     if let Some(dir) = &args.plot {
         let path = dir.join("scale.svg");
