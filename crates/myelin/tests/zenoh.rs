@@ -114,6 +114,44 @@ fn two_contexts_over_zenoh_without_shared_memory() {
     wait_until("the publisher to go", || sub.matched_count() == 0);
 }
 
+/// The second endpoint of a topic whose remote graph this context already
+/// follows learns it while it is being created, before its owner is
+/// known: that count must still reach its matched status (it was lost, and
+/// the endpoint never matched).
+#[test]
+fn an_endpoint_created_on_an_already_followed_topic_matches() {
+    let r = router("followed");
+    let a = ctx(&r, 142, false);
+    let b = ctx(&r, 142, false);
+    let na = a.create_node("talker").unwrap();
+    let nb = b.create_node("listener").unwrap();
+    let p1 = na
+        .create_publisher::<Reading>("/followed", QoS::keep_all())
+        .unwrap();
+    let s1 = nb
+        .create_polling_subscription::<Reading>("/followed", QoS::keep_all(), Default::default())
+        .unwrap();
+    wait_publishers(&s1, 1);
+    wait_matched(&p1, 1);
+    // b follows /followed already, and a's publisher is in its graph.
+    let s2 = nb
+        .create_polling_subscription::<Reading>("/followed", QoS::keep_all(), Default::default())
+        .unwrap();
+    wait_publishers(&s2, 1);
+    // And the other way: a follows it, with b's subscriptions known.
+    let p2 = na
+        .create_publisher::<Reading>("/followed", QoS::keep_all())
+        .unwrap();
+    wait_matched(&p2, 2);
+    p2.publish(Reading {
+        seq: 7,
+        label: "second".into(),
+    })
+    .unwrap();
+    let m = s2.wait_for_message(LONG).unwrap().into_owned();
+    assert_eq!(m.seq, 7);
+}
+
 #[test]
 fn any_type_subscription_and_callbacks_over_zenoh() {
     let r = router("any");

@@ -40,6 +40,8 @@ pub(crate) fn run_role<E: std::fmt::Display>(
     let Ok(spec) = std::env::var(env) else {
         return;
     };
+    // A helper's warnings reach the benchmark's stderr, as its parent's do.
+    myelin::init_logging();
     let code = match role(&spec) {
         Ok(()) => 0,
         Err(e) => {

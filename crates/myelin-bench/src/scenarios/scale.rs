@@ -474,26 +474,32 @@ fn rss(pid: u32) -> u64 {
 }
 
 /// This user's shared-memory objects: how many, and the bytes they hold.
-fn shm_objects() -> (i64, i64) {
-    shm_objects_in(&myelin_shm::segment_dir())
+fn shm_objects() -> Vec<(String, i64)> {
+    shm_names_in(&myelin_shm::segment_dir())
+}
+
+/// How many objects, and their bytes.
+fn count(objects: &[(String, i64)]) -> (i64, i64) {
+    (objects.len() as i64, objects.iter().map(|o| o.1).sum())
 }
 
 /// This user's shared-memory objects in `dir` (a test-bed host's
-/// `/dev/shm`, seen from outside).
-fn shm_objects_in(dir: &Path) -> (i64, i64) {
+/// `/dev/shm`, seen from outside): each name with the bytes it holds.
+fn shm_names_in(dir: &Path) -> Vec<(String, i64)> {
     use std::os::unix::fs::MetadataExt;
     let mine = format!("myelin_{}_", rustix::process::getuid().as_raw());
-    let Ok(dir) = std::fs::read_dir(dir) else {
-        return (0, 0);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
     };
-    let (mut n, mut bytes) = (0, 0);
-    for e in dir.flatten() {
-        if e.file_name().to_string_lossy().starts_with(&mine) {
-            n += 1;
-            bytes += e.metadata().map_or(0, |m| m.blocks() as i64 * 512);
+    let mut found = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&mine) {
+            let bytes = e.metadata().map_or(0, |m| m.blocks() as i64 * 512);
+            found.push((format!("{}/{name}", dir.display()), bytes));
         }
     }
-    (n, bytes)
+    found
 }
 
 /// A zenoh router (this executable's `router` command) on a free loopback
@@ -579,10 +585,10 @@ impl Hosts {
     }
 
     /// This user's shared-memory objects on both hosts.
-    fn shm_objects(&self) -> (i64, i64) {
+    fn shm_objects(&self) -> Vec<(String, i64)> {
         (0..self.bed.len())
-            .map(|h| shm_objects_in(&self.bed.host(h).shm))
-            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+            .flat_map(|h| shm_names_in(&self.bed.host(h).shm))
+            .collect()
     }
 }
 
@@ -718,17 +724,49 @@ fn run_one(
         drop(m.child.stdin.take());
     }
     let deadline = Instant::now() + Duration::from_secs(30);
-    for m in &mut members {
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = m.child.try_wait() {
-                break;
+    let mut stuck = Vec::new();
+    for (i, m) in members.iter_mut().enumerate() {
+        loop {
+            match m.child.try_wait() {
+                Ok(Some(status)) if !status.success() => {
+                    progress(&format!(
+                        "{} N={n}: member {i} exited with {status}",
+                        transport.name()
+                    ));
+                    break;
+                }
+                Ok(Some(_)) => break,
+                _ if Instant::now() >= deadline => {
+                    stuck.push(i);
+                    break;
+                }
+                _ => std::thread::sleep(Duration::from_millis(5)),
             }
-            std::thread::sleep(Duration::from_millis(5));
         }
+    }
+    if !stuck.is_empty() {
+        progress(&format!(
+            "{} N={n}: members still running 30 s after their stdin closed (killed): {stuck:?}",
+            transport.name()
+        ));
     }
     drop(members);
     drop(router);
     let after = objects();
+    let left: Vec<&str> = after
+        .iter()
+        .filter(|o| !before.iter().any(|b| b.0 == o.0))
+        .map(|o| o.0.as_str())
+        .collect();
+    if !left.is_empty() {
+        progress(&format!(
+            "{} N={n}: left at exit: {}{}",
+            transport.name(),
+            left.iter().take(8).copied().collect::<Vec<_>>().join(" "),
+            if left.len() > 8 { " ..." } else { "" }
+        ));
+    }
+    let (before, during, after) = (count(&before), count(&during), count(&after));
     Ok(ScaleRow {
         transport,
         n,

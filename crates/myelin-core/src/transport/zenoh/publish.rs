@@ -173,9 +173,15 @@ impl Discovered for PubNet {
 impl PubLink for PubNet {
     fn start(&self, owner: Weak<dyn PubOwner>) {
         let _ = self.owner.set(owner);
-        // What was seen before the owner was known: report it now.
+        // What was seen before the owner was known: report it now. A
+        // graph that arrived between this link's creation and the owner's
+        // setting was counted then, unheard (this recount finds no
+        // change): the owner recounts whatever this one finds.
         self.dom
             .with_topic(self.peers.topic(), |g| self.graph_changed(g));
+        if let Some(o) = self.owner.get().and_then(Weak::upgrade) {
+            o.links_changed();
+        }
     }
 
     fn wanted(&self) -> &Arc<Wanted> {

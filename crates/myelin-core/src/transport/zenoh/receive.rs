@@ -157,8 +157,14 @@ impl SubLink for SubNet {
         let sub = declared.map_err(|e| TransportError::new("declaring the zenoh subscriber", e))?;
         let token = self.dom.declare(&self.token)?;
         *self.parts.lock().unwrap_or_else(|e| e.into_inner()) = Some((sub, token));
-        // What was seen before the owner was known: report it now.
+        // What was seen before the owner was known: report it now. A
+        // graph that arrived between this link's creation and the owner's
+        // setting was counted then, unheard (this recount finds no
+        // change): the owner recounts whatever this one finds.
         self.dom.with_topic(&self.topic, |g| self.graph_changed(g));
+        if let Some(o) = self.owner.get().and_then(Weak::upgrade) {
+            o.links_changed();
+        }
         Ok(())
     }
 
