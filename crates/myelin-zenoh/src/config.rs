@@ -7,7 +7,9 @@
 //! background, so a process without a router keeps working on shared
 //! memory). Gossip scouting is on, as in rmw_zenoh: peers that meet at a
 //! router learn each other's (loopback) endpoints from it and then talk
-//! directly. Nothing leaves the host unless a router is pointed at another.
+//! directly (the core turns it off for a context that uses shared memory,
+//! whose same-host peers need no zenoh link). Nothing leaves the host
+//! unless a router is pointed at another.
 //!
 //! [`CONFIG_ENV`] (`MYELIN_ZENOH_CONFIG=FILE`) or an explicit file replaces
 //! the default with any zenoh configuration, taken as written: zenoh's own

@@ -263,16 +263,38 @@ impl ZenohTransport {
                 );
             });
         }
-        if !custom && expect_peers {
-            // A router is up: let open() wait for the connection
-            // (milliseconds; zenoh waits up to the scouting delay for its
-            // connectors), so what this process declares next reaches it.
-            // Without one, open() returns at once and the connector keeps
-            // retrying in the background.
+        // Without gossip: a context that uses shared memory. Same-host
+        // peers that use it too are served by it: direct zenoh links
+        // between them (gossip's mesh, one per pair of processes) would
+        // carry only keep-alives and declarations, at a cost per process
+        // that grows with the host's population. Each session links to
+        // its router alone, which carries what leaves the host and what
+        // ROS 2 nodes send (BENCHMARKS.md, "Scale").
+        let star = !custom && shm;
+        if star {
+            let _ = config.insert_json5("scouting/gossip/enabled", "false");
+        }
+        if !custom && expect_peers && !star {
+            // A router is up: let open() wait for the connection and the
+            // peers gossip brings (milliseconds; zenoh waits up to the
+            // scouting delay for its connectors), so what this process
+            // declares next reaches them. Without one, open() returns at
+            // once and the connector keeps retrying in the background.
             let _ = config.insert_json5("scouting/delay", "2000");
         }
         let session = myelin_zenoh::config::open(config)
             .map_err(|e| TransportError::new("opening the zenoh session", e))?;
+        if star && expect_peers {
+            // Without gossip zenoh would wait out the whole scouting delay:
+            // wait for the router's link instead (milliseconds), up to the
+            // same bound.
+            let info = session.info();
+            let give_up = std::time::Instant::now() + Duration::from_secs(2);
+            while info.routers_zid().wait().next().is_none() && std::time::Instant::now() < give_up
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
         let dom = Arc::new_cyclic(|me| ZenohTransport {
             me: me.clone(),
             domain,
@@ -319,6 +341,7 @@ impl ZenohTransport {
         let Some(topic) = tok.topic.as_ref().map(|t| t.name.clone()) else {
             return;
         };
+        tracing::debug!(zid = %self.zid, kind = %s.kind(), key, "liveliness token");
         let mut g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
         let Some(t) = g.get_mut(&topic) else { return };
         match s.kind() {
