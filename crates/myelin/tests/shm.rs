@@ -240,6 +240,54 @@ fn a_pod_type_crosses_processes_in_order_without_loss() {
     peer.finish();
 }
 
+/// rclcpp's `spin_some` executes all work available now, from any source:
+/// a control loop that calls `spin_some` (then `spin_all`) once per cycle
+/// over a subscription fed by another process gets every message, in
+/// order. (`spin_some` used to run only what was already queued: messages
+/// from other processes were never collected, and this loop got none.)
+#[test]
+fn spin_some_and_spin_all_collect_messages_from_another_process() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const N: u64 = 2000;
+    let c = ctx(154);
+    let node = c.create_node("parent").unwrap();
+    let got = Arc::new(AtomicU64::new(0));
+    let g = got.clone();
+    let _sub = node
+        .create_subscription::<Stamp, _>("stamps", QoS::keep_all(), move |m: Stamp| {
+            assert_eq!(m.seq, g.load(Ordering::Relaxed), "in order");
+            g.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    let peer = Peer::spawn("pub_pod", 154, N);
+    let deadline = Instant::now() + LONG;
+    let cycle = |exec: &mut Executor, half: bool| {
+        if half {
+            exec.spin_some().unwrap()
+        } else {
+            exec.spin_all(Duration::from_millis(5)).unwrap()
+        }
+    };
+    for (half, until) in [(true, N / 2), (false, N)] {
+        while got.load(Ordering::Relaxed) < until {
+            assert!(
+                Instant::now() < deadline,
+                "the loop collected {} of {N} messages",
+                got.load(Ordering::Relaxed)
+            );
+            if cycle(&mut exec, half) == 0 {
+                // The loop's own work between cycles.
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+    assert_eq!(got.load(Ordering::Relaxed), N);
+    peer.finish();
+}
+
 /// Reliable keep_all across processes, a fast publisher and a slow reader
 /// (a callback that stalls now and then, limit 4): the publisher waits for
 /// room instead of being refused or dropping, the executor refills the

@@ -308,7 +308,7 @@ impl ExecShared {
     /// A remote process signalled: move what it sent into the buffers of
     /// the subscriptions behind the lanes it marked (and only those).
     #[inline]
-    fn pump_remote(&self) {
+    pub(crate) fn pump_remote(&self) {
         if let Some(marked) = self.event.take_lanes() {
             self.pumps.pump(&marked);
         }

@@ -219,10 +219,31 @@ impl Executor {
         r
     }
 
-    /// Run everything that is ready now (due timers, and one message per
-    /// ready entry present on entry), without waiting. Returns how many
+    /// Run everything that is ready now, without waiting: due timers, and
+    /// one message per ready entry present on entry, from every transport
+    /// (what other processes sent is collected first, as rclcpp's
+    /// `spin_some` executes all work available now). Returns how many
     /// callbacks ran.
+    ///
+    /// ```
+    /// # use myelin_core::{Context, Executor, QoS};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("loop")?;
+    /// let _sub = node.create_subscription::<u32, _>("/n", QoS::default(), |n: u32| {
+    ///     println!("{n}");
+    /// })?;
+    /// let publisher = node.create_publisher::<u32>("/n", QoS::default())?;
+    /// let mut exec = Executor::new();
+    /// exec.add_node(&node)?;
+    /// publisher.publish(1)?;
+    /// // A control loop's cycle: do what is ready, then the loop's own work.
+    /// assert_eq!(exec.spin_some()?, 1);
+    /// assert_eq!(exec.spin_some()?, 0);
+    /// # Ok(()) }
+    /// ```
     pub fn spin_some(&mut self) -> Result<usize, SpinError> {
+        self.shared.pump_remote();
         self.shared.poll_timers();
         let n = self.shared.ready.len();
         let mut ran = 0;
@@ -236,6 +257,45 @@ impl Executor {
             }
         }
         Ok(ran)
+    }
+
+    /// Run work until none is ready, without waiting for more: rounds of
+    /// [`spin_some`](Self::spin_some) (so work that callbacks create, and
+    /// messages that arrive meanwhile, run too) until a round runs
+    /// nothing, `max_duration` has passed (`Duration::ZERO`: no limit, as
+    /// rclcpp's `spin_all`), or the executor is stopped. Returns how many
+    /// callbacks ran.
+    ///
+    /// ```
+    /// # use myelin_core::{Context, Executor, QoS};
+    /// # use std::time::Duration;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("drain")?;
+    /// let publisher = node.create_publisher::<u32>("/n", QoS::keep_all())?;
+    /// let _sub = node.create_subscription::<u32, _>("/n", QoS::keep_all(), |_n: u32| {})?;
+    /// let mut exec = Executor::new();
+    /// exec.add_node(&node)?;
+    /// for n in 0..5 {
+    ///     publisher.publish(n)?;
+    /// }
+    /// assert_eq!(exec.spin_all(Duration::from_millis(100))?, 5);
+    /// # Ok(()) }
+    /// ```
+    pub fn spin_all(&mut self, max_duration: Duration) -> Result<usize, SpinError> {
+        let deadline = (!max_duration.is_zero()).then(|| Instant::now() + max_duration);
+        let mut total = 0;
+        loop {
+            let ran = self.spin_some()?;
+            total += ran;
+            if ran == 0
+                || deadline.is_some_and(|d| Instant::now() >= d)
+                || self.shared.stop.swap(false, Ordering::SeqCst)
+                || self.shared.down.load(Ordering::SeqCst)
+            {
+                return Ok(total);
+            }
+        }
     }
 
     /// Spin until `done()` returns true (checked after each unit of work), or
