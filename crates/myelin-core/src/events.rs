@@ -4,8 +4,11 @@
 //! and [`PublisherOptions`](crate::PublisherOptions)).
 //!
 //! Counts follow ROS 2 / DDS: `total_count` only grows, the `*_change`
-//! fields count since the status was last taken with a `take_*` method. An
-//! event carries a snapshot of the status at the time it happened.
+//! fields count since the status was last taken. An endpoint with an event
+//! callback has its status taken by each event, as rclcpp's executor takes
+//! it when it runs an event: each event's `*_change` fields count what
+//! changed since the previous event. Without a callback, a `take_*`
+//! method takes it; the plain getters read without taking.
 //!
 //! Deadline and liveliness are checked by timers on the endpoint's node's
 //! executor (no thread per entity): a node that is not added to an executor
@@ -98,17 +101,69 @@ pub enum PublisherEvent {
     IncompatibleType(IncompatibleTypeStatus),
 }
 
+/// A status whose `*_change` fields count since it was last taken.
+pub(crate) trait Changes {
+    /// Zero the `*_change` fields (the status was taken).
+    fn clear_changes(&mut self);
+}
+
+impl Changes for MatchedStatus {
+    fn clear_changes(&mut self) {
+        self.total_count_change = 0;
+        self.current_count_change = 0;
+    }
+}
+
+impl Changes for DeadlineMissedStatus {
+    fn clear_changes(&mut self) {
+        self.total_count_change = 0;
+    }
+}
+
+impl Changes for LivelinessChangedStatus {
+    fn clear_changes(&mut self) {
+        self.alive_count_change = 0;
+        self.not_alive_count_change = 0;
+    }
+}
+
+impl Changes for IncompatibleTypeStatus {
+    fn clear_changes(&mut self) {
+        self.total_count_change = 0;
+    }
+}
+
+impl Changes for IncompatibleQosStatus {
+    fn clear_changes(&mut self) {
+        self.total_count_change = 0;
+    }
+}
+
 /// A status guarded for rare updates (events are rare; messages never touch it).
 pub(crate) struct Status<S>(Mutex<S>);
+
+impl<S: Copy + Default + Changes> Status<S> {
+    /// Apply `f`; the new status, taken (its changes cleared, under the
+    /// same lock) when `take` (an event callback receives it).
+    pub(crate) fn update_for_event(&self, take: bool, f: impl FnOnce(&mut S)) -> S {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g);
+        let out = *g;
+        if take {
+            g.clear_changes();
+        }
+        out
+    }
+
+    /// The status, its changes cleared.
+    pub(crate) fn take_changes(&self) -> S {
+        self.take(S::clear_changes)
+    }
+}
 
 impl<S: Copy + Default> Status<S> {
     pub(crate) fn new() -> Self {
         Status(Mutex::new(S::default()))
-    }
-    pub(crate) fn update(&self, f: impl FnOnce(&mut S)) -> S {
-        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut g);
-        *g
     }
     pub(crate) fn get(&self) -> S {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
@@ -132,7 +187,9 @@ impl Status<MatchedStatus> {
     /// count taken before another thread's change can never overwrite the
     /// count taken after it (a lost match). `count` must take no lock of
     /// its own (it reads the links' atomics).
-    pub(crate) fn recount(&self, count: impl FnOnce() -> u32) -> Option<MatchedStatus> {
+    /// When `take` (an event callback receives the status), its changes
+    /// are cleared under the same lock.
+    pub(crate) fn recount(&self, count: impl FnOnce() -> u32, take: bool) -> Option<MatchedStatus> {
         let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let current = count();
         if s.current_count == current {
@@ -145,7 +202,11 @@ impl Status<MatchedStatus> {
         }
         s.current_count = current;
         s.current_count_change += d;
-        Some(*s)
+        let out = *s;
+        if take {
+            s.clear_changes();
+        }
+        Some(out)
     }
 }
 
@@ -230,11 +291,18 @@ impl<E: Send + 'static> Executable for EventQueue<E> {
 pub(crate) struct IncompatibleQos(Mutex<IncompatibleQosStatus>);
 
 impl IncompatibleQos {
-    pub(crate) fn record(&self, policy: QosPolicy) {
+    /// Count one more incompatible peer; the new status, taken when
+    /// `take` (an event callback receives it).
+    pub(crate) fn record(&self, policy: QosPolicy, take: bool) -> IncompatibleQosStatus {
         let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
         s.total_count += 1;
         s.total_count_change += 1;
         s.last_policy = Some(policy);
+        let out = *s;
+        if take {
+            s.clear_changes();
+        }
+        out
     }
     pub(crate) fn get(&self) -> IncompatibleQosStatus {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
@@ -242,15 +310,16 @@ impl IncompatibleQos {
     pub(crate) fn take(&self) -> IncompatibleQosStatus {
         let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let out = *s;
-        s.total_count_change = 0;
+        s.clear_changes();
         out
     }
 }
 
 impl Status<IncompatibleTypeStatus> {
-    /// Count one more endpoint of another type; the new status.
-    pub(crate) fn record(&self) -> IncompatibleTypeStatus {
-        self.update(|s| {
+    /// Count one more endpoint of another type; the new status, taken
+    /// when `take` (an event callback receives it).
+    pub(crate) fn record(&self, take: bool) -> IncompatibleTypeStatus {
+        self.update_for_event(take, |s| {
             s.total_count += 1;
             s.total_count_change += 1;
         })

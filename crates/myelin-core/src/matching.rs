@@ -64,12 +64,10 @@ fn report_incompatible<T: Message>(
     s: &Arc<SubInner<T>>,
     why: &crate::qos::Incompatibility,
 ) {
-    p.incompatible.record(why.policy);
-    s.incompatible.record(why.policy);
-    p.emit(crate::PublisherEvent::IncompatibleQos(p.incompatible.get()));
-    s.emit(crate::SubscriptionEvent::IncompatibleQos(
-        s.incompatible.get(),
-    ));
+    let ps = p.incompatible.record(why.policy, p.events.is_some());
+    let ss = s.incompatible.record(why.policy, s.events.is_some());
+    p.emit(crate::PublisherEvent::IncompatibleQos(ps));
+    s.emit(crate::SubscriptionEvent::IncompatibleQos(ss));
 }
 
 /// Recompute every publisher's matched list on a topic, and both sides'

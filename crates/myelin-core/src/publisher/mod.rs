@@ -248,10 +248,12 @@ impl<T: Message> PubInner<T> {
             .published_count
             .load(myelin_sync::atomic::Ordering::Relaxed);
         if n > 0 && n == *last_seen {
-            let st = self.deadline_status.update(|s| {
-                s.total_count += 1;
-                s.total_count_change += 1;
-            });
+            let st = self
+                .deadline_status
+                .update_for_event(self.events.is_some(), |s| {
+                    s.total_count += 1;
+                    s.total_count_change += 1;
+                });
             self.emit(PublisherEvent::OfferedDeadlineMissed(st));
         }
         *last_seen = n;
@@ -271,7 +273,7 @@ impl<T: Message> PubInner<T> {
                 .load(myelin_sync::atomic::Ordering::Relaxed)
                 + self.remote_count() as u32
         };
-        if let Some(st) = self.matched_status.recount(count) {
+        if let Some(st) = self.matched_status.recount(count, self.events.is_some()) {
             self.emit(PublisherEvent::Matched(st));
         }
     }
@@ -318,12 +320,12 @@ impl<T: Message> PubOwner for PubInner<T> {
 
 impl<T: Message> EndpointEvents for PubInner<T> {
     fn incompatible_qos(&self, policy: QosPolicy) {
-        self.incompatible.record(policy);
-        self.emit(PublisherEvent::IncompatibleQos(self.incompatible.get()));
+        let st = self.incompatible.record(policy, self.events.is_some());
+        self.emit(PublisherEvent::IncompatibleQos(st));
     }
 
     fn incompatible_type(&self) {
-        let st = self.incompatible_type.record();
+        let st = self.incompatible_type.record(self.events.is_some());
         self.emit(PublisherEvent::IncompatibleType(st));
     }
 
@@ -427,17 +429,12 @@ impl<T: Message> Publisher<T> {
 
     /// [`deadline_missed`](Self::deadline_missed), resetting its change count.
     pub fn take_deadline_missed(&self) -> DeadlineMissedStatus {
-        self.inner
-            .deadline_status
-            .take(|s| s.total_count_change = 0)
+        self.inner.deadline_status.take_changes()
     }
 
     /// [`matched`](Self::matched), resetting its change counts.
     pub fn take_matched(&self) -> MatchedStatus {
-        self.inner.matched_status.take(|s| {
-            s.total_count_change = 0;
-            s.current_count_change = 0;
-        })
+        self.inner.matched_status.take_changes()
     }
 
     /// The incompatible-QoS status (subscriptions that could not match).
@@ -460,9 +457,7 @@ impl<T: Message> Publisher<T> {
     /// Like [`incompatible_type`](Self::incompatible_type), and resets the
     /// `total_count_change`.
     pub fn take_incompatible_type(&self) -> crate::events::IncompatibleTypeStatus {
-        self.inner
-            .incompatible_type
-            .take(|s| s.total_count_change = 0)
+        self.inner.incompatible_type.take_changes()
     }
 }
 

@@ -196,14 +196,16 @@ impl<T: Message> SubInner<T> {
         // thread) are serialised, so the last to apply also counted last
         // and a stale count never overwrites a newer one.
         let mut delta = 0;
-        let st = self.liveliness_status.update(|s| {
-            let now = self.remote_publishers() as u32;
-            // SYNC: Relaxed: only read and written under this lock.
-            let before = self.remote_alive.swap(now, Ordering::Relaxed);
-            delta = i64::from(now) - i64::from(before);
-            s.alive_count = (i64::from(s.alive_count) + delta).max(0) as u32;
-            s.alive_count_change += delta as i32;
-        });
+        let st = self
+            .liveliness_status
+            .update_for_event(self.events.is_some(), |s| {
+                let now = self.remote_publishers() as u32;
+                // SYNC: Relaxed: only read and written under this lock.
+                let before = self.remote_alive.swap(now, Ordering::Relaxed);
+                delta = i64::from(now) - i64::from(before);
+                s.alive_count = (i64::from(s.alive_count) + delta).max(0) as u32;
+                s.alive_count_change += delta as i32;
+            });
         if delta != 0 {
             self.emit(SubscriptionEvent::LivelinessChanged(st));
         }
@@ -257,10 +259,12 @@ impl<T: Message> SubInner<T> {
     pub(crate) fn check_deadline(self: &Arc<Self>, last_seen: &mut u64) {
         let n = self.received_count.load(Ordering::Relaxed);
         if n > 0 && n == *last_seen {
-            let st = self.deadline_status.update(|s| {
-                s.total_count += 1;
-                s.total_count_change += 1;
-            });
+            let st = self
+                .deadline_status
+                .update_for_event(self.events.is_some(), |s| {
+                    s.total_count += 1;
+                    s.total_count_change += 1;
+                });
             self.emit(SubscriptionEvent::RequestedDeadlineMissed(st));
         }
         *last_seen = n;
@@ -312,12 +316,14 @@ impl<T: Message> SubInner<T> {
         }
         drop(pubs);
         if d_alive != 0 || d_not != 0 {
-            let st = self.liveliness_status.update(|s| {
-                s.alive_count = (s.alive_count as i32 + d_alive).max(0) as u32;
-                s.not_alive_count = (s.not_alive_count as i32 + d_not).max(0) as u32;
-                s.alive_count_change += d_alive;
-                s.not_alive_count_change += d_not;
-            });
+            let st = self
+                .liveliness_status
+                .update_for_event(self.events.is_some(), |s| {
+                    s.alive_count = (s.alive_count as i32 + d_alive).max(0) as u32;
+                    s.not_alive_count = (s.not_alive_count as i32 + d_not).max(0) as u32;
+                    s.alive_count_change += d_alive;
+                    s.not_alive_count_change += d_not;
+                });
             self.emit(SubscriptionEvent::LivelinessChanged(st));
         }
     }
@@ -331,7 +337,7 @@ impl<T: Message> SubInner<T> {
     /// Publish the matched status: local plus remote publishers.
     pub(crate) fn refresh_matched(&self) {
         let count = || self.local_matched.load(Ordering::Relaxed) + self.remote_publishers() as u32;
-        if let Some(st) = self.matched_status.recount(count) {
+        if let Some(st) = self.matched_status.recount(count, self.events.is_some()) {
             self.emit(SubscriptionEvent::Matched(st));
         }
     }
@@ -593,12 +599,12 @@ impl<T: Message> SubOwner for SubInner<T> {
 
 impl<T: Message> EndpointEvents for SubInner<T> {
     fn incompatible_qos(&self, policy: QosPolicy) {
-        self.incompatible.record(policy);
-        self.emit(SubscriptionEvent::IncompatibleQos(self.incompatible.get()));
+        let st = self.incompatible.record(policy, self.events.is_some());
+        self.emit(SubscriptionEvent::IncompatibleQos(st));
     }
 
     fn incompatible_type(&self) {
-        let st = self.incompatible_type.record();
+        let st = self.incompatible_type.record(self.events.is_some());
         self.emit(SubscriptionEvent::IncompatibleType(st));
     }
 

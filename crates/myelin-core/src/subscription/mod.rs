@@ -290,25 +290,17 @@ impl<T: Message> Subscription<T> {
 
     /// [`deadline_missed`](Self::deadline_missed), resetting its change count.
     pub fn take_deadline_missed(&self) -> DeadlineMissedStatus {
-        self.inner
-            .deadline_status
-            .take(|s| s.total_count_change = 0)
+        self.inner.deadline_status.take_changes()
     }
 
     /// [`liveliness_changed`](Self::liveliness_changed), resetting its change counts.
     pub fn take_liveliness_changed(&self) -> LivelinessChangedStatus {
-        self.inner.liveliness_status.take(|s| {
-            s.alive_count_change = 0;
-            s.not_alive_count_change = 0;
-        })
+        self.inner.liveliness_status.take_changes()
     }
 
     /// [`matched`](Self::matched), resetting its change counts.
     pub fn take_matched(&self) -> MatchedStatus {
-        self.inner.matched_status.take(|s| {
-            s.total_count_change = 0;
-            s.current_count_change = 0;
-        })
+        self.inner.matched_status.take_changes()
     }
 
     /// Publishers currently matched (compatible QoS, same type).
@@ -371,9 +363,7 @@ impl<T: Message> Subscription<T> {
     /// Like [`incompatible_type`](Self::incompatible_type), and resets the
     /// `total_count_change`.
     pub fn take_incompatible_type(&self) -> crate::events::IncompatibleTypeStatus {
-        self.inner
-            .incompatible_type
-            .take(|s| s.total_count_change = 0)
+        self.inner.incompatible_type.take_changes()
     }
 }
 
