@@ -33,6 +33,11 @@ fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
         stdout.contains("relay") && stdout.contains("hop p50"),
         "{stdout}"
     );
+    // Not on a terminal: a line per finished run instead of a bar.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for i in 1..=5 {
+        assert!(stderr.contains(&format!("[{i}/5] relay")), "{stderr}");
+    }
 
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -77,6 +82,52 @@ fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
         assert!(text.starts_with("<svg") || text.starts_with("<?xml"));
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Ctrl-C during the suite (SIGINT to the whole process group, as a
+/// terminal sends it) stops after the current run and prints the table of
+/// the runs that finished, exiting non-zero.
+#[test]
+fn ctrl_c_prints_the_runs_that_finished() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    // 5 runs of 3 s each (300 messages at 100 Hz).
+    let mut child = myelin()
+        .args([
+            "bench", "relay", "--hops", "2", "--rate", "100", "--count", "300", "--size", "64",
+        ])
+        .args(["--system", "myelin", "--system", "channel"])
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let group = child.id() as i32;
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = err.read_line(&mut line).unwrap();
+        assert!(n > 0, "exited before its first run finished");
+        if line.starts_with("[1/5]") {
+            break;
+        }
+    }
+    // SAFETY: kill(2) with a negative pid signals the process group the
+    // child leads (created above by process_group(0)); no memory involved.
+    assert_eq!(unsafe { libc::kill(-group, libc::SIGINT) }, 0);
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "an interrupted suite exits non-zero");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("hop p50"),
+        "the table of what finished: {stdout}"
+    );
+    assert!(rest.contains("interrupted (Ctrl-C) after"), "{rest}");
+    assert!(!rest.contains("[5/5]"), "stopped early: {rest}");
 }
 
 fn fails_naming(args: &[&str], needle: &str) {

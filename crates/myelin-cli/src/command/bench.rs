@@ -244,34 +244,76 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let header = MachineInfo::detect();
-    let bar = ProgressBar::new(jobs.len() as u64);
+    // On a terminal a progress bar; otherwise (a log, CI, a pipe) a line
+    // per finished run, so a redirected run is never silent for minutes.
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let total = jobs.len();
+    let bar = if tty {
+        ProgressBar::new(total as u64)
+    } else {
+        ProgressBar::hidden()
+    };
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
+    // Ctrl-C stops after the current run (whose child process the
+    // terminal interrupts too) and prints what finished.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let s = stop.clone();
+        let _ = ctrlc::set_handler(move || s.store(true, std::sync::atomic::Ordering::Relaxed));
+    }
+    let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
     let mut report = Report {
         header,
         records: Vec::new(),
     };
     let mut failures = Vec::new();
+    let mut interrupted = false;
     for (index, job) in jobs.into_iter().enumerate() {
+        if stopped() {
+            interrupted = true;
+            break;
+        }
         bar.set_message(job.name.clone());
         let name = job.name.clone();
+        let started = std::time::Instant::now();
         let result = if args.in_process {
             run_job(job, args.plot.as_deref()).map_err(|e| e.to_string())
         } else {
             drop(job);
             run_child(index, &name)
         };
+        let cut = stopped();
         match result {
-            Ok(record) => report.records.push(record),
+            Ok(record) => {
+                report.records.push(record);
+                if !tty {
+                    eprintln!(
+                        "[{}/{total}] {name}: {:.1} s",
+                        index + 1,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+            }
+            // Interrupted with the rest: not a failure of the run.
+            Err(_) if cut => {}
             Err(e) => {
-                bar.println(format!("error: {e}"));
+                if tty {
+                    bar.println(format!("error: {e}"));
+                } else {
+                    eprintln!("[{}/{total}] error: {e}", index + 1);
+                }
                 failures.push(e);
             }
         }
         bar.inc(1);
+        if cut {
+            interrupted = true;
+            break;
+        }
     }
     bar.finish_and_clear();
     let h = &report.header;
@@ -289,6 +331,13 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(dir) = &args.plot {
         println!("plots: {}", dir.display());
+    }
+    if interrupted {
+        return Err(format!(
+            "interrupted (Ctrl-C) after {} of {total} runs: the table shows those that finished",
+            report.records.len()
+        )
+        .into());
     }
     if !failures.is_empty() {
         return Err(format!(
