@@ -33,6 +33,17 @@ fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
         stdout.contains("relay") && stdout.contains("hop p50"),
         "{stdout}"
     );
+    // The legend names the systems of the table and its columns.
+    assert!(stdout.contains("legend:"), "{stdout}");
+    assert!(
+        stdout.contains("  channel    crossbeam channels"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  myelin     this library"), "{stdout}");
+    assert!(
+        !stdout.contains("  zenoh "),
+        "only the systems measured: {stdout}"
+    );
     // Not on a terminal: a line per finished run instead of a bar.
     let stderr = String::from_utf8_lossy(&out.stderr);
     for i in 1..=5 {

@@ -197,6 +197,25 @@ pub(crate) enum Align {
     Right,
 }
 
+/// What the table's systems and columns are: the systems present in
+/// `records`, in report order, each in a line, then the columns.
+pub fn render_legend(records: &[Record]) -> String {
+    let mut out = String::from("legend:\n");
+    for sys in crate::systems::ALL {
+        if records.iter().any(|r| r.system == sys.name) && !sys.what.is_empty() {
+            out.push_str(&format!("  {:<10} {}\n", sys.name, sys.what));
+        }
+    }
+    out.push_str(
+        "  p50..max   end-to-end latency over the run's messages (percentiles, worst); \
+         hop p50/p90: the same per hop of a chain\n  \
+         lost       messages sent and never received\n  \
+         cpu%       the process's CPU during the run, percent of one core; cpu/msg: \
+         its CPU time per message\n",
+    );
+    out
+}
+
 /// Renders records as an aligned plain-text table:
 ///
 /// ```text

@@ -46,6 +46,7 @@ macro_rules! behind_feature {
     ($feature:literal, $runs:expr) => {
         System {
             name: $feature,
+            what: "",
             needs: Needs::Feature {
                 compiled: cfg!(feature = $feature),
             },
@@ -64,24 +65,37 @@ macro_rules! behind_feature {
 /// `--system` is all of them that this build can measure).
 pub static ALL: &[System] = &[
     // myelin itself: intra-process, shared memory, and its zenoh transport.
-    System::always("myelin", myelin::RUNS),
+    System::always("myelin", myelin::RUNS).what(
+        "this library: in-process (dispatch, relay, rpc, fanout, image), shared memory \
+         between processes (ipc, pingpong, --processes), zenoh (net); config names the \
+         executor arrangement or transport",
+    ),
     // zenoh 1.x peers over TCP loopback.
-    behind_feature!("zenoh", zenoh::RUNS),
+    behind_feature!("zenoh", zenoh::RUNS).what(
+        "zenoh 1.x peers over TCP loopback: one session shared by every node (shared) or \
+         one per node, as ROS 2 maps nodes (per-node)",
+    ),
     // gRPC (tonic) over TCP loopback: the client/server chain.
-    behind_feature!("grpc", grpc::RUNS),
+    behind_feature!("grpc", grpc::RUNS)
+        .what("gRPC (tonic) over TCP loopback: the client/server chain of rpc"),
     // iceoryx2 0.10 zero-copy publish-subscribe: the two-process ping-pong.
-    behind_feature!("iceoryx2", iceoryx2::RUNS),
+    behind_feature!("iceoryx2", iceoryx2::RUNS)
+        .what("iceoryx2 0.10 zero-copy publish-subscribe between two processes (ipc)"),
     // CycloneDDS through its `ddsperf` tool over UDP loopback: the ping-pong.
     System::program(
         "cyclonedds",
         cyclonedds::INSTALL,
         cyclonedds::installed,
         cyclonedds::RUNS,
-    ),
+    )
+    .what("CycloneDDS's ddsperf ping-pong over UDP loopback (pingpong)"),
     // crossbeam channels: the in-process floor.
-    System::always("channel", channel::RUNS),
+    System::always("channel", channel::RUNS)
+        .what("crossbeam channels: the in-process floor (no bus, no types, no QoS)"),
     // This machine's limits: hand-offs between threads and processes, clock reads, memcpy.
-    System::always("raw", raw::RUNS),
+    System::always("raw", raw::RUNS).what(
+        "this machine's limits: thread and process hand-offs (futex, spin), clock reads, memcpy",
+    ),
 ];
 
 /// A system the suite can measure: one entry of [`ALL`].
@@ -89,6 +103,8 @@ pub static ALL: &[System] = &[
 pub struct System {
     /// The name used on the command line and in reports.
     pub name: &'static str,
+    /// What it is, in one line: the report's legend.
+    pub what: &'static str,
     /// What a build needs to measure it.
     pub needs: Needs,
     /// How it runs each scenario it measures.
@@ -179,9 +195,15 @@ impl System {
     pub const fn always(name: &'static str, runs: Runs) -> System {
         System {
             name,
+            what: "",
             needs: Needs::Nothing,
             runs,
         }
+    }
+
+    /// `self`, described as `what` in the report's legend.
+    pub const fn what(self, what: &'static str) -> System {
+        System { what, ..self }
     }
 
     /// A system measured through a program on the PATH.
@@ -193,6 +215,7 @@ impl System {
     ) -> System {
         System {
             name,
+            what: "",
             needs: Needs::Program { install, installed },
             runs,
         }

@@ -321,6 +321,7 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         "myelin bench {:?} on {} ({} cpus), {}, {} at {}; one process per run\n",
         args.scenario, h.cpu_model, h.nproc, h.kernel, h.rustc, h.git_commit
     );
+    println!("{}", myelin_bench::render_legend(&report.records));
     println!("{}", render_table(&report.records));
     if let Some(v) = myelin_bench::harness::verdict::render_verdict(&report.records) {
         println!("\n{v}");
