@@ -289,3 +289,83 @@ fn killed_processes_are_noticed_and_their_segments_removed() {
         }
     }
 }
+
+/// One endpoint in its own process: `pub` publishes its number on `topic`
+/// (transient local), `sub` subscribes to it; says `ready` once matched to
+/// one peer and waits for stdin to close.
+#[test]
+fn endpoint_role() {
+    let Ok(spec) = std::env::var("MYELIN_DISCOVERY_ENDPOINT") else {
+        return;
+    };
+    let v: Vec<&str> = spec.split(',').collect();
+    let (domain, kind, topic) = (v[0].parse::<u32>().unwrap(), v[1], v[2]);
+    let c = ctx(domain);
+    let node = c.create_node("endpoint").unwrap();
+    let mut keep = Vec::new();
+    if kind == "pub" {
+        let p = node.create_publisher::<u64>(topic, tl()).unwrap();
+        p.publish(7).unwrap();
+        keep.push(Box::new(p) as Box<dyn std::any::Any>);
+    } else {
+        let s = node
+            .create_polling_subscription::<u64>(topic, tl(), Default::default())
+            .unwrap();
+        s.wait_for_message(LONG).unwrap();
+        keep.push(Box::new(s));
+    }
+    println!("ready");
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+}
+
+fn spawn_endpoint(domain: u32, kind: &str, topic: &str) -> Member {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "endpoint_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            "MYELIN_DISCOVERY_ENDPOINT",
+            format!("{domain},{kind},{topic}"),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut m = Member { child, out };
+    m.expect("ready");
+    m
+}
+
+/// A publisher killed and left a zombie (its parent has not reaped it
+/// yet, so `kill(pid, 0)` still says it exists) while another subscriber
+/// process removes its segments: a subscription here drops the match
+/// whichever it hears first, the exit or the removal. Before, hearing the
+/// removal first left the dead publisher counted as matched for good.
+#[test]
+fn a_killed_publisher_not_reaped_yet_is_unmatched() {
+    let domain = 174;
+    let c = ctx(domain);
+    let node = c.create_node("watcher").unwrap();
+    for round in 0..6 {
+        let topic = format!("/zombie/r{round}");
+        let s = node
+            .create_polling_subscription::<u64>(&topic, tl(), Default::default())
+            .unwrap();
+        let mut publisher = spawn_endpoint(domain, "pub", &topic);
+        let other = spawn_endpoint(domain, "sub", &topic);
+        s.wait_for_message(LONG).unwrap();
+        wait_until("the match", || s.matched_count() == 1);
+        // SIGKILL without reaping: a zombie until the wait below.
+        publisher.child.kill().unwrap();
+        wait_until(
+            &format!("round {round}: the dead publisher's match to go"),
+            || s.matched_count() == 0,
+        );
+        publisher.child.wait().unwrap();
+        other.exit();
+    }
+}

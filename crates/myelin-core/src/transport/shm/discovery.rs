@@ -31,8 +31,11 @@ use myelin_shm::endpoint::{Found, GraphEvent, list_keys, open_found};
 /// A link the discovery thread keeps up to date.
 pub(super) trait Discovered: Send + Sync {
     /// Look again at the endpoints of this link's topic in other contexts
-    /// (`found`: all of them that this context knows).
-    fn rescan(self: Arc<Self>, found: &[Found]);
+    /// (`found`: all of them that this context knows; `exited`: processes
+    /// whose exit this pass heard of, dead even if their segments are
+    /// already gone from `found` and `kill(pid, 0)` still finds them, as
+    /// it does a zombie its parent has not reaped).
+    fn rescan(self: Arc<Self>, found: &[Found], exited: &[u32]);
 
     /// Check what this link itself put in shared memory (an inbox another
     /// process may have damaged); called about once a second.
@@ -78,8 +81,10 @@ pub(super) struct View {
     groups: HashMap<usize, usize>,
     /// Groups no endpoint of ours is in any more (to stop listening to).
     unlisten: Vec<usize>,
-    /// Processes watched for their exit.
-    watched: HashSet<u32>,
+    /// Processes watched for their exit, with the topics on which links
+    /// of ours look at their endpoints (to look at again when one exits,
+    /// even if its endpoints were forgotten first).
+    watched: HashMap<u32, HashSet<String>>,
     /// Our links that must look again.
     pending_locals: HashSet<u64>,
     /// Topics whose links must look again.
@@ -113,7 +118,7 @@ impl View {
             interest: HashMap::new(),
             groups: HashMap::new(),
             unlisten: Vec::new(),
-            watched: HashSet::new(),
+            watched: HashMap::new(),
             pending_locals: HashSet::new(),
             pending_topics: HashSet::new(),
             skipped: Vec::new(),
@@ -317,7 +322,13 @@ impl View {
     /// Process `pid` exited: its endpoints are marked dead and their
     /// topics looked at again.
     pub(super) fn mark_dead(&mut self, pid: u32) {
-        self.watched.remove(&pid);
+        // The topics come from the watch, not only from the endpoints
+        // still known: another process may have removed the dead one's
+        // segments, and this view forgotten them, before the exit was
+        // heard here.
+        if let Some(topics) = self.watched.remove(&pid) {
+            self.pending_topics.extend(topics);
+        }
         for k in self.known.values_mut() {
             if let Known::Open(f) = k
                 && f.info.pid == pid
@@ -350,7 +361,7 @@ impl View {
     /// The processes watched for their exit (for a system without pidfds,
     /// whose liveness is polled instead).
     pub(super) fn watched(&self) -> Vec<u32> {
-        self.watched.iter().copied().collect()
+        self.watched.keys().copied().collect()
     }
 
     /// Every endpoint of other contexts on `topic` that this view has
@@ -421,10 +432,14 @@ impl View {
             work.rescans.push((link, found));
         }
         // Watch the processes of every endpoint a link of ours looks at.
-        for found in by_topic.values() {
-            for f in found {
-                if f.alive && self.watched.insert(f.info.pid) {
+        for (topic, found) in &by_topic {
+            for f in found.iter().filter(|f| f.alive) {
+                let topics = self.watched.entry(f.info.pid).or_insert_with(|| {
                     work.watch.push(f.info.pid);
+                    HashSet::new()
+                });
+                if !topics.contains(topic) {
+                    topics.insert(topic.clone());
                 }
             }
         }

@@ -349,7 +349,7 @@ impl ShmTransport {
         // First the links look again: subscriptions drain (and map the
         // pools of) what a dead publisher left in their inboxes.
         for (link, found) in work.rescans {
-            link.rescan(&found);
+            link.rescan(&found, &exited);
         }
         if !exited.is_empty() {
             // A process died without cleaning up: remove its segments

@@ -515,7 +515,7 @@ impl PubShm {
 }
 
 impl Discovered for PubShm {
-    fn rescan(self: Arc<Self>, found: &[Found]) {
+    fn rescan(self: Arc<Self>, found: &[Found], _exited: &[u32]) {
         let Some(owner) = self.owner() else { return };
         let transient = self.qos.durability == Durability::TransientLocal;
         let mut changed = Vec::new();

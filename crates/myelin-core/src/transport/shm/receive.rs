@@ -329,7 +329,7 @@ impl SubShm {
 }
 
 impl Discovered for SubShm {
-    fn rescan(self: Arc<Self>, found: &[Found]) {
+    fn rescan(self: Arc<Self>, found: &[Found], exited: &[u32]) {
         let Some(owner) = self.owner() else { return };
         self.repair();
         // Announced publishers with incompatible QoS raise the event here.
@@ -339,6 +339,7 @@ impl Discovered for SubShm {
             .iter()
             .filter(|f| !f.alive)
             .map(|f| f.info.pid)
+            .chain(exited.iter().copied())
             .collect();
         self.pump_inner(true, &exited);
         // Matched = connected: once counted, messages flow.
