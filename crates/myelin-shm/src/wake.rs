@@ -44,6 +44,12 @@ pub fn wake_word(slot: u32, lane: u32) -> u32 {
 pub struct Lanes([u64; LANE_WORDS]);
 
 impl Lanes {
+    /// Every lane marked (a waiter that could not be signalled looks at
+    /// all its inboxes).
+    pub fn all() -> Lanes {
+        Lanes([u64::MAX; LANE_WORDS])
+    }
+
     /// Whether no lane is marked.
     pub fn is_empty(&self) -> bool {
         self.0.iter().all(|w| *w == 0)

@@ -159,6 +159,63 @@ fn child_role() {
             stop.stop();
             spin.join().unwrap().unwrap();
         }
+        "crowd" => {
+            // More polling subscriptions than this process's wake-up table
+            // has slots, each created and waited on in turn (so each waits
+            // before the publisher has found it).
+            let mut subs = Vec::new();
+            for i in 0..count {
+                let s = node
+                    .create_polling_subscription::<u64>(
+                        "crowd",
+                        QoS::keep_last(1).transient_local(),
+                        Default::default(),
+                    )
+                    .unwrap();
+                let m = s
+                    .wait_for_message(LONG)
+                    .unwrap_or_else(|e| panic!("subscription {i}: {e}"));
+                assert_eq!(*m, 42);
+                subs.push(s);
+            }
+            println!("all heard {}", subs.len());
+            // Then a live message, sent while the last one (which has no
+            // slot of its own) sleeps.
+            println!("waiting");
+            let last = subs.last().unwrap();
+            let asleep = std::time::Instant::now();
+            let m = last.wait_for_message(LONG).expect("the live message");
+            assert_eq!(*m, 43);
+            // The wait's last look at its deadline finds the message even
+            // if nothing woke it: woken means long before that.
+            assert!(
+                asleep.elapsed() < LONG / 2,
+                "nothing woke the subscription: it found the message at its deadline"
+            );
+            println!("heard live");
+            // An executor created now has no slot either: its callback
+            // still runs for a message from the other process.
+            let (tx, rx) = std::sync::mpsc::channel::<u64>();
+            let tx = std::sync::Mutex::new(tx);
+            let s = node
+                .create_subscription("crowd_exec", QoS::keep_last(1), move |m: u64| {
+                    let _ = tx.lock().unwrap().send(m);
+                })
+                .unwrap();
+            let mut exec = Executor::new();
+            exec.add_node(&node).unwrap();
+            let stop = exec.stop_handle();
+            let spin = std::thread::spawn(move || exec.spin());
+            wait_publishers(&s, 1);
+            println!("executor waiting");
+            let asleep = std::time::Instant::now();
+            assert_eq!(rx.recv_timeout(LONG).expect("the executor's message"), 44);
+            assert!(asleep.elapsed() < LONG / 2, "the executor was not woken");
+            println!("executor heard");
+            stop.stop();
+            spin.join().unwrap().unwrap();
+            let _ = std::io::stdin().read_line(&mut line);
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -490,3 +547,39 @@ fn call_async_reaches_a_server_in_another_process() {
     assert_eq!(futures::executor::block_on(b).unwrap(), -8);
     peer.finish();
 }
+
+/// A process with more polling subscriptions than its wake-up table has
+/// slots (256): the ones without a slot of their own still hear messages
+/// from other processes (they look every 10 ms instead of being woken), a
+/// polling subscription and an executor alike. Before, they slept until
+/// their timeout: nobody could signal them.
+#[test]
+fn more_polling_subscriptions_than_wake_slots_still_hear_other_processes() {
+    let c = ctx(155);
+    let node = c.create_node("crowd_publisher").unwrap();
+    let p = node
+        .create_publisher::<u64>("crowd", QoS::keep_last(1).transient_local())
+        .unwrap();
+    p.publish(42).unwrap();
+    let n = WAKE_SLOTS + 20;
+    let mut peer = Peer::spawn("crowd", 155, n);
+    peer.expect(&format!("all heard {n}"));
+    peer.expect("waiting");
+    // Only so that the peer is asleep when the message comes (without
+    // the pause the test may pass for the wrong reason, never fail).
+    std::thread::sleep(Duration::from_millis(200));
+    p.publish(43).unwrap();
+    peer.expect("heard live");
+    let q = node
+        .create_publisher::<u64>("crowd_exec", QoS::keep_last(1))
+        .unwrap();
+    wait_matched(&q, 1);
+    peer.expect("executor waiting");
+    std::thread::sleep(Duration::from_millis(200));
+    q.publish(44).unwrap();
+    peer.expect("executor heard");
+    peer.finish();
+}
+
+/// Slots of a process's wake-up table (`myelin_shm::wake::WAKE_SLOTS`).
+const WAKE_SLOTS: u64 = 256;

@@ -3,15 +3,39 @@
 //! publishers in other processes can signal too. A remote signal names a
 //! ready lane (see `myelin_shm::wake`), so the waiter drains only the
 //! links behind the lanes that were marked.
+//!
+//! A process has 256 such slots. A waiter created when every slot is taken
+//! (`Polled`) cannot be signalled by other processes: it looks at all its
+//! links every [`POLL`] instead, so it still hears them, later, and never
+//! sleeps through a message until its deadline.
 
+#[cfg(feature = "shm")]
+use std::time::Duration;
 use std::time::Instant;
 
 use myelin_sync::{Event, Scope, WaitOutcome};
+
+/// How often a waiter without a wake-up slot looks for messages from other
+/// processes.
+#[cfg(feature = "shm")]
+const POLL: Duration = Duration::from_millis(10);
 
 pub(crate) enum WakeEvent {
     Local(Event),
     #[cfg(feature = "shm")]
     Shm(myelin_shm::wake::WakeSlot),
+    /// Shared memory is on but every slot of this process's wake-up table
+    /// is taken: a private event, and the time of the last look at the
+    /// links (nanoseconds since [`epoch`]), pending again [`POLL`] later.
+    #[cfg(feature = "shm")]
+    Polled(Event, std::sync::atomic::AtomicU64),
+}
+
+/// The origin of `Polled`'s clock.
+#[cfg(feature = "shm")]
+fn since_epoch() -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 impl WakeEvent {
@@ -26,9 +50,22 @@ impl WakeEvent {
         #[cfg(feature = "shm")]
         if super::shared_memory_enabled()
             && let Some(t) = super::shm::wake_table()
-            && let Some(slot) = t.alloc()
         {
-            return WakeEvent::Shm(slot);
+            if let Some(slot) = t.alloc() {
+                return WakeEvent::Shm(slot);
+            }
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                tracing::warn!(
+                    "every slot of this process's shared-memory wake-up table is taken ({} executors, wait sets and polling subscriptions): more of them look for messages from other processes every {} ms instead of being woken",
+                    myelin_shm::wake::WAKE_SLOTS,
+                    POLL.as_millis()
+                );
+            });
+            return WakeEvent::Polled(
+                Event::new(Scope::Process),
+                std::sync::atomic::AtomicU64::new(since_epoch()),
+            );
         }
         WakeEvent::local()
     }
@@ -39,6 +76,8 @@ impl WakeEvent {
             WakeEvent::Local(e) => e.notify(),
             #[cfg(feature = "shm")]
             WakeEvent::Shm(s) => s.event().notify(),
+            #[cfg(feature = "shm")]
+            WakeEvent::Polled(e, _) => e.notify(),
         }
     }
 
@@ -48,18 +87,31 @@ impl WakeEvent {
             WakeEvent::Local(e) => e.notify_one(),
             #[cfg(feature = "shm")]
             WakeEvent::Shm(s) => s.event().notify_one(),
+            #[cfg(feature = "shm")]
+            WakeEvent::Polled(e, _) => e.notify_one(),
         }
     }
 
     pub(crate) fn wait_while(
         &self,
-        idle: impl FnMut() -> bool,
+        #[allow(unused_mut)] mut idle: impl FnMut() -> bool,
         deadline: Option<Instant>,
     ) -> WaitOutcome {
         match self {
             WakeEvent::Local(e) => e.wait_while(idle, deadline),
             #[cfg(feature = "shm")]
             WakeEvent::Shm(s) => s.event().wait_while(idle, deadline),
+            // Sleep at most until the next look is due; `is_pending` then
+            // says so, and the caller's `idle` (which asks it) ends the wait.
+            #[cfg(feature = "shm")]
+            WakeEvent::Polled(e, _) => loop {
+                let next = Instant::now() + POLL;
+                let until = deadline.map_or(next, |d| d.min(next));
+                let out = e.wait_while(&mut idle, Some(until));
+                if out.is_ready() || deadline.is_some_and(|d| Instant::now() >= d) {
+                    return out;
+                }
+            },
         }
     }
 
@@ -71,6 +123,15 @@ impl WakeEvent {
             WakeEvent::Local(_) => None,
             #[cfg(feature = "shm")]
             WakeEvent::Shm(s) => s.take_lanes().map(Lanes),
+            #[cfg(feature = "shm")]
+            WakeEvent::Polled(_, last) => {
+                let now = since_epoch();
+                let due = last.load(std::sync::atomic::Ordering::Relaxed) + POLL.as_nanos() as u64;
+                (now >= due).then(|| {
+                    last.store(now, std::sync::atomic::Ordering::Relaxed);
+                    Lanes(myelin_shm::wake::Lanes::all())
+                })
+            }
         }
     }
 
@@ -84,6 +145,8 @@ impl WakeEvent {
             }
             #[cfg(feature = "shm")]
             WakeEvent::Shm(s) => Some(myelin_shm::wake::wake_word(s.index(), lane)),
+            #[cfg(feature = "shm")]
+            WakeEvent::Polled(..) => None,
         }
     }
 
@@ -94,6 +157,8 @@ impl WakeEvent {
             WakeEvent::Local(_) => false,
             #[cfg(feature = "shm")]
             WakeEvent::Shm(s) => s.take_pending(),
+            #[cfg(feature = "shm")]
+            WakeEvent::Polled(..) => self.take_lanes().is_some(),
         }
     }
 
@@ -104,6 +169,11 @@ impl WakeEvent {
             WakeEvent::Local(_) => false,
             #[cfg(feature = "shm")]
             WakeEvent::Shm(s) => s.is_pending(),
+            #[cfg(feature = "shm")]
+            WakeEvent::Polled(_, last) => {
+                since_epoch()
+                    >= last.load(std::sync::atomic::Ordering::Relaxed) + POLL.as_nanos() as u64
+            }
         }
     }
 }
