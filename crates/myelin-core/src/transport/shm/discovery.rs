@@ -85,6 +85,10 @@ pub(super) struct View {
     /// of ours look at their endpoints (to look at again when one exits,
     /// even if its endpoints were forgotten first).
     watched: HashMap<u32, HashSet<String>>,
+    /// Endpoints in our buckets that could not be opened when they became
+    /// known (half created, or a passing failure): tried again once a
+    /// second, so a failed open is never the end of a match.
+    retry: HashSet<EndpointKey>,
     /// Our links that must look again.
     pending_locals: HashSet<u64>,
     /// Topics whose links must look again.
@@ -119,6 +123,7 @@ impl View {
             groups: HashMap::new(),
             unlisten: Vec::new(),
             watched: HashMap::new(),
+            retry: HashSet::new(),
             pending_locals: HashSet::new(),
             pending_topics: HashSet::new(),
             skipped: Vec::new(),
@@ -144,6 +149,7 @@ impl View {
         if !matches!(self.known.get(&key), Some(Known::Unopened)) {
             return;
         }
+        self.retry.remove(&key);
         match open_found(self.domain, &key) {
             Ok(found) => {
                 self.pending_topics.insert(found.info.topic.clone());
@@ -154,8 +160,12 @@ impl View {
                 self.known.insert(key, Known::Refused);
             }
             // Gone already, or half created (its `Added` entry comes when
-            // it is complete): stays unopened.
-            Err(e) => self.skipped.push(e),
+            // it is complete), or a passing failure: stays unopened, and is
+            // tried again.
+            Err(e) => {
+                self.skipped.push(e);
+                self.retry.insert(key);
+            }
         }
     }
 
@@ -171,6 +181,7 @@ impl View {
     }
 
     fn remove(&mut self, key: &EndpointKey) {
+        self.retry.remove(key);
         if let Some(k) = self.known.remove(key) {
             if let Some(set) = self.by_bucket.get_mut(&key.bucket) {
                 set.remove(key);
@@ -315,6 +326,21 @@ impl View {
                         self.unlisten.push(g);
                     }
                 }
+            }
+        }
+    }
+
+    /// Try again to open the endpoints that could not be opened (once a
+    /// second); forget those whose file is gone.
+    pub(super) fn retry_unopened(&mut self) {
+        for key in std::mem::take(&mut self.retry) {
+            let gone = key
+                .segment_name(self.domain)
+                .is_ok_and(|n| std::fs::symlink_metadata(n.path()).is_err());
+            if gone {
+                self.remove(&key);
+            } else {
+                self.open(key);
             }
         }
     }

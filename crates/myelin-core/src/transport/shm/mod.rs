@@ -316,8 +316,11 @@ impl ShmTransport {
             std::mem::take(&mut *self.exited.lock().unwrap_or_else(|e| e.into_inner()));
         let (work, links, soon) = {
             let mut v = self.view();
-            if check && self.poll_liveness.load(Ordering::Relaxed) {
-                exited.extend(v.watched().into_iter().filter(|p| !process_alive(*p)));
+            if check {
+                v.retry_unopened();
+                if self.poll_liveness.load(Ordering::Relaxed) {
+                    exited.extend(v.watched().into_iter().filter(|p| !process_alive(*p)));
+                }
             }
             for pid in &exited {
                 v.mark_dead(*pid);
