@@ -177,8 +177,6 @@ impl<S: Copy + Default> Status<S> {
 }
 
 impl Status<MatchedStatus> {
-    /// Record that `current` peers are matched now; returns the new status
-    /// if it changed (for the event).
     /// Count the matched peers with `count` and record it; returns the new
     /// status if it changed (for the event). `count` runs under the
     /// status's lock, so refreshes from several threads (a transport's
@@ -190,23 +188,22 @@ impl Status<MatchedStatus> {
     /// When `take` (an event callback receives the status), its changes
     /// are cleared under the same lock.
     pub(crate) fn recount(&self, count: impl FnOnce() -> u32, take: bool) -> Option<MatchedStatus> {
-        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let current = count();
-        if s.current_count == current {
-            return None;
-        }
-        let d = current as i32 - s.current_count as i32;
-        if d > 0 {
-            s.total_count += d as u64;
-            s.total_count_change += d as u64;
-        }
-        s.current_count = current;
-        s.current_count_change += d;
-        let out = *s;
-        if take {
-            s.clear_changes();
-        }
-        Some(out)
+        let mut changed = false;
+        let out = self.update_for_event(take, |s| {
+            let current = count();
+            if s.current_count == current {
+                return;
+            }
+            changed = true;
+            let d = current as i32 - s.current_count as i32;
+            if d > 0 {
+                s.total_count += d as u64;
+                s.total_count_change += d as u64;
+            }
+            s.current_count = current;
+            s.current_count_change += d;
+        });
+        changed.then_some(out)
     }
 }
 
@@ -286,32 +283,15 @@ impl<E: Send + 'static> Executable for EventQueue<E> {
     }
 }
 
-/// Shared incompatible-QoS status of an endpoint.
-#[derive(Default)]
-pub(crate) struct IncompatibleQos(Mutex<IncompatibleQosStatus>);
-
-impl IncompatibleQos {
+impl Status<IncompatibleQosStatus> {
     /// Count one more incompatible peer; the new status, taken when
     /// `take` (an event callback receives it).
     pub(crate) fn record(&self, policy: QosPolicy, take: bool) -> IncompatibleQosStatus {
-        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        s.total_count += 1;
-        s.total_count_change += 1;
-        s.last_policy = Some(policy);
-        let out = *s;
-        if take {
-            s.clear_changes();
-        }
-        out
-    }
-    pub(crate) fn get(&self) -> IncompatibleQosStatus {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-    pub(crate) fn take(&self) -> IncompatibleQosStatus {
-        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let out = *s;
-        s.clear_changes();
-        out
+        self.update_for_event(take, |s| {
+            s.total_count += 1;
+            s.total_count_change += 1;
+            s.last_policy = Some(policy);
+        })
     }
 }
 

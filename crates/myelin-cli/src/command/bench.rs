@@ -1,5 +1,7 @@
 //! `myelin bench`.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -260,12 +262,12 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     bar.enable_steady_tick(Duration::from_millis(200));
     // Ctrl-C stops after the current run (whose child process the
     // terminal interrupts too) and prints what finished.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
     {
         let s = stop.clone();
-        let _ = ctrlc::set_handler(move || s.store(true, std::sync::atomic::Ordering::Relaxed));
+        let _ = ctrlc::set_handler(move || s.store(true, Ordering::Relaxed));
     }
-    let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
+    let stopped = || stop.load(Ordering::Relaxed);
     let mut report = Report {
         header,
         records: Vec::new(),
@@ -354,9 +356,6 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// `myelin bench topology FILE`: the graph in this process, with a progress
 /// bar; Ctrl-C stops early and reports what was measured.
 fn topology(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
     let file = args
         .file
         .as_ref()

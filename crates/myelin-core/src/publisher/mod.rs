@@ -24,8 +24,7 @@ use arc_swap::ArcSwap;
 
 use crate::error::PublishError;
 use crate::events::{
-    DeadlineMissedStatus, EventQueue, IncompatibleQos, LivelinessToken, MatchedStatus,
-    PublisherEvent, Status,
+    DeadlineMissedStatus, EventQueue, LivelinessToken, MatchedStatus, PublisherEvent, Status,
 };
 use crate::message::Message;
 use crate::qos::LivelinessKind;
@@ -83,7 +82,7 @@ pub(crate) struct PubInner<T> {
     /// Transient local only: the last `depth` messages with their global
     /// publish sequence number.
     pub(crate) history: Option<History<T>>,
-    pub(crate) incompatible: IncompatibleQos,
+    pub(crate) incompatible: Status<IncompatibleQosStatus>,
     pub(crate) liveliness: Arc<LivelinessToken>,
     /// Publishes so far (counted only with a deadline).
     published_count: myelin_sync::atomic::AtomicU64,
@@ -127,7 +126,7 @@ impl<T: Message> PubInner<T> {
             node,
             matched: ArcSwap::from_pointee(Matched::default()),
             history,
-            incompatible: IncompatibleQos::default(),
+            incompatible: Status::new(),
             liveliness: Arc::new(LivelinessToken {
                 kind: qos.liveliness.kind,
                 lease_ns: qos
@@ -445,7 +444,7 @@ impl<T: Message> Publisher<T> {
     /// Like [`incompatible_qos`](Self::incompatible_qos), and resets the
     /// `total_count_change`.
     pub fn take_incompatible_qos(&self) -> IncompatibleQosStatus {
-        self.inner.incompatible.take()
+        self.inner.incompatible.take_changes()
     }
 
     /// Subscriptions on this topic with another type, in other processes

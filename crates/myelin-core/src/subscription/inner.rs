@@ -12,8 +12,8 @@ use crate::buffer::{Buffer, Pushed, Received};
 use crate::dispatch::{ExecShared, Executable, GroupInner};
 use crate::error::SpinError;
 use crate::events::{
-    DeadlineMissedStatus, EventQueue, IncompatibleQos, LivelinessChangedStatus, LivelinessToken,
-    MatchedStatus, Status, SubscriptionEvent,
+    DeadlineMissedStatus, EventQueue, LivelinessChangedStatus, LivelinessToken, MatchedStatus,
+    Status, SubscriptionEvent,
 };
 use crate::message::Message;
 use crate::qos::{QoS, QosPolicy};
@@ -64,7 +64,7 @@ pub(crate) struct SubInner<T> {
     pub(crate) checkers: std::sync::Mutex<Vec<crate::Timer>>,
     /// The panic message of the last inline callback that panicked.
     inline_panic: std::sync::Mutex<Option<String>>,
-    pub(crate) incompatible: IncompatibleQos,
+    pub(crate) incompatible: Status<crate::qos::IncompatibleQosStatus>,
     /// Matched publishers in this context (set by the graph).
     local_matched: myelin_sync::atomic::AtomicU32,
     /// Publishers in other processes counted alive in `liveliness_status`
@@ -145,7 +145,7 @@ impl<T: Message> SubInner<T> {
             pub_liveliness: std::sync::Mutex::new(Vec::new()),
             events,
             checkers: std::sync::Mutex::new(Vec::new()),
-            incompatible: IncompatibleQos::default(),
+            incompatible: Status::new(),
             local_matched: myelin_sync::atomic::AtomicU32::new(0),
             remote_alive: myelin_sync::atomic::AtomicU32::new(0),
             links: links.into_boxed_slice(),

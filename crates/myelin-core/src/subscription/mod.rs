@@ -351,7 +351,7 @@ impl<T: Message> Subscription<T> {
     /// Like [`incompatible_qos`](Self::incompatible_qos), and resets the
     /// `total_count_change`.
     pub fn take_incompatible_qos(&self) -> IncompatibleQosStatus {
-        self.inner.incompatible.take()
+        self.inner.incompatible.take_changes()
     }
 
     /// Publishers on this topic with another type, in other processes or

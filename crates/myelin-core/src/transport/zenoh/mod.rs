@@ -288,12 +288,12 @@ impl ZenohTransport {
             // Without gossip zenoh would wait out the whole scouting delay:
             // wait for the router's link instead (milliseconds), up to the
             // same bound.
-            let info = session.info();
-            let give_up = std::time::Instant::now() + Duration::from_secs(2);
-            while info.routers_zid().wait().next().is_none() && std::time::Instant::now() < give_up
-            {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            wait_for_link(
+                &session,
+                false,
+                Duration::from_secs(2),
+                Duration::from_millis(1),
+            );
         }
         let dom = Arc::new_cyclic(|me| ZenohTransport {
             me: me.clone(),
@@ -428,15 +428,13 @@ impl ZenohTransport {
     /// the network for the current tokens first (up to `wait`), each with
     /// whether it is a shared-memory context on this host.
     fn endpoints(&self, wait: Duration) -> Vec<(Token, bool)> {
-        let info = self.session.info();
-        let connected = || {
-            info.routers_zid().wait().next().is_some() || info.peers_zid().wait().next().is_some()
+        let patience = if self.expect_peers {
+            wait
+        } else {
+            Duration::ZERO
         };
-        let give_up = std::time::Instant::now() + wait;
-        while self.expect_peers && !connected() && std::time::Instant::now() < give_up {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if connected() {
+        let connected = wait_for_link(&self.session, true, patience, Duration::from_millis(10));
+        if connected {
             let settle =
                 (self.opened + SETTLE).saturating_duration_since(std::time::Instant::now());
             std::thread::sleep(settle.min(wait));
@@ -759,6 +757,31 @@ fn discovered(t: &Token) -> Option<DiscoveredEndpoint> {
         qos: qos_of_token(&info.qos),
         zid: Some(t.zid.clone()),
     })
+}
+
+/// Wait up to `wait` (looking every `every`) for the session to have a
+/// router, or any peer too when `peers`; whether it has one.
+fn wait_for_link(
+    session: &myelin_zenoh::zenoh::Session,
+    peers: bool,
+    wait: Duration,
+    every: Duration,
+) -> bool {
+    let info = session.info();
+    let linked = || {
+        info.routers_zid().wait().next().is_some()
+            || (peers && info.peers_zid().wait().next().is_some())
+    };
+    let give_up = std::time::Instant::now() + wait;
+    loop {
+        if linked() {
+            return true;
+        }
+        if std::time::Instant::now() >= give_up {
+            return false;
+        }
+        std::thread::sleep(every);
+    }
 }
 
 #[cfg(test)]
