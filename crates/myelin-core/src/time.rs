@@ -23,12 +23,12 @@
 //! ```
 //! use myelin_core::time::{ClockType, Time};
 //!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let t = Time::from_nanos(1_500_000_000);
 //! assert_eq!((t.sec, t.nanosec), (1, 500_000_000));
 //! assert_eq!(t.nanos(), 1_500_000_000);
 //! assert_eq!(Time::from_nanos(-1), Time { sec: -1, nanosec: 999_999_999 });
 //!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let ctx = myelin_core::Context::builder()
 //!     .handle_signals(false)
 //!     .shared_memory(false)

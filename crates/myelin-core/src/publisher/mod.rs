@@ -398,9 +398,30 @@ impl<T: Message> Publisher<T> {
     }
 
     /// How many subscriptions this publisher currently delivers to (in
-    /// this context and, through shared memory, in other processes).
+    /// this context and, through shared memory, in other processes):
+    /// rclcpp's `get_subscription_count`, mirrored by
+    /// [`Subscription::publisher_count`](crate::Subscription::publisher_count).
+    ///
+    /// ```
+    /// use myelin_core::{Context, QoS};
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("counts")?;
+    /// let publisher = node.create_publisher::<u32>("n", QoS::keep_last(1))?;
+    /// assert_eq!(publisher.subscription_count(), 0);
+    /// let _sub = node.create_polling_subscription::<u32>("n", QoS::keep_last(1), Default::default())?;
+    /// assert_eq!(publisher.subscription_count(), 1);
+    /// assert_eq!(publisher.matched_count(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn subscription_count(&self) -> usize {
         self.inner.matched.load().len() + self.inner.remote_count()
+    }
+
+    /// The same as [`subscription_count`](Self::subscription_count), named
+    /// as [`Subscription::matched_count`](crate::Subscription::matched_count)
+    /// is.
+    pub fn matched_count(&self) -> usize {
+        self.subscription_count()
     }
 
     /// Shared-memory chunks of this publisher in use: loaned, queued for

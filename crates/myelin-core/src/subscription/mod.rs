@@ -332,15 +332,27 @@ impl<T: Message> Subscription<T> {
         }
     }
 
-    /// How many publishers are on this topic in this context (matched or
-    /// not; see [`incompatible_qos`](Self::incompatible_qos)).
+    /// How many publishers this subscription is matched with, in this
+    /// process and others (rclcpp's `get_publisher_count`; the same as
+    /// [`matched_count`](Self::matched_count), the name the publisher side
+    /// mirrors with [`Publisher::subscription_count`](crate::Publisher::subscription_count)).
+    /// Publishers on the topic whose QoS or type does not match are not
+    /// counted: [`Node::count_endpoints`](crate::Node::count_endpoints)
+    /// counts every endpoint on a topic.
+    ///
+    /// ```
+    /// use myelin_core::{Context, QoS};
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("counts")?;
+    /// let sub = node.create_polling_subscription::<u32>("n", QoS::keep_last(1), Default::default())?;
+    /// let _reliable = node.create_publisher::<u32>("n", QoS::keep_last(1))?;
+    /// let _best_effort = node.create_publisher::<u32>("n", QoS::keep_last(1).best_effort())?;
+    /// // A reliable subscription does not match a best-effort publisher.
+    /// assert_eq!(sub.publisher_count(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn publisher_count(&self) -> usize {
-        self.inner
-            .node
-            .ctx
-            .graph
-            .topic_counts::<T>(&self.inner.topic)
-            .0
+        self.matched_count()
     }
 
     /// The incompatible-QoS status (publishers that could not match).
