@@ -26,7 +26,7 @@
 //! ```
 //!
 //! Your own types: `#[derive(Clone, serde::Serialize, serde::Deserialize,
-//! myelin::Message)]` with `#[message(cdr, name = "my_pkg/msg/MyType")]`.
+//! myelin_derive::Message)]` with `#[message(cdr, name = "my_pkg/msg/MyType")]`.
 //!
 //! Services are types too: each `.srv` of [`std_srvs`] and
 //! [`example_interfaces`] is a request message (`AddTwoIntsRequest`, ROS
@@ -447,7 +447,7 @@ pub fn ros_hash_of(type_name: &str) -> Option<String> {
 macro_rules! msg {
     ($(#[$doc:meta])* $name:ident = $ros:literal, $hash:literal { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
         $(#[$doc])*
-        #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, myelin::Message)]
+        #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, myelin_derive::Message)]
         #[message(cdr, name = $ros, ros_hash = $hash, describe = crate::describe)]
         #[serde(default, deny_unknown_fields)]
         pub struct $name {

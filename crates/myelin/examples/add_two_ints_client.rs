@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
+use myelin::msgs::example_interfaces::{AddTwoInts, AddTwoIntsRequest};
 use myelin::prelude::*;
-use myelin_msgs::example_interfaces::{AddTwoInts, AddTwoIntsRequest};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

@@ -10,8 +10,8 @@
 //! ```
 //! Stop with Ctrl-C.
 
+use myelin::msgs::example_interfaces::{AddTwoInts, AddTwoIntsResponse};
 use myelin::prelude::*;
-use myelin_msgs::example_interfaces::{AddTwoInts, AddTwoIntsResponse};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = Context::new();

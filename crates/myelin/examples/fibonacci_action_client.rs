@@ -11,8 +11,8 @@
 use std::time::Duration;
 
 use myelin::action::{GoalState, SendGoalOptions};
+use myelin::msgs::example_interfaces::{Fibonacci, FibonacciFeedback, FibonacciGoal};
 use myelin::prelude::*;
-use myelin_msgs::example_interfaces::{Fibonacci, FibonacciFeedback, FibonacciGoal};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let order = match std::env::args().nth(1) {

@@ -16,8 +16,8 @@
 use std::time::Duration;
 
 use myelin::action::{CancelResponse, GoalResponse, ServerGoalHandle};
+use myelin::msgs::example_interfaces::{Fibonacci, FibonacciFeedback, FibonacciResult};
 use myelin::prelude::*;
-use myelin_msgs::example_interfaces::{Fibonacci, FibonacciFeedback, FibonacciResult};
 
 fn execute(goal: ServerGoalHandle<Fibonacci>, period: Duration) {
     println!("Executing goal");

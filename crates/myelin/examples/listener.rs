@@ -8,8 +8,8 @@
 //! ```
 //! Stop with Ctrl-C.
 
+use myelin::msgs::std_msgs;
 use myelin::prelude::*;
-use myelin_msgs::std_msgs;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = Context::new();

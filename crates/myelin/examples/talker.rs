@@ -14,8 +14,8 @@
 
 use std::time::Duration;
 
+use myelin::msgs::std_msgs;
 use myelin::prelude::*;
-use myelin_msgs::std_msgs;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = Context::new();

@@ -49,6 +49,27 @@
 pub use myelin_core::*;
 pub use myelin_derive::Message;
 
+/// The standard ROS 2 message and service types (`std_msgs`,
+/// `geometry_msgs`, `sensor_msgs`, `builtin_interfaces`, `std_srvs`,
+/// `example_interfaces`, ...), in CDR with their ROS 2 type hashes, so
+/// they talk to ROS 2 nodes as they are (the `myelin-msgs` crate; feature
+/// `msgs`, on by default).
+///
+/// ```
+/// use myelin::msgs::std_msgs::String as RosString;
+/// use myelin::prelude::*;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let ctx = Context::builder().handle_signals(false).build()?;
+/// let node = ctx.create_node("talker")?;
+/// let chatter = node.create_publisher::<RosString>("chatter", QoS::keep_last(10))?;
+/// chatter.publish(RosString { data: "hello".into() })?;
+/// assert_eq!(<RosString as Message>::TYPE_NAME, "std_msgs/msg/String");
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "msgs")]
+pub use myelin_msgs as msgs;
+
 /// The names most programs need.
 pub mod prelude {
     pub use myelin_core::{
@@ -57,7 +78,8 @@ pub mod prelude {
     };
 }
 
-/// The README's examples, compiled as doctests so they stay correct.
-#[cfg(doctest)]
+/// The README's examples, compiled as doctests so they stay correct (they
+/// use `myelin::msgs`).
+#[cfg(all(doctest, feature = "msgs"))]
 #[doc = include_str!("../../../README.md")]
 mod readme {}
