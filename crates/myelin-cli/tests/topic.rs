@@ -77,6 +77,14 @@ fn list_info_echo_hz_and_node_list_see_a_publisher_in_another_process() {
     let (ok, ninfo, err) = run(&["node", "info", &node, "--domain", d]);
     assert!(ok, "{err}");
     assert!(ninfo.contains("/greeting: std_msgs/msg/String"), "{ninfo}");
+    // A typo in a name gets the nearest existing one.
+    let (ok, _, err) = run(&["topic", "info", "/greting", "--domain", d]);
+    assert!(!ok);
+    assert!(err.contains("(did you mean /greeting?)"), "{err}");
+    let typo = &node[..node.len() - 1];
+    let (ok, _, err) = run(&["node", "info", typo, "--domain", d]);
+    assert!(!ok);
+    assert!(err.contains(&format!("(did you mean {node}?)")), "{err}");
 }
 
 #[test]

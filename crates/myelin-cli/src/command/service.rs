@@ -68,14 +68,12 @@ fn list(show_types: bool, include_hidden: bool, domain: u32) -> Res {
 fn service_type(service: &str, domain: u32) -> Res {
     let ctx = tool_ctx(domain)?;
     let service = absolute(service);
-    let found: Vec<_> = ctx
-        .discover_services(DISCOVERY_WAIT)
-        .into_iter()
-        .filter(|s| s.name == service)
-        .collect();
+    let all = ctx.discover_services(DISCOVERY_WAIT);
+    let found: Vec<_> = all.iter().filter(|s| s.name == service).collect();
     if found.is_empty() {
         return Err(format!(
-            "service {service:?}: not found on domain {domain} (`myelin service list --domain {domain}`)"
+            "service {service:?}: not found on domain {domain}{} (`myelin service list --domain {domain}`)",
+            super::topic::close_to(&service, all.iter().map(|s| s.name.as_str()))
         )
         .into());
     }

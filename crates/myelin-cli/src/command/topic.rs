@@ -90,13 +90,24 @@ pub(crate) fn absolute(topic: &str) -> String {
 fn find(ctx: &myelin::Context, topic: &str) -> Result<(String, Vec<DiscoveredEndpoint>), String> {
     let domain = ctx.domain_id();
     let t = absolute(topic);
-    let eps: Vec<_> = visible(ctx).into_iter().filter(|e| e.topic == t).collect();
+    let all = visible(ctx);
+    let eps: Vec<_> = all.iter().filter(|e| e.topic == t).cloned().collect();
     if eps.is_empty() {
         return Err(format!(
-            "topic {t:?}: nothing publishes or subscribes to it on domain {domain} (`myelin topic list --domain {domain}` shows what exists)"
+            "topic {t:?}: nothing publishes or subscribes to it on domain {domain}{} (`myelin topic list --domain {domain}` shows what exists)",
+            close_to(&t, all.iter().map(|e| e.topic.as_str()))
         ));
     }
     Ok((t, eps))
+}
+
+/// `" (did you mean X?)"` for the name among `names` closest to `name`
+/// (a typo's distance), or nothing.
+pub(crate) fn close_to<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> String {
+    let names: BTreeSet<&str> = names.into_iter().filter(|n| *n != name).collect();
+    myelin::names::did_you_mean(name, names)
+        .map(|n| format!(" (did you mean {n}?)"))
+        .unwrap_or_default()
 }
 
 fn qos_line(q: &QoS) -> String {
@@ -287,10 +298,11 @@ fn wait_for_topic(
             Err(why) if ctx.is_shut_down() => return Err(why.into()),
             Err(_) => {
                 if !said {
+                    let t = absolute(topic);
                     eprintln!(
-                        "waiting for {} to appear on domain {} (Ctrl-C to stop)",
-                        absolute(topic),
-                        ctx.domain_id()
+                        "waiting for {t} to appear on domain {}{} (Ctrl-C to stop)",
+                        ctx.domain_id(),
+                        close_to(&t, visible(ctx).iter().map(|e| e.topic.as_str()))
                     );
                     said = true;
                 }
@@ -586,8 +598,10 @@ pub fn run_node(cmd: NodeCommand) -> Res {
                 .filter(|s| s.node == name)
                 .collect();
             if all_eps.is_empty() && all_services.is_empty() {
+                let nodes: Vec<String> = visible(&ctx).into_iter().map(|e| e.node).collect();
                 return Err(format!(
-                    "node {name:?}: not found on domain {domain} (`myelin node list --domain {domain}`)"
+                    "node {name:?}: not found on domain {domain}{} (`myelin node list --domain {domain}`)",
+                    close_to(&name, nodes.iter().map(String::as_str))
                 )
                 .into());
             }
