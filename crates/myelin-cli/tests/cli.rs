@@ -183,6 +183,51 @@ fn doctor_clean_runs_and_rejects_a_bad_domain() {
     fails_naming(&["doctor", "--domain", "999"], "--domain");
 }
 
+/// `myelin doctor` says which transports a program would use, what is
+/// wrong with MYELIN_TRANSPORT or MYELIN_ZENOH_CONFIG, whether the zenoh
+/// router is there, and how much room shared memory has.
+#[test]
+fn doctor_reports_transports_configuration_and_space() {
+    let doctor = |env: &[(&str, &str)]| {
+        let mut c = myelin();
+        c.arg("doctor")
+            .env_remove("MYELIN_TRANSPORT")
+            .env_remove("MYELIN_ZENOH_CONFIG");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let plain = doctor(&[]);
+    assert!(
+        plain.contains("transports: in-process on, shared memory on, zenoh on"),
+        "{plain}"
+    );
+    // Whether a router runs here is not the test's to decide: one of the two.
+    assert!(
+        plain.contains("a router listens at tcp/127.0.0.1:7447")
+            || plain.contains("nothing listens at tcp/127.0.0.1:7447"),
+        "{plain}"
+    );
+    assert!(plain.contains(" free of "), "{plain}");
+    let typo = doctor(&[("MYELIN_TRANSPORT", "shm,zneoh")]);
+    assert!(typo.contains("did you mean zenoh?"), "{typo}");
+    assert!(typo.contains("programs started with it fail"), "{typo}");
+    let shm_only = doctor(&[("MYELIN_TRANSPORT", "shm")]);
+    assert!(
+        shm_only.contains("shared memory on, zenoh off"),
+        "{shm_only}"
+    );
+    let missing = doctor(&[("MYELIN_ZENOH_CONFIG", "/nonexistent/zenoh.json5")]);
+    assert!(missing.contains("/nonexistent/zenoh.json5"), "{missing}");
+    assert!(
+        missing.contains("programs started with it fail"),
+        "{missing}"
+    );
+}
+
 /// `myelin doctor` reports what is in the segment directory: a forged file
 /// named like ours (a symlink) is reported as foreign and `--clean` leaves
 /// it (and what it points to) alone; a header-less one is reported as

@@ -57,7 +57,7 @@ pub use ring::{RecvInfo, RingReader, RingWriter};
 pub use segment::{
     NeededAtExit, SegmentName, SegmentState, SurveyEntry, TypeId, cleanup_exited, cleanup_stale,
     cleanup_stale_host, forget_at_exit, process_alive, remove_at_exit,
-    remove_at_exit_unless_needed, segment_dir, survey,
+    remove_at_exit_unless_needed, segment_dir, segment_space, survey,
 };
 
 /// Shared-memory errors. Each names the segment (its path) and what is

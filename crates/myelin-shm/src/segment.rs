@@ -51,6 +51,16 @@ pub fn segment_dir() -> PathBuf {
     std::env::var_os("MYELIN_SHM_DIR").map_or_else(|| PathBuf::from("/dev/shm"), PathBuf::from)
 }
 
+/// Bytes free (for this user) and in total on the file system that holds
+/// the segments ([`segment_dir`]); `None` if it cannot be asked.
+pub fn segment_space() -> Option<(u64, u64)> {
+    let v = rustix::fs::statvfs(segment_dir()).ok()?;
+    Some((
+        v.f_bavail.saturating_mul(v.f_frsize),
+        v.f_blocks.saturating_mul(v.f_frsize),
+    ))
+}
+
 fn uid() -> u32 {
     rustix::process::getuid().as_raw()
 }

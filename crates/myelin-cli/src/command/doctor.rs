@@ -9,8 +9,22 @@ pub fn run(args: DoctorArgs) -> Result<(), Box<dyn std::error::Error>> {
     {
         return Err(format!("invalid --domain {d}: ROS 2 domain ids are 0 to 232").into());
     }
+    transports();
     let dir = myelin_shm::segment_dir();
-    println!("shared memory: {}", dir.display());
+    match myelin_shm::segment_space() {
+        Some((free, total)) => println!(
+            "shared memory: {}: {} free of {}{}",
+            dir.display(),
+            human(free),
+            human(total),
+            if free < total / 10 {
+                " (nearly full: a publisher whose pool cannot grow gets a NoSpace error)"
+            } else {
+                ""
+            }
+        ),
+        None => println!("shared memory: {} (cannot be read)", dir.display()),
+    }
     report(&myelin_shm::survey(), args.clean);
     if args.clean {
         let domains = match args.domain {
@@ -75,5 +89,59 @@ fn report(found: &[myelin_shm::SurveyEntry], cleaning: bool) {
             ),
             _ => {}
         }
+    }
+}
+
+/// Which transports a program started here would use, and whether the
+/// zenoh side has the router it needs.
+fn transports() {
+    let env = std::env::var("MYELIN_TRANSPORT").ok();
+    match &env {
+        Some(v) => match myelin::transport::check_transport_env(v) {
+            Ok(()) => println!("MYELIN_TRANSPORT={v}"),
+            Err(e) => println!("{e}: programs started with it fail"),
+        },
+        None => println!("MYELIN_TRANSPORT unset: every transport built in"),
+    }
+    let on = |b: bool| if b { "on" } else { "off" };
+    println!(
+        "transports: in-process on, shared memory {}, zenoh {}",
+        on(myelin::transport::shared_memory_enabled()),
+        on(myelin::transport::network_enabled())
+    );
+    if !myelin::transport::network_enabled() {
+        return;
+    }
+    if let Some(file) = std::env::var_os("MYELIN_ZENOH_CONFIG") {
+        let path = std::path::Path::new(&file);
+        match myelin_zenoh::config::from_file(path) {
+            Ok(_) => println!(
+                "zenoh: configuration {} (read, taken as written)",
+                path.display()
+            ),
+            Err(e) => println!("{e}: programs started with it fail"),
+        }
+        return;
+    }
+    let router = myelin_zenoh::config::DEFAULT_ROUTER;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 7447));
+    if std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)).is_ok() {
+        println!(
+            "zenoh: a router listens at {router}: other hosts and ROS 2 nodes (rmw_zenoh) are reachable through it"
+        );
+    } else {
+        println!(
+            "zenoh: nothing listens at {router}: processes on this host still meet over shared memory; start `myelin router` (or rmw_zenohd) to reach other hosts and ROS 2 nodes"
+        );
+    }
+}
+
+/// Bytes for a person: `12.3 MB`.
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    match bytes {
+        0..1_000_000 => format!("{:.1} kB", b / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", b / 1e6),
+        _ => format!("{:.1} GB", b / 1e9),
     }
 }

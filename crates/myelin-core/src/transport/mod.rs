@@ -74,9 +74,16 @@ pub(crate) fn next_id() -> u64 {
 const TRANSPORT_NAMES: [&str; 3] = ["intra", "shm", "zenoh"];
 
 /// Check `MYELIN_TRANSPORT` (`value`): a comma-separated list of
-/// [`TRANSPORT_NAMES`]; a typo would otherwise silently mean "in-process
-/// only".
-fn check_transport_env(value: &str) -> Result<(), ContextError> {
+/// `intra`, `shm` and `zenoh`; a typo would otherwise silently mean
+/// "in-process only" (what a context's `build()` reports, and `myelin
+/// doctor`).
+///
+/// ```
+/// assert!(myelin_core::transport::check_transport_env("shm,zenoh").is_ok());
+/// let e = myelin_core::transport::check_transport_env("zneoh").unwrap_err();
+/// assert!(e.to_string().contains("did you mean zenoh?"));
+/// ```
+pub fn check_transport_env(value: &str) -> Result<(), ContextError> {
     for part in value.split(',').map(str::trim) {
         if !TRANSPORT_NAMES.contains(&part) {
             let hint = crate::names::did_you_mean(part, TRANSPORT_NAMES)
