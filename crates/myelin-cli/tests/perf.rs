@@ -227,3 +227,27 @@ fn ping_over_zenoh_through_a_router() {
     assert!(count > 0, "{stdout}");
     let _ = std::fs::remove_file(&cfg);
 }
+
+/// A pong stopped before any ping came says so and how to send one,
+/// rather than "stopped after 0 pings".
+#[test]
+fn a_pong_that_heard_no_ping_says_how_to_send_one() {
+    use std::io::{BufRead, Read};
+    let mut pong = myelin()
+        .args(["perf", "pong", "--domain", "196"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(pong.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("Ctrl-C to stop"), "{line}");
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(pong.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(pong.wait().unwrap().success(), "{rest}");
+    assert!(rest.contains("no ping came"), "{rest}");
+    assert!(rest.contains("myelin perf ping --domain 196"), "{rest}");
+}

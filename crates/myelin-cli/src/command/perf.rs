@@ -75,7 +75,14 @@ pub fn run(cmd: PerfCommand) -> Result<(), Box<dyn std::error::Error>> {
                     cfg.domain, cfg.transport, cfg.wait
                 );
             })?;
-            eprintln!("pong: stopped after {echoed} pings in the last run");
+            if echoed == 0 {
+                eprintln!(
+                    "pong: stopped; no ping came (start `myelin perf ping --domain {}` while pong runs)",
+                    cfg.domain
+                );
+            } else {
+                eprintln!("pong: stopped; echoed {echoed} pings in the last run");
+            }
             Ok(())
         }
         PerfCommand::Ping(a) => ping(a),
