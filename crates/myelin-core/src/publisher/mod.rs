@@ -417,6 +417,53 @@ impl<T: Message> Publisher<T> {
         self.inner.matched.load().len() + self.inner.remote_count()
     }
 
+    /// How many of the subscriptions this publisher delivers to are in this
+    /// context (rclcpp's `get_intra_process_subscription_count`): the ones
+    /// a publish hands the message to directly, without a transport.
+    ///
+    /// ```
+    /// use myelin_core::{Context, QoS};
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("counts")?;
+    /// let publisher = node.create_publisher::<u32>("n", QoS::keep_last(1))?;
+    /// let _sub = node.create_polling_subscription::<u32>("n", QoS::keep_last(1), Default::default())?;
+    /// assert_eq!(publisher.intra_process_subscription_count(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn intra_process_subscription_count(&self) -> usize {
+        self.inner.matched.load().len()
+    }
+
+    /// The fewest free places in the buffer of any subscription in this
+    /// context this publisher delivers to (rclcpp's
+    /// `lowest_available_ipm_capacity`): how many messages can be
+    /// published before the fullest one overwrites its oldest (keep_last)
+    /// or refuses more (keep_all). `None` when no subscription in this
+    /// context is matched.
+    ///
+    /// ```
+    /// use myelin_core::{Context, QoS};
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("capacity")?;
+    /// let publisher = node.create_publisher::<u32>("n", QoS::keep_last(5))?;
+    /// assert_eq!(publisher.lowest_available_capacity(), None);
+    /// let _small = node.create_polling_subscription::<u32>("n", QoS::keep_last(5), Default::default())?;
+    /// let _large = node.create_polling_subscription::<u32>("n", QoS::keep_last(10), Default::default())?;
+    /// publisher.publish(1)?;
+    /// publisher.publish(2)?;
+    /// assert_eq!(publisher.lowest_available_capacity(), Some(3));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn lowest_available_capacity(&self) -> Option<usize> {
+        let m = self.inner.matched.load();
+        m.owners
+            .iter()
+            .chain(&m.sharers)
+            .chain(&m.values)
+            .map(|s| s.buffer.limit().saturating_sub(s.buffer.len()))
+            .min()
+    }
+
     /// The same as [`subscription_count`](Self::subscription_count), named
     /// as [`Subscription::matched_count`](crate::Subscription::matched_count)
     /// is.

@@ -31,7 +31,7 @@ pub(crate) struct SubInner<T> {
     pub(crate) qos: QoS,
     pub(crate) delivery: Delivery,
     pub(crate) node: Arc<NodeInner>,
-    pub(super) buffer: Buffer<T>,
+    pub(crate) buffer: Buffer<T>,
     pub(super) lost: AtomicU64,
     /// Set from the moment this subscription is put in its executor's ready
     /// queue until its callback has returned: a burst of messages enqueues it
