@@ -19,12 +19,39 @@ pub const MAX_DOMAIN_ID: u32 = 232;
 /// per node (one per node multiplies discovery and wake-up CPU). Two contexts are separate participants: within a
 /// process they do not see each other's topics (the transports connect
 /// contexts of the same domain).
+///
+/// ```
+/// use myelin_core::Context;
+///
+/// // A program's `main`: Ctrl-C shuts the context down, every transport
+/// // built in is on (`Context::new()` is the same with defaults).
+/// let ctx = Context::builder().domain_id(7).build()?;
+/// let camera = ctx.create_node("camera")?;
+/// let detector = ctx.create_node_in("detector", "/perception")?;
+/// assert_eq!(detector.fully_qualified_name(), "/perception/detector");
+/// # drop(camera);
+/// ctx.shutdown();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Context {
     pub(crate) inner: Arc<ContextInner>,
 }
 
 /// Builds a [`Context`].
+///
+/// ```
+/// use myelin_core::Context;
+///
+/// // A library's context: no Ctrl-C handler, this process only.
+/// let ctx = Context::builder()
+///     .handle_signals(false)
+///     .shared_memory(false)
+///     .network(false)
+///     .build()?;
+/// assert!(!ctx.uses_shared_memory() && !ctx.uses_network());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ContextBuilder {
     /// `None`: `ROS_DOMAIN_ID`, else 0.

@@ -173,6 +173,20 @@ impl fmt::Display for Incompatibility {
 }
 
 /// A quality-of-service profile for a publisher or a subscription.
+///
+/// ```
+/// use std::time::Duration;
+/// use myelin_core::QoS;
+///
+/// // A camera stream: the newest frames matter, losing one is fine.
+/// let images = QoS::keep_last(2).best_effort();
+/// // A map published once: reliable, kept for late joiners.
+/// let map = QoS::keep_last(1).transient_local();
+/// // Commands that must arrive at 100 Hz or be reported missing.
+/// let cmd = QoS::keep_last(1).deadline(Duration::from_millis(10));
+/// assert!(map.compatible_with(&images).is_ok());
+/// # let _ = cmd;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QoS {
     /// History kind and depth.

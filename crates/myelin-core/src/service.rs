@@ -472,6 +472,25 @@ impl<Req: Message, Resp: Message> Executable for ServiceInner<Req, Resp> {
 /// A service server. Created by
 /// [`Node::create_service`](crate::Node::create_service); dropping it removes
 /// it, and pending requests get [`CallError::ServiceUnavailable`].
+///
+/// ```
+/// use std::time::Duration;
+/// use myelin_core::{Context, Executor};
+///
+/// let ctx = Context::builder().handle_signals(false).build()?;
+/// let node = ctx.create_node("doubler")?;
+/// let _service = node.create_service::<i64, i64>("double", |x| 2 * x)?;
+/// let mut executor = Executor::new();
+/// executor.add_node(&node)?;
+/// let stop = executor.stop_handle();
+/// let spinner = std::thread::spawn(move || executor.spin());
+///
+/// let client = node.create_client::<i64, i64>("double")?;
+/// assert_eq!(client.call(21, Duration::from_secs(5))?, 42);
+/// stop.stop();
+/// spinner.join().unwrap()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Service<Req: Message, Resp: Message> {
     pub(crate) inner: Arc<ServiceInner<Req, Resp>>,
     /// What receives requests from other processes (kept alive with the
@@ -547,6 +566,26 @@ impl<Req: Message, Resp: Message> ClientInner<Req, Resp> {
 /// A service client. Created by
 /// [`Node::create_client`](crate::Node::create_client). Cheap to share
 /// between threads (`call` takes `&self`).
+///
+/// ```
+/// use std::time::Duration;
+/// use myelin_core::{Context, ServiceOptions};
+///
+/// let ctx = Context::builder().handle_signals(false).build()?;
+/// let node = ctx.create_node("adder")?;
+/// // Served in the caller's thread: no executor needed.
+/// let _service = node.create_service_with::<i64, i64>(
+///     "increment",
+///     ServiceOptions::inline(),
+///     |x| x + 1,
+/// )?;
+/// let client = node.create_client::<i64, i64>("increment")?;
+/// assert!(client.wait_for_service(Duration::from_secs(5)));
+/// assert_eq!(client.call(41, Duration::from_secs(5))?, 42);
+/// // `call_async` returns a future (any async runtime can await it).
+/// let _pending = client.call_async(1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Client<Req: Message, Resp: Message> {
     pub(crate) inner: Arc<ClientInner<Req, Resp>>,
 }

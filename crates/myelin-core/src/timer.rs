@@ -162,6 +162,26 @@ impl TimerInner {
 
 /// A periodic timer. Created by [`Node::create_timer`](crate::Node::create_timer);
 /// dropping it (or [`cancel`](Timer::cancel)) stops it.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use myelin_core::{Context, Executor};
+///
+/// let ctx = Context::builder().handle_signals(false).build()?;
+/// let node = ctx.create_node("heartbeat")?;
+/// let beats = Arc::new(AtomicU32::new(0));
+/// let b = beats.clone();
+/// let timer = node.create_wall_timer(Duration::from_millis(10), move || {
+///     b.fetch_add(1, Ordering::Relaxed);
+/// })?;
+/// let mut executor = Executor::new();
+/// executor.add_node(&node)?;
+/// executor.spin_until(Duration::from_secs(5), || beats.load(Ordering::Relaxed) >= 3)?;
+/// timer.cancel();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Timer {
     pub(crate) inner: Arc<TimerInner>,
 }

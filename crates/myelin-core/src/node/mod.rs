@@ -33,6 +33,23 @@ use crate::transport::{
 };
 
 /// A node. Cheap to clone (a handle); entities keep their node alive.
+///
+/// ```
+/// use std::time::Duration;
+/// use myelin_core::{Context, Executor, QoS};
+///
+/// let ctx = Context::builder().handle_signals(false).build()?;
+/// let node = ctx.create_node("lidar_driver")?;
+/// let scans = node.create_publisher::<Vec<u8>>("scan", QoS::keep_last(5))?;
+/// let _tick = node.create_wall_timer(Duration::from_millis(10), move || {
+///     let _ = scans.publish(vec![0; 16]);
+/// })?;
+/// let heard = node.create_polling_subscription::<Vec<u8>>("scan", QoS::keep_last(5), Default::default())?;
+/// let mut executor = Executor::new();
+/// executor.add_node(&node)?;
+/// executor.spin_until(Duration::from_secs(5), || heard.buffered() > 0)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Node {
     pub(crate) inner: Arc<NodeInner>,

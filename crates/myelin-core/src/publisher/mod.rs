@@ -104,6 +104,17 @@ pub(crate) struct PubInner<T> {
 /// Publishes messages of type `T` on one topic. Created by
 /// [`Node::create_publisher`](crate::Node::create_publisher); dropping it
 /// removes it from the graph.
+///
+/// ```
+/// use myelin_core::{Context, QoS};
+///
+/// let ctx = Context::builder().handle_signals(false).build()?;
+/// let node = ctx.create_node("talker")?;
+/// let chatter = node.create_publisher::<String>("chatter", QoS::keep_last(10))?;
+/// chatter.publish("hello".to_string())?;
+/// assert_eq!(chatter.topic(), "/chatter");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Publisher<T: Message> {
     pub(crate) inner: Arc<PubInner<T>>,
 }

@@ -144,6 +144,24 @@ pub(crate) enum Delivery {
 /// [`Node::create_polling_subscription`](crate::Node::create_polling_subscription)
 /// (no callback: [`take`](Self::take) / [`wait_for_message`](Self::wait_for_message)).
 /// Dropping it removes it from the graph.
+///
+/// ```
+/// use std::time::Duration;
+/// use myelin_core::{Context, QoS};
+///
+/// let ctx = Context::builder().handle_signals(false).build()?;
+/// let node = ctx.create_node("listener")?;
+/// let chatter = node.create_polling_subscription::<String>(
+///     "chatter",
+///     QoS::keep_last(10),
+///     Default::default(),
+/// )?;
+/// let talker = node.create_publisher::<String>("chatter", QoS::keep_last(10))?;
+/// talker.publish("hello".to_string())?;
+/// let m = chatter.wait_for_message(Duration::from_secs(5))?;
+/// assert_eq!(*m, "hello");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Subscription<T: Message> {
     pub(crate) inner: Arc<SubInner<T>>,
 }
