@@ -126,30 +126,47 @@ def test_python_talker_to_rust_listener(domain):
         listener.wait()
 
 
+def check_frames_read_in_place(node):
+    """Two 1440x1080 rgb8 frames of the camera pattern (byte i is i % 256)
+    arrive on ``image``, intact, as read-only views of shared memory."""
+    got = []
+    node.create_subscription(Image, "image", got.append, 2)
+    spin_until(node, lambda: len(got) >= 2)
+    img = got[-1]
+    h, w = 1080, 1440
+    assert (img.height, img.width, img.encoding, img.step) == (h, w, "rgb8", w * 3)
+    expected = numpy.arange(h * w * 3, dtype=numpy.uint64).astype(numpy.uint8)
+    assert img.data.dtype == numpy.uint8 and numpy.array_equal(img.data, expected)
+    assert int(got[-1].header.frame_id) > int(got[0].header.frame_id)
+    # No copy: the array views the shared-memory chunk, read-only (other
+    # subscriptions read the same bytes), and keeps it alive.
+    address = img.data.ctypes.data
+    assert inside_shared_memory(address, img.data.nbytes), hex(address)
+    assert not img.data.flags.writeable
+    with pytest.raises(ValueError):
+        img.data[0] = 1
+    # A copy is the user's to change.
+    mine = img.data.copy()
+    mine[0] = 1
+
+
 def test_a_4_6_mb_image_crosses_intact(node, domain):
     child = python_child(CAMERA, domain)
     try:
-        got = []
-        node.create_subscription(Image, "image", got.append, 2)
-        spin_until(node, lambda: len(got) >= 2)
-        img = got[-1]
-        h, w = 1080, 1440
-        assert (img.height, img.width, img.encoding, img.step) == (h, w, "rgb8", w * 3)
-        expected = numpy.arange(h * w * 3, dtype=numpy.uint64).astype(numpy.uint8)
-        assert img.data.dtype == numpy.uint8 and numpy.array_equal(img.data, expected)
-        assert int(got[-1].header.frame_id) > int(got[0].header.frame_id)
-        # No copy: the array views the shared-memory chunk, read-only (other
-        # subscriptions read the same bytes), and keeps it alive.
-        address = img.data.ctypes.data
-        assert inside_shared_memory(address, img.data.nbytes), hex(address)
-        assert not img.data.flags.writeable
-        with pytest.raises(ValueError):
-            img.data[0] = 1
-        # A copy is the user's to change.
-        mine = img.data.copy()
-        mine[0] = 1
+        check_frames_read_in_place(node)
     finally:
         stop(child)
+
+
+def test_a_4_6_mb_image_from_a_rust_camera_is_read_in_place(node, domain):
+    exe = rust_example("camera")
+    env = {"MYELIN_TRANSPORT": "shm", "ROS_DOMAIN_ID": str(domain), "PATH": "/usr/bin:/bin"}
+    child = subprocess.Popen([exe, "20"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        check_frames_read_in_place(node)
+    finally:
+        child.kill()
+        child.wait()
 
 
 REMAPPED = """
