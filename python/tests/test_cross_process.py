@@ -108,6 +108,22 @@ def test_rust_talker_to_python_listener(node, domain):
         child.wait()
 
 
+def test_a_rust_node_reads_its_ros_args(node, domain):
+    # Context::new() reads the program's --ros-args, as rclcpp::init does.
+    exe = rust_example("talker")
+    env = {"MYELIN_TRANSPORT": "shm", "ROS_DOMAIN_ID": str(domain), "PATH": "/usr/bin:/bin"}
+    args = [exe, "--ros-args", "-r", "chatter:=rust_chatter"]
+    child = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        got = []
+        node.create_subscription(String, "rust_chatter", lambda m: got.append(m.data), 10)
+        spin_until(node, lambda: len(got) >= 1)
+        assert got[0].startswith("Hello World: ")
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_python_talker_to_rust_listener(domain):
     exe = rust_example("listener")
     env = {"MYELIN_TRANSPORT": "shm", "ROS_DOMAIN_ID": str(domain), "PATH": "/usr/bin:/bin"}

@@ -215,9 +215,13 @@ impl ContextBuilder {
             network: self.network,
             zenoh_config: self.zenoh_config,
         })?;
-        let sim = self
-            .use_sim_time
-            .then(|| Arc::new(crate::dispatch::SimTime::new()));
+        // `-p use_sim_time:=true` (or a parameters file saying so) wins
+        // over the builder, as a command line wins over a node's defaults.
+        let use_sim_time = overrides
+            .use_sim_time()
+            .map_err(ContextError::RosArgs)?
+            .unwrap_or(self.use_sim_time);
+        let sim = use_sim_time.then(|| Arc::new(crate::dispatch::SimTime::new()));
         let inner = Arc::new(ContextInner::new(
             domain_id,
             transports,
@@ -357,15 +361,19 @@ fn domain_from_env(value: Option<&std::ffi::OsStr>) -> Result<u32, ContextError>
 
 impl Context {
     /// A context on the domain `ROS_DOMAIN_ID` names (0 when unset), with
-    /// every transport compiled in, that shuts down on Ctrl-C, and whose
-    /// warnings reach stderr ([`init_logging`](crate::init_logging)): what
-    /// a program's `main` wants. It panics only on a configuration error,
-    /// with a message that names what to fix (a bad `ROS_DOMAIN_ID` or
-    /// `MYELIN_ZENOH_CONFIG`); a library should use
-    /// [`Context::builder`] and handle the error.
+    /// every transport compiled in, that shuts down on Ctrl-C, whose
+    /// warnings reach stderr ([`init_logging`](crate::init_logging)), and
+    /// that reads the program's ROS 2 arguments (`--ros-args -p
+    /// use_sim_time:=true -r chatter:=talk ...`, see
+    /// [`ContextBuilder::ros_args`]), as `rclcpp::init(argc, argv)` does:
+    /// what a program's `main` wants. It panics only on a configuration
+    /// error, with a message that names what to fix (a bad
+    /// `ROS_DOMAIN_ID`, `MYELIN_ZENOH_CONFIG` or `--ros-args`); a library
+    /// should use [`Context::builder`] and handle the error.
     pub fn new() -> Self {
         crate::init_logging();
         ContextBuilder::default()
+            .ros_args(std::env::args())
             .build()
             .unwrap_or_else(|e| panic!("myelin: cannot create the context: {e}"))
     }

@@ -579,6 +579,28 @@ impl Overrides {
             .map(|(_, _, v)| v.clone())
     }
 
+    /// What the rules say of `use_sim_time`, the last one winning
+    /// whichever nodes it names: simulated time is the context's, so a
+    /// rule for one node turns it on for all of them (said at debug level).
+    pub(crate) fn use_sim_time(&self) -> Result<Option<bool>, String> {
+        let Some((m, _, v)) = self
+            .rules
+            .iter()
+            .rev()
+            .find(|(_, n, _)| n == "use_sim_time")
+        else {
+            return Ok(None);
+        };
+        if *m != NodeMatch::All {
+            tracing::debug!(
+                "use_sim_time is set for {m:?} only: simulated time is per context, so every node of this one follows it"
+            );
+        }
+        v.as_bool()
+            .map(Some)
+            .ok_or_else(|| format!("use_sim_time must be true or false, not {v:?}"))
+    }
+
     /// `-p [node:]name:=value`.
     pub(crate) fn add_arg(&mut self, arg: &str) -> Result<(), String> {
         let (lhs, value) = arg

@@ -411,3 +411,66 @@ fn clock_from_another_process_drives_timers() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// `--ros-args -p use_sim_time:=true` (and a parameters file saying so for
+/// every node) turns simulated time on, as it does for a ROS 2 node; a
+/// value that is not a bool is an error naming it.
+#[test]
+fn use_sim_time_from_the_command_line_or_a_parameters_file() {
+    let build = |args: &[&str]| {
+        Context::builder()
+            .handle_signals(false)
+            .shared_memory(false)
+            .network(false)
+            .ros_args(args.iter().copied())
+            .build()
+    };
+    let on = build(&["prog", "--ros-args", "-p", "use_sim_time:=true"]).unwrap();
+    let node = on.create_node("sim").unwrap();
+    assert!(node.get_clock().ros_time_is_active());
+    assert_eq!(node.now(), Time::default(), "zero until the first /clock");
+
+    let dir = std::env::temp_dir().join(format!("myelin_sim_params_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("params.yaml");
+    std::fs::write(&file, "/**:\n  ros__parameters:\n    use_sim_time: true\n").unwrap();
+    let from_file = build(&[
+        "prog",
+        "--ros-args",
+        "--params-file",
+        file.to_str().unwrap(),
+    ])
+    .unwrap();
+    assert!(
+        from_file
+            .create_node("sim")
+            .unwrap()
+            .get_clock()
+            .ros_time_is_active()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // The command line wins over the builder, both ways.
+    let off = Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .network(false)
+        .use_sim_time(true)
+        .ros_args(["prog", "--ros-args", "-p", "use_sim_time:=false"])
+        .build()
+        .unwrap();
+    assert!(
+        !off.create_node("wall")
+            .unwrap()
+            .get_clock()
+            .ros_time_is_active()
+    );
+
+    let Err(e) = build(&["prog", "--ros-args", "-p", "use_sim_time:=maybe"]) else {
+        panic!("a string is not a bool");
+    };
+    assert!(
+        e.to_string().contains("use_sim_time must be true or false"),
+        "{e}"
+    );
+}
