@@ -840,3 +840,48 @@ fn a_file_the_python_writer_wrote_plays_filtered_offset_and_looped() {
     assert!(cmd_vel.take().is_none(), "--topics left /py_cmd_vel out");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `bag info` prints what `ros2 bag info` does, with the values of the
+/// bag: duration, start and end (UTC, and the raw stamp), the count, and
+/// per topic its type, count, serialization and recorded QoS.
+#[test]
+fn bag_info_prints_duration_start_end_and_each_topic() {
+    let dir = scratch("info_fields");
+    // 101 messages 10 ms apart from 1.7e18 ns (Nov 14 2023 22:13:20 UTC).
+    let t0 = int_bag(&dir, "/ints", 101);
+    assert_eq!(t0, 1_700_000_000_000_000_000);
+    let out = myelin()
+        .args(["bag", "info", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let line = |label: &str| {
+        text.lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label:?} line in:\n{text}"))
+            .to_string()
+    };
+    assert!(line("Duration:").ends_with("1.000s"), "{text}");
+    assert!(
+        line("Start:").contains("Nov 14 2023 22:13:20.000 (1700000000.000000000)"),
+        "{text}"
+    );
+    assert!(
+        line("End:").contains("Nov 14 2023 22:13:21.000 (1700000001.000000000)"),
+        "{text}"
+    );
+    assert!(line("Messages:").ends_with(" 101"), "{text}");
+    assert!(line("Storage id:").ends_with("mcap"), "{text}");
+    let topic = line("Topic information:");
+    for part in [
+        "Topic: /ints",
+        "Type: std_msgs/msg/Int32",
+        "Count: 101",
+        "Serialization Format: cdr",
+        "QoS: ",
+    ] {
+        assert!(topic.contains(part), "{part:?} in {topic}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
