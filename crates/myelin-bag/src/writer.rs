@@ -417,7 +417,9 @@ impl Writer {
             compression_format: String::new(),
             compression_mode: String::new(),
             files,
-            ros_distro: None,
+            // As rosbag2 records it: the distribution of the sourced ROS 2
+            // environment, none outside one.
+            ros_distro: std::env::var("ROS_DISTRO").ok().filter(|d| !d.is_empty()),
         }
     }
 
