@@ -26,6 +26,19 @@ use crate::Error;
 /// The router every process tries to reach by default (rmw_zenoh's port).
 pub const DEFAULT_ROUTER: &str = "tcp/127.0.0.1:7447";
 
+/// Whether something accepts TCP connections at [`DEFAULT_ROUTER`] within
+/// `timeout` (a router, rmw_zenohd, or anything else on that port).
+///
+/// ```
+/// use std::time::Duration;
+/// // Either answer is possible; the probe never blocks past the timeout.
+/// let _ = myelin_zenoh::config::default_router_listening(Duration::from_millis(50));
+/// ```
+pub fn default_router_listening(timeout: std::time::Duration) -> bool {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 7447));
+    std::net::TcpStream::connect_timeout(&addr, timeout).is_ok()
+}
+
 /// The environment variable naming a zenoh configuration file.
 pub const CONFIG_ENV: &str = "MYELIN_ZENOH_CONFIG";
 

@@ -27,19 +27,6 @@ pub fn run(cmd: BagCommand) -> Res {
 
 // ------------------------------------------------------------------ info
 
-fn human_size(b: u64) -> String {
-    let b = b as f64;
-    if b >= 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.1} GiB", b / (1024.0 * 1024.0 * 1024.0))
-    } else if b >= 1024.0 * 1024.0 {
-        format!("{:.1} MiB", b / (1024.0 * 1024.0))
-    } else if b >= 1024.0 {
-        format!("{:.1} KiB", b / 1024.0)
-    } else {
-        format!("{b:.0} B")
-    }
-}
-
 /// `Nov 24 2026 06:21:30.123 (1795501290.123)`, UTC, as `ros2 bag info`
 /// prints a time (in local time there).
 fn stamp(ns: u64) -> String {
@@ -75,7 +62,7 @@ fn print_info(i: &BagInfo) {
         })
         .collect();
     println!("{}{}", label("Files"), files.join(&format!("\n{:19}", "")));
-    println!("{}{}", label("Bag size"), human_size(i.size));
+    println!("{}{}", label("Bag size"), super::human_size(i.size));
     println!("{}mcap", label("Storage id"));
     if let Some(d) = &i.ros_distro {
         println!("{}{d}", label("ROS Distro"));
@@ -467,7 +454,7 @@ fn record(args: RecordArgs) -> Res {
             let line = format!(
                 "{} messages, {} on {} topic(s), {} dropped, {:.0} s",
                 written.load(Ordering::Relaxed),
-                human_size(bytes.load(Ordering::Relaxed)),
+                super::human_size(bytes.load(Ordering::Relaxed)),
                 subs.len(),
                 dropped.load(Ordering::Relaxed),
                 started.elapsed().as_secs_f64()
@@ -498,7 +485,7 @@ fn record(args: RecordArgs) -> Res {
     let dropped = dropped.load(Ordering::Relaxed) + lost;
     eprintln!(
         "recorded {total} messages ({}) to {}{}",
-        human_size(bytes.load(Ordering::Relaxed)),
+        super::human_size(bytes.load(Ordering::Relaxed)),
         dir.display(),
         if dropped > 0 {
             format!("; {dropped} DROPPED (the disk or the recorder fell behind)")

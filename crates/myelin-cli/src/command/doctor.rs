@@ -15,8 +15,8 @@ pub fn run(args: DoctorArgs) -> Result<(), Box<dyn std::error::Error>> {
         Some((free, total)) => println!(
             "shared memory: {}: {} free of {}{}",
             dir.display(),
-            human(free),
-            human(total),
+            super::human_size(free),
+            super::human_size(total),
             if free < total / 10 {
                 " (nearly full: a publisher whose pool cannot grow gets a NoSpace error)"
             } else {
@@ -124,8 +124,7 @@ fn transports() {
         return;
     }
     let router = myelin_zenoh::config::DEFAULT_ROUTER;
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 7447));
-    if std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)).is_ok() {
+    if myelin_zenoh::config::default_router_listening(std::time::Duration::from_millis(200)) {
         println!(
             "zenoh: a router listens at {router}: other hosts and ROS 2 nodes (rmw_zenoh) are reachable through it"
         );
@@ -133,15 +132,5 @@ fn transports() {
         println!(
             "zenoh: nothing listens at {router}: processes on this host still meet over shared memory; start `myelin router` (or rmw_zenohd) to reach other hosts and ROS 2 nodes"
         );
-    }
-}
-
-/// Bytes for a person: `12.3 MB`.
-fn human(bytes: u64) -> String {
-    let b = bytes as f64;
-    match bytes {
-        0..1_000_000 => format!("{:.1} kB", b / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.1} MB", b / 1e6),
-        _ => format!("{:.1} GB", b / 1e9),
     }
 }

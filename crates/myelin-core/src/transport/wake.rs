@@ -25,17 +25,43 @@ pub(crate) enum WakeEvent {
     #[cfg(feature = "shm")]
     Shm(myelin_shm::wake::WakeSlot),
     /// Shared memory is on but every slot of this process's wake-up table
-    /// is taken: a private event, and the time of the last look at the
-    /// links (nanoseconds since [`epoch`]), pending again [`POLL`] later.
+    /// is taken: a private event, and when the links were last looked at
+    /// (pending again [`POLL`] later).
     #[cfg(feature = "shm")]
-    Polled(Event, std::sync::atomic::AtomicU64),
+    Polled(Event, LastLook),
 }
 
-/// The origin of `Polled`'s clock.
+/// When a `Polled` waiter last looked at its links: nanoseconds since this
+/// process's first look-up of the clock.
 #[cfg(feature = "shm")]
-fn since_epoch() -> u64 {
-    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+pub(crate) struct LastLook(std::sync::atomic::AtomicU64);
+
+#[cfg(feature = "shm")]
+impl LastLook {
+    fn now() -> u64 {
+        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+
+    fn new() -> Self {
+        LastLook(std::sync::atomic::AtomicU64::new(Self::now()))
+    }
+
+    /// Whether [`POLL`] has passed since the last look.
+    fn due(&self) -> bool {
+        // Relaxed: a stale read only moves one look by one poll period.
+        Self::now() >= self.0.load(std::sync::atomic::Ordering::Relaxed) + POLL.as_nanos() as u64
+    }
+
+    /// Whether a look is due; if so, it counts as taken now.
+    fn take(&self) -> bool {
+        let due = self.due();
+        if due {
+            self.0
+                .store(Self::now(), std::sync::atomic::Ordering::Relaxed);
+        }
+        due
+    }
 }
 
 impl WakeEvent {
@@ -62,10 +88,7 @@ impl WakeEvent {
                     POLL.as_millis()
                 );
             });
-            return WakeEvent::Polled(
-                Event::new(Scope::Process),
-                std::sync::atomic::AtomicU64::new(since_epoch()),
-            );
+            return WakeEvent::Polled(Event::new(Scope::Process), LastLook::new());
         }
         WakeEvent::local()
     }
@@ -125,12 +148,7 @@ impl WakeEvent {
             WakeEvent::Shm(s) => s.take_lanes().map(Lanes),
             #[cfg(feature = "shm")]
             WakeEvent::Polled(_, last) => {
-                let now = since_epoch();
-                let due = last.load(std::sync::atomic::Ordering::Relaxed) + POLL.as_nanos() as u64;
-                (now >= due).then(|| {
-                    last.store(now, std::sync::atomic::Ordering::Relaxed);
-                    Lanes(myelin_shm::wake::Lanes::all())
-                })
+                last.take().then(|| Lanes(myelin_shm::wake::Lanes::all()))
             }
         }
     }
@@ -158,7 +176,7 @@ impl WakeEvent {
             #[cfg(feature = "shm")]
             WakeEvent::Shm(s) => s.take_pending(),
             #[cfg(feature = "shm")]
-            WakeEvent::Polled(..) => self.take_lanes().is_some(),
+            WakeEvent::Polled(_, last) => last.take(),
         }
     }
 
@@ -170,10 +188,7 @@ impl WakeEvent {
             #[cfg(feature = "shm")]
             WakeEvent::Shm(s) => s.is_pending(),
             #[cfg(feature = "shm")]
-            WakeEvent::Polled(_, last) => {
-                since_epoch()
-                    >= last.load(std::sync::atomic::Ordering::Relaxed) + POLL.as_nanos() as u64
-            }
+            WakeEvent::Polled(_, last) => last.due(),
         }
     }
 }

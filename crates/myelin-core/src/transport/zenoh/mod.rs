@@ -248,7 +248,7 @@ impl ZenohTransport {
                 .get_json("connect/endpoints")
                 .is_ok_and(|j| j.trim() != "[]")
         } else {
-            router_listening()
+            myelin_zenoh::config::default_router_listening(Duration::from_millis(50))
         };
         if !custom && !expect_peers && !shm {
             // Multicast scouting is off: without a router this session
@@ -698,12 +698,6 @@ impl Drop for ZenohTransport {
         }
         let _ = self.session.close().wait();
     }
-}
-
-/// Whether something accepts connections on the default router port.
-fn router_listening() -> bool {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 7447));
-    std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50)).is_ok()
 }
 
 /// The liveliness token of a new endpoint.
