@@ -141,6 +141,9 @@ pub(crate) enum Pushed {
     Overwrote,
     /// Refused: keep_all at its resource limit.
     Refused,
+    /// Stored beyond keep_all's limit (a message from the network, which
+    /// cannot be refused to its publisher: see [`Buffer::push_beyond`]).
+    Stretched,
     /// Stored, and an inline callback panicked while handling it.
     Panicked,
 }
@@ -186,6 +189,29 @@ impl<T> Buffer<T> {
                 }
                 queue.push(item);
                 Pushed::Stored
+            }
+        }
+    }
+
+    /// [`push`](Self::push) for a message no publisher can be made to hold
+    /// back (one that came over the network): a keep_all FIFO takes it
+    /// beyond its limit, up to `cap` messages, and says so with
+    /// [`Pushed::Stretched`]; past `cap` it is refused.
+    pub(crate) fn push_beyond(&self, item: Entry<T>, cap: usize) -> Pushed {
+        match self {
+            Buffer::Ring(_) => self.push(item),
+            Buffer::Fifo { queue, len, limit } => {
+                let before = len.fetch_add(1, Ordering::Relaxed);
+                if before >= cap.max(*limit) {
+                    len.fetch_sub(1, Ordering::Relaxed);
+                    return Pushed::Refused;
+                }
+                queue.push(item);
+                if before >= *limit {
+                    Pushed::Stretched
+                } else {
+                    Pushed::Stored
+                }
             }
         }
     }
@@ -236,6 +262,16 @@ impl<T> Buffer<T> {
             Buffer::Fifo { len, limit, .. } => len.load(Ordering::Relaxed) < *limit,
         }
     }
+
+    /// Messages that still fit before the oldest is overwritten (keep_last)
+    /// or a push is refused (keep_all). Reads counters only: `SegQueue::len`
+    /// walks the queue's indices.
+    pub(crate) fn room(&self) -> usize {
+        match self {
+            Buffer::Ring(q) => q.capacity() - q.len(),
+            Buffer::Fifo { len, limit, .. } => limit.saturating_sub(len.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -262,5 +298,29 @@ mod tests {
         assert_eq!(*b.pop().unwrap().0, 1);
         assert_eq!(b.push((Received::Owned(4), 0)), Pushed::Stored);
         assert_eq!(b.len(), 2);
+    }
+
+    #[test]
+    fn a_network_message_stretches_keep_all_up_to_the_cap_and_room_counts() {
+        let b = Buffer::new(&QoS::keep_all().max_samples(2));
+        assert_eq!(b.room(), 2);
+        assert_eq!(b.push_beyond((Received::Owned(1), 0), 3), Pushed::Stored);
+        assert_eq!(b.push_beyond((Received::Owned(2), 0), 3), Pushed::Stored);
+        assert_eq!(b.push_beyond((Received::Owned(3), 0), 3), Pushed::Stretched);
+        assert_eq!(b.room(), 0);
+        assert!(!b.has_room(), "local publishers still wait or are refused");
+        assert_eq!(b.push((Received::Owned(9), 0)), Pushed::Refused);
+        assert_eq!(b.push_beyond((Received::Owned(4), 0), 3), Pushed::Refused);
+        assert_eq!(
+            (0..3).map(|_| *b.pop().unwrap().0).collect::<Vec<_>>(),
+            [1, 2, 3],
+            "in order, the refused ones not among them"
+        );
+        assert_eq!(b.room(), 2);
+        // keep_last is never stretched: it overwrites, as always.
+        let r = Buffer::new(&QoS::keep_last(1));
+        assert_eq!(r.push_beyond((Received::Owned(1), 0), 5), Pushed::Stored);
+        assert_eq!(r.push_beyond((Received::Owned(2), 0), 5), Pushed::Overwrote);
+        assert_eq!(r.room(), 0);
     }
 }

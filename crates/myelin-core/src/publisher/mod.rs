@@ -471,7 +471,7 @@ impl<T: Message> Publisher<T> {
             .iter()
             .chain(&m.sharers)
             .chain(&m.values)
-            .map(|s| s.buffer.limit().saturating_sub(s.buffer.len()))
+            .map(|s| s.buffer.room())
             .min()
     }
 

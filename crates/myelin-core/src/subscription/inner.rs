@@ -25,6 +25,10 @@ use crate::wire::SharedBytes;
 use super::Delivery;
 use super::callback::Dispatch;
 
+/// How far past `max_samples` a keep_all subscription holds messages from
+/// the network (see `SubInner::push_unpaced`).
+const UNPACED_HEADROOM: usize = 2;
+
 pub(crate) struct SubInner<T> {
     pub(crate) id: u64,
     pub(crate) topic: String,
@@ -50,6 +54,10 @@ pub(crate) struct SubInner<T> {
     inline: bool,
     /// Messages dropped at take time because their lifespan had passed.
     pub(super) expired: AtomicU64,
+    /// Whether keep_all has held a network message beyond `max_samples`
+    /// (warned once), and whether it has dropped one at the hard cap.
+    stretched: AtomicBool,
+    overflowed: AtomicBool,
     /// Messages pushed (counted only with a deadline).
     received_count: AtomicU64,
     pub(crate) deadline_status: Status<DeadlineMissedStatus>,
@@ -137,6 +145,8 @@ impl<T: Message> SubInner<T> {
             callback: callback.map(TryLock::new),
             inline_panic: std::sync::Mutex::new(None),
             expired: AtomicU64::new(0),
+            stretched: AtomicBool::new(false),
+            overflowed: AtomicBool::new(false),
             received_count: AtomicU64::new(0),
             deadline_status: Status::new(),
             incompatible_type: Status::new(),
@@ -363,8 +373,50 @@ impl<T: Message> SubInner<T> {
             self.received_count.fetch_add(1, Ordering::Relaxed);
         }
         let r = self.buffer.push((item, expires));
+        self.pushed(r)
+    }
+
+    /// Push a message from a transport that gives its publisher no
+    /// back-pressure (zenoh: `publish` in the other process has returned
+    /// `Ok` long ago). Refusing it at `max_samples` would lose it silently
+    /// as far as the publisher knows, so a keep_all subscription holds it
+    /// beyond the limit, as rmw_zenoh's unbounded keep_all queue does, up
+    /// to [`UNPACED_HEADROOM`] times the limit (at least 1,024 more), past
+    /// which it is lost, counted and warned about: memory stays bounded
+    /// when a reader stalls for good.
+    fn push_unpaced(self: &Arc<Self>, item: Received<T>) -> Pushed {
+        if self.qos.deadline.is_some() {
+            self.received_count.fetch_add(1, Ordering::Relaxed);
+        }
+        let limit = self.buffer.limit();
+        let cap = limit
+            .saturating_mul(UNPACED_HEADROOM)
+            .max(limit.saturating_add(1024));
+        let r = self.buffer.push_beyond((item, 0), cap);
         match r {
-            Pushed::Stored => {}
+            Pushed::Stretched if !self.stretched.swap(true, Ordering::Relaxed) => {
+                tracing::warn!(
+                    "{}: keep_all is full ({limit} messages, max_samples) and a message came over the network, whose publisher cannot be held back: holding up to {cap} until the reader catches up",
+                    self.describe()
+                );
+            }
+            Pushed::Refused if !self.overflowed.swap(true, Ordering::Relaxed) => {
+                tracing::warn!(
+                    "{}: keep_all holds {cap} messages from the network (max_samples {limit}, and the reader is not taking them): dropping what arrives now, counted in lost()",
+                    self.describe()
+                );
+            }
+            _ => {}
+        }
+        self.pushed(r)
+    }
+
+    /// What follows a push: count what was lost, run an inline callback or
+    /// wake whoever waits.
+    #[inline]
+    fn pushed(self: &Arc<Self>, r: Pushed) -> Pushed {
+        match r {
+            Pushed::Stored | Pushed::Stretched => {}
             Pushed::Overwrote => {
                 self.lost.fetch_add(1, Ordering::Relaxed);
             }
@@ -573,10 +625,13 @@ impl<T: Message> crate::dispatch::Pump for SubInner<T> {
 }
 
 impl<T: Message> SubOwner for SubInner<T> {
-    fn deliver(self: Arc<Self>, bytes: SharedBytes) {
+    fn deliver(self: Arc<Self>, bytes: SharedBytes, paced: bool) {
         match crate::buffer::from_wire::<T>(bytes) {
-            Ok(m) => {
+            Ok(m) if paced => {
                 self.push(m, 0);
+            }
+            Ok(m) => {
+                self.push_unpaced(m);
             }
             Err(e) => {
                 self.lost.fetch_add(1, Ordering::Relaxed);

@@ -521,7 +521,14 @@ pub(crate) trait PubOwner: EndpointEvents {
 pub(crate) trait SubOwner: EndpointEvents {
     /// A message arrived: decode it and push it into the buffer through the
     /// path local delivery takes (which wakes the executor or waiter).
-    fn deliver(self: Arc<Self>, bytes: SharedBytes);
+    /// `paced`: the transport holds messages back while [`has_room`] is
+    /// false (shared memory), so a full keep_all buffer may refuse; a
+    /// transport that cannot (zenoh: its publisher's `publish` returned
+    /// long ago) passes `false`, and keep_all then holds the message past
+    /// `max_samples` rather than lose it behind its publisher's back.
+    ///
+    /// [`has_room`]: SubOwner::has_room
+    fn deliver(self: Arc<Self>, bytes: SharedBytes, paced: bool);
 
     /// Whether the subscription can take a message now without losing
     /// one: a pumped link leaves messages where they are (the publisher's

@@ -138,6 +138,12 @@ impl Test {
         self.domain
     }
 
+    /// Whether the two sides talk over zenoh (a network: no back-pressure
+    /// reaches a publisher in the other process).
+    pub fn over_zenoh(&self) -> bool {
+        self.transport == Transport::Zenoh
+    }
+
     /// A context on the transport under test (`intra`: the shared one).
     pub fn context(&self) -> Context {
         self.make_context(false)

@@ -175,7 +175,7 @@ impl SubShm {
                     }
                 };
                 match self.read(r, i, pid, pub_id, generation, d) {
-                    Ok(bytes) => owner.clone().deliver(bytes),
+                    Ok(bytes) => owner.clone().deliver(bytes, true),
                     Err(e) => {
                         tracing::warn!("dropped a message from process {pid}: {e}");
                         lost += 1;

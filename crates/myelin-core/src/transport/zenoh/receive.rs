@@ -116,7 +116,7 @@ impl SubLink for SubNet {
                 if skipped > 0 {
                     o.count_lost(skipped);
                 }
-                o.deliver(SharedBytes::copy_from(&s.payload().to_bytes()));
+                o.deliver(SharedBytes::copy_from(&s.payload().to_bytes()), false);
             }
         };
         let builder = self
