@@ -273,6 +273,9 @@ impl<E: Send + 'static> Executable for EventQueue<E> {
 
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {
         self.target.set(exec);
+        // As a subscription's: a mark left by the previous executor must
+        // not keep this one from being told (see `SubInner::attach`).
+        self.queued.store(false, Ordering::SeqCst);
         if !self.queue.is_empty() {
             self.signal();
         }

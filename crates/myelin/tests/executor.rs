@@ -432,3 +432,39 @@ fn a_busy_polling_executor_runs_callbacks_and_still_stops() {
     h.join().unwrap().unwrap();
     assert_eq!(got.load(std::sync::atomic::Ordering::SeqCst), 5050);
 }
+
+/// An executor that goes away with a subscription still in its ready
+/// queue (here: it ran one of two messages, queued the subscription again
+/// for the second, and was dropped) leaves nothing stuck: the next
+/// executor the node joins runs the rest. rclpy code does this all the
+/// time (`spin_once` with a fresh executor per call).
+#[test]
+fn messages_left_queued_in_a_dropped_executor_reach_the_next_one() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let got = Arc::new(AtomicUsize::new(0));
+    let g = got.clone();
+    let _sub = node
+        .create_subscription("handed_on", QoS::keep_last(10), move |_m: u32| {
+            g.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let p = node
+        .create_publisher::<u32>("handed_on", QoS::keep_last(10))
+        .unwrap();
+    {
+        let mut first = Executor::new();
+        first.add_node(&node).unwrap();
+        p.publish(1).unwrap();
+        p.publish(2).unwrap();
+        assert!(first.spin_once(Duration::from_secs(10)).unwrap());
+        assert_eq!(got.load(Ordering::SeqCst), 1, "one message per turn");
+    }
+    let mut next = Executor::new();
+    next.add_node(&node).unwrap();
+    assert!(
+        next.spin_until(Duration::from_secs(10), || got.load(Ordering::SeqCst) == 2)
+            .unwrap(),
+        "the second message never ran"
+    );
+}

@@ -380,3 +380,92 @@ fn a_zero_deadline_is_refused_naming_the_policy() {
     ));
     assert!(err.to_string().contains("deadline"), "{err}");
 }
+
+/// The subscription's side: a publisher that comes and goes, in this
+/// context, is one matched event each way, with the change since the last.
+#[test]
+fn a_subscription_hears_a_publisher_come_and_go() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let ev = events.clone();
+    let _sub = node
+        .create_subscription_with(
+            "come_and_go",
+            QoS::default(),
+            SubscriptionOptions::default().on_event(move |e| ev.lock().unwrap().push(e)),
+            |_m: u8| {},
+        )
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    let p = node
+        .create_publisher::<u8>("come_and_go", QoS::default())
+        .unwrap();
+    let matched = || -> Vec<(u32, i32)> {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                SubscriptionEvent::Matched(m) => Some((m.current_count, m.current_count_change)),
+                _ => None,
+            })
+            .collect()
+    };
+    exec.spin_until(Duration::from_secs(10), || !matched().is_empty())
+        .unwrap();
+    drop(p);
+    exec.spin_until(Duration::from_secs(10), || matched().len() >= 2)
+        .unwrap();
+    assert_eq!(matched(), vec![(1, 1), (0, -1)]);
+}
+
+/// An event raised while its node is in no executor is run by the next
+/// executor the node joins (rclcpp's executor finds what is ready when a
+/// node is added), as a message that arrived meanwhile is.
+#[test]
+fn an_event_raised_while_no_executor_spins_the_node_is_run_by_the_next() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let ev = events.clone();
+    let _sub = node
+        .create_subscription_with(
+            "between",
+            QoS::default(),
+            SubscriptionOptions::default().on_event(move |e| ev.lock().unwrap().push(e)),
+            |_m: u8| {},
+        )
+        .unwrap();
+    // Raised with no executor at all.
+    let p = node
+        .create_publisher::<u8>("between", QoS::default())
+        .unwrap();
+    let matched = || {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| matches!(e, SubscriptionEvent::Matched(_)))
+            .count()
+    };
+    {
+        let mut exec = Executor::new();
+        exec.add_node(&node).unwrap();
+        assert!(
+            exec.spin_until(Duration::from_secs(10), || matched() == 1)
+                .unwrap(),
+            "the event raised before the node had an executor"
+        );
+    }
+    // Raised after that executor let the node go.
+    drop(p);
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    assert!(
+        exec.spin_until(Duration::from_secs(10), || matched() == 2)
+            .unwrap(),
+        "the event raised between two executors"
+    );
+}

@@ -606,6 +606,12 @@ impl<T: Message> Executable for SubInner<T> {
             }
         }
         self.set_target(exec);
+        // A mark left by the executor this subscription leaves (queued
+        // there, and that queue dropped or never run again) would keep
+        // every later executor from being told: the new one starts clear.
+        // Should the old one still run its stale entry, `execute` skips
+        // the callback (not its target) and hands on what is pending.
+        self.queued.store(false, Ordering::SeqCst);
         if self.pumped {
             // Messages that arrived before the executor did.
             self.pump_links();
