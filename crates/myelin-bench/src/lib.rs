@@ -71,7 +71,9 @@ pub mod systems;
 pub mod testbed;
 pub mod topology;
 
-pub use harness::plot::{PlotError, RowPoint, sanitize_stem, write_plots, write_rows_plot};
+pub use harness::plot::{
+    PlotError, RowPoint, sanitize_stem, write_comparison_charts, write_plots, write_rows_plot,
+};
 pub use harness::report::{Record, Report, ReportError, format_ns, render_legend, render_table};
 pub use harness::stats::{LatencyRecorder, LatencySummary};
 pub use harness::sys::{CpuSnapshot, CpuUsage, MachineInfo, current_rss_bytes, peak_rss_bytes};

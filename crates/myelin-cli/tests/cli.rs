@@ -87,11 +87,34 @@ fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
         assert_eq!(r["hops"], 3);
     }
     let svgs: Vec<_> = std::fs::read_dir(&plots).unwrap().collect();
-    assert_eq!(svgs.len(), 10, "a histogram and a time plot per record");
+    assert_eq!(
+        svgs.len(),
+        11,
+        "a histogram and a time plot per record, and the scenario's comparison chart"
+    );
     for f in svgs {
         let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
         assert!(text.starts_with("<svg") || text.starts_with("<?xml"));
     }
+    // The comparison chart has a row (a box and a CPU bar) per run,
+    // labelled with its system and configuration.
+    let chart = std::fs::read_to_string(plots.join("compare-relay.svg")).unwrap();
+    for r in recs {
+        let label = format!(
+            "{} {}",
+            r["system"].as_str().unwrap(),
+            r["config"].as_str().unwrap()
+        );
+        assert!(
+            chart.contains(&label),
+            "row {label:?} missing from the chart"
+        );
+    }
+    assert!(
+        !chart.contains("no samples"),
+        "every run measured something"
+    );
+    assert!(stdout.contains("1 comparison chart(s)"), "{stdout}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -625,6 +625,220 @@ fn draw_scale_panel(
     Ok(())
 }
 
+/// A colour per system, the same in every comparison chart.
+fn system_color(system: &str) -> RGBColor {
+    match system {
+        "myelin" => RGBColor(31, 119, 180),
+        "zenoh" => RGBColor(255, 127, 14),
+        "iceoryx2" => RGBColor(44, 160, 44),
+        "cyclonedds" => RGBColor(148, 103, 189),
+        "libxr" => RGBColor(140, 86, 75),
+        "channel" => RGBColor(127, 127, 127),
+        "raw" => RGBColor(40, 40, 40),
+        _ => RGBColor(214, 39, 40),
+    }
+}
+
+/// `myelin bench --plot`'s comparison charts: one SVG per scenario,
+/// `compare-<scenario>.svg`, every run of the scenario on one row so the
+/// systems sit side by side. Left, the latency distribution as a box plot
+/// on a log scale (box from P50 to P90, whisker to P99, a cross at the
+/// maximum); right, CPU time per message (bars, log scale). A run that
+/// measured nothing says so on its row. Returns the files written.
+///
+/// ```no_run
+/// # fn records() -> Vec<myelin_bench::Record> { Vec::new() }
+/// let files = myelin_bench::write_comparison_charts("plots".as_ref(), &records())?;
+/// # Ok::<(), myelin_bench::PlotError>(())
+/// ```
+pub fn write_comparison_charts(
+    dir: &Path,
+    records: &[super::report::Record],
+) -> Result<Vec<PathBuf>, PlotError> {
+    let mut scenarios: Vec<&str> = records.iter().map(|r| r.scenario.as_str()).collect();
+    scenarios.dedup();
+    scenarios.sort_unstable();
+    scenarios.dedup();
+    if !scenarios.is_empty() {
+        std::fs::create_dir_all(dir).map_err(|source| PlotError::Dir {
+            path: dir.to_owned(),
+            source,
+        })?;
+    }
+    let mut files = Vec::new();
+    for scenario in scenarios {
+        let rows: Vec<&super::report::Record> =
+            records.iter().filter(|r| r.scenario == scenario).collect();
+        let path = dir.join(format!("compare-{}.svg", sanitize_stem(scenario)));
+        let size = (
+            1200,
+            110 + 30 * u32::try_from(rows.len()).unwrap_or(u32::MAX / 64),
+        );
+        draw_sized(&path, size, |root| draw_comparison(root, scenario, &rows))?;
+        files.push(path);
+    }
+    Ok(files)
+}
+
+/// [`draw_to`] with a size of its own.
+fn draw_sized(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(&Root<'_>) -> DrawResult,
+) -> Result<(), PlotError> {
+    let err = |e: &dyn std::fmt::Display| PlotError::Draw {
+        path: path.to_owned(),
+        message: e.to_string(),
+    };
+    let root = SVGBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    draw(&root).map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}
+
+/// Row `i` of `n`, as the y coordinate of its centre (the first on top).
+fn row_y(i: usize, n: usize) -> f64 {
+    (n - 1 - i) as f64 + 0.5
+}
+
+fn draw_comparison(root: &Root<'_>, scenario: &str, rows: &[&super::report::Record]) -> DrawResult {
+    let root = root.titled(&format!("{scenario}: every system in one run"), (FONT, 22))?;
+    let n = rows.len();
+    let (w, _) = root.dim_in_pixel();
+    let (left, right) = root.split_horizontally(w * 7 / 10);
+    let measured = |r: &super::report::Record| r.count > 0 && r.latency_ns.max > 0;
+
+    // Latency: P50..P90 box, whisker to P99, a cross at the maximum.
+    let lo = rows
+        .iter()
+        .filter(|r| measured(r))
+        .map(|r| r.latency_ns.p50.max(1))
+        .min();
+    let hi = rows
+        .iter()
+        .filter(|r| measured(r))
+        .map(|r| r.latency_ns.max)
+        .max();
+    let (x_lo, x_hi) = match (lo, hi) {
+        (Some(lo), Some(hi)) => (us(lo) / 1.5, us(hi.max(lo + 1)) * 1.5),
+        _ => (0.001, 1.0),
+    };
+    let mut chart = ChartBuilder::on(&left)
+        .caption(
+            "latency: box P50-P90, whisker to P99, x = max (log scale)",
+            (FONT, 16),
+        )
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(330)
+        .build_cartesian_2d(
+            (x_lo..x_hi)
+                .log_scale()
+                .with_key_points(log_ticks(x_lo, x_hi)),
+            0.0..n as f64,
+        )?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(0)
+        .x_label_formatter(&|v| us_label(*v))
+        .label_style((FONT, 13))
+        .draw()?;
+    // Row labels, right-aligned left of the plotting area (plotters' own
+    // labels go at tick values, not at categories).
+    let (base_x, base_y) = left.get_base_pixel();
+    let label_style =
+        TextStyle::from((FONT, 13).into_font()).pos(plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Right,
+            plotters::style::text_anchor::VPos::Center,
+        ));
+    for (i, r) in rows.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(x_lo, row_y(i, n)));
+        left.draw(&Text::new(
+            format!("{} {}", r.system, r.config),
+            (px - base_x - 8, py - base_y),
+            label_style.clone(),
+        ))?;
+    }
+    for (i, r) in rows.iter().enumerate() {
+        let y = row_y(i, n);
+        if !measured(r) {
+            chart.draw_series(std::iter::once(Text::new(
+                "no samples",
+                (x_lo * 1.1, y),
+                (FONT, 13).into_font().color(&RED),
+            )))?;
+            continue;
+        }
+        let c = system_color(&r.system);
+        let s = &r.latency_ns;
+        let (p50, p90, p99, max) = (us(s.p50.max(1)), us(s.p90), us(s.p99), us(s.max));
+        chart.draw_series(std::iter::once(PathElement::new(
+            [(p90, y), (p99.max(p90), y)],
+            c.stroke_width(2),
+        )))?;
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(p50, y - 0.3), (p90.max(p50), y + 0.3)],
+            c.mix(0.75).filled(),
+        )))?;
+        chart.draw_series(std::iter::once(PathElement::new(
+            [(p50, y - 0.3), (p50, y + 0.3)],
+            BLACK.stroke_width(2),
+        )))?;
+        chart.draw_series(std::iter::once(Cross::new(
+            (max.max(p50), y),
+            4,
+            c.stroke_width(2),
+        )))?;
+    }
+
+    // CPU time per message.
+    let cpu: Vec<f64> = rows
+        .iter()
+        .map(|r| r.cpu_ns_per_msg)
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    let c_lo = cpu.iter().copied().fold(f64::INFINITY, f64::min);
+    let c_hi = cpu.iter().copied().fold(0.0, f64::max);
+    let (c_lo, c_hi) = if cpu.is_empty() {
+        (0.001, 1.0)
+    } else {
+        // Bars start a factor of 3 below the smallest: on a log scale a
+        // bar's length is a ratio to that origin, the same for every row.
+        ((c_lo / 1e3) / 3.0, (c_hi / 1e3) * 2.0)
+    };
+    let mut chart = ChartBuilder::on(&right)
+        .caption("CPU per message (log scale)", (FONT, 16))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(10)
+        .build_cartesian_2d(
+            (c_lo..c_hi)
+                .log_scale()
+                .with_key_points(log_ticks(c_lo, c_hi)),
+            0.0..n as f64,
+        )?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(0)
+        .x_label_formatter(&|v| us_label(*v))
+        .label_style((FONT, 13))
+        .draw()?;
+    for (i, r) in rows.iter().enumerate() {
+        let v = r.cpu_ns_per_msg;
+        if !(v.is_finite() && v > 0.0) {
+            continue;
+        }
+        let y = row_y(i, n);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(c_lo, y - 0.3), (v / 1e3, y + 0.3)],
+            system_color(&r.system).mix(0.75).filled(),
+        )))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -701,6 +915,62 @@ mod tests {
         // The time plot is reduced to a bounded number of points.
         let time = std::fs::read_to_string(&paths[1]).unwrap();
         assert!(time.matches("<circle").count() <= 2 * TIME_BINS + 10);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn record(scenario: &str, system: &str, config: &str, p50: u64) -> crate::Record {
+        let mut rec = LatencyRecorder::new();
+        for v in [p50, p50 * 2, p50 * 3, p50 * 10] {
+            rec.record(v);
+        }
+        crate::Record {
+            scenario: scenario.into(),
+            system: system.into(),
+            config: config.into(),
+            count: if p50 == 0 { 0 } else { 4 },
+            lost: 0,
+            latency_ns: if p50 == 0 {
+                Default::default()
+            } else {
+                rec.summary()
+            },
+            cpu_percent: 1.0,
+            cpu_ns_per_msg: p50 as f64 * 4.0,
+            rss_bytes: 0,
+            hops: None,
+            per_hop_ns: None,
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn one_comparison_chart_per_scenario_with_a_row_per_run() {
+        let dir = temp_dir("compare");
+        let records = [
+            record("pingpong", "myelin", "64B", 300),
+            record("relay", "myelin", "1kHz 64B", 1_000),
+            record("pingpong", "zenoh", "64B", 9_000),
+            record("pingpong", "iceoryx2", "64B", 0),
+        ];
+        let files = write_comparison_charts(&dir, &records).unwrap();
+        let names: Vec<_> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["compare-pingpong.svg", "compare-relay.svg"]);
+        let ping = std::fs::read_to_string(&files[0]).unwrap();
+        for label in ["myelin 64B", "zenoh 64B", "iceoryx2 64B"] {
+            assert!(ping.contains(label), "{label} missing");
+        }
+        // The run that measured nothing is marked, not drawn as a bar.
+        assert!(ping.contains("no samples"));
+        let relay = std::fs::read_to_string(&files[1]).unwrap();
+        assert!(relay.contains("myelin 1kHz 64B") && !relay.contains("zenoh"));
+        assert!(!relay.contains("no samples"));
+        // Nothing to compare: no files, no directory.
+        let none = temp_dir("compare-none");
+        assert!(write_comparison_charts(&none, &[]).unwrap().is_empty());
+        assert!(!none.exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -333,7 +333,14 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         println!("\nJSON: {}", path.display());
     }
     if let Some(dir) = &args.plot {
-        println!("plots: {}", dir.display());
+        // One chart per scenario, systems side by side (also after
+        // Ctrl-C: the runs that finished).
+        let charts = myelin_bench::write_comparison_charts(dir, &report.records)?;
+        println!(
+            "plots: {} ({} comparison chart(s), compare-SCENARIO.svg, and per-run latency plots)",
+            dir.display(),
+            charts.len()
+        );
     }
     if interrupted {
         return Err(format!(
