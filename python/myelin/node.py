@@ -17,6 +17,7 @@ A node can be made with :func:`myelin.create_node` or subclassed::
 """
 
 from myelin import _myelin
+from myelin.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from myelin.parameter import Parameter
 from myelin.qos import _profile
 
@@ -263,27 +264,55 @@ class Node:
 
         return ROSClock(self._node)
 
-    def create_publisher(self, msg_type, topic, qos_profile, *, callback_group=None, **kwargs):
+    def create_publisher(
+        self, msg_type, topic, qos_profile, *, callback_group=None, event_callbacks=None, **kwargs
+    ):
         """A publisher of ``msg_type`` on ``topic``; ``qos_profile`` is a
-        :class:`~myelin.qos.QoSProfile` or a depth."""
+        :class:`~myelin.qos.QoSProfile` or a depth; ``event_callbacks`` a
+        :class:`~myelin.event_handler.PublisherEventCallbacks`."""
         qos = _profile(qos_profile)
-        p = Publisher(self._node.create_publisher(msg_type, topic, qos._tuple()), msg_type, qos)
+        on_event = self._events(event_callbacks, PublisherEventCallbacks)
+        core = self._node.create_publisher(msg_type, topic, qos._tuple(), on_event)
+        p = Publisher(core, msg_type, qos)
         self._publishers.append(p)
         return p
 
     def create_subscription(
-        self, msg_type, topic, callback, qos_profile, *, callback_group=None, raw=False, **kwargs
+        self,
+        msg_type,
+        topic,
+        callback,
+        qos_profile,
+        *,
+        callback_group=None,
+        event_callbacks=None,
+        raw=False,
+        **kwargs,
     ):
         """A subscription of ``msg_type`` on ``topic``: an executor spinning
         this node calls ``callback(msg)`` with each message (its CDR
-        ``bytes`` if ``raw``)."""
+        ``bytes`` if ``raw``), and the callbacks of ``event_callbacks`` (a
+        :class:`~myelin.event_handler.SubscriptionEventCallbacks`) with its
+        QoS events."""
         qos = _profile(qos_profile)
         if not callable(callback):
             raise TypeError("callback must be callable")
-        core = self._node.create_subscription(msg_type, topic, qos._tuple(), callback, raw)
+        on_event = self._events(event_callbacks, SubscriptionEventCallbacks)
+        core = self._node.create_subscription(
+            msg_type, topic, qos._tuple(), callback, raw, on_event
+        )
         s = Subscription(core, msg_type, callback, qos)
         self._subscriptions.append(s)
         return s
+
+    def _events(self, callbacks, kind):
+        """The core's ``on_event`` for ``callbacks`` (rclpy's default when
+        ``None``: incompatible QoS is logged as a warning)."""
+        if callbacks is None:
+            callbacks = kind()
+        elif not isinstance(callbacks, kind):
+            raise TypeError(f"event_callbacks must be a {kind.__name__}")
+        return callbacks._dispatcher(self._logger)
 
     def create_timer(self, timer_period_sec, callback, callback_group=None, clock=None):
         """A timer that calls ``callback()`` every ``timer_period_sec``

@@ -100,6 +100,102 @@ fn take_callback_error() -> PyResult<()> {
     }
 }
 
+/// A QoS event's fields, by rclpy's attribute names.
+type EventFields = Vec<(&'static str, EventValue)>;
+
+/// One field of an event: a count, or the name of a QoS policy.
+enum EventValue {
+    Int(i64),
+    Policy(Option<&'static str>),
+}
+
+fn counts(total: u64, change: u64) -> EventFields {
+    vec![
+        ("total_count", EventValue::Int(total as i64)),
+        ("total_count_change", EventValue::Int(change as i64)),
+    ]
+}
+
+fn matched_fields(s: myelin::MatchedStatus) -> EventFields {
+    let mut f = counts(s.total_count, s.total_count_change);
+    f.push(("current_count", EventValue::Int(i64::from(s.current_count))));
+    f.push((
+        "current_count_change",
+        EventValue::Int(i64::from(s.current_count_change)),
+    ));
+    f
+}
+
+fn incompatible_qos_fields(s: myelin::IncompatibleQosStatus) -> EventFields {
+    let mut f = counts(s.total_count, s.total_count_change);
+    let policy = s.last_policy.map(|p| match p {
+        myelin::QosPolicy::Reliability => "RELIABILITY",
+        myelin::QosPolicy::Durability => "DURABILITY",
+        myelin::QosPolicy::History => "HISTORY",
+        myelin::QosPolicy::Deadline => "DEADLINE",
+        myelin::QosPolicy::Liveliness => "LIVELINESS",
+        myelin::QosPolicy::Lifespan => "LIFESPAN",
+    });
+    f.push(("last_policy_kind", EventValue::Policy(policy)));
+    f
+}
+
+/// A subscription's event as (the rclpy callback it goes to, its fields).
+fn subscription_event(e: myelin::SubscriptionEvent) -> (&'static str, EventFields) {
+    use myelin::SubscriptionEvent as E;
+    match e {
+        E::RequestedDeadlineMissed(s) => ("deadline", counts(s.total_count, s.total_count_change)),
+        E::LivelinessChanged(s) => (
+            "liveliness",
+            vec![
+                ("alive_count", EventValue::Int(i64::from(s.alive_count))),
+                ("not_alive_count", EventValue::Int(i64::from(s.not_alive_count))),
+                ("alive_count_change", EventValue::Int(i64::from(s.alive_count_change))),
+                (
+                    "not_alive_count_change",
+                    EventValue::Int(i64::from(s.not_alive_count_change)),
+                ),
+            ],
+        ),
+        E::Matched(s) => ("matched", matched_fields(s)),
+        E::IncompatibleQos(s) => ("incompatible_qos", incompatible_qos_fields(s)),
+        E::IncompatibleType(s) => (
+            "incompatible_type",
+            counts(s.total_count, s.total_count_change),
+        ),
+    }
+}
+
+/// A publisher's event as (the rclpy callback it goes to, its fields).
+fn publisher_event(e: myelin::PublisherEvent) -> (&'static str, EventFields) {
+    use myelin::PublisherEvent as E;
+    match e {
+        E::OfferedDeadlineMissed(s) => ("deadline", counts(s.total_count, s.total_count_change)),
+        E::Matched(s) => ("matched", matched_fields(s)),
+        E::IncompatibleQos(s) => ("incompatible_qos", incompatible_qos_fields(s)),
+        E::IncompatibleType(s) => (
+            "incompatible_type",
+            counts(s.total_count, s.total_count_change),
+        ),
+    }
+}
+
+/// Call the Python side's `on_event(kind, fields)`; an exception is kept
+/// for `spin_once`, as a message callback's is.
+fn call_event(f: &Py<PyAny>, kind: &str, fields: &EventFields) {
+    callback_ran();
+    Python::attach(|py| {
+        let dict = pyo3::types::PyDict::new(py);
+        let filled = fields.iter().try_for_each(|(k, v)| match v {
+            EventValue::Int(n) => dict.set_item(k, n),
+            EventValue::Policy(p) => dict.set_item(k, p),
+        });
+        if let Err(e) = filled.and_then(|()| f.call1(py, (kind, dict)).map(drop)) {
+            keep_callback_error(e);
+        }
+    });
+}
+
 fn duration(label: &str, secs: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(secs)
         .map_err(|_| PyValueError::new_err(format!("{label}: {secs} is not a duration in seconds")))
@@ -261,24 +357,37 @@ impl Node {
         self.node.fully_qualified_name().to_string()
     }
 
-    /// A publisher of `msg_type` (a message class) on `topic`.
+    /// A publisher of `msg_type` (a message class) on `topic`; `on_event`
+    /// (if given) is called as `on_event(kind, fields)` by the executor for
+    /// each QoS event (see [`publisher_event`]).
+    #[pyo3(signature = (msg_type, topic, qos, on_event=None))]
     fn create_publisher(
         &self,
         msg_type: &Bound<'_, PyAny>,
         topic: &str,
         qos: QosTuple,
+        on_event: Option<Py<PyAny>>,
     ) -> PyResult<Publisher> {
         let plan = codec::plan_of_class(msg_type)?;
+        let mut options = myelin::PublisherOptions::default();
+        if let Some(f) = on_event {
+            options = options.on_event(move |e| {
+                let (kind, fields) = publisher_event(e);
+                call_event(&f, kind, &fields);
+            });
+        }
         let p = self
             .node
-            .create_raw_publisher(topic, &raw_type(&plan)?, qos_from(qos)?)
+            .create_raw_publisher_with(topic, &raw_type(&plan)?, qos_from(qos)?, options)
             .map_err(endpoint_error)?;
         Ok(Publisher { publisher: p, plan })
     }
 
     /// A subscription of `msg_type` on `topic`, whose callback an executor
-    /// runs with each message (decoded, or its CDR `bytes` if `raw`).
-    #[pyo3(signature = (msg_type, topic, qos, callback, raw=false))]
+    /// runs with each message (decoded, or its CDR `bytes` if `raw`), and
+    /// `on_event(kind, fields)` (if given) with each QoS event (see
+    /// [`subscription_event`]).
+    #[pyo3(signature = (msg_type, topic, qos, callback, raw=false, on_event=None))]
     fn create_subscription(
         &self,
         msg_type: &Bound<'_, PyAny>,
@@ -286,16 +395,24 @@ impl Node {
         qos: QosTuple,
         callback: Py<PyAny>,
         raw: bool,
+        on_event: Option<Py<PyAny>>,
     ) -> PyResult<Subscription> {
         let p = codec::plan_of_class(msg_type)?;
         let ty = raw_type(&p)?;
+        let mut options = SubscriptionOptions::default();
+        if let Some(f) = on_event {
+            options = options.on_event(move |e| {
+                let (kind, fields) = subscription_event(e);
+                call_event(&f, kind, &fields);
+            });
+        }
         let s = self
             .node
             .create_raw_subscription(
                 topic,
                 &ty,
                 qos_from(qos)?,
-                SubscriptionOptions::default(),
+                options,
                 move |m: AnyMessage| {
                     callback_ran();
                     Python::attach(|py| {

@@ -205,12 +205,34 @@ impl Node {
         ty: &crate::RawType,
         qos: QoS,
     ) -> Result<Publisher<crate::AnyMessage>, CreateEndpointError> {
-        self.make_publisher(
-            topic,
-            qos,
-            PublisherOptions::default(),
-            TypeInfo::of_raw(ty),
-        )
+        self.create_raw_publisher_with(topic, ty, qos, PublisherOptions::default())
+    }
+
+    /// [`create_raw_publisher`](Self::create_raw_publisher) with options
+    /// (an event callback, a callback group).
+    ///
+    /// ```
+    /// use myelin_core::{Context, PublisherOptions, QoS, RawType};
+    ///
+    /// let ctx = Context::builder().shared_memory(false).network(false).build().unwrap();
+    /// let node = ctx.create_node("bridge").unwrap();
+    /// let ty = RawType::ros(
+    ///     "std_msgs/msg/String",
+    ///     "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18",
+    /// )
+    /// .unwrap();
+    /// let options = PublisherOptions::default().on_event(|e| println!("{e:?}"));
+    /// let p = node.create_raw_publisher_with("chatter", &ty, QoS::keep_last(10), options).unwrap();
+    /// # drop(p);
+    /// ```
+    pub fn create_raw_publisher_with(
+        &self,
+        topic: &str,
+        ty: &crate::RawType,
+        qos: QoS,
+        options: PublisherOptions,
+    ) -> Result<Publisher<crate::AnyMessage>, CreateEndpointError> {
+        self.make_publisher(topic, qos, options, TypeInfo::of_raw(ty))
     }
 
     fn make_publisher<T: Message>(
