@@ -149,8 +149,14 @@ fn subscription_event(e: myelin::SubscriptionEvent) -> (&'static str, EventField
             "liveliness",
             vec![
                 ("alive_count", EventValue::Int(i64::from(s.alive_count))),
-                ("not_alive_count", EventValue::Int(i64::from(s.not_alive_count))),
-                ("alive_count_change", EventValue::Int(i64::from(s.alive_count_change))),
+                (
+                    "not_alive_count",
+                    EventValue::Int(i64::from(s.not_alive_count)),
+                ),
+                (
+                    "alive_count_change",
+                    EventValue::Int(i64::from(s.alive_count_change)),
+                ),
                 (
                     "not_alive_count_change",
                     EventValue::Int(i64::from(s.not_alive_count_change)),
@@ -408,25 +414,19 @@ impl Node {
         }
         let s = self
             .node
-            .create_raw_subscription(
-                topic,
-                &ty,
-                qos_from(qos)?,
-                options,
-                move |m: AnyMessage| {
-                    callback_ran();
-                    Python::attach(|py| {
-                        let arg = if raw {
-                            Ok(PyBytes::new(py, m.bytes()).into_any())
-                        } else {
-                            codec::decode(py, &p, m.bytes(), Some(m.0.shared_bytes()))
-                        };
-                        if let Err(e) = arg.and_then(|a| callback.call1(py, (a,))) {
-                            keep_callback_error(e);
-                        }
-                    })
-                },
-            )
+            .create_raw_subscription(topic, &ty, qos_from(qos)?, options, move |m: AnyMessage| {
+                callback_ran();
+                Python::attach(|py| {
+                    let arg = if raw {
+                        Ok(PyBytes::new(py, m.bytes()).into_any())
+                    } else {
+                        codec::decode(py, &p, m.bytes(), Some(m.0.shared_bytes()))
+                    };
+                    if let Err(e) = arg.and_then(|a| callback.call1(py, (a,))) {
+                        keep_callback_error(e);
+                    }
+                })
+            })
             .map_err(endpoint_error)?;
         Ok(Subscription { subscription: s })
     }
