@@ -5,6 +5,7 @@ could scout the LAN)."""
 import itertools
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -57,8 +58,19 @@ def spin_until(node, cond, timeout=30.0, executor=None):
             ex.remove_node(node)
 
 
+def _as_from_a_terminal():
+    """Give the child the SIGINT of a program started from a terminal.
+
+    A test run started in the background of a shell without job control
+    (``bash -c 'bash .ci/run &'``) inherits SIGINT ignored, and Python keeps
+    an ignored SIGINT ignored: Ctrl-C would never raise KeyboardInterrupt
+    in the child, whatever myelin does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def python_child(code, domain, *args):
-    """A Python child process running ``code`` on ``domain`` (shm only)."""
+    """A Python child process running ``code`` on ``domain`` (shm only),
+    with SIGINT as a terminal would start it (see ``_as_from_a_terminal``)."""
     env = dict(os.environ, MYELIN_TRANSPORT="shm", ROS_DOMAIN_ID=str(domain))
     return subprocess.Popen(
         [sys.executable, "-c", code, *args],
@@ -66,6 +78,7 @@ def python_child(code, domain, *args):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_from_a_terminal,
     )
 
 
