@@ -175,31 +175,25 @@ impl<T> Buffer<T> {
         }
     }
 
+    /// Store `item`: a keep_last ring overwrites its oldest when full, a
+    /// keep_all FIFO refuses at its limit.
     #[inline]
     pub(crate) fn push(&self, item: Entry<T>) -> Pushed {
-        match self {
-            Buffer::Ring(q) => match q.force_push(item) {
-                None => Pushed::Stored,
-                Some(_old) => Pushed::Overwrote,
-            },
-            Buffer::Fifo { queue, len, limit } => {
-                if len.fetch_add(1, Ordering::Relaxed) >= *limit {
-                    len.fetch_sub(1, Ordering::Relaxed);
-                    return Pushed::Refused;
-                }
-                queue.push(item);
-                Pushed::Stored
-            }
-        }
+        self.push_beyond(item, 0)
     }
 
     /// [`push`](Self::push) for a message no publisher can be made to hold
     /// back (one that came over the network): a keep_all FIFO takes it
     /// beyond its limit, up to `cap` messages, and says so with
     /// [`Pushed::Stretched`]; past `cap` it is refused.
+    /// (A `cap` at or below the limit is the limit: [`push`](Self::push).)
+    #[inline]
     pub(crate) fn push_beyond(&self, item: Entry<T>, cap: usize) -> Pushed {
         match self {
-            Buffer::Ring(_) => self.push(item),
+            Buffer::Ring(q) => match q.force_push(item) {
+                None => Pushed::Stored,
+                Some(_old) => Pushed::Overwrote,
+            },
             Buffer::Fifo { queue, len, limit } => {
                 let before = len.fetch_add(1, Ordering::Relaxed);
                 if before >= cap.max(*limit) {

@@ -381,22 +381,31 @@ fn a_zero_deadline_is_refused_naming_the_policy() {
     assert!(err.to_string().contains("deadline"), "{err}");
 }
 
+/// A subscription of `u8` on `topic` whose events are collected.
+fn subscription_with_events(
+    node: &Node,
+    topic: &str,
+) -> (Subscription<u8>, Arc<Mutex<Vec<SubscriptionEvent>>>) {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let ev = events.clone();
+    let sub = node
+        .create_subscription_with(
+            topic,
+            QoS::default(),
+            SubscriptionOptions::default().on_event(move |e| ev.lock().unwrap().push(e)),
+            |_m: u8| {},
+        )
+        .unwrap();
+    (sub, events)
+}
+
 /// The subscription's side: a publisher that comes and goes, in this
 /// context, is one matched event each way, with the change since the last.
 #[test]
 fn a_subscription_hears_a_publisher_come_and_go() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let ev = events.clone();
-    let _sub = node
-        .create_subscription_with(
-            "come_and_go",
-            QoS::default(),
-            SubscriptionOptions::default().on_event(move |e| ev.lock().unwrap().push(e)),
-            |_m: u8| {},
-        )
-        .unwrap();
+    let (_sub, events) = subscription_with_events(&node, "come_and_go");
     let mut exec = Executor::new();
     exec.add_node(&node).unwrap();
     let p = node
@@ -428,16 +437,7 @@ fn a_subscription_hears_a_publisher_come_and_go() {
 fn an_event_raised_while_no_executor_spins_the_node_is_run_by_the_next() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let ev = events.clone();
-    let _sub = node
-        .create_subscription_with(
-            "between",
-            QoS::default(),
-            SubscriptionOptions::default().on_event(move |e| ev.lock().unwrap().push(e)),
-            |_m: u8| {},
-        )
-        .unwrap();
+    let (_sub, events) = subscription_with_events(&node, "between");
     // Raised with no executor at all.
     let p = node
         .create_publisher::<u8>("between", QoS::default())

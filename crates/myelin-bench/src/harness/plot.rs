@@ -696,6 +696,35 @@ fn draw_sized(
     root.present().map_err(|e| err(&e))
 }
 
+/// A comparison panel: `n` rows (y from 0 to `n`, unlabelled), a
+/// microsecond range on a log x axis, the mesh drawn.
+type RowChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<WithKeyPoints<LogCoord<f64>>, RangedCoordf64>>;
+
+fn row_panel<'a, 'b>(
+    area: &'a Root<'b>,
+    caption: &str,
+    x: std::ops::Range<f64>,
+    n: usize,
+    label_area: u32,
+) -> Result<RowChart<'a, 'b>, DrawingAreaErrorKind<std::io::Error>> {
+    let ticks = log_ticks(x.start, x.end);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, (FONT, 16))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(label_area)
+        .build_cartesian_2d(x.log_scale().with_key_points(ticks), 0.0..n as f64)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(0)
+        .x_label_formatter(&|v| us_label(*v))
+        .label_style((FONT, 13))
+        .draw()?;
+    Ok(chart)
+}
+
 /// Row `i` of `n`, as the y coordinate of its centre (the first on top).
 fn row_y(i: usize, n: usize) -> f64 {
     (n - 1 - i) as f64 + 0.5
@@ -723,27 +752,13 @@ fn draw_comparison(root: &Root<'_>, scenario: &str, rows: &[&super::report::Reco
         (Some(lo), Some(hi)) => (us(lo) / 1.5, us(hi.max(lo + 1)) * 1.5),
         _ => (0.001, 1.0),
     };
-    let mut chart = ChartBuilder::on(&left)
-        .caption(
-            "latency: box P50-P90, whisker to P99, x = max (log scale)",
-            (FONT, 16),
-        )
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(330)
-        .build_cartesian_2d(
-            (x_lo..x_hi)
-                .log_scale()
-                .with_key_points(log_ticks(x_lo, x_hi)),
-            0.0..n as f64,
-        )?;
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .y_labels(0)
-        .x_label_formatter(&|v| us_label(*v))
-        .label_style((FONT, 13))
-        .draw()?;
+    let mut chart = row_panel(
+        &left,
+        "latency: box P50-P90, whisker to P99, x = max (log scale)",
+        x_lo..x_hi,
+        n,
+        330,
+    )?;
     // Row labels, right-aligned left of the plotting area (plotters' own
     // labels go at tick values, not at categories).
     let (base_x, base_y) = left.get_base_pixel();
@@ -807,24 +822,7 @@ fn draw_comparison(root: &Root<'_>, scenario: &str, rows: &[&super::report::Reco
         // bar's length is a ratio to that origin, the same for every row.
         ((c_lo / 1e3) / 3.0, (c_hi / 1e3) * 2.0)
     };
-    let mut chart = ChartBuilder::on(&right)
-        .caption("CPU per message (log scale)", (FONT, 16))
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(10)
-        .build_cartesian_2d(
-            (c_lo..c_hi)
-                .log_scale()
-                .with_key_points(log_ticks(c_lo, c_hi)),
-            0.0..n as f64,
-        )?;
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .y_labels(0)
-        .x_label_formatter(&|v| us_label(*v))
-        .label_style((FONT, 13))
-        .draw()?;
+    let mut chart = row_panel(&right, "CPU per message (log scale)", c_lo..c_hi, n, 10)?;
     for (i, r) in rows.iter().enumerate() {
         let v = r.cpu_ns_per_msg;
         if !(v.is_finite() && v > 0.0) {

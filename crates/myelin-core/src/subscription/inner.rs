@@ -369,11 +369,18 @@ impl<T: Message> SubInner<T> {
 
     #[inline]
     fn push(self: &Arc<Self>, item: Received<T>, expires: u64) -> Pushed {
+        let r = self.store(item, expires, 0);
+        self.pushed(r)
+    }
+
+    /// Into the buffer, counted for the deadline check; keep_all takes up
+    /// to `cap` messages (see [`Buffer::push_beyond`]).
+    #[inline]
+    fn store(&self, item: Received<T>, expires: u64, cap: usize) -> Pushed {
         if self.qos.deadline.is_some() {
             self.received_count.fetch_add(1, Ordering::Relaxed);
         }
-        let r = self.buffer.push((item, expires));
-        self.pushed(r)
+        self.buffer.push_beyond((item, expires), cap)
     }
 
     /// Push a message from a transport that gives its publisher no
@@ -385,14 +392,11 @@ impl<T: Message> SubInner<T> {
     /// which it is lost, counted and warned about: memory stays bounded
     /// when a reader stalls for good.
     fn push_unpaced(self: &Arc<Self>, item: Received<T>) -> Pushed {
-        if self.qos.deadline.is_some() {
-            self.received_count.fetch_add(1, Ordering::Relaxed);
-        }
         let limit = self.buffer.limit();
         let cap = limit
             .saturating_mul(UNPACED_HEADROOM)
             .max(limit.saturating_add(1024));
-        let r = self.buffer.push_beyond((item, 0), cap);
+        let r = self.store(item, 0, cap);
         match r {
             Pushed::Stretched if !self.stretched.swap(true, Ordering::Relaxed) => {
                 tracing::warn!(
