@@ -432,6 +432,21 @@ impl Proc {
     fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Wait until the helper has exited by itself (its context removed
+    /// what it made in shared memory), up to `deadline`; dropping it
+    /// before kills it, which leaves its objects to whoever notices.
+    fn wait_exit(&mut self, deadline: Instant) -> bool {
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) => return true,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                _ => return false,
+            }
+        }
+    }
 }
 
 impl Drop for Proc {
@@ -710,6 +725,14 @@ fn run_one(
     let line = joiner
         .expect_by("joined", Instant::now() + SETTLE_LIMIT)?
         .unwrap_or_default();
+    // It exits by itself after its report: let it, or it is killed with
+    // its shared memory still there (counted as left at exit below).
+    if !line.is_empty() && !joiner.wait_exit(Instant::now() + Duration::from_secs(30)) {
+        progress(&format!(
+            "{} N={n}: the late joiner did not exit within 30 s of its report (killed)",
+            transport.name()
+        ));
+    }
     drop(joiner);
     let mut f = line
         .split_whitespace()
