@@ -457,8 +457,18 @@ class Node:
         self._parameter_callbacks = [(c, h) for c, h in self._parameter_callbacks if c is not callback]
 
     def get_topic_names_and_types(self):
-        """The topics of this process with their types, as rclpy lists them."""
-        return [(t, [ty]) for t, ty in self._node.topic_names_and_types()]
+        """The topics of the graph with their types, as rclpy lists them:
+        this process's and those of the other processes and hosts its
+        transports see (shared memory: this host; zenoh: the domain)."""
+        return [(t, list(types)) for t, types in self._node.topic_names_and_types()]
+
+    def count_publishers(self, topic_name):
+        """Publishers on a topic (any type), graph-wide, as rclpy's."""
+        return self._node.count_publishers(topic_name)
+
+    def count_subscribers(self, topic_name):
+        """Subscriptions on a topic (any type), graph-wide, as rclpy's."""
+        return self._node.count_subscribers(topic_name)
 
     def destroy_node(self):
         for e in list(self._executors):

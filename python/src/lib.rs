@@ -604,13 +604,24 @@ impl Node {
         Ok(())
     }
 
-    /// The topics this process's context knows, with their types.
-    fn topic_names_and_types(&self) -> Vec<(String, String)> {
+    /// The topics of the graph with their types (this context's and the
+    /// other processes' and hosts' its transports see).
+    fn topic_names_and_types(&self) -> Vec<(String, Vec<String>)> {
+        self.node.topic_names_and_types()
+    }
+
+    /// Publishers on a topic, graph-wide.
+    fn count_publishers(&self, topic: &str) -> PyResult<usize> {
         self.node
-            .topic_names_and_types()
-            .into_iter()
-            .map(|(t, ty)| (t, ty.to_string()))
-            .collect()
+            .count_publishers(topic)
+            .map_err(|e| InvalidNameError::new_err(e.to_string()))
+    }
+
+    /// Subscriptions on a topic, graph-wide.
+    fn count_subscribers(&self, topic: &str) -> PyResult<usize> {
+        self.node
+            .count_subscribers(topic)
+            .map_err(|e| InvalidNameError::new_err(e.to_string()))
     }
 }
 

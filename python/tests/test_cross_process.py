@@ -108,6 +108,22 @@ def test_rust_talker_to_python_listener(node, domain):
         child.wait()
 
 
+def test_graph_queries_count_a_publisher_in_another_process(node, domain):
+    # rclpy's count_publishers / get_topic_names_and_types see the graph,
+    # not only this process.
+    exe = rust_example("talker")
+    env = {"MYELIN_TRANSPORT": "shm", "ROS_DOMAIN_ID": str(domain), "PATH": "/usr/bin:/bin"}
+    child = subprocess.Popen([exe], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        spin_until(node, lambda: node.count_publishers("chatter") == 1)
+        assert node.count_subscribers("/chatter") == 0
+        assert ("/chatter", ["std_msgs/msg/String"]) in node.get_topic_names_and_types()
+    finally:
+        child.kill()
+        child.wait()
+    spin_until(node, lambda: node.count_publishers("chatter") == 0)
+
+
 def test_a_rust_node_reads_its_ros_args(node, domain):
     # Context::new() reads the program's --ros-args, as rclcpp::init does.
     exe = rust_example("talker")

@@ -141,6 +141,13 @@ impl Graph {
         }
     }
 
+    /// Counts of (publishers, subscriptions) on a topic, whatever its type.
+    pub(crate) fn topic_counts_any(&self, topic: &str) -> (usize, usize) {
+        lock(&self.topics)
+            .get(topic)
+            .map_or((0, 0), |slot| slot.members.counts())
+    }
+
     /// The topics and their type names, sorted.
     pub(crate) fn topic_names_and_types(&self) -> Vec<(String, &'static str)> {
         let mut v: Vec<_> = lock(&self.topics)

@@ -75,6 +75,15 @@ impl ContextInner {
         }
     }
 
+    /// Publishers and subscriptions of other contexts, as this context's
+    /// transports see them now (each endpoint once).
+    pub(crate) fn graph_endpoints(&self) -> Vec<crate::transport::DiscoveredEndpoint> {
+        self.transports
+            .iter()
+            .flat_map(|t| t.graph_endpoints())
+            .collect()
+    }
+
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down.load(Ordering::Acquire)
     }

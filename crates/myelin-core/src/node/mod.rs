@@ -1109,20 +1109,132 @@ impl Node {
         self.get_clock().now()
     }
 
-    /// The topics known in this node's context with their type names.
-    pub fn topic_names_and_types(&self) -> Vec<(String, &'static str)> {
-        self.inner.ctx.graph.topic_names_and_types()
+    /// The topics of the graph with their types, as rclcpp's
+    /// `get_topic_names_and_types`: this context's and those of other
+    /// processes and hosts its transports see (shared memory: this host;
+    /// zenoh: the whole domain). Sorted by name; a topic carried with two
+    /// types (across processes, which cannot talk) lists both. myelin's
+    /// internal service topics (`/_srv/...`) and the "any type" of tools
+    /// that take whatever a topic carries are left out.
+    ///
+    /// The first graph query of a context on zenoh starts following the
+    /// domain's graph and asks the network for it (up to 2 s, milliseconds
+    /// with a router); later ones read what it follows.
+    ///
+    /// ```
+    /// # use myelin_core::{Context, QoS};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("lister")?;
+    /// let _p = node.create_publisher::<u32>("/answer", QoS::keep_last(1))?;
+    /// let topics = node.topic_names_and_types();
+    /// let answer = topics.iter().find(|(name, _)| name == "/answer").unwrap();
+    /// assert_eq!(answer.1, vec![<u32 as myelin_core::Message>::TYPE_NAME.to_string()]);
+    /// # Ok(()) }
+    /// ```
+    pub fn topic_names_and_types(&self) -> Vec<(String, Vec<String>)> {
+        let mut map: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        let local = self.inner.ctx.graph.topic_names_and_types();
+        let remote = self.inner.ctx.graph_endpoints();
+        let all = local
+            .into_iter()
+            .map(|(t, ty)| (t, ty.to_string()))
+            .chain(remote.into_iter().map(|e| (e.topic, e.type_name)));
+        for (topic, ty) in all {
+            if topic.starts_with("/_srv/") {
+                continue;
+            }
+            let types = map.entry(topic).or_default();
+            if ty != ANY_TYPE_NAME && !types.contains(&ty) {
+                types.push(ty);
+            }
+        }
+        map.into_iter()
+            .map(|(t, mut types)| {
+                types.sort();
+                (t, types)
+            })
+            .collect()
     }
 
-    /// Publishers and subscriptions on a topic (of type `T`) in this context.
+    /// Publishers on `topic` (expanded as for a publisher), of any type,
+    /// in this context and the other processes and hosts its transports
+    /// see (rclcpp's `count_publishers`; see
+    /// [`topic_names_and_types`](Self::topic_names_and_types) for what
+    /// each transport sees).
+    ///
+    /// ```
+    /// # use myelin_core::{Context, QoS};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("counter")?;
+    /// let _p = node.create_publisher::<u32>("chatter", QoS::keep_last(1))?;
+    /// assert_eq!(node.count_publishers("chatter")?, 1);
+    /// assert_eq!(node.count_subscribers("/chatter")?, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn count_publishers(&self, topic: &str) -> Result<usize, names::NameError> {
+        let graph = &self.inner.ctx.graph;
+        Ok(self.count(topic, |t| graph.topic_counts_any(t), None)?.0)
+    }
+
+    /// Subscriptions on `topic`, of any type, in this context and the
+    /// other processes and hosts its transports see (rclcpp's
+    /// `count_subscribers`; see [`count_publishers`](Self::count_publishers)).
+    pub fn count_subscribers(&self, topic: &str) -> Result<usize, names::NameError> {
+        let graph = &self.inner.ctx.graph;
+        Ok(self.count(topic, |t| graph.topic_counts_any(t), None)?.1)
+    }
+
+    /// (Publishers, subscriptions) on `topic` carrying `T`, in this
+    /// context and the other processes and hosts its transports see
+    /// (see [`count_publishers`](Self::count_publishers)).
+    ///
+    /// ```
+    /// # use myelin_core::{Context, QoS};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("typed_counter")?;
+    /// let _s = node.create_polling_subscription::<u32>("n", QoS::keep_last(1), Default::default())?;
+    /// assert_eq!(node.count_endpoints::<u32>("n")?, (0, 1));
+    /// assert_eq!(node.count_endpoints::<u64>("n")?, (0, 0));
+    /// # Ok(()) }
+    /// ```
     pub fn count_endpoints<T: Message>(
         &self,
         topic: &str,
     ) -> Result<(usize, usize), names::NameError> {
+        let graph = &self.inner.ctx.graph;
+        self.count(topic, |t| graph.topic_counts::<T>(t), Some(T::TYPE_NAME))
+    }
+
+    /// This context's counts on the expanded `topic` (`local`) plus the
+    /// other contexts' endpoints on it (of type `ty` if given).
+    fn count(
+        &self,
+        topic: &str,
+        local: impl FnOnce(&str) -> (usize, usize),
+        ty: Option<&str>,
+    ) -> Result<(usize, usize), names::NameError> {
         let topic = self.resolve_topic_name(topic)?;
-        Ok(self.inner.ctx.graph.topic_counts::<T>(&topic))
+        let (mut pubs, mut subs) = local(&topic);
+        for e in self.inner.ctx.graph_endpoints() {
+            if e.topic != topic || ty.is_some_and(|ty| e.type_name != ty) {
+                continue;
+            }
+            if e.is_publisher {
+                pubs += 1;
+            } else {
+                subs += 1;
+            }
+        }
+        Ok((pubs, subs))
     }
 }
+
+/// The type name the graph lists for a tool's endpoint that takes any
+/// type.
+const ANY_TYPE_NAME: &str = "*";
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -322,6 +322,16 @@ pub(crate) trait Transport: Send + Sync {
         Vec::new()
     }
 
+    /// Publishers and subscriptions of other contexts (in this process,
+    /// other processes, other hosts) as this transport sees them now,
+    /// without waiting: what `Node::count_publishers` and friends add to
+    /// the context's own. Endpoints another transport of the same context
+    /// reports (a same-host process on shared memory that also speaks
+    /// zenoh) are left to that one, so each is counted once.
+    fn graph_endpoints(&self) -> Vec<DiscoveredEndpoint> {
+        Vec::new()
+    }
+
     /// Service servers and clients this transport sees in other processes
     /// and hosts by their own announcement (rmw_zenoh's `SS`/`SC` tokens),
     /// asking the network for up to `wait`.

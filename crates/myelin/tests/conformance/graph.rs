@@ -335,24 +335,42 @@ pub mod node_queries {
     pub fn test(t: &Test) {
         let ctx = t.context();
         let node = ctx.create_node("test").unwrap();
+        // One of ours on the topic: counted once, not again through the
+        // transport that also lists it.
+        let _ours = node
+            .create_polling_subscription::<Seq>("/graph/data", QoS::default(), Default::default())
+            .unwrap();
         let mut peer = t.peer("graph_peer");
         peer.expect("ready");
         wait_until("the peer's endpoints in the node's counts", || {
-            node.count_endpoints::<Seq>("/graph/data") == Ok((1, 0))
+            node.count_endpoints::<Seq>("/graph/data") == Ok((1, 1))
                 && node.count_endpoints::<Seq>("/graph/commands") == Ok((0, 1))
         });
+        assert_eq!(node.count_publishers("/graph/data"), Ok(1));
+        assert_eq!(node.count_subscribers("/graph/data"), Ok(1));
+        assert_eq!(node.count_subscribers("graph/commands"), Ok(1));
+        assert_eq!(node.count_endpoints::<Other>("/graph/commands"), Ok((0, 0)));
         let topics = node.topic_names_and_types();
         for topic in ["/graph/data", "/graph/commands"] {
             assert!(
-                topics.iter().any(|(n, ty)| n == topic && *ty == SEQ_TYPE),
+                topics
+                    .iter()
+                    .any(|(n, types)| n == topic && types.iter().any(|ty| ty == SEQ_TYPE)),
                 "{topics:?}"
             );
         }
         peer.finish();
         wait_until("the peer's endpoints to leave the counts", || {
-            node.count_endpoints::<Seq>("/graph/data") == Ok((0, 0))
+            node.count_endpoints::<Seq>("/graph/data") == Ok((0, 1))
                 && node.count_endpoints::<Seq>("/graph/commands") == Ok((0, 0))
         });
+        assert!(
+            !node
+                .topic_names_and_types()
+                .iter()
+                .any(|(n, _)| n == "/graph/commands"),
+            "the peer's topic is still listed after it left"
+        );
     }
 }
 

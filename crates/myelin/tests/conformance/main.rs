@@ -151,9 +151,7 @@ conformance! {
         intra: [], shm: [], zenoh: [],
     }
     node_graph_queries_see_the_other_side => graph::node_queries {
-        intra: [],
-        shm: [ignore = "gap: Node::count_endpoints and Node::topic_names_and_types see only the node's own context, not endpoints in other processes"],
-        zenoh: [ignore = "gap: Node::count_endpoints and Node::topic_names_and_types see only the node's own context, not endpoints in other processes"],
+        intra: [], shm: [], zenoh: [],
     }
     discover_lists_the_other_sides_endpoints => graph::discover {
         intra: [ignore = "gap: Context::discover lists endpoints seen through shared memory or zenoh only; a context with neither lists nothing, not even its own endpoints"],

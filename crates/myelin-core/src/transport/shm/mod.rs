@@ -123,10 +123,18 @@ pub(crate) fn start(config: &TransportConfig) -> Result<Option<Arc<dyn Transport
 
 /// Every live endpoint of `domain` in this host's shared memory.
 pub(crate) fn host_endpoints(domain: u32) -> Vec<DiscoveredEndpoint> {
+    host_endpoints_but(domain, |_| false)
+}
+
+/// [`host_endpoints`] without those `skip` names.
+fn host_endpoints_but(
+    domain: u32,
+    skip: impl Fn(&EndpointInfo) -> bool,
+) -> Vec<DiscoveredEndpoint> {
     let mut errors = Vec::new();
     scan(domain, &mut errors)
         .into_iter()
-        .filter(|f| f.alive)
+        .filter(|f| f.alive && !skip(&f.info))
         .map(|f| DiscoveredEndpoint {
             is_publisher: f.info.kind == EndpointKind::Publisher,
             topic: f.info.topic,
@@ -429,6 +437,12 @@ fn announce_removed(graph: &GraphEvent, domain: u32, removed: Vec<std::path::Pat
 impl Transport for ShmTransport {
     fn name(&self) -> &'static str {
         "shm"
+    }
+
+    /// The host's endpoints of this domain but this context's own.
+    fn graph_endpoints(&self) -> Vec<DiscoveredEndpoint> {
+        let pid = std::process::id();
+        host_endpoints_but(self.domain, |e| e.pid == pid && e.context == self.ctx_id)
     }
 
     /// Refuse an endpoint whose topic has another type in another process.

@@ -220,12 +220,57 @@ pub(crate) struct ZenohTransport {
     own_history: Mutex<HashSet<gid::Gid>>,
     /// This transport, for the links to keep (they use its session).
     me: Weak<ZenohTransport>,
+    /// Every token of the domain, followed from the first graph query on
+    /// (`None` inside: following failed, said once).
+    domain_graph: std::sync::OnceLock<Option<DomainGraph>>,
+}
+
+/// The whole domain's tokens, as rmw_zenoh's graph cache keeps them, for
+/// a node's graph queries (`count_publishers`, `topic_names_and_types`).
+/// Started by the first query rather than with the session: a process
+/// that never asks pays nothing, where a liveliness subscriber on the
+/// whole domain would hear every change of every process (the cost that
+/// following only the topics a context uses avoids; BENCHMARKS.md,
+/// "Scale").
+struct DomainGraph {
+    tokens: Arc<Mutex<DomainTokens>>,
+    _follower: Subscriber<()>,
+}
+
+#[derive(Default)]
+struct DomainTokens {
+    /// By key expression; before `primed`, `None` marks a token the
+    /// follower saw withdrawn (so the initial query's older answer does
+    /// not bring it back).
+    live: HashMap<String, Option<Token>>,
+    primed: bool,
+}
+
+impl DomainTokens {
+    fn apply(&mut self, key: &str, kind: SampleKind) {
+        let Ok(tok) = Token::parse(key) else { return };
+        match kind {
+            SampleKind::Put => {
+                self.live.insert(key.to_string(), Some(tok));
+            }
+            SampleKind::Delete if self.primed => {
+                self.live.remove(key);
+            }
+            SampleKind::Delete => {
+                self.live.insert(key.to_string(), None);
+            }
+        }
+    }
 }
 
 /// How long after opening a session the graph may still be arriving (the
 /// router answers a liveliness query with nothing until the session's
 /// declarations are exchanged, a few milliseconds after open returns).
 const SETTLE: Duration = Duration::from_millis(400);
+
+/// The longest the first graph query waits for the network's answer (a
+/// router answers in milliseconds; without one there is nobody to ask).
+const GRAPH_QUERY: Duration = Duration::from_secs(2);
 
 impl ZenohTransport {
     /// Open the session and start following the graph.
@@ -306,6 +351,7 @@ impl ZenohTransport {
             opened: std::time::Instant::now(),
             expect_peers,
             own_history: Mutex::new(HashSet::new()),
+            domain_graph: std::sync::OnceLock::new(),
         });
         Ok(dom)
     }
@@ -413,6 +459,68 @@ impl ZenohTransport {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains(g)
+    }
+
+    /// The domain's tokens, followed from the first call on. The first
+    /// call also asks the network for the current ones (up to
+    /// [`GRAPH_QUERY`]), so its answer is whole and not what happened to
+    /// arrive first.
+    fn domain_graph(&self) -> Option<&DomainGraph> {
+        self.domain_graph
+            .get_or_init(|| {
+                let tokens = Arc::new(Mutex::new(DomainTokens::default()));
+                let t2 = tokens.clone();
+                let follower = self
+                    .session
+                    .liveliness()
+                    .declare_subscriber(myelin_zenoh::token::domain_tokens(self.domain))
+                    .callback(move |s: Sample| {
+                        t2.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .apply(s.key_expr().as_str(), s.kind());
+                    })
+                    .wait();
+                let follower = match follower {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::warn!(
+                            "domain {}: following the graph for graph queries: {e}; node graph queries see this host's shared memory only",
+                            self.domain
+                        );
+                        return None;
+                    }
+                };
+                let mut answers = Vec::new();
+                if let Ok(replies) = self
+                    .session
+                    .liveliness()
+                    .get(myelin_zenoh::token::domain_tokens(self.domain))
+                    .timeout(GRAPH_QUERY)
+                    .wait()
+                {
+                    while let Ok(r) = replies.recv() {
+                        if let Ok(s) = r.result() {
+                            answers.push(s.key_expr().as_str().to_string());
+                        }
+                    }
+                }
+                let mut g = tokens.lock().unwrap_or_else(|e| e.into_inner());
+                for key in answers {
+                    if !g.live.contains_key(&key)
+                        && let Ok(tok) = Token::parse(&key)
+                    {
+                        g.live.insert(key, Some(tok));
+                    }
+                }
+                g.live.retain(|_, t| t.is_some());
+                g.primed = true;
+                drop(g);
+                Some(DomainGraph {
+                    tokens,
+                    _follower: follower,
+                })
+            })
+            .as_ref()
     }
 
     /// Declare a liveliness token.
@@ -577,6 +685,23 @@ impl Peers {
 impl Transport for ZenohTransport {
     fn name(&self) -> &'static str {
         "zenoh"
+    }
+
+    /// The domain's endpoints through zenoh but this session's own and
+    /// those shared memory reports (same-host processes on it, when this
+    /// context is too).
+    fn graph_endpoints(&self) -> Vec<DiscoveredEndpoint> {
+        let Some(g) = self.domain_graph() else {
+            return Vec::new();
+        };
+        let tokens = g.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        tokens
+            .live
+            .values()
+            .flatten()
+            .filter(|t| t.zid != self.zid && t.domain == self.domain && !self.served_by_shm(&t.zid))
+            .filter_map(discovered)
+            .collect()
     }
 
     fn publisher(
