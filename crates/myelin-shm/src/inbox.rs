@@ -98,8 +98,10 @@ impl Desc {
     }
 }
 
+/// A connection block: control words, the descriptor ring, the return
+/// ring, then one expiry word per descriptor slot.
 fn layout(desc_cap: u32, ret_cap: u32) -> usize {
-    (CTRL + 8 * (desc_cap as usize + ret_cap as usize)).div_ceil(64) * 64
+    (CTRL + 8 * (2 * desc_cap as usize + ret_cap as usize)).div_ceil(64) * 64
 }
 
 /// The state of a connection block as the reader sees it.
@@ -149,6 +151,14 @@ impl Geometry {
         self.conn(i)
             + CTRL
             + 8 * (self.desc_cap as usize + (seq % u64::from(self.ret_cap)) as usize)
+    }
+    /// The expiry word beside descriptor slot `seq`.
+    fn expiry(&self, i: usize, seq: u64) -> usize {
+        self.conn(i)
+            + CTRL
+            + 8 * (self.desc_cap as usize
+                + self.ret_cap as usize
+                + (seq % u64::from(self.desc_cap)) as usize)
     }
 }
 
@@ -338,6 +348,14 @@ impl Inbox {
     /// (written by a broken publisher) is reported, and the reader skips
     /// to a sane position.
     pub fn pop(&self, i: usize) -> Result<Option<Desc>, ShmError> {
+        Ok(self.pop_expiring(i)?.map(|(d, _)| d))
+    }
+
+    /// [`pop`](Self::pop), with the expiry the publisher wrote beside the
+    /// descriptor ([`Writer::push_expiring`]; 0: never). Untrusted like
+    /// everything here: a wrong one only makes this publisher's own
+    /// message expire early or late.
+    pub fn pop_expiring(&self, i: usize) -> Result<Option<(Desc, u64)>, ShmError> {
         let c = self.geo.conn(i);
         let tail = self.seg.atomic_u64(c + C_TAIL);
         let head = self.seg.atomic_u64(c + C_HEAD);
@@ -364,14 +382,19 @@ impl Inbox {
                 .seg
                 .atomic_u64(self.geo.desc(i, t))
                 .load(Ordering::Relaxed);
-            // SYNC: AcqRel: the descriptor load above is ordered before the
-            // claim (release), so a publisher that reuses the slot after
-            // seeing our new tail cannot have written what we read.
+            let expires = self
+                .seg
+                .atomic_u64(self.geo.expiry(i, t))
+                .load(Ordering::Relaxed);
+            // SYNC: AcqRel: the descriptor and expiry loads above are
+            // ordered before the claim (release), so a publisher that
+            // reuses the slot after seeing our new tail cannot have
+            // written what we read.
             if tail
                 .compare_exchange(t, t + 1, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                return Ok(Some(Desc::unpack(d)));
+                return Ok(Some((Desc::unpack(d), expires)));
             }
         }
     }
@@ -615,6 +638,13 @@ impl InboxWriter {
     /// Push a descriptor. With `overwrite` (keep-last) a full ring gives
     /// back its oldest descriptor instead of refusing.
     pub fn push(&mut self, d: Desc, overwrite: bool) -> Pushed {
+        self.push_expiring(d, 0, overwrite)
+    }
+
+    /// [`push`](Self::push) a message that expires at `expires` (ns on
+    /// `CLOCK_MONOTONIC`, which every process of the host shares; 0:
+    /// never), for the reader's [`Inbox::pop_expiring`].
+    pub fn push_expiring(&mut self, d: Desc, expires: u64, overwrite: bool) -> Pushed {
         let c = self.geo.conn(self.idx);
         let cap = u64::from(self.geo.desc_cap);
         let tail = self.seg.atomic_u64(c + C_TAIL);
@@ -645,6 +675,9 @@ impl InboxWriter {
         self.seg
             .atomic_u64(self.geo.desc(self.idx, self.head))
             .store(w, Ordering::Relaxed);
+        self.seg
+            .atomic_u64(self.geo.expiry(self.idx, self.head))
+            .store(expires, Ordering::Relaxed);
         self.head += 1;
         // SYNC: Release: the chunk's bytes and the slot happen-before the
         // reader's Acquire load of head.

@@ -155,3 +155,18 @@ pub enum ShmError {
         limit: u64,
     },
 }
+
+/// Nanoseconds on `CLOCK_MONOTONIC`: one clock for every process of the
+/// host (a container in its own time namespace aside), on which a
+/// publisher stamps when its messages expire ([`inbox::Writer::push_expiring`]).
+///
+/// ```
+/// let a = myelin_shm::monotonic_ns();
+/// assert!(myelin_shm::monotonic_ns() >= a);
+/// ```
+pub fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
+}

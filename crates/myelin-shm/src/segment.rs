@@ -17,7 +17,10 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"MYELINR1");
 pub(crate) const VERSION: u32 = 1;
 pub(crate) const KIND_RING: u32 = 1;
 pub(crate) const KIND_POOL: u32 = 2;
-pub(crate) const KIND_INBOX: u32 = 3;
+/// A subscription's inbox (kind 3 was the inbox before its connection
+/// blocks carried an expiry per message: an older process's inbox is
+/// refused by name rather than misread).
+pub(crate) const KIND_INBOX: u32 = 8;
 pub(crate) const KIND_WAKE: u32 = 4;
 pub(crate) const KIND_ANNOUNCE: u32 = 5;
 /// The domain's change counter and change log (kind 6 was the counter

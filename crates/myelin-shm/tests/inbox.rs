@@ -105,6 +105,21 @@ fn descriptors_arrive_in_order_and_keep_last_gives_back_the_oldest() {
     assert_eq!(got, vec![1, 2, 3]);
 }
 
+/// Each descriptor carries its own expiry beside it, also when keep-last
+/// overwrites the ring's slots; a plain push means "never".
+#[test]
+fn each_descriptor_carries_its_expiry() {
+    let (inbox, mut w, _) = pair(40, 2);
+    assert_eq!(w.push_expiring(d(0), 1000, true), Pushed::Stored);
+    assert_eq!(w.push(d(1), true), Pushed::Stored);
+    assert_eq!(w.push_expiring(d(2), 3000, true), Pushed::Replaced(d(0)));
+    assert_eq!(inbox.pop_expiring(0).unwrap(), Some((d(1), 0)));
+    assert_eq!(inbox.pop_expiring(0).unwrap(), Some((d(2), 3000)));
+    assert_eq!(inbox.pop_expiring(0).unwrap(), None);
+    assert_eq!(w.push_expiring(d(3), u64::MAX, true), Pushed::Stored);
+    assert_eq!(inbox.pop(0).unwrap(), Some(d(3)));
+}
+
 #[test]
 fn keep_all_refuses_when_full_instead_of_overwriting() {
     let (inbox, mut w, _) = pair(2, 2);

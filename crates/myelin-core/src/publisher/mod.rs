@@ -317,12 +317,20 @@ impl<T: Message> PubInner<T> {
 }
 
 impl<T: Message> PubOwner for PubInner<T> {
-    fn with_history(&self, f: &mut dyn FnMut(&mut dyn Iterator<Item = &dyn Encode>)) {
+    fn with_history(&self, f: &mut dyn FnMut(&mut crate::transport::History<'_>)) {
         match &self.history {
             None => f(&mut std::iter::empty()),
             Some(h) => {
                 let h = h.lock().unwrap_or_else(|e| e.into_inner());
-                f(&mut h.iter().map(|(_, m, _)| &**m as &dyn Encode));
+                let now = self.node.ctx.expiry_now_ns();
+                f(&mut h.iter().filter_map(|(_, m, exp)| {
+                    let left = match *exp {
+                        0 => None,
+                        e if e <= now => return None,
+                        e => Some(std::time::Duration::from_nanos(e - now)),
+                    };
+                    Some((&**m as &dyn Encode, left))
+                }));
             }
         }
     }

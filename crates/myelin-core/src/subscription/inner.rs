@@ -391,12 +391,12 @@ impl<T: Message> SubInner<T> {
     /// to [`UNPACED_HEADROOM`] times the limit (at least 1,024 more), past
     /// which it is lost, counted and warned about: memory stays bounded
     /// when a reader stalls for good.
-    fn push_unpaced(self: &Arc<Self>, item: Received<T>) -> Pushed {
+    fn push_unpaced(self: &Arc<Self>, item: Received<T>, expires: u64) -> Pushed {
         let limit = self.buffer.limit();
         let cap = limit
             .saturating_mul(UNPACED_HEADROOM)
             .max(limit.saturating_add(1024));
-        let r = self.store(item, 0, cap);
+        let r = self.store(item, expires, cap);
         match r {
             Pushed::Stretched if !self.stretched.swap(true, Ordering::Relaxed) => {
                 tracing::warn!(
@@ -635,13 +635,33 @@ impl<T: Message> crate::dispatch::Pump for SubInner<T> {
 }
 
 impl<T: Message> SubOwner for SubInner<T> {
-    fn deliver(self: Arc<Self>, bytes: SharedBytes, paced: bool) {
+    fn deliver(
+        self: Arc<Self>,
+        bytes: SharedBytes,
+        paced: bool,
+        lifetime: Option<std::time::Duration>,
+    ) {
+        // On the clock `pop_live` compares with (0: never expires).
+        let expires = match lifetime {
+            None => 0,
+            Some(d) if d.is_zero() => {
+                self.expired.fetch_add(1, Ordering::Relaxed);
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Some(d) => self
+                .node
+                .ctx
+                .expiry_now_ns()
+                .saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+                .max(1),
+        };
         match crate::buffer::from_wire::<T>(bytes) {
             Ok(m) if paced => {
-                self.push(m, 0);
+                self.push(m, expires);
             }
             Ok(m) => {
-                self.push_unpaced(m);
+                self.push_unpaced(m, expires);
             }
             Err(e) => {
                 self.lost.fetch_add(1, Ordering::Relaxed);

@@ -518,13 +518,19 @@ pub(crate) trait EndpointEvents: Send + Sync {
     fn links_changed(&self);
 }
 
+/// A publisher's transient-local history as its links replay it: each
+/// message with its lifespan left (see [`PubOwner::with_history`]).
+pub(crate) type History<'a> = dyn Iterator<Item = (&'a dyn Encode, Option<Duration>)> + 'a;
+
 /// What a publisher's links may ask of it.
 pub(crate) trait PubOwner: EndpointEvents {
     /// Run `f` over the transient-local history, oldest first, with the
     /// publisher's publishing held off meanwhile, so a reader connected in
     /// `f` gets the history and then every later message, each once.
+    /// Each message comes with how much longer it may be delivered (its
+    /// lifespan left; `None`: for ever); expired ones are left out.
     /// Volatile publishers pass an empty history.
-    fn with_history(&self, f: &mut dyn FnMut(&mut dyn Iterator<Item = &dyn Encode>));
+    fn with_history(&self, f: &mut dyn FnMut(&mut History<'_>));
 }
 
 /// What a subscription's links may ask of it.
@@ -537,8 +543,13 @@ pub(crate) trait SubOwner: EndpointEvents {
     /// long ago) passes `false`, and keep_all then holds the message past
     /// `max_samples` rather than lose it behind its publisher's back.
     ///
+    /// `lifetime`: how much longer the message may be delivered (its
+    /// publisher's lifespan less its age when it arrived; `None`: for
+    /// ever). `Some(ZERO)`: it expired on the way, and is counted so
+    /// rather than delivered.
+    ///
     /// [`has_room`]: SubOwner::has_room
-    fn deliver(self: Arc<Self>, bytes: SharedBytes, paced: bool);
+    fn deliver(self: Arc<Self>, bytes: SharedBytes, paced: bool, lifetime: Option<Duration>);
 
     /// Whether the subscription can take a message now without losing
     /// one: a pumped link leaves messages where they are (the publisher's

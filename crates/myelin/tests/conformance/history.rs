@@ -301,6 +301,53 @@ pub mod lifespan {
     }
 }
 
+/// A transient-local publisher's history ages too: a late joiner gets
+/// none of the messages whose lifespan has passed (whether the transport
+/// leaves them out or delivers them expired, where they are counted),
+/// then the live ones.
+pub mod lifespan_history {
+    use super::*;
+
+    const SHORT: Duration = Duration::from_millis(100);
+
+    fn qos() -> QoS {
+        QoS::keep_last(5).transient_local()
+    }
+
+    pub fn test(t: &Test) {
+        let mut peer = t.peer("publisher");
+        peer.expect("published");
+        // The history's lifespan passes before this side joins.
+        std::thread::sleep(2 * SHORT);
+        let ctx = t.context();
+        let node = ctx.create_node("test").unwrap();
+        let sub = node
+            .create_polling_subscription::<Seq>("/stale", qos(), Default::default())
+            .unwrap();
+        peer.say("live");
+        let first = sub.wait_for_message(crate::harness::LONG).unwrap().seq;
+        assert_eq!(first, 100, "an expired history message was delivered");
+        peer.finish();
+    }
+
+    pub fn peer(s: &Side) {
+        let ctx = s.context();
+        let node = ctx.create_node("peer").unwrap();
+        let p = node
+            .create_publisher::<Seq>("/stale", qos().lifespan(SHORT))
+            .unwrap();
+        for seq in 0..3 {
+            p.publish(Seq::new(seq)).unwrap();
+        }
+        s.say("published");
+        s.expect("live");
+        // Matched first, so the live message is not taken for history.
+        wait_until("the late joiner", || p.subscription_count() == 1);
+        p.publish(Seq::new(100)).unwrap();
+        s.until_told_to_exit();
+    }
+}
+
 /// A camera frame (1440 x 1080 x 3 = 4,665,600 bytes) arrives intact.
 pub mod large {
     use super::*;

@@ -5,6 +5,7 @@
 use std::any::Any;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use myelin_shm::NeededAtExit;
@@ -288,8 +289,19 @@ impl PubShm {
         Ok((chunk, len))
     }
 
+    /// When a message published now stops being deliverable, on the
+    /// host's monotonic clock (0: never), for the readers to check.
+    fn expires(&self, lifetime: Option<Duration>) -> u64 {
+        lifetime.map_or(0, |l| {
+            myelin_shm::monotonic_ns()
+                .saturating_add(u64::try_from(l.as_nanos()).unwrap_or(u64::MAX))
+                .max(1)
+        })
+    }
+
     /// Send a chunk to every connected subscription.
     fn send_chunk(&self, chunk: &Chunk, len: usize) -> Refused {
+        let expires = self.expires(self.qos.lifespan);
         let mut refused = Refused::default();
         let desc = Desc {
             pool: chunk.pool_idx,
@@ -310,7 +322,7 @@ impl PubShm {
                 // A reader holding all the chunks it may gets nothing more
                 // until it returns some.
                 let pushed = (c.lent.len() < c.writer.max_lent() as usize)
-                    .then(|| c.writer.push(desc, self.keep_last));
+                    .then(|| c.writer.push_expiring(desc, expires, self.keep_last));
                 match pushed {
                     None | Some(Pushed::Full) if c.paced => {
                         let pacer =
@@ -461,7 +473,7 @@ impl PubShm {
     fn send_history_to_new(
         &self,
         new_inboxes: &[String],
-        history: &mut dyn Iterator<Item = &dyn Encode>,
+        history: &mut crate::transport::History<'_>,
     ) {
         let conns = self.conns.load();
         let targets: Vec<_> = conns
@@ -475,7 +487,8 @@ impl PubShm {
         if targets.is_empty() {
             return;
         }
-        for msg in history {
+        for (msg, lifetime) in history {
+            let expires = self.expires(lifetime);
             let (chunk, len) = match self.encode(msg) {
                 Ok(c) => c,
                 Err(e) => {
@@ -490,7 +503,8 @@ impl PubShm {
             };
             for c in &targets {
                 let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
-                if c.closed || c.writer.push(desc, self.keep_last) == Pushed::Full {
+                if c.closed || c.writer.push_expiring(desc, expires, self.keep_last) == Pushed::Full
+                {
                     continue;
                 }
                 chunk.lease.pool.retain(chunk.lease.chunk);

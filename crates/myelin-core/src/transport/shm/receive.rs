@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
 use myelin_shm::SegmentName;
 use myelin_shm::changes::{Change, EndpointKey};
@@ -165,7 +166,7 @@ impl SubShm {
                     drained = !inbox.has_data(i);
                     break;
                 }
-                let d = match inbox.pop(i) {
+                let (d, expires) = match inbox.pop_expiring(i) {
                     Ok(Some(d)) => d,
                     Ok(None) => break,
                     Err(e) => {
@@ -175,7 +176,7 @@ impl SubShm {
                     }
                 };
                 match self.read(r, i, pid, pub_id, generation, d) {
-                    Ok(bytes) => owner.clone().deliver(bytes, true),
+                    Ok(bytes) => owner.clone().deliver(bytes, true, lifetime(expires)),
                     Err(e) => {
                         tracing::warn!("dropped a message from process {pid}: {e}");
                         lost += 1;
@@ -389,4 +390,10 @@ impl Drop for SubShm {
         self.inbox.inbox.unlink();
         self.dom.announce(Change::Removed, &self.key);
     }
+}
+
+/// How much longer a message stamped to expire at `expires` (the host's
+/// monotonic clock; 0: never) may be delivered.
+fn lifetime(expires: u64) -> Option<Duration> {
+    (expires != 0).then(|| Duration::from_nanos(expires.saturating_sub(myelin_shm::monotonic_ns())))
 }

@@ -104,13 +104,14 @@ impl PubNet {
                     .map_err(|e| TransportError::new("declaring the zenoh publisher", e))?,
             )
         };
-        let token = dom.declare(&endpoint_token(dom, EntityKind::Publisher, spec))?;
-        let gid = gid::myelin_gid(
-            dom.island,
-            std::process::id(),
-            crate::transport::next_id(),
-            dom.shm,
-        );
+        // One number for the token's entity id and the gid's endpoint
+        // number: a subscription finds the token (and the lifespan in its
+        // QoS) of the publisher a sample's gid names.
+        let serial = crate::transport::next_id();
+        let mut token = endpoint_token(dom, EntityKind::Publisher, spec);
+        token.eid = serial;
+        let token = dom.declare(&token)?;
+        let gid = gid::myelin_gid(dom.island, std::process::id(), serial, dom.shm);
         if keeps_history {
             dom.own_history(gid, true);
         }

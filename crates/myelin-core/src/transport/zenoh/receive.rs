@@ -3,7 +3,9 @@
 //! subscription starts). Samples arrive on zenoh's thread and go straight
 //! into the subscription's buffer.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
 use myelin_zenoh::attachment::Attachment;
 use myelin_zenoh::gid;
@@ -35,6 +37,60 @@ pub(super) struct SubNet {
     /// Publishers elsewhere that only zenoh reaches (compatible ones).
     peers: Peers,
     owner: OnceLock<Weak<dyn SubOwner>>,
+    /// The lifespans of this topic's myelin publishers (from their
+    /// tokens' QoS), for the samples' gids to find.
+    lifespans: Arc<Lifespans>,
+}
+
+/// Finite lifespans of publishers, by the (pid, endpoint number) of their
+/// gids. rmw_zenoh's gids (a hash of the token) name no token, so their
+/// samples live for ever here, as rmw_zenoh itself ignores lifespan.
+#[derive(Default)]
+struct Lifespans {
+    /// Whether any is finite (the common case, none, takes no lock).
+    any: std::sync::atomic::AtomicBool,
+    by_gid: Mutex<HashMap<(u32, u32), Duration>>,
+}
+
+impl Lifespans {
+    /// Take the lifespans from the topic's publisher tokens in `g`.
+    fn update(&self, topic: &str, g: &RemoteGraph) {
+        let map: HashMap<(u32, u32), Duration> = g
+            .tokens
+            .values()
+            .filter(|t| t.kind == EntityKind::Publisher)
+            .filter_map(|t| {
+                let info = t.topic.as_ref().filter(|i| i.name == topic)?;
+                let span = info.qos.lifespan?;
+                let pid = super::zid_pid(&t.zid);
+                (pid != 0).then_some(((pid, (t.eid & 0xff_ffff) as u32), span))
+            })
+            .collect();
+        self.any
+            .store(!map.is_empty(), std::sync::atomic::Ordering::Relaxed);
+        *self.by_gid.lock().unwrap_or_else(|e| e.into_inner()) = map;
+    }
+
+    /// How much longer the sample `att` describes may be delivered
+    /// (`None`: for ever). Its age is measured on the wall clock against
+    /// the publisher's: across hosts, as in DDS, that needs synchronized
+    /// clocks (a publisher clock ahead of ours counts as age zero).
+    fn lifetime(&self, att: &Attachment) -> Option<Duration> {
+        if !self.any.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let who = gid::endpoint_of(&att.source_gid)?;
+        let span = *self
+            .by_gid
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&who)?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        let age = Duration::from_nanos(now.saturating_sub(att.source_timestamp).max(0) as u64);
+        Some(span.saturating_sub(age))
+    }
 }
 
 impl SubNet {
@@ -57,6 +113,7 @@ impl SubNet {
             topic: spec.topic.to_string(),
             qos: *spec.qos,
             peers: Peers::new(EntityKind::Publisher, spec),
+            lifespans: Arc::default(),
             owner: OnceLock::new(),
         })
     }
@@ -64,6 +121,7 @@ impl SubNet {
 
 impl Discovered for SubNet {
     fn graph_changed(&self, g: &RemoteGraph) {
+        self.lifespans.update(&self.topic, g);
         let owner = self.owner.get().and_then(Weak::upgrade);
         let (_, changed) = self
             .peers
@@ -85,6 +143,7 @@ impl SubLink for SubNet {
         let mut gaps = SequenceGaps::default();
         let history = self.qos.durability == Durability::TransientLocal;
         let dom = Arc::downgrade(&self.dom);
+        let lifespans = self.lifespans.clone();
         let on_sample = move |s: Sample| {
             let att = match s.attachment().map(|a| Attachment::decode(&a.to_bytes())) {
                 Some(Ok(a)) => a,
@@ -116,7 +175,11 @@ impl SubLink for SubNet {
                 if skipped > 0 {
                     o.count_lost(skipped);
                 }
-                o.deliver(SharedBytes::copy_from(&s.payload().to_bytes()), false);
+                o.deliver(
+                    SharedBytes::copy_from(&s.payload().to_bytes()),
+                    false,
+                    lifespans.lifetime(&att),
+                );
             }
         };
         let builder = self
@@ -239,5 +302,55 @@ mod tests {
         assert_eq!(g.skipped(&att(1, 4)), 0, "late or repeated: not a gap");
         assert_eq!(g.skipped(&att(1, 6)), 0, "counted from the highest seen");
         assert_eq!(g.skipped(&att(1, i64::MAX)), u64::from(u32::MAX));
+    }
+
+    fn wall_ns() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64
+    }
+
+    #[test]
+    fn a_samples_lifetime_is_its_publishers_lifespan_less_its_age() {
+        let l = Lifespans::default();
+        let gid = gid::myelin_gid(7, 4242, 0x12_3456, false);
+        let sample = |age: i64| Attachment {
+            sequence_number: 1,
+            source_timestamp: wall_ns() - age,
+            source_gid: gid,
+        };
+        assert_eq!(l.lifetime(&sample(0)), None, "no publisher has one");
+        l.by_gid
+            .lock()
+            .unwrap()
+            .insert((4242, 0x12_3456), Duration::from_secs(10));
+        l.any.store(true, std::sync::atomic::Ordering::Relaxed);
+        let fresh = l.lifetime(&sample(1_000_000_000)).unwrap();
+        assert!(fresh <= Duration::from_secs(9) && fresh > Duration::from_secs(8));
+        assert_eq!(
+            l.lifetime(&sample(11_000_000_000)),
+            Some(Duration::ZERO),
+            "older than its lifespan: expired on the way"
+        );
+        assert_eq!(
+            l.lifetime(&sample(-60_000_000_000)),
+            Some(Duration::from_secs(10)),
+            "a publisher clock ahead of ours: age zero"
+        );
+        let other = Attachment {
+            source_gid: gid::myelin_gid(7, 4242, 0x12_3457, false),
+            ..sample(0)
+        };
+        assert_eq!(l.lifetime(&other), None, "another publisher of the process");
+        let ros = Attachment {
+            source_gid: [0x5a; 16],
+            ..sample(0)
+        };
+        assert_eq!(
+            l.lifetime(&ros),
+            None,
+            "rmw_zenoh's hashed gid names no token"
+        );
     }
 }
