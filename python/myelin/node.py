@@ -462,6 +462,18 @@ class Node:
         transports see (shared memory: this host; zenoh: the domain)."""
         return [(t, list(types)) for t, types in self._node.topic_names_and_types()]
 
+    def get_node_names_and_namespaces(self):
+        """The graph's nodes as (name, namespace) pairs, as rclpy's."""
+        out = []
+        for fqn in self._node.node_names():
+            ns, _, name = fqn.rpartition("/")
+            out.append((name, ns or "/"))
+        return out
+
+    def get_node_names(self):
+        """The graph's node names (without namespaces), as rclpy's."""
+        return [name for name, _ in self.get_node_names_and_namespaces()]
+
     def count_publishers(self, topic_name):
         """Publishers on a topic (any type), graph-wide, as rclpy's."""
         return self._node.count_publishers(topic_name)

@@ -610,6 +610,11 @@ impl Node {
         self.node.topic_names_and_types()
     }
 
+    /// The graph's nodes, fully qualified.
+    fn node_names(&self) -> Vec<String> {
+        self.node.node_names()
+    }
+
     /// Publishers on a topic, graph-wide.
     fn count_publishers(&self, topic: &str) -> PyResult<usize> {
         self.node

@@ -118,6 +118,8 @@ def test_graph_queries_count_a_publisher_in_another_process(node, domain):
         spin_until(node, lambda: node.count_publishers("chatter") == 1)
         assert node.count_subscribers("/chatter") == 0
         assert ("/chatter", ["std_msgs/msg/String"]) in node.get_topic_names_and_types()
+        assert ("talker", "/") in node.get_node_names_and_namespaces()
+        assert node.get_name() in node.get_node_names()
     finally:
         child.kill()
         child.wait()

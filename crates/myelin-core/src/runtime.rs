@@ -84,6 +84,18 @@ impl ContextInner {
             .collect()
     }
 
+    /// The nodes of the graph: this context's and those its transports
+    /// see, fully qualified, sorted, each once.
+    pub(crate) fn graph_nodes(&self) -> Vec<String> {
+        let mut all: Vec<String> = lock(&self.node_names).iter().cloned().collect();
+        for t in self.transports.iter() {
+            all.extend(t.graph_nodes());
+        }
+        all.sort();
+        all.dedup();
+        all
+    }
+
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down.load(Ordering::Acquire)
     }

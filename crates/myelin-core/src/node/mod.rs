@@ -1157,6 +1157,23 @@ impl Node {
             .collect()
     }
 
+    /// The fully qualified names of the graph's nodes, sorted (rclcpp's
+    /// `get_node_names`): this context's and those of other processes and
+    /// hosts its transports see. Through shared memory a node is seen by
+    /// its endpoints (every node has some: its type-description service,
+    /// unless turned off); through zenoh by its liveliness token too.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = myelin_core::Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node_in("camera", "/robot")?;
+    /// assert!(node.node_names().contains(&"/robot/camera".to_string()));
+    /// # Ok(()) }
+    /// ```
+    pub fn node_names(&self) -> Vec<String> {
+        self.inner.ctx.graph_nodes()
+    }
+
     /// Publishers on `topic` (expanded as for a publisher), of any type,
     /// in this context and the other processes and hosts its transports
     /// see (rclcpp's `count_publishers`; see

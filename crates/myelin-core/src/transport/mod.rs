@@ -332,6 +332,13 @@ pub(crate) trait Transport: Send + Sync {
         Vec::new()
     }
 
+    /// The fully qualified names of the nodes of other contexts this
+    /// transport sees now (as [`graph_endpoints`](Self::graph_endpoints);
+    /// by default the nodes those endpoints belong to).
+    fn graph_nodes(&self) -> Vec<String> {
+        self.graph_endpoints().into_iter().map(|e| e.node).collect()
+    }
+
     /// Service servers and clients this transport sees in other processes
     /// and hosts by their own announcement (rmw_zenoh's `SS`/`SC` tokens),
     /// asking the network for up to `wait`.

@@ -350,6 +350,11 @@ pub mod node_queries {
         assert_eq!(node.count_subscribers("/graph/data"), Ok(1));
         assert_eq!(node.count_subscribers("graph/commands"), Ok(1));
         assert_eq!(node.count_endpoints::<Other>("/graph/commands"), Ok((0, 0)));
+        let nodes = node.node_names();
+        assert!(
+            nodes.contains(&"/graph_peer".to_string()) && nodes.contains(&"/test".to_string()),
+            "{nodes:?}"
+        );
         let topics = node.topic_names_and_types();
         for topic in ["/graph/data", "/graph/commands"] {
             assert!(
@@ -371,6 +376,7 @@ pub mod node_queries {
                 .any(|(n, _)| n == "/graph/commands"),
             "the peer's topic is still listed after it left"
         );
+        assert!(!node.node_names().contains(&"/graph_peer".to_string()));
     }
 }
 

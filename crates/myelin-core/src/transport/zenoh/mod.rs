@@ -523,6 +523,22 @@ impl ZenohTransport {
             .as_ref()
     }
 
+    /// Run `f` over the domain's tokens but this session's own and those
+    /// of processes shared memory reports (see
+    /// [`Transport::graph_endpoints`]).
+    fn with_domain_tokens<R: Default>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = &Token>) -> R,
+    ) -> R {
+        let Some(g) = self.domain_graph() else {
+            return R::default();
+        };
+        let tokens = g.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut tokens.live.values().flatten().filter(|t| {
+            t.zid != self.zid && t.domain == self.domain && !self.served_by_shm(&t.zid)
+        }))
+    }
+
     /// Declare a liveliness token.
     fn declare(&self, t: &Token) -> Result<LivelinessToken, TransportError> {
         self.session
@@ -691,17 +707,13 @@ impl Transport for ZenohTransport {
     /// those shared memory reports (same-host processes on it, when this
     /// context is too).
     fn graph_endpoints(&self) -> Vec<DiscoveredEndpoint> {
-        let Some(g) = self.domain_graph() else {
-            return Vec::new();
-        };
-        let tokens = g.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        tokens
-            .live
-            .values()
-            .flatten()
-            .filter(|t| t.zid != self.zid && t.domain == self.domain && !self.served_by_shm(&t.zid))
-            .filter_map(discovered)
-            .collect()
+        self.with_domain_tokens(|tokens| tokens.filter_map(discovered).collect())
+    }
+
+    /// Every token's node (rmw_zenoh's `NN` tokens announce nodes without
+    /// endpoints too).
+    fn graph_nodes(&self) -> Vec<String> {
+        self.with_domain_tokens(|tokens| tokens.map(Token::node_fqn).collect())
     }
 
     fn publisher(
