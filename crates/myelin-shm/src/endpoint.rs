@@ -389,7 +389,9 @@ impl GraphEvent {
                 }
             }) {
                 Ok(seg) => return Ok(seg),
-                Err(ShmError::BadHeader { .. }) if abandoned(name) => {
+                Err(ShmError::BadHeader { .. } | ShmError::OtherVersion { .. })
+                    if abandoned(name) =>
+                {
                     // Left half-written by a process that died while
                     // creating it (before creation was atomic): replace.
                     let _ = std::fs::remove_file(name.path());

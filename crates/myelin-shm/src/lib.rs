@@ -113,6 +113,24 @@ pub enum ShmError {
         /// Which field and why.
         what: String,
     },
+    /// The segment was written by another myelin version: its layout
+    /// (version, or the kind number a changed layout takes) is not this
+    /// one's.
+    #[error(
+        "shared memory {path}: written by another myelin version (layout {found_version}, kind {found_kind}; this one reads layout {version}, kind {kind}): processes built against different myelin versions do not meet over shared memory; rebuild them against one"
+    )]
+    OtherVersion {
+        /// The segment file.
+        path: String,
+        /// Its layout version.
+        found_version: u32,
+        /// Its kind number.
+        found_kind: u32,
+        /// The layout version this build reads.
+        version: u32,
+        /// The kind number this build expects.
+        kind: u32,
+    },
     /// The segment carries another message type.
     #[error(
         "shared memory {path}: carries {found} (hash {found_hash:016x}), expected {expected} (hash {expected_hash:016x})"

@@ -437,9 +437,13 @@ impl Segment {
         let version = seg.atomic_u32(OFF_VERSION).load(Ordering::Relaxed);
         let found = seg.atomic_u32(OFF_KIND).load(Ordering::Relaxed);
         if version != VERSION || found != kind {
-            return Err(bad(format!(
-                "version {version} kind {found}, expected version {VERSION} kind {kind}"
-            )));
+            return Err(ShmError::OtherVersion {
+                path: seg.path_str(),
+                found_version: version,
+                found_kind: found,
+                version: VERSION,
+                kind,
+            });
         }
         let total = seg.atomic_u64(OFF_TOTAL_LEN).load(Ordering::Relaxed);
         if total != seg.len() as u64 {

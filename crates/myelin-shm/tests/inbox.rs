@@ -120,6 +120,26 @@ fn each_descriptor_carries_its_expiry() {
     assert_eq!(inbox.pop(0).unwrap(), Some(d(3)));
 }
 
+/// An inbox laid out by another myelin version (the kind-3 inbox, before
+/// expiry words) is refused with an error that says so, not misread.
+#[test]
+fn an_inbox_of_another_myelin_version_is_refused_by_name() {
+    let (_inbox, _w, name) = pair(41, 2);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(name.path())
+        .unwrap();
+    // The header's kind word (after the magic and the layout version).
+    f.write_all_at(&3u32.to_ne_bytes(), 12).unwrap();
+    match InboxWriter::connect(&name, 98, 7) {
+        Err(e @ ShmError::OtherVersion { found_kind: 3, .. }) => {
+            assert!(e.to_string().contains("another myelin version"), "{e}");
+        }
+        Err(e) => panic!("not reported as another version: {e}"),
+        Ok(_) => panic!("an inbox of another layout was taken"),
+    }
+}
+
 #[test]
 fn keep_all_refuses_when_full_instead_of_overwriting() {
     let (inbox, mut w, _) = pair(2, 2);

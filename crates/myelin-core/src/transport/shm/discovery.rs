@@ -155,7 +155,12 @@ impl View {
                 self.pending_topics.insert(found.info.topic.clone());
                 self.known.insert(key, Known::Open(Box::new(found)));
             }
-            Err(e @ myelin_shm::ShmError::Foreign { .. }) => {
+            // Another user's, or another myelin version's: refused for
+            // good (reported once), not tried again on every pass.
+            Err(
+                e @ (myelin_shm::ShmError::Foreign { .. }
+                | myelin_shm::ShmError::OtherVersion { .. }),
+            ) => {
                 self.skipped.push(e);
                 self.known.insert(key, Known::Refused);
             }

@@ -538,12 +538,15 @@ impl Domain {
 }
 
 /// Log a segment that discovery skipped: a foreign one (another user's, a
-/// symlink, writable by others) as a warning, once per file; others
-/// (half-created, damaged, gone) at debug level on every pass.
+/// symlink, writable by others) or another myelin version's (a process
+/// this one cannot talk to over shared memory) as a warning, once per
+/// file; others (half-created, damaged, gone) at debug level on every
+/// pass.
 fn report_skipped(e: &myelin_shm::ShmError) {
     static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     match e {
-        myelin_shm::ShmError::Foreign { path, .. } => {
+        myelin_shm::ShmError::Foreign { path, .. }
+        | myelin_shm::ShmError::OtherVersion { path, .. } => {
             let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
             if warned.get_or_insert_with(HashSet::new).insert(path.clone()) {
                 tracing::warn!("discovery skipped a segment: {e}");
