@@ -17,6 +17,7 @@ A node can be made with :func:`myelin.create_node` or subclassed::
 """
 
 from myelin import _myelin
+from myelin.callback_groups import core_group
 from myelin.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from myelin.parameter import Parameter
 from myelin.qos import _profile
@@ -299,7 +300,7 @@ class Node:
             raise TypeError("callback must be callable")
         on_event = self._events(event_callbacks, SubscriptionEventCallbacks)
         core = self._node.create_subscription(
-            msg_type, topic, qos._tuple(), callback, raw, on_event
+            msg_type, topic, qos._tuple(), callback, raw, on_event, core_group(callback_group)
         )
         s = Subscription(core, msg_type, callback, qos)
         self._subscriptions.append(s)
@@ -321,7 +322,8 @@ class Node:
             raise TypeError("callback must be callable")
         if hasattr(timer_period_sec, "nanoseconds"):
             timer_period_sec = timer_period_sec.nanoseconds / 1e9
-        t = Timer(self._node.create_timer(float(timer_period_sec), callback), callback)
+        core = self._node.create_timer(float(timer_period_sec), callback, core_group(callback_group))
+        t = Timer(core, callback)
         self._timers.append(t)
         return t
 
@@ -332,7 +334,8 @@ class Node:
         error and comes out of the ``spin`` that ran it."""
         if not callable(callback):
             raise TypeError("callback must be callable")
-        s = Service(self._node.create_service(srv_type, srv_name, callback), srv_type, srv_name, callback)
+        core = self._node.create_service(srv_type, srv_name, callback, core_group(callback_group))
+        s = Service(core, srv_type, srv_name, callback)
         self._services.append(s)
         return s
 

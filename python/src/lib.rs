@@ -393,7 +393,8 @@ impl Node {
     /// runs with each message (decoded, or its CDR `bytes` if `raw`), and
     /// `on_event(kind, fields)` (if given) with each QoS event (see
     /// [`subscription_event`]).
-    #[pyo3(signature = (msg_type, topic, qos, callback, raw=false, on_event=None))]
+    #[pyo3(signature = (msg_type, topic, qos, callback, raw=false, on_event=None, group=None))]
+    #[allow(clippy::too_many_arguments)] // rclpy's create_subscription, spelled out
     fn create_subscription(
         &self,
         msg_type: &Bound<'_, PyAny>,
@@ -402,10 +403,14 @@ impl Node {
         callback: Py<PyAny>,
         raw: bool,
         on_event: Option<Py<PyAny>>,
+        group: Option<PyRef<'_, CallbackGroup>>,
     ) -> PyResult<Subscription> {
         let p = codec::plan_of_class(msg_type)?;
         let ty = raw_type(&p)?;
         let mut options = SubscriptionOptions::default();
+        if let Some(g) = &group {
+            options = options.with_group(&g.group);
+        }
         if let Some(f) = on_event {
             options = options.on_event(move |e| {
                 let (kind, fields) = subscription_event(e);
@@ -431,31 +436,42 @@ impl Node {
         Ok(Subscription { subscription: s })
     }
 
-    /// A timer that calls `callback` every `period` seconds.
-    fn create_timer(&self, period: f64, callback: Py<PyAny>) -> PyResult<Timer> {
+    /// A timer that calls `callback` every `period` seconds (in `group`,
+    /// else the node's default group).
+    #[pyo3(signature = (period, callback, group=None))]
+    fn create_timer(
+        &self,
+        period: f64,
+        callback: Py<PyAny>,
+        group: Option<PyRef<'_, CallbackGroup>>,
+    ) -> PyResult<Timer> {
         let period = duration("timer period", period)?;
-        let t = self
-            .node
-            .create_timer(period, move || {
-                callback_ran();
-                Python::attach(|py| {
-                    if let Err(e) = callback.call0(py) {
-                        keep_callback_error(e);
-                    }
-                })
+        let run = move || {
+            callback_ran();
+            Python::attach(|py| {
+                if let Err(e) = callback.call0(py) {
+                    keep_callback_error(e);
+                }
             })
-            .map_err(core_error)?;
+        };
+        let t = match &group {
+            Some(g) => self.node.create_timer_in(period, &g.group, run),
+            None => self.node.create_timer(period, run),
+        }
+        .map_err(core_error)?;
         Ok(Timer { timer: t })
     }
 
     /// A server of `srv_type` (a service class) on `name`: an executor
     /// spinning the node calls `callback(request, response)` with each
     /// request and a fresh response, and sends what it returns.
+    #[pyo3(signature = (srv_type, name, callback, group=None))]
     fn create_service(
         &self,
         srv_type: &Bound<'_, PyAny>,
         name: &str,
         callback: Py<PyAny>,
+        group: Option<PyRef<'_, CallbackGroup>>,
     ) -> PyResult<Service> {
         let (ty, req, resp) = service_types(srv_type)?;
         let service = ty.name().to_string();
@@ -486,7 +502,15 @@ impl Node {
         };
         let s = self
             .node
-            .create_raw_service(name, &ty, myelin::ServiceOptions::default(), handler)
+            .create_raw_service(
+                name,
+                &ty,
+                match &group {
+                    Some(g) => myelin::ServiceOptions::default().with_group(&g.group),
+                    None => myelin::ServiceOptions::default(),
+                },
+                handler,
+            )
             .map_err(service_error)?;
         Ok(Service { _service: s })
     }
@@ -627,6 +651,33 @@ impl Node {
         self.node
             .count_subscribers(topic)
             .map_err(|e| InvalidNameError::new_err(e.to_string()))
+    }
+}
+
+/// A callback group: which callbacks a multi-threaded executor may run
+/// at once (mutually exclusive: one at a time; reentrant: callbacks of
+/// different entities together).
+#[pyclass(module = "myelin._myelin", frozen)]
+struct CallbackGroup {
+    group: myelin::CallbackGroup,
+}
+
+#[pymethods]
+impl CallbackGroup {
+    #[new]
+    fn new(reentrant: bool) -> Self {
+        CallbackGroup {
+            group: myelin::CallbackGroup::new(if reentrant {
+                myelin::CallbackGroupKind::Reentrant
+            } else {
+                myelin::CallbackGroupKind::MutuallyExclusive
+            }),
+        }
+    }
+
+    /// Whether callbacks of different entities of the group may overlap.
+    fn reentrant(&self) -> bool {
+        self.group.kind() == myelin::CallbackGroupKind::Reentrant
     }
 }
 
@@ -1196,6 +1247,7 @@ fn _myelin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ParametersCallback>()?;
     m.add_class::<Context>()?;
     m.add_class::<Node>()?;
+    m.add_class::<CallbackGroup>()?;
     m.add_class::<Publisher>()?;
     m.add_class::<Subscription>()?;
     m.add_class::<Timer>()?;

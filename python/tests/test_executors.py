@@ -34,6 +34,53 @@ def test_a_blocked_callback_does_not_stop_another_nodes_callbacks(ctx):
     ex.shutdown()
 
 
+def _two_timers_meet(ctx, group, patience):
+    """Two timers of one node in ``group`` each wait (GIL released) at a
+    barrier for the other; what each saw: True if they met."""
+    node = myelin.create_node("grouped", context=ctx)
+    barrier = threading.Barrier(2, timeout=patience)
+    seen = []
+    timers = {}
+
+    def meet(which):
+        timers[which].cancel()  # once each
+        try:
+            barrier.wait()
+            seen.append(True)
+        except threading.BrokenBarrierError:
+            seen.append(False)
+
+    for which in ("a", "b"):
+        timers[which] = node.create_timer(0.01, lambda w=which: meet(w), callback_group=group)
+    ex = MultiThreadedExecutor(num_threads=2, context=ctx)
+    ex.add_node(node)
+    end = time.monotonic() + 60  # a bound on a hang, not a speed expectation
+    while len(seen) < 2:
+        assert time.monotonic() < end, f"the timers ran {len(seen)} times"
+        ex.spin_once(timeout_sec=1.0)
+    ex.shutdown()
+    return seen
+
+
+def test_a_reentrant_group_lets_two_timers_of_one_node_overlap(ctx):
+    from myelin.callback_groups import ReentrantCallbackGroup
+
+    assert _two_timers_meet(ctx, ReentrantCallbackGroup(), patience=30) == [True, True]
+
+
+def test_a_mutually_exclusive_group_never_lets_them_overlap(ctx):
+    from myelin.callback_groups import MutuallyExclusiveCallbackGroup
+
+    # The second callback can only start once the first gave up waiting.
+    assert _two_timers_meet(ctx, MutuallyExclusiveCallbackGroup(), patience=0.5) == [False, False]
+
+
+def test_a_callback_group_must_be_one(ctx):
+    node = myelin.create_node("ungrouped", context=ctx)
+    with pytest.raises(TypeError, match="CallbackGroup"):
+        node.create_timer(1.0, lambda: None, callback_group="reentrant")
+
+
 def test_service_call_completes_under_the_multi_threaded_executor(ctx):
     node = myelin.create_node("mt_adder", context=ctx)
     node.create_service(AddTwoInts, "add", lambda req, resp: AddTwoInts.Response(sum=req.a + req.b))

@@ -27,7 +27,16 @@ pub struct CallbackGroup {
 }
 
 impl CallbackGroup {
-    pub(crate) fn new(kind: CallbackGroupKind) -> Self {
+    /// A new group of `kind`, not tied to a node (rclpy makes groups this
+    /// way; [`Node::create_callback_group`](crate::Node::create_callback_group)
+    /// is rclcpp's spelling of the same).
+    ///
+    /// ```
+    /// use myelin_core::{CallbackGroup, CallbackGroupKind};
+    /// let g = CallbackGroup::new(CallbackGroupKind::Reentrant);
+    /// assert_eq!(g.kind(), CallbackGroupKind::Reentrant);
+    /// ```
+    pub fn new(kind: CallbackGroupKind) -> Self {
         CallbackGroup {
             inner: GroupInner::new(kind),
         }
