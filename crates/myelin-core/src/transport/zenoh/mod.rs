@@ -490,27 +490,10 @@ impl ZenohTransport {
                         return None;
                     }
                 };
-                let mut answers = Vec::new();
-                if let Ok(replies) = self
-                    .session
-                    .liveliness()
-                    .get(myelin_zenoh::token::domain_tokens(self.domain))
-                    .timeout(GRAPH_QUERY)
-                    .wait()
-                {
-                    while let Ok(r) = replies.recv() {
-                        if let Ok(s) = r.result() {
-                            answers.push(s.key_expr().as_str().to_string());
-                        }
-                    }
-                }
+                let answers = self.ask_domain_tokens(GRAPH_QUERY);
                 let mut g = tokens.lock().unwrap_or_else(|e| e.into_inner());
-                for key in answers {
-                    if !g.live.contains_key(&key)
-                        && let Ok(tok) = Token::parse(&key)
-                    {
-                        g.live.insert(key, Some(tok));
-                    }
+                for (key, tok) in answers {
+                    g.live.entry(key).or_insert(Some(tok));
                 }
                 g.live.retain(|_, t| t.is_some());
                 g.primed = true;
@@ -521,6 +504,28 @@ impl ZenohTransport {
                 })
             })
             .as_ref()
+    }
+
+    /// Ask the network for the domain's current tokens (waiting up to
+    /// `wait` for the answers), by key expression.
+    fn ask_domain_tokens(&self, wait: Duration) -> Vec<(String, Token)> {
+        let mut found = Vec::new();
+        if let Ok(replies) = self
+            .session
+            .liveliness()
+            .get(myelin_zenoh::token::domain_tokens(self.domain))
+            .timeout(wait)
+            .wait()
+        {
+            while let Ok(r) = replies.recv() {
+                if let Ok(s) = r.result()
+                    && let Ok(t) = Token::parse(s.key_expr().as_str())
+                {
+                    found.push((s.key_expr().as_str().to_string(), t));
+                }
+            }
+        }
+        found
     }
 
     /// Run `f` over the domain's tokens but this session's own and those
@@ -563,22 +568,7 @@ impl ZenohTransport {
                 (self.opened + SETTLE).saturating_duration_since(std::time::Instant::now());
             std::thread::sleep(settle.min(wait));
         }
-        let mut found: HashMap<String, Token> = HashMap::new();
-        if let Ok(replies) = self
-            .session
-            .liveliness()
-            .get(myelin_zenoh::token::domain_tokens(self.domain))
-            .timeout(wait)
-            .wait()
-        {
-            while let Ok(r) = replies.recv() {
-                if let Ok(s) = r.result()
-                    && let Ok(t) = Token::parse(s.key_expr().as_str())
-                {
-                    found.insert(s.key_expr().as_str().to_string(), t);
-                }
-            }
-        }
+        let mut found: HashMap<String, Token> = self.ask_domain_tokens(wait).into_iter().collect();
         let g = self.graph.lock().unwrap_or_else(|e| e.into_inner());
         for (k, t) in g.values().flat_map(|t| &t.tokens.tokens) {
             found.entry(k.clone()).or_insert_with(|| t.clone());
