@@ -340,7 +340,10 @@ class Node:
         return s
 
     def create_client(self, srv_type, srv_name, *, qos_profile=None, callback_group=None):
-        """A client of ``srv_type`` for the service ``srv_name``."""
+        """A client of ``srv_type`` for the service ``srv_name`` (its
+        ``callback_group`` is checked and has no effect: answers resolve
+        the client's futures wherever they arrive)."""
+        core_group(callback_group)
         c = Client(self._node.create_client(srv_type, srv_name), srv_type, srv_name, self)
         self._clients.append(c)
         return c

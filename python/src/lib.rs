@@ -630,26 +630,26 @@ impl Node {
 
     /// The topics of the graph with their types (this context's and the
     /// other processes' and hosts' its transports see).
-    fn topic_names_and_types(&self) -> Vec<(String, Vec<String>)> {
-        self.node.topic_names_and_types()
+    fn topic_names_and_types(&self, py: Python<'_>) -> Vec<(String, Vec<String>)> {
+        // Without the GIL: it scans shared memory and, the first time,
+        // asks the network (up to 2 s).
+        py.detach(|| self.node.topic_names_and_types())
     }
 
     /// The graph's nodes, fully qualified.
-    fn node_names(&self) -> Vec<String> {
-        self.node.node_names()
+    fn node_names(&self, py: Python<'_>) -> Vec<String> {
+        py.detach(|| self.node.node_names())
     }
 
     /// Publishers on a topic, graph-wide.
-    fn count_publishers(&self, topic: &str) -> PyResult<usize> {
-        self.node
-            .count_publishers(topic)
+    fn count_publishers(&self, py: Python<'_>, topic: &str) -> PyResult<usize> {
+        py.detach(|| self.node.count_publishers(topic))
             .map_err(|e| InvalidNameError::new_err(e.to_string()))
     }
 
     /// Subscriptions on a topic, graph-wide.
-    fn count_subscribers(&self, topic: &str) -> PyResult<usize> {
-        self.node
-            .count_subscribers(topic)
+    fn count_subscribers(&self, py: Python<'_>, topic: &str) -> PyResult<usize> {
+        py.detach(|| self.node.count_subscribers(topic))
             .map_err(|e| InvalidNameError::new_err(e.to_string()))
     }
 }

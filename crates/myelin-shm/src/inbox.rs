@@ -352,7 +352,7 @@ impl Inbox {
     }
 
     /// [`pop`](Self::pop), with the expiry the publisher wrote beside the
-    /// descriptor ([`Writer::push_expiring`]; 0: never). Untrusted like
+    /// descriptor ([`InboxWriter::push_expiring`]; 0: never). Untrusted like
     /// everything here: a wrong one only makes this publisher's own
     /// message expire early or late.
     pub fn pop_expiring(&self, i: usize) -> Result<Option<(Desc, u64)>, ShmError> {

@@ -42,12 +42,14 @@ pub fn pid_of(gid: &Gid) -> Option<u32> {
     (gid[15] & 0xF0 == MAGIC).then(|| u32::from_le_bytes(gid[8..12].try_into().expect("4 bytes")))
 }
 
-/// The pid and endpoint number in a myelin gid (`None` for another
-/// implementation's gid): with the session's pid, the endpoint number
-/// names the publisher's liveliness token (its entity id, modulo 2^24).
-pub fn endpoint_of(gid: &Gid) -> Option<(u32, u32)> {
+/// The island, pid and endpoint number in a myelin gid (`None` for
+/// another implementation's gid): with the session's island and pid, the
+/// endpoint number names the publisher's liveliness token (its entity id,
+/// modulo 2^24).
+pub fn endpoint_of(gid: &Gid) -> Option<(u64, u32, u32)> {
+    let island = u64::from_le_bytes(gid[0..8].try_into().expect("8 bytes"));
     let serial = u32::from_le_bytes([gid[12], gid[13], gid[14], 0]);
-    pid_of(gid).map(|pid| (pid, serial))
+    pid_of(gid).map(|pid| (island, pid, serial))
 }
 
 fn fnv(h: &mut u64, bytes: &[u8]) {

@@ -1145,7 +1145,7 @@ impl Node {
                 continue;
             }
             let types = map.entry(topic).or_default();
-            if ty != ANY_TYPE_NAME && !types.contains(&ty) {
+            if ty != crate::transport::ANY_TYPE_NAME && !types.contains(&ty) {
                 types.push(ty);
             }
         }
@@ -1248,10 +1248,6 @@ impl Node {
         Ok((pubs, subs))
     }
 }
-
-/// The type name the graph lists for a tool's endpoint that takes any
-/// type.
-const ANY_TYPE_NAME: &str = "*";
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -355,8 +355,8 @@ impl<T: Message> Subscription<T> {
     /// [`matched_count`](Self::matched_count), the name the publisher side
     /// mirrors with [`Publisher::subscription_count`](crate::Publisher::subscription_count)).
     /// Publishers on the topic whose QoS or type does not match are not
-    /// counted: [`Node::count_endpoints`](crate::Node::count_endpoints)
-    /// counts every endpoint on a topic.
+    /// counted: [`Node::count_publishers`](crate::Node::count_publishers)
+    /// counts every publisher on a topic, in the whole graph.
     ///
     /// ```
     /// use myelin_core::{Context, QoS};

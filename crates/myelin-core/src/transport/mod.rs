@@ -689,6 +689,10 @@ pub struct DiscoveredEndpoint {
     pub zid: Option<String>,
 }
 
+/// The type name the graph lists for a tool's endpoint that takes any
+/// type (`AnyMessage`'s, and what shared memory records for it).
+pub(crate) const ANY_TYPE_NAME: &str = "*";
+
 /// A service server or client found in the graph (`myelin service list`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiscoveredService {

@@ -90,6 +90,15 @@ fn zid_on_shm_island(zid: &str, island: u64) -> bool {
     (v >> 64) as u64 == island && (v >> 56) & 0xff == ZID_MAGIC | 1
 }
 
+/// The shared-memory island a myelin session id carries (`None` for
+/// another implementation's).
+fn zid_island(zid: &str) -> Option<u64> {
+    match u128::from_str_radix(zid, 16) {
+        Ok(v) if (v >> 56) & 0xfe == ZID_MAGIC => Some((v >> 64) as u64),
+        _ => None,
+    }
+}
+
 /// The pid a myelin session id carries (0 for another implementation).
 fn zid_pid(zid: &str) -> u32 {
     match u128::from_str_radix(zid, 16) {
@@ -474,6 +483,10 @@ impl ZenohTransport {
                     .session
                     .liveliness()
                     .declare_subscriber(myelin_zenoh::token::domain_tokens(self.domain))
+                    // The current tokens too, whenever they come: a first
+                    // query that times out or is answered in part is made
+                    // whole by them.
+                    .history(true)
                     .callback(move |s: Sample| {
                         t2.lock()
                             .unwrap_or_else(|e| e.into_inner())
@@ -857,7 +870,7 @@ fn discovered(t: &Token) -> Option<DiscoveredEndpoint> {
         _ => return None,
     };
     let type_name = if info.type_name == ANY_TYPE {
-        "*".to_string()
+        super::ANY_TYPE_NAME.to_string()
     } else {
         names::ros_type_name(&info.type_name).unwrap_or_else(|| info.type_name.replace("::", "/"))
     };

@@ -42,28 +42,29 @@ pub(super) struct SubNet {
     lifespans: Arc<Lifespans>,
 }
 
-/// Finite lifespans of publishers, by the (pid, endpoint number) of their
-/// gids. rmw_zenoh's gids (a hash of the token) name no token, so their
+/// Finite lifespans of publishers, by the (island, pid, endpoint number)
+/// of their gids (two hosts' processes may share a pid). rmw_zenoh's gids (a hash of the token) name no token, so their
 /// samples live for ever here, as rmw_zenoh itself ignores lifespan.
 #[derive(Default)]
 struct Lifespans {
     /// Whether any is finite (the common case, none, takes no lock).
     any: std::sync::atomic::AtomicBool,
-    by_gid: Mutex<HashMap<(u32, u32), Duration>>,
+    by_gid: Mutex<HashMap<(u64, u32, u32), Duration>>,
 }
 
 impl Lifespans {
     /// Take the lifespans from the topic's publisher tokens in `g`.
     fn update(&self, topic: &str, g: &RemoteGraph) {
-        let map: HashMap<(u32, u32), Duration> = g
+        let map: HashMap<(u64, u32, u32), Duration> = g
             .tokens
             .values()
             .filter(|t| t.kind == EntityKind::Publisher)
             .filter_map(|t| {
                 let info = t.topic.as_ref().filter(|i| i.name == topic)?;
                 let span = info.qos.lifespan?;
+                let island = super::zid_island(&t.zid)?;
                 let pid = super::zid_pid(&t.zid);
-                (pid != 0).then_some(((pid, (t.eid & 0xff_ffff) as u32), span))
+                Some(((island, pid, (t.eid & 0xff_ffff) as u32), span))
             })
             .collect();
         self.any
@@ -324,7 +325,7 @@ mod tests {
         l.by_gid
             .lock()
             .unwrap()
-            .insert((4242, 0x12_3456), Duration::from_secs(10));
+            .insert((7, 4242, 0x12_3456), Duration::from_secs(10));
         l.any.store(true, std::sync::atomic::Ordering::Relaxed);
         let fresh = l.lifetime(&sample(1_000_000_000)).unwrap();
         assert!(fresh <= Duration::from_secs(9) && fresh > Duration::from_secs(8));
@@ -343,6 +344,15 @@ mod tests {
             ..sample(0)
         };
         assert_eq!(l.lifetime(&other), None, "another publisher of the process");
+        let elsewhere = Attachment {
+            source_gid: gid::myelin_gid(8, 4242, 0x12_3456, false),
+            ..sample(0)
+        };
+        assert_eq!(
+            l.lifetime(&elsewhere),
+            None,
+            "the same pid and number on another host"
+        );
         let ros = Attachment {
             source_gid: [0x5a; 16],
             ..sample(0)
