@@ -241,11 +241,103 @@ fn messages_queued_by_a_publisher_that_exited_are_still_delivered() {
     assert_eq!(s.lost(), 0);
     drop(s);
     drop(node);
-    wait_until("the exited publisher's files to go", || {
+    wait_for_files_but(domain, "_graph", std::process::id());
+}
+
+/// Wait until the domain's files are only those whose name ends with
+/// `suffix` or belong to process `pid`; the panic lists the others.
+fn wait_for_files_but(domain: u32, suffix: &str, pid: u32) {
+    let others = || {
         domain_files(domain)
-            .iter()
-            .all(|f| f.ends_with("_graph") || f.contains(&format!("_{}_", std::process::id())))
+            .into_iter()
+            .filter(|f| !f.ends_with(suffix) && !f.contains(&format!("_{pid}_")))
+            .collect::<Vec<_>>()
+    };
+    let deadline = Instant::now() + LONG;
+    loop {
+        let left = others();
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "these files stayed: {left:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A subscription in its own process on `/short` (keep all): says
+/// `ready`, then `read <n>` once it has read `n` messages in order, and
+/// waits for stdin to close.
+#[test]
+fn read_role() {
+    let Ok(spec) = std::env::var("MYELIN_DISCOVERY_READER") else {
+        return;
+    };
+    let mut it = spec.split(',').map(|v| v.parse::<u32>().unwrap());
+    let (domain, n) = (it.next().unwrap(), it.next().unwrap());
+    let c = ctx(domain);
+    let node = c.create_node("reader").unwrap();
+    let s = node
+        .create_polling_subscription::<u64>("/short", QoS::keep_all(), Default::default())
+        .unwrap();
+    println!("ready");
+    for i in 0..u64::from(n) {
+        assert_eq!(*s.wait_for_message(LONG).unwrap(), i);
+    }
+    println!("read {n}");
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+}
+
+/// The same, when the reader's discovery never saw the publisher: the
+/// reader is stopped (SIGSTOP) from before the publisher starts until
+/// after it exited, as a loaded machine may delay a discovery thread. The
+/// reader still gets every message, and still removes the pool the
+/// publisher left for it. Before, the pool stayed for good: only
+/// processes that discovery had seen were watched for their exit.
+#[test]
+fn a_publisher_that_exited_before_it_was_discovered_leaves_no_pool() {
+    let domain = 175;
+    let n = 50;
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "read_role", "--nocapture", "--test-threads=1"])
+        .env("MYELIN_DISCOVERY_READER", format!("{domain},{n}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut reader = Member { child, out };
+    reader.expect("ready");
+    let pid = reader.child.id();
+    // SAFETY: kill(2) with a valid signal number; `pid` is our child,
+    // not reaped yet, so it names that process.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+    wait_until("the reader to stop", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('T'))
+        })
     });
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "publish_and_exit_role",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("MYELIN_DISCOVERY_PUBLISH_AND_EXIT", format!("{domain},{n}"))
+        .output()
+        .unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGCONT) }, 0);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(reader.expect("read"), format!("read {n}"));
+    wait_for_files_but(domain, "_graph", pid);
+    reader.exit();
 }
 
 /// Members killed with `kill -9` never clean up: the processes that

@@ -40,6 +40,13 @@ pub(super) trait Discovered: Send + Sync {
     /// Check what this link itself put in shared memory (an inbox another
     /// process may have damaged); called about once a second.
     fn check_own(&self) {}
+
+    /// The processes this link met as writers since the last call (a
+    /// subscription's publishers, connected to its inbox), so that
+    /// discovery watches them even if it never saw their endpoints.
+    fn take_writers(&self) -> Vec<u32> {
+        Vec::new()
+    }
 }
 
 /// How long a claimed but unwritten log entry is waited for before the
@@ -477,11 +484,27 @@ impl View {
         work
     }
 
-    /// Every live link of this context (for their own checks).
-    pub(super) fn links(&self) -> Vec<Arc<dyn Discovered>> {
+    /// Every live link of this context (for their own checks), with its
+    /// topic.
+    pub(super) fn links(&self) -> Vec<(String, Arc<dyn Discovered>)> {
         self.locals
             .values()
-            .filter_map(|l| l.link.upgrade())
+            .filter_map(|l| Some((l.topic.clone(), l.link.upgrade()?)))
             .collect()
+    }
+
+    /// Watch process `pid` for its exit on behalf of a link of `topic`
+    /// that met it; true when it was not watched yet (the caller starts
+    /// the watch).
+    pub(super) fn watch_writer(&mut self, pid: u32, topic: &str) -> bool {
+        let mut new = false;
+        let topics = self.watched.entry(pid).or_insert_with(|| {
+            new = true;
+            HashSet::new()
+        });
+        if !topics.contains(topic) {
+            topics.insert(topic.to_string());
+        }
+        new
     }
 }

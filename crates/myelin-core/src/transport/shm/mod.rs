@@ -345,18 +345,7 @@ impl ShmTransport {
                 self.graph.listen_to(l, *g, false);
             }
         }
-        let who: Weak<dyn Exited> = self.me.clone();
-        for pid in &work.watch {
-            match myelin_shm::watch::watch(*pid, &who) {
-                Watch::Watching => {}
-                Watch::Gone => Exited::exited(self, *pid),
-                Watch::Unsupported(e) => {
-                    if !self.poll_liveness.swap(true, Ordering::Relaxed) {
-                        tracing::debug!("process exits are polled (no pidfd: {e})");
-                    }
-                }
-            }
-        }
+        self.watch(&work.watch);
         // First the links look again: subscriptions drain (and map the
         // pools of) what a dead publisher left in their inboxes.
         for (link, found) in work.rescans {
@@ -381,11 +370,47 @@ impl ShmTransport {
                 v.forget_removed(*pid);
             }
         }
-        for l in links {
+        // Writers the links met that discovery has not seen (they may
+        // have come and gone between two passes): watched too, so their
+        // exit is heard and the pools they left are removed.
+        let mut writers = Vec::new();
+        for (topic, l) in links {
             l.check_own();
+            for pid in l.take_writers() {
+                writers.push((pid, topic.clone()));
+            }
+        }
+        if !writers.is_empty() {
+            let me = std::process::id();
+            let new: Vec<u32> = {
+                let mut v = self.view.lock().unwrap_or_else(|e| e.into_inner());
+                writers
+                    .into_iter()
+                    .filter(|(pid, topic)| *pid != me && v.watch_writer(*pid, topic))
+                    .map(|(pid, _)| pid)
+                    .collect()
+            };
+            self.watch(&new);
         }
         let orphans_due = remove_orphans();
         [soon, orphans_due].into_iter().flatten().min()
+    }
+
+    /// Start watching `pids` for their exit (one already gone is noted as
+    /// exited for the next pass).
+    fn watch(&self, pids: &[u32]) {
+        let who: Weak<dyn Exited> = self.me.clone();
+        for pid in pids {
+            match myelin_shm::watch::watch(*pid, &who) {
+                Watch::Watching => {}
+                Watch::Gone => Exited::exited(self, *pid),
+                Watch::Unsupported(e) => {
+                    if !self.poll_liveness.swap(true, Ordering::Relaxed) {
+                        tracing::debug!("process exits are polled (no pidfd: {e})");
+                    }
+                }
+            }
+        }
     }
 
     /// What a link keeps of its domain.

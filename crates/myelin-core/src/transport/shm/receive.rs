@@ -71,6 +71,12 @@ pub(super) struct SubShm {
     /// is a warning, later ones (a process that keeps scribbling) debug
     /// lines, so the log is not flooded every discovery pass.
     repairs: std::sync::atomic::AtomicU64,
+    /// Processes met as writers in the inbox since discovery last asked
+    /// ([`Discovered::take_writers`]): a publisher may connect, publish and
+    /// exit before this context's discovery ever saw its endpoint, and
+    /// then only this tells discovery to watch it (and so to remove the
+    /// pool it left behind for this reader).
+    writers: Mutex<Vec<u32>>,
 }
 
 impl SubShm {
@@ -102,6 +108,7 @@ impl SubShm {
             refused: Mutex::new(HashSet::new()),
             owner: OnceLock::new(),
             repairs: std::sync::atomic::AtomicU64::new(0),
+            writers: Mutex::new(Vec::new()),
         })
     }
 
@@ -151,7 +158,12 @@ impl SubShm {
                 };
                 // A publisher this reader has not seen: count it matched
                 // before its first message is handed over (discovery's own
-                // pass may come later).
+                // pass may come later), and have discovery watch it.
+                let mut writers = self.writers.lock().unwrap_or_else(|e| e.into_inner());
+                if !writers.contains(&pid) {
+                    writers.push(pid);
+                }
+                drop(writers);
                 if !counted {
                     owner.links_changed();
                     counted = true;
@@ -349,6 +361,10 @@ impl Discovered for SubShm {
 
     fn check_own(&self) {
         self.repair();
+    }
+
+    fn take_writers(&self) -> Vec<u32> {
+        std::mem::take(&mut *self.writers.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
