@@ -52,8 +52,14 @@ pub const MAX_LOST_STEP: u64 = 1 << 32;
 const C_CLAIM: usize = 0;
 const C_GEN: usize = 8;
 const C_PUB_ID: usize = 16;
+/// The publisher's manual-by-topic liveliness lease in ns (0: automatic,
+/// alive while connected). Written once at the claim.
+const C_LEASE: usize = 24;
 const C_HEAD: usize = 64;
 const C_LOST: usize = 72;
+/// When the publisher last asserted its liveliness (`CLOCK_MONOTONIC` ns);
+/// on the writer's line, which it writes on every push anyway.
+const C_ALIVE: usize = 80;
 const C_TAIL: usize = 128;
 const C_RET_HEAD: usize = 192;
 const C_RET_TAIL: usize = 200;
@@ -344,6 +350,18 @@ impl Inbox {
         }
     }
 
+    /// Whether the publisher of connection `i` counts alive at `now` (ns
+    /// on `CLOCK_MONOTONIC`): always for an automatic one, and for a
+    /// manual-by-topic one while its last assertion is within its lease
+    /// ([`InboxWriter::offer_liveliness`]). The words are the publisher's
+    /// to write: garbage gives some answer, never a fault.
+    pub fn alive(&self, i: usize, now: u64) -> bool {
+        let c = self.geo.conn(i);
+        let lease = self.seg.atomic_u64(c + C_LEASE).load(Ordering::Relaxed);
+        let last = self.seg.atomic_u64(c + C_ALIVE).load(Ordering::Relaxed);
+        lease == 0 || now.saturating_sub(last) <= lease
+    }
+
     /// Take the oldest descriptor of connection `i`. A bad ring state
     /// (written by a broken publisher) is reported, and the reader skips
     /// to a sane position.
@@ -521,6 +539,21 @@ impl InboxWriter {
         pub_id: u64,
         type_hash: u64,
     ) -> Result<Option<InboxWriter>, ShmError> {
+        Self::connect_offering(name, pub_id, type_hash, 0, 0)
+    }
+
+    /// [`connect`](Self::connect) for a publisher with manual-by-topic
+    /// liveliness: the reader counts it alive while its last assertion
+    /// (`last` at first, then [`assert_alive`](Self::assert_alive); ns on
+    /// `CLOCK_MONOTONIC`) is at most `lease_ns` old ([`Inbox::alive`]). A
+    /// lease of 0 means automatic: alive while connected.
+    pub fn connect_offering(
+        name: &SegmentName,
+        pub_id: u64,
+        type_hash: u64,
+        lease_ns: u64,
+        last: u64,
+    ) -> Result<Option<InboxWriter>, ShmError> {
         let seg = Segment::open_kind(name, KIND_INBOX)?;
         let info = EndpointInfo::read(&seg)?;
         let any = info.type_hash == crate::endpoint::ANY_TYPE
@@ -576,6 +609,9 @@ impl InboxWriter {
             for off in [C_HEAD, C_LOST, C_TAIL, C_RET_HEAD, C_RET_TAIL] {
                 seg.atomic_u64(c + off).store(0, Ordering::Relaxed);
             }
+            seg.atomic_u64(c + C_LEASE)
+                .store(lease_ns, Ordering::Relaxed);
+            seg.atomic_u64(c + C_ALIVE).store(last, Ordering::Relaxed);
             seg.atomic_u64(c + C_PUB_ID)
                 .store(pub_id, Ordering::Relaxed);
             let claim = (pid << 32) | STATE_ACTIVE;
@@ -688,6 +724,15 @@ impl InboxWriter {
             Some(r) => Pushed::Replaced(r),
             None => Pushed::Stored,
         }
+    }
+
+    /// Assert liveliness at `now` (ns on `CLOCK_MONOTONIC`).
+    pub fn assert_alive(&self, now: u64) {
+        // SYNC: Relaxed: a timestamp the reader compares against its
+        // clock; no other data is published with it.
+        self.seg
+            .atomic_u64(self.geo.conn(self.idx) + C_ALIVE)
+            .store(now, Ordering::Relaxed);
     }
 
     /// Count a message this subscriber did not get.

@@ -120,6 +120,35 @@ fn each_descriptor_carries_its_expiry() {
     assert_eq!(inbox.pop(0).unwrap(), Some(d(3)));
 }
 
+/// A connection's liveliness: an automatic publisher is alive while
+/// connected; a manual-by-topic one while its last assertion is within its
+/// lease, from its connection on (a quiet one is never alive for a moment
+/// first); a reused block forgets the previous publisher's lease.
+#[test]
+fn a_manual_publisher_is_alive_within_its_lease_of_its_last_assertion() {
+    let (inbox, w, name) = pair(42, 2);
+    assert!(inbox.alive(0, u64::MAX), "automatic: alive while connected");
+    drop(w);
+    inbox.free(0, inbox.state(0));
+    let w = InboxWriter::connect_offering(&name, 99, 7, 100, 1_000)
+        .unwrap()
+        .expect("a free block");
+    assert!(inbox.alive(0, 1_100));
+    assert!(!inbox.alive(0, 1_101), "a lease without an assertion");
+    w.assert_alive(2_000);
+    assert!(inbox.alive(0, 2_050));
+    assert!(!inbox.alive(0, 2_101));
+    // The clock is shared, but a reader may read it before the writer
+    // stores a later assertion: never a fault, alive.
+    assert!(inbox.alive(0, 1_500));
+    drop(w);
+    inbox.free(0, inbox.state(0));
+    let _w = InboxWriter::connect(&name, 99, 7)
+        .unwrap()
+        .expect("a free block");
+    assert!(inbox.alive(0, u64::MAX), "the old lease was forgotten");
+}
+
 /// An inbox laid out by another myelin version (the kind-3 inbox, before
 /// expiry words) is refused with an error that says so, not misread.
 #[test]

@@ -554,6 +554,7 @@ impl Node {
                 move || {
                     if let Some(s) = w.upgrade() {
                         s.update_liveliness(None);
+                        s.refresh_remote_liveliness();
                     }
                 },
             )?);

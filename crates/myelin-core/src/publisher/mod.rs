@@ -296,7 +296,7 @@ impl<T: Message> PubInner<T> {
                 .fetch_add(1, myelin_sync::atomic::Ordering::Relaxed);
         }
         if self.liveliness.kind == LivelinessKind::ManualByTopic && self.liveliness.lease_ns != 0 {
-            self.liveliness.assert_now();
+            self.assert_liveliness(true);
         }
         match self.qos.lifespan {
             None => 0,
@@ -305,6 +305,19 @@ impl<T: Message> PubInner<T> {
                 .ctx
                 .expiry_now_ns()
                 .saturating_add(l.as_nanos().min(u128::from(u64::MAX)) as u64),
+        }
+    }
+
+    /// Assert liveliness here and to the subscriptions in other
+    /// processes (a manual-by-topic publisher with a lease; others are
+    /// alive while they exist); `by_publish`: a message is being
+    /// published, which itself asserts.
+    fn assert_liveliness(&self, by_publish: bool) {
+        self.liveliness.assert_now();
+        if self.liveliness.kind == LivelinessKind::ManualByTopic && self.liveliness.lease_ns != 0 {
+            for l in self.links.iter() {
+                l.assert_liveliness(by_publish);
+            }
         }
     }
 
@@ -500,7 +513,7 @@ impl<T: Message> Publisher<T> {
     /// Assert this publisher's liveliness (manual-by-topic liveliness;
     /// publishing asserts it too).
     pub fn assert_liveliness(&self) {
-        self.inner.liveliness.assert_now();
+        self.inner.assert_liveliness(false);
     }
 
     /// The offered-deadline-missed status.

@@ -75,10 +75,12 @@ pub(crate) struct SubInner<T> {
     pub(crate) incompatible: Status<crate::qos::IncompatibleQosStatus>,
     /// Matched publishers in this context (set by the graph).
     local_matched: myelin_sync::atomic::AtomicU32,
-    /// Publishers in other processes counted alive in `liveliness_status`
-    /// (every connected one: their liveliness is their process's, which
-    /// the transport follows).
-    remote_alive: myelin_sync::atomic::AtomicU32,
+    /// Publishers in other processes counted (alive, not alive) in
+    /// `liveliness_status`, as the links tell ([`SubLink::liveliness`]):
+    /// connected automatic ones are alive (their process's liveliness,
+    /// which the transport follows); manual-by-topic ones while their
+    /// assertions come within their lease.
+    remote_alive: myelin_sync::atomic::AtomicU64,
     /// One link per transport that carries this subscription (publishers
     /// in other processes and hosts).
     pub(crate) links: Box<[Arc<dyn SubLink>]>,
@@ -157,7 +159,7 @@ impl<T: Message> SubInner<T> {
             checkers: std::sync::Mutex::new(Vec::new()),
             incompatible: Status::new(),
             local_matched: myelin_sync::atomic::AtomicU32::new(0),
-            remote_alive: myelin_sync::atomic::AtomicU32::new(0),
+            remote_alive: myelin_sync::atomic::AtomicU64::new(0),
             links: links.into_boxed_slice(),
             pumped,
         }
@@ -197,26 +199,36 @@ impl<T: Message> SubInner<T> {
     }
 
     /// Count the publishers in other processes in the liveliness status:
-    /// a connected one is alive (the transport drops it when its process
-    /// dies or leaves); one that goes away leaves `alive_count`, as a
-    /// deleted DDS writer does.
-    fn refresh_remote_liveliness(&self) {
+    /// a connected one is alive while its liveliness holds (for a
+    /// manual-by-topic one: an assertion within its lease) and not alive
+    /// after; one that goes away leaves the counts, as a deleted DDS
+    /// writer does.
+    pub(crate) fn refresh_remote_liveliness(&self) {
         // Counted and applied under the status's lock: concurrent
-        // refreshes (discovery, the network's thread, the creating
-        // thread) are serialised, so the last to apply also counted last
-        // and a stale count never overwrites a newer one.
-        let mut delta = 0;
-        let st = self
-            .liveliness_status
-            .update_for_event(self.events.is_some(), |s| {
-                let now = self.remote_publishers() as u32;
-                // SYNC: Relaxed: only read and written under this lock.
-                let before = self.remote_alive.swap(now, Ordering::Relaxed);
-                delta = i64::from(now) - i64::from(before);
-                s.alive_count = (i64::from(s.alive_count) + delta).max(0) as u32;
-                s.alive_count_change += delta as i32;
-            });
-        if delta != 0 {
+        // refreshes (discovery, the network's thread, the lease checker)
+        // are serialised, so the last to apply also counted last and a
+        // stale count never overwrites a newer one.
+        let (mut d_alive, mut d_not) = (0i64, 0i64);
+        let st =
+            self.liveliness_status
+                .update_for_event(self.events.is_some(), |s| {
+                    let (alive, not) = self.links.iter().map(|l| l.liveliness()).fold(
+                        (0u32, 0u32),
+                        |(a, n), (la, ln)| {
+                            (a.saturating_add(la as u32), n.saturating_add(ln as u32))
+                        },
+                    );
+                    let now = (u64::from(alive) << 32) | u64::from(not);
+                    // SYNC: Relaxed: only read and written under this lock.
+                    let before = self.remote_alive.swap(now, Ordering::Relaxed);
+                    d_alive = i64::from(alive) - (before >> 32) as i64;
+                    d_not = i64::from(not) - i64::from(before as u32);
+                    s.alive_count = (i64::from(s.alive_count) + d_alive).max(0) as u32;
+                    s.not_alive_count = (i64::from(s.not_alive_count) + d_not).max(0) as u32;
+                    s.alive_count_change += d_alive as i32;
+                    s.not_alive_count_change += d_not as i32;
+                });
+        if d_alive != 0 || d_not != 0 {
             self.emit(SubscriptionEvent::LivelinessChanged(st));
         }
     }

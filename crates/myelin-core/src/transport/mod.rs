@@ -482,6 +482,12 @@ pub(crate) trait PubLink: Send + Sync {
     fn memory_in_use(&self) -> usize {
         0
     }
+
+    /// The publisher asserted its manual-by-topic liveliness, explicitly
+    /// or (`by_publish`) by publishing a message this link is about to
+    /// send: tell the subscriptions this link reaches. Called only for
+    /// publishers with manual-by-topic liveliness and a lease.
+    fn assert_liveliness(&self, _by_publish: bool) {}
 }
 
 /// A subscription's side of one transport.
@@ -491,6 +497,14 @@ pub(crate) trait SubLink: Send + Sync {
 
     /// Publishers this link hears now.
     fn connected(&self) -> usize;
+
+    /// The publishers this link hears now, split into (alive, not alive)
+    /// by their liveliness: a manual-by-topic publisher is not alive once
+    /// its lease passed without an assertion. By default every connected
+    /// publisher is alive.
+    fn liveliness(&self) -> (usize, usize) {
+        (self.connected(), 0)
+    }
 
     /// Whether this link's messages wait to be drained ([`pump`](Self::pump))
     /// rather than delivered by the transport's own thread.

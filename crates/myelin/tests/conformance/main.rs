@@ -131,8 +131,8 @@ conformance! {
     }
     manual_liveliness_lapses_when_quiet_and_returns_when_asserted => qos::manual_liveliness {
         intra: [],
-        shm: [ignore = "gap: manual-by-topic assertions do not cross processes: a publisher in another process counts alive while it is connected, however long it stays quiet"],
-        zenoh: [ignore = "gap: manual-by-topic assertions do not cross processes: a publisher in another process counts alive while it is connected, however long it stays quiet"],
+        shm: [],
+        zenoh: [],
     }
     matched_counts_go_up_and_back_down_when_the_peer_leaves => graph::matched {
         intra: [], shm: [], zenoh: [],

@@ -4,6 +4,7 @@
 
 use std::any::Any;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use myelin_shm::wake::WakeTable;
 use super::qos::{decode_qos, is_any_info};
 use super::{Discovered, Domain, remote_wake_table};
 use crate::clock::Pacer;
-use crate::qos::{Durability, History, QoS};
+use crate::qos::{Durability, History, Liveliness, LivelinessKind, QoS};
 use crate::transport::{
     Encode, EndpointSpec, LinkLoan, PubLink, PubOwner, Refused, SendError, TransportError,
     TypeInfo, Wanted,
@@ -224,6 +225,12 @@ pub(super) struct PubShm {
     /// Whether `conns` is not empty.
     wanted: Arc<Wanted>,
     owner: OnceLock<Weak<dyn PubOwner>>,
+    /// Manual-by-topic liveliness lease in ns (0: automatic), offered on
+    /// every connection.
+    lease_ns: u64,
+    /// The last liveliness assertion (`CLOCK_MONOTONIC` ns), given to new
+    /// connections so a quiet publisher does not look alive to them.
+    last_assert: AtomicU64,
 }
 
 impl PubShm {
@@ -249,6 +256,14 @@ impl PubShm {
             keep_last: matches!(spec.qos.history, History::KeepLast(_)),
             wanted: Arc::default(),
             owner: OnceLock::new(),
+            lease_ns: match spec.qos.liveliness {
+                Liveliness {
+                    kind: LivelinessKind::ManualByTopic,
+                    lease: Some(l),
+                } => u64::try_from(l.as_nanos()).unwrap_or(u64::MAX),
+                _ => 0,
+            },
+            last_assert: AtomicU64::new(myelin_shm::monotonic_ns()),
         })
     }
 
@@ -425,7 +440,8 @@ impl PubShm {
                 }
                 continue;
             }
-            match InboxWriter::connect(&f.name, self.id, ty.hash.0) {
+            let last = self.last_assert.load(Ordering::Relaxed);
+            match InboxWriter::connect_offering(&f.name, self.id, ty.hash.0, self.lease_ns, last) {
                 Ok(Some(writer)) => {
                     self.refused
                         .lock()
@@ -566,6 +582,21 @@ impl Discovered for PubShm {
 }
 
 impl PubLink for PubShm {
+    /// Stored in every connection block, also when publishing: one word
+    /// per reader, on the line the push writes anyway.
+    fn assert_liveliness(&self, _by_publish: bool) {
+        let now = myelin_shm::monotonic_ns();
+        // SYNC: Relaxed: a timestamp; a connection made concurrently gets
+        // this one or the one before, both within the lease of now.
+        self.last_assert.store(now, Ordering::Relaxed);
+        for c in self.conns.load().iter() {
+            c.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .writer
+                .assert_alive(now);
+        }
+    }
+
     fn start(&self, owner: Weak<dyn PubOwner>) {
         let _ = self.owner.set(owner);
         // Now complete: other processes may connect (and this process's

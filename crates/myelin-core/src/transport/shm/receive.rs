@@ -382,6 +382,20 @@ impl SubLink for SubShm {
             .count()
     }
 
+    fn liveliness(&self) -> (usize, usize) {
+        let inbox = &self.inbox.inbox;
+        let now = myelin_shm::monotonic_ns();
+        (0..inbox.connections())
+            .filter(|i| matches!(inbox.state(*i), ConnState::Active { .. }))
+            .fold((0, 0), |(a, n), i| {
+                if inbox.alive(i, now) {
+                    (a + 1, n)
+                } else {
+                    (a, n + 1)
+                }
+            })
+    }
+
     fn pumped(&self) -> bool {
         true
     }

@@ -107,6 +107,17 @@ fn zid_pid(zid: &str) -> u32 {
     }
 }
 
+/// The key on which a myelin publisher with manual-by-topic liveliness
+/// puts its explicit assertions (an empty payload with the attachment),
+/// beside its data key `data`. A verbatim chunk (`@myelin`): zenoh's
+/// wildcards never match it, so rmw_zenoh's and the tools' subscribers
+/// (`**`) do not see these; only myelin subscriptions with a liveliness
+/// lease subscribe to it. (rmw_zenoh carries no assertions at all: its
+/// liveliness is the token's.)
+pub(super) fn alive_key(data: &str) -> String {
+    format!("{data}/@myelin/alive")
+}
+
 fn token_qos(q: &QoS) -> TokenQos {
     TokenQos {
         reliable: q.reliability == Reliability::Reliable,
@@ -620,6 +631,10 @@ pub(super) struct Peers {
     refused: Mutex<HashSet<String>>,
     /// Compatible endpoints now.
     connected: AtomicU32,
+    /// Of the compatible publishers (a subscription's peers), the myelin
+    /// ones with manual-by-topic liveliness and a lease, by the endpoint
+    /// their gids name ([`gid::endpoint_of`]), with the lease.
+    manual: Mutex<HashMap<(u64, u32, u32), Duration>>,
 }
 
 impl Peers {
@@ -631,6 +646,7 @@ impl Peers {
             qos: *spec.qos,
             refused: Mutex::new(HashSet::new()),
             connected: AtomicU32::new(0),
+            manual: Mutex::new(HashMap::new()),
         }
     }
 
@@ -644,6 +660,7 @@ impl Peers {
         owner: Option<&dyn EndpointEvents>,
     ) -> (u32, bool) {
         let mut compatible = 0;
+        let mut manual = HashMap::new();
         let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         for (key, t) in &g.tokens {
             if t.kind != self.other || dom.served_by_shm(&t.zid) {
@@ -679,7 +696,16 @@ impl Peers {
                 _ => theirs.compatible_with(&self.qos),
             };
             match (check, owner) {
-                (Ok(()), _) => compatible += 1,
+                (Ok(()), _) => {
+                    compatible += 1;
+                    if self.other == EntityKind::Publisher
+                        && theirs.liveliness.kind == LivelinessKind::ManualByTopic
+                        && let Some(lease) = theirs.liveliness.lease
+                        && let Some(island) = zid_island(&t.zid)
+                    {
+                        manual.insert((island, zid_pid(&t.zid), (t.eid & 0xff_ffff) as u32), lease);
+                    }
+                }
                 (Err(why), Some(o)) if refused.insert(key.clone()) => {
                     o.incompatible_qos(why.policy);
                 }
@@ -687,12 +713,22 @@ impl Peers {
             }
         }
         drop(refused);
+        *self.manual.lock().unwrap_or_else(|e| e.into_inner()) = manual;
         let before = self.connected.swap(compatible, Ordering::Relaxed);
         (compatible, before != compatible)
     }
 
     pub(super) fn connected(&self) -> usize {
         self.connected.load(Ordering::Relaxed) as usize
+    }
+
+    /// The compatible myelin publishers with manual-by-topic liveliness
+    /// and a lease (by endpoint), with their leases.
+    pub(super) fn manual(&self) -> HashMap<(u64, u32, u32), Duration> {
+        self.manual
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The topic matched on.
@@ -921,6 +957,33 @@ fn wait_for_link(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Liveliness assertions go where only myelin's liveliness
+    /// subscribers listen: the data key's subscribers and the tools'
+    /// wildcards (`**`, as a recorder or rmw_zenoh's any-type key) never
+    /// match the side key.
+    #[test]
+    fn assertions_are_out_of_reach_of_data_and_wildcard_subscribers() {
+        use myelin_zenoh::zenoh::key_expr::KeyExpr;
+        let data =
+            names::topic_key(0, "/heartbeat", "std_msgs::msg::dds_::Empty_", "RIHS01_00").unwrap();
+        let alive = KeyExpr::try_from(alive_key(&data)).unwrap();
+        for other in [
+            data.as_str(),
+            "**",
+            "0/**",
+            "0/heartbeat/**",
+            "0/heartbeat/*/*",
+        ] {
+            let k = KeyExpr::try_from(other).unwrap();
+            assert!(!k.intersects(&alive), "{other} matches {alive}");
+        }
+        assert!(
+            KeyExpr::try_from(alive_key(&data))
+                .unwrap()
+                .intersects(&alive)
+        );
+    }
 
     #[test]
     fn zid_carries_island_and_shm() {

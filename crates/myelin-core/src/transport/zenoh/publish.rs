@@ -2,7 +2,7 @@
 //! topic's rmw_zenoh key expression, and its liveliness token.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use myelin_zenoh::attachment::Attachment;
@@ -18,7 +18,7 @@ use myelin_zenoh::zenoh_ext::{
 };
 
 use super::{Discovered, Peers, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
-use crate::qos::{Durability, History, Reliability};
+use crate::qos::{Durability, History, Liveliness, LivelinessKind, Reliability};
 use crate::transport::{
     Encode, EndpointSpec, PubLink, PubOwner, Refused, SendError, TransportError, Wanted,
     encode_to_vec,
@@ -52,6 +52,12 @@ pub(super) struct PubNet {
     /// Whether `peers` has any.
     wanted: Arc<Wanted>,
     owner: OnceLock<Weak<dyn PubOwner>>,
+    /// Manual-by-topic liveliness with a lease: where explicit assertions
+    /// go ([`super::alive_key`]), and the lease.
+    alive: Option<(Publisher<'static>, std::time::Duration)>,
+    /// When this publisher last told the network it is alive (a sample or
+    /// an explicit assertion; `clock::now_ns`).
+    last_told: AtomicU64,
 }
 
 impl PubNet {
@@ -71,7 +77,7 @@ impl PubNet {
             };
         let builder = dom
             .session
-            .declare_publisher(key)
+            .declare_publisher(key.clone())
             .congestion_control(congestion);
         let keeps_history = qos.durability == Durability::TransientLocal;
         let publisher = if keeps_history {
@@ -111,6 +117,20 @@ impl PubNet {
         let mut token = endpoint_token(dom, EntityKind::Publisher, spec);
         token.eid = serial;
         let token = dom.declare(&token)?;
+        let alive = match qos.liveliness {
+            Liveliness {
+                kind: LivelinessKind::ManualByTopic,
+                lease: Some(lease),
+            } => {
+                let p = dom
+                    .session
+                    .declare_publisher(super::alive_key(&key))
+                    .wait()
+                    .map_err(|e| TransportError::new("declaring the liveliness publisher", e))?;
+                Some((p, lease))
+            }
+            _ => None,
+        };
         let gid = gid::myelin_gid(dom.island, std::process::id(), serial, dom.shm);
         if keeps_history {
             dom.own_history(gid, true);
@@ -125,19 +145,27 @@ impl PubNet {
             peers: Peers::new(EntityKind::Subscription, spec),
             wanted: Arc::default(),
             owner: OnceLock::new(),
+            alive,
+            last_told: AtomicU64::new(0),
         })
     }
 
-    /// Put encoded bytes with their attachment.
-    fn put(&self, bytes: impl Into<zenoh::bytes::ZBytes>) -> Result<Refused, SendError> {
-        let att = Attachment {
-            sequence_number: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+    /// The attachment of the next sample (or assertion).
+    fn attachment(&self, seq: i64) -> Vec<u8> {
+        Attachment {
+            sequence_number: seq,
             source_timestamp: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as i64),
             source_gid: self.gid,
-        };
-        let att = att.encode().to_vec();
+        }
+        .encode()
+        .to_vec()
+    }
+
+    /// Put encoded bytes with their attachment.
+    fn put(&self, bytes: impl Into<zenoh::bytes::ZBytes>) -> Result<Refused, SendError> {
+        let att = self.attachment(self.seq.fetch_add(1, Ordering::Relaxed) + 1);
         match &self.publisher {
             Outlet::Plain(p) => p.put(bytes).attachment(att).wait(),
             Outlet::Cached(p) => p.put(bytes).attachment(att).wait(),
@@ -191,6 +219,37 @@ impl PubLink for PubNet {
 
     fn connected(&self) -> usize {
         self.peers.connected()
+    }
+
+    /// A publish asserts by its sample. An explicit assertion puts an
+    /// empty sample on the side key, at most eight per lease (a control
+    /// loop asserting at 1 kHz does not flood the network), and not when
+    /// a sample or assertion went out within the last eighth.
+    fn assert_liveliness(&self, by_publish: bool) {
+        let Some((alive, lease)) = &self.alive else {
+            return;
+        };
+        let now = crate::clock::now_ns();
+        if by_publish {
+            // SYNC: Relaxed: a timestamp, read only to rate-limit.
+            self.last_told.store(now, Ordering::Relaxed);
+            return;
+        }
+        let gap = u64::try_from(lease.as_nanos() / 8).unwrap_or(u64::MAX);
+        let last = self.last_told.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < gap {
+            return;
+        }
+        self.last_told.store(now, Ordering::Relaxed);
+        // Sequence number 0: not one of the data's numbers (the side key
+        // has its own subscriber, which counts no gaps).
+        if let Err(e) = alive
+            .put(Vec::<u8>::new())
+            .attachment(self.attachment(0))
+            .wait()
+        {
+            tracing::debug!("asserting liveliness on zenoh: {e}");
+        }
     }
 
     fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError> {

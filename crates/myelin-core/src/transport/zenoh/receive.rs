@@ -40,6 +40,73 @@ pub(super) struct SubNet {
     /// The lifespans of this topic's myelin publishers (from their
     /// tokens' QoS), for the samples' gids to find.
     lifespans: Arc<Lifespans>,
+    /// When each manual-by-topic publisher last asserted its liveliness.
+    assertions: Arc<Assertions>,
+}
+
+/// The liveliness of the topic's manual-by-topic myelin publishers: each
+/// sample and each explicit assertion (on [`super::alive_key`]) from one
+/// renews it; a publisher is not alive once its lease passed since
+/// (measured on this host's clock, at arrival: no clock sync needed). A
+/// newly seen publisher counts as just asserted. rmw_zenoh publishers
+/// carry no assertions: alive while their token is.
+#[derive(Default)]
+struct Assertions {
+    /// Whether any publisher is tracked (the common case, none, takes no
+    /// lock per sample).
+    any: std::sync::atomic::AtomicBool,
+    /// By endpoint: the lease and the last assertion.
+    last: Mutex<HashMap<Endpoint, (Duration, std::time::Instant)>>,
+}
+
+/// A myelin endpoint as a gid names it: (island, pid, endpoint number).
+type Endpoint = (u64, u32, u32);
+
+impl Assertions {
+    /// Track exactly the publishers in `manual` (new ones as asserted now).
+    fn track(&self, manual: HashMap<Endpoint, Duration>) {
+        let now = std::time::Instant::now();
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        last.retain(|k, _| manual.contains_key(k));
+        for (k, lease) in manual {
+            last.entry(k).or_insert((lease, now)).0 = lease;
+        }
+        self.any
+            .store(!last.is_empty(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The publisher of `att` asserted its liveliness (a sample or an
+    /// explicit assertion arrived).
+    fn heard(&self, att: &Attachment) {
+        if !self.any.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let Some(who) = gid::endpoint_of(&att.source_gid) else {
+            return;
+        };
+        if let Some(e) = self
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&who)
+        {
+            e.1 = std::time::Instant::now();
+        }
+    }
+
+    /// How many tracked publishers are not alive now.
+    fn lapsed(&self) -> usize {
+        if !self.any.load(std::sync::atomic::Ordering::Relaxed) {
+            return 0;
+        }
+        let now = std::time::Instant::now();
+        self.last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|(lease, at)| now.saturating_duration_since(*at) > *lease)
+            .count()
+    }
 }
 
 /// Finite lifespans of publishers, by the (island, pid, endpoint number)
@@ -115,6 +182,7 @@ impl SubNet {
             qos: *spec.qos,
             peers: Peers::new(EntityKind::Publisher, spec),
             lifespans: Arc::default(),
+            assertions: Arc::default(),
             owner: OnceLock::new(),
         })
     }
@@ -127,6 +195,7 @@ impl Discovered for SubNet {
         let (_, changed) = self
             .peers
             .recount(&self.dom, g, owner.as_deref().map(|o| o as _));
+        self.assertions.track(self.peers.manual());
         if changed && let Some(o) = owner {
             o.links_changed();
         }
@@ -145,6 +214,7 @@ impl SubLink for SubNet {
         let history = self.qos.durability == Durability::TransientLocal;
         let dom = Arc::downgrade(&self.dom);
         let lifespans = self.lifespans.clone();
+        let assertions = self.assertions.clone();
         let on_sample = move |s: Sample| {
             let att = match s.attachment().map(|a| Attachment::decode(&a.to_bytes())) {
                 Some(Ok(a)) => a,
@@ -171,6 +241,7 @@ impl SubLink for SubNet {
             {
                 return;
             }
+            assertions.heard(&att);
             if let Some(o) = owner.upgrade() {
                 let skipped = gaps.skipped(&att);
                 if skipped > 0 {
@@ -219,6 +290,28 @@ impl SubLink for SubNet {
                 .map(|s: Subscriber<()>| Box::new(s) as Box<dyn std::any::Any + Send + Sync>)
         };
         let sub = declared.map_err(|e| TransportError::new("declaring the zenoh subscriber", e))?;
+        // A subscription with a liveliness lease also hears the explicit
+        // assertions of manual-by-topic publishers.
+        let alive = if self.qos.liveliness.lease.is_some() {
+            let assertions = self.assertions.clone();
+            let alive = self
+                .dom
+                .session
+                .declare_subscriber(super::alive_key(&self.key))
+                .allowed_origin(Locality::Remote)
+                .callback(move |s: Sample| {
+                    if let Some(Ok(att)) = s.attachment().map(|a| Attachment::decode(&a.to_bytes()))
+                    {
+                        assertions.heard(&att);
+                    }
+                })
+                .wait()
+                .map_err(|e| TransportError::new("declaring the liveliness subscriber", e))?;
+            Some(alive)
+        } else {
+            None
+        };
+        let sub: Box<dyn std::any::Any + Send + Sync> = Box::new((sub, alive));
         let token = self.dom.declare(&self.token)?;
         *self.parts.lock().unwrap_or_else(|e| e.into_inner()) = Some((sub, token));
         // What was seen before the owner was known: report it now. A
@@ -234,6 +327,12 @@ impl SubLink for SubNet {
 
     fn connected(&self) -> usize {
         self.peers.connected()
+    }
+
+    fn liveliness(&self) -> (usize, usize) {
+        let connected = self.peers.connected();
+        let lapsed = self.assertions.lapsed().min(connected);
+        (connected - lapsed, lapsed)
     }
 }
 
