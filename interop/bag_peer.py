@@ -7,6 +7,10 @@ field, and a bag written here must play through myelin.
     python bag_peer.py read FILE.mcap        # one JSON line per message
     python bag_peer.py channels FILE.mcap    # one JSON line per channel
     python bag_peer.py write FILE.mcap N     # N std_msgs/String + N Twist
+    python bag_peer.py write_by_topic FILE.mcap N
+        # the same, but all Twists first, then all Strings, in small chunks:
+        # the file is not in time order (as a writer that buffers per topic
+        # leaves it); its chunk index says where each time range is
 """
 
 import json
@@ -82,23 +86,37 @@ float64 z
 """
 
 
-def write(path, n):
+def write(path, n, by_topic=False):
     start = 1_700_000_000_000_000_000
     with open(path, "wb") as f:
-        w = Writer(f)
+        w = Writer(f, chunk_size=512) if by_topic else Writer(f)
         string = w.register_msgdef("std_msgs/msg/String", "string data\n")
         twist = w.register_msgdef("geometry_msgs/msg/Twist", TWIST)
-        for i in range(n):
+
+        def chatter(i):
             t = start + i * 10_000_000  # 100 Hz
             w.write_message("/py_chatter", string, {"data": f"py {i}"}, t, t, i)
+
+        def cmd_vel(i):
+            t = start + i * 10_000_000 + 1
             w.write_message(
                 "/py_cmd_vel",
                 twist,
                 {"linear": {"x": float(i), "y": 0.5, "z": 0.0}, "angular": {"x": 0.0, "y": 0.0, "z": -1.0}},
-                t + 1,
-                t + 1,
+                t,
+                t,
                 i,
             )
+
+        if by_topic:
+            for i in range(n):
+                cmd_vel(i)
+            for i in range(n):
+                chatter(i)
+        else:
+            for i in range(n):
+                chatter(i)
+                cmd_vel(i)
         w.finish()
 
 
@@ -110,5 +128,7 @@ if __name__ == "__main__":
         channels(sys.argv[2])
     elif cmd == "write":
         write(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "write_by_topic":
+        write(sys.argv[2], int(sys.argv[3]), by_topic=True)
     else:
         sys.exit(f"unknown command {cmd}")

@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -150,8 +150,11 @@ impl Reader {
         self.metadata.as_ref()
     }
 
-    /// Every message, oldest first (merged by receive time across files;
-    /// within a file in file order). A damaged file yields one
+    /// Every message, oldest first, by receive time: across files a merge,
+    /// within an indexed file in log-time order from its chunk index (as
+    /// `ros2 bag play` does; a writer may put chunks out of order or
+    /// overlap their times), within a file without a summary (a recording
+    /// cut short) in file order. A damaged file yields one
     /// [`BagError::Corrupt`] naming how far it was read, then the other
     /// files go on.
     pub fn messages(&self) -> Result<Messages, BagError> {
@@ -173,17 +176,30 @@ impl Messages {
     fn of_files(files: &[PathBuf]) -> Result<Messages, BagError> {
         let mut streams = Vec::new();
         for path in files {
-            let file = File::open(path).map_err(|e| BagError::io(path, e))?;
-            let counted = Counted {
-                inner: BufReader::with_capacity(1 << 20, file),
-                read: Arc::default(),
+            let mut file = File::open(path).map_err(|e| BagError::io(path, e))?;
+            let read = Arc::<std::sync::atomic::AtomicU64>::default();
+            let source = match indexed(&mut file) {
+                Some((summary, reader)) => Source::Indexed {
+                    reader,
+                    summary,
+                    file,
+                    buf: Vec::new(),
+                },
+                None => {
+                    file.seek(SeekFrom::Start(0))
+                        .map_err(|e| BagError::io(path, e))?;
+                    let counted = Counted {
+                        inner: BufReader::with_capacity(1 << 20, file),
+                        read: read.clone(),
+                    };
+                    let options = mcap::sans_io::LinearReaderOptions::default()
+                        .with_record_length_limit(RECORD_LIMIT);
+                    Source::Linear(mcap::io::MessageReader::new_with_options(counted, options))
+                }
             };
-            let read = counted.read.clone();
-            let options = mcap::sans_io::LinearReaderOptions::default()
-                .with_record_length_limit(RECORD_LIMIT);
             streams.push(Stream {
                 path: path.clone(),
-                reader: mcap::io::MessageReader::new_with_options(counted, options),
+                source,
                 read,
                 topics: HashMap::new(),
             });
@@ -198,6 +214,42 @@ impl Messages {
         }
         Ok(m)
     }
+}
+
+/// The summary of `file` and a reader of its messages in log-time order,
+/// when it has a summary with a chunk index (every finished rosbag2 or
+/// myelin file does); `None` otherwise (cut short, or not chunked).
+fn indexed(
+    file: &mut File,
+) -> Option<(mcap::Summary, mcap::sans_io::indexed_reader::IndexedReader)> {
+    use mcap::sans_io::indexed_reader::{IndexedReader, IndexedReaderOptions, ReadOrder};
+    use mcap::sans_io::summary_reader::{SummaryReadEvent, SummaryReader, SummaryReaderOptions};
+    let size = file.metadata().ok()?.len();
+    let mut reader = SummaryReader::new_with_options(
+        SummaryReaderOptions::default()
+            .with_file_size(size)
+            .with_record_length_limit(RECORD_LIMIT),
+    );
+    while let Some(event) = reader.next_event() {
+        match event.ok()? {
+            SummaryReadEvent::ReadRequest(n) => {
+                let got = file.read(reader.insert(n)).ok()?;
+                reader.notify_read(got);
+            }
+            SummaryReadEvent::SeekRequest(to) => {
+                reader.notify_seeked(file.seek(to).ok()?);
+            }
+        }
+    }
+    let summary = reader.finish()?;
+    if summary.chunk_indexes.is_empty() {
+        return None;
+    }
+    let options = IndexedReaderOptions::new()
+        .with_order(ReadOrder::LogTime)
+        .with_record_length_limit(RECORD_LIMIT);
+    let reader = IndexedReader::new_with_options(&summary, options).ok()?;
+    Some((summary, reader))
 }
 
 /// The number at the end of `name_<n>.mcap`.
@@ -253,9 +305,94 @@ impl<R: Read> Read for Counted<R> {
 
 struct Stream {
     path: PathBuf,
-    reader: mcap::io::MessageReader<Counted<BufReader<File>>>,
+    source: Source,
+    /// How far a linear read got (where a corrupt record was met).
     read: Arc<std::sync::atomic::AtomicU64>,
     topics: HashMap<u16, Arc<TopicInfo>>,
+}
+
+/// How a file's messages are read.
+enum Source {
+    /// In file order, record by record (no usable summary).
+    Linear(mcap::io::MessageReader<Counted<BufReader<File>>>),
+    /// In log-time order, chunk by chunk as the chunk index asks.
+    Indexed {
+        reader: mcap::sans_io::indexed_reader::IndexedReader,
+        summary: mcap::Summary,
+        file: File,
+        /// The chunk being read.
+        buf: Vec<u8>,
+    },
+}
+
+/// One message read from a file (its channel, times, sequence, bytes).
+type Read1 = (Arc<mcap::Channel<'static>>, u64, u64, u32, Vec<u8>);
+
+impl Stream {
+    /// The next message; an error with how far into the file it was met.
+    fn next(&mut self) -> Option<Result<Read1, (u64, String)>> {
+        match &mut self.source {
+            Source::Linear(r) => match r.next()? {
+                Ok(m) => Some(Ok((
+                    m.channel,
+                    m.log_time,
+                    m.publish_time,
+                    m.sequence,
+                    m.data.into_owned(),
+                ))),
+                Err(e) => Some(Err((
+                    self.read.load(std::sync::atomic::Ordering::Relaxed),
+                    e.to_string(),
+                ))),
+            },
+            Source::Indexed {
+                reader,
+                summary,
+                file,
+                buf,
+            } => {
+                use mcap::sans_io::indexed_reader::IndexedReadEvent;
+                let mut at = 0;
+                loop {
+                    let (offset, length) = match reader.next_event()? {
+                        Err(e) => return Some(Err((at, e.to_string()))),
+                        Ok(IndexedReadEvent::Message { header, data }) => {
+                            let Some(channel) = summary.channels.get(&header.channel_id) else {
+                                return Some(Err((
+                                    at,
+                                    format!(
+                                        "a message on channel {}, which the summary does not list",
+                                        header.channel_id
+                                    ),
+                                )));
+                            };
+                            return Some(Ok((
+                                channel.clone(),
+                                header.log_time,
+                                header.publish_time,
+                                header.sequence,
+                                data.to_vec(),
+                            )));
+                        }
+                        Ok(IndexedReadEvent::ReadChunkRequest { offset, length }) => {
+                            (offset, length)
+                        }
+                    };
+                    at = offset;
+                    buf.resize(length, 0);
+                    let got = file
+                        .seek(SeekFrom::Start(offset))
+                        .and_then(|_| file.read_exact(buf));
+                    if let Err(e) = got {
+                        return Some(Err((offset, format!("reading a chunk: {e}"))));
+                    }
+                    if let Err(e) = reader.insert_chunk_record_data(offset, buf) {
+                        return Some(Err((offset, e.to_string())));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The messages of a bag in time order (see [`Reader::messages`]).
@@ -290,27 +427,27 @@ impl Messages {
     /// Read the next message of stream `i` into the merge.
     fn advance(&mut self, i: usize) {
         let s = &mut self.streams[i];
-        match s.reader.next() {
+        match s.next() {
             None => {}
-            Some(Ok(m)) => {
+            Some(Ok((channel, log_time, publish_time, sequence, data))) => {
                 let topic = s
                     .topics
-                    .entry(m.channel.id)
-                    .or_insert_with(|| Arc::new(topic_of_channel(&m.channel)))
+                    .entry(channel.id)
+                    .or_insert_with(|| Arc::new(topic_of_channel(&channel)))
                     .clone();
                 let msg = BagMessage {
                     topic,
-                    log_time: m.log_time,
-                    publish_time: m.publish_time,
-                    sequence: m.sequence,
-                    data: m.data.into_owned(),
+                    log_time,
+                    publish_time,
+                    sequence,
+                    data,
                 };
                 self.heads.push(Reverse((msg.log_time, i, HeadSlot(msg))));
             }
-            Some(Err(e)) => self.pending_errors.push(BagError::Corrupt {
+            Some(Err((offset, why))) => self.pending_errors.push(BagError::Corrupt {
                 path: s.path.clone(),
-                offset: s.read.load(std::sync::atomic::Ordering::Relaxed),
-                why: e.to_string(),
+                offset,
+                why,
             }),
         }
     }
