@@ -183,8 +183,18 @@ pub enum ShmError {
 /// assert!(myelin_shm::monotonic_ns() >= a);
 /// ```
 pub fn monotonic_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (t.tv_sec as u64)
+    // Through libc, not rustix: rustix's raw backend finds the vDSO by
+    // parsing the auxiliary vector itself, which faults under valgrind
+    // (its vDSO is not where the auxv says), so every publisher made
+    // `myelin` crash under valgrind (and the instruction-count gate).
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) writes one timespec through a valid,
+    // exclusive pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
         .saturating_mul(1_000_000_000)
-        .saturating_add(t.tv_nsec as u64)
+        .saturating_add(ts.tv_nsec as u64)
 }
