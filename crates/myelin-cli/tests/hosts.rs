@@ -81,23 +81,35 @@ fn role(bed: &TestBed, i: usize, role: &str, env: &[(&str, String)]) -> Child {
 
 /// A listener on host `i`: the values it receives, as they arrive.
 fn listener(bed: &TestBed, i: usize, env: &[(&str, String)]) -> (Proc, mpsc::Receiver<i64>) {
+    let (p, rx, _) = listener_with_liveliness(bed, i, env);
+    (p, rx)
+}
+
+/// [`listener`], with the alive count of its subscription's liveliness
+/// status too, as it changes.
+fn listener_with_liveliness(
+    bed: &TestBed,
+    i: usize,
+    env: &[(&str, String)],
+) -> (Proc, mpsc::Receiver<i64>, mpsc::Receiver<i64>) {
     let mut child = role(bed, i, "listener", env);
     let out = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
+    let (alive_tx, alive_rx) = mpsc::channel();
     std::thread::spawn(move || {
+        let value = |line: &str, word: &str| -> Option<i64> {
+            line.split(word).nth(1).and_then(|v| v.trim().parse().ok())
+        };
         for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
             // (The first may follow libtest's "test listener_role ... ".)
-            if let Some(v) = line
-                .split("got ")
-                .nth(1)
-                .and_then(|v| v.trim().parse().ok())
-                && tx.send(v).is_err()
-            {
-                return;
+            if let Some(v) = value(&line, "got ") {
+                let _ = tx.send(v);
+            } else if let Some(v) = value(&line, "alive ") {
+                let _ = alive_tx.send(v);
             }
         }
     });
-    (Proc(child), rx)
+    (Proc(child), rx, alive_rx)
 }
 
 fn talker(bed: &TestBed, i: usize, env: &[(&str, String)]) -> Proc {
@@ -195,7 +207,8 @@ fn talker_role() {
     }
 }
 
-/// Prints `got N` for every Int64 on /count.
+/// Prints `got N` for every Int64 on /count, and `alive A` whenever the
+/// alive count of the subscription's liveliness status changes.
 #[test]
 fn listener_role() {
     if std::env::var(ROLE).as_deref() != Ok("listener") {
@@ -208,11 +221,17 @@ fn listener_role() {
         .create_polling_subscription::<std_msgs::Int64>("/count", role_qos(), Default::default())
         .unwrap();
     let mut out = std::io::stdout();
+    let mut alive = 0;
     loop {
-        if let Ok(m) = s.wait_for_message(Duration::from_secs(1)) {
+        if let Ok(m) = s.wait_for_message(Duration::from_millis(100)) {
             let _ = writeln!(out, "got {}", m.data);
-            let _ = out.flush();
         }
+        let now = s.liveliness_changed().alive_count;
+        if now != alive {
+            alive = now;
+            let _ = writeln!(out, "alive {alive}");
+        }
+        let _ = out.flush();
     }
 }
 
@@ -287,6 +306,61 @@ fn traffic_resumes_after_a_partition_heals() {
     bed.partition(1, false).unwrap();
     let took = heard_above(&rx, before, "after the partition healed");
     println!("recovered {took:?} after the partition healed");
+}
+
+/// A partition lasting past zenoh's lease (10 s) is a liveliness loss:
+/// the talker leaves the listener's alive count once the routers give up
+/// on each other, and is counted alive again when the partition heals,
+/// without restarting either process.
+#[test]
+fn a_partition_past_the_lease_loses_liveliness_and_healing_restores_it() {
+    let Some(bed) = bed(2) else { return };
+    let _r1 = router(&bed, 1, &[]);
+    let _r0 = router(&bed, 0, &[1]);
+    let _talker = talker(&bed, 0, &[qos_env()]);
+    let (_listener, rx, alive) = listener_with_liveliness(&bed, 1, &[qos_env()]);
+    next(&rx, "before the partition");
+    let wait_alive = |want: i64, what: &str| {
+        let deadline = Instant::now() + LONG;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match alive.recv_timeout(left) {
+                Ok(v) if v == want => return,
+                Ok(_) => {}
+                Err(_) => panic!("alive count never {want}: {what}"),
+            }
+        }
+    };
+    wait_alive(1, "before the partition");
+    bed.partition(1, true).unwrap();
+    let cut = Instant::now();
+    wait_alive(0, "during the partition");
+    println!("liveliness lost {:?} into the partition", cut.elapsed());
+    let before = drain(&rx, 0);
+    bed.partition(1, false).unwrap();
+    let healed = Instant::now();
+    wait_alive(1, "after the partition healed");
+    println!(
+        "alive again {:?} after the partition healed",
+        healed.elapsed()
+    );
+    heard_above(&rx, before, "after the partition healed");
+}
+
+/// A robot's router started before the base station's (its upstream):
+/// it keeps trying to connect, and traffic flows once the upstream comes,
+/// without restarting the router or the nodes.
+#[test]
+fn a_router_started_before_its_upstream_connects_when_it_comes() {
+    let Some(bed) = bed(2) else { return };
+    let _r0 = router(&bed, 0, &[1]);
+    let _talker = talker(&bed, 0, &[qos_env()]);
+    let (_listener, rx) = listener(&bed, 1, &[qos_env()]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(rx.try_recv().is_err(), "heard without the upstream router");
+    let _r1 = router(&bed, 1, &[]);
+    let took = heard_above(&rx, -1, "after the upstream router started");
+    println!("first message {took:?} after the upstream router started");
 }
 
 /// Reliable keep_all over a link that loses 5% of its packets each way:
