@@ -135,6 +135,8 @@ fn incompatible_qos_fields(s: myelin::IncompatibleQosStatus) -> EventFields {
         myelin::QosPolicy::Deadline => "DEADLINE",
         myelin::QosPolicy::Liveliness => "LIVELINESS",
         myelin::QosPolicy::Lifespan => "LIFESPAN",
+        // rmw has no kind for a resource limit.
+        myelin::QosPolicy::ResourceLimits => "INVALID",
     });
     f.push(("last_policy_kind", EventValue::Policy(policy)));
     f

@@ -142,6 +142,13 @@ pub enum QosPolicy {
     Liveliness,
     /// [`QoS::lifespan`].
     Lifespan,
+    /// Not a ROS 2 policy: the subscription's resource limit was reached,
+    /// every connection block of its shared-memory inbox taken
+    /// ([`SubscriptionOptions::max_publishers`](crate::SubscriptionOptions::max_publishers)),
+    /// so a publisher in another process could not connect. Both sides
+    /// report it as incompatible QoS (the pair does not match), and the
+    /// subscription's process logs an error saying what to raise.
+    ResourceLimits,
 }
 
 impl fmt::Display for QosPolicy {
@@ -153,6 +160,7 @@ impl fmt::Display for QosPolicy {
             QosPolicy::Deadline => "deadline",
             QosPolicy::Liveliness => "liveliness",
             QosPolicy::Lifespan => "lifespan",
+            QosPolicy::ResourceLimits => "resource limits (max_publishers)",
         })
     }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use myelin::prelude::*;
-use myelin::{SubscriptionOptions, WaitSet};
+use myelin::{QosPolicy, SubscriptionOptions, WaitSet};
 
 mod common {
     #[cfg(feature = "zenoh")]
@@ -230,4 +230,65 @@ fn a_subscription_takes_as_many_publishers_as_it_asks_for() {
             heard.insert(*m);
         }
     }
+}
+
+/// A subscription's limit reached is an error on both sides, not a silent
+/// non-match: with room for 2 publishers and 20 in another process, the
+/// subscription hears 2 of them and reports every other one in its
+/// incompatible-QoS status (policy `ResourceLimits`), as the refused
+/// publishers report it in theirs.
+#[test]
+fn publishers_past_a_subscriptions_limit_are_reported_not_silently_unmatched() {
+    let domain = 228;
+    let ctx = local_ctx(domain, None);
+    let node = ctx.create_node("feeds_full_sub").unwrap();
+    let s = node
+        .create_polling_subscription::<u32>(
+            "/feeds_many",
+            QoS::keep_last(100),
+            SubscriptionOptions {
+                max_publishers: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let _many = Talker(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "many_publishers_role", "--nocapture"])
+            .env(ROLE, "many")
+            .env("MYELIN_FEEDS_DOMAIN", domain.to_string())
+            .env("MYELIN_TRANSPORT", "shm")
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + LONG;
+    loop {
+        let st = s.incompatible_qos();
+        if st.total_count == 18 {
+            assert_eq!(st.last_policy, Some(QosPolicy::ResourceLimits));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} refused publishers reported, not 18",
+            st.total_count
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut heard = std::collections::BTreeSet::new();
+    while heard.len() < 2 {
+        assert!(Instant::now() < deadline, "heard only {heard:?}");
+        if let Ok(m) = s.wait_for_message(Duration::from_millis(100)) {
+            heard.insert(*m);
+        }
+    }
+    // Only the two connected ones, for good.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        if let Ok(m) = s.wait_for_message(Duration::from_millis(50)) {
+            heard.insert(*m);
+        }
+    }
+    assert_eq!(heard.len(), 2, "{heard:?}");
+    assert_eq!(s.incompatible_qos().total_count, 18);
 }

@@ -20,7 +20,7 @@ use myelin_shm::wake::WakeTable;
 use super::qos::{decode_qos, is_any_info};
 use super::{Discovered, Domain, remote_wake_table};
 use crate::clock::Pacer;
-use crate::qos::{Durability, History, Liveliness, LivelinessKind, QoS};
+use crate::qos::{Durability, History, Liveliness, LivelinessKind, QoS, QosPolicy};
 use crate::transport::{
     Encode, EndpointSpec, LinkLoan, PubLink, PubOwner, Refused, SendError, TransportError,
     TypeInfo, Wanted,
@@ -459,6 +459,7 @@ impl PubShm {
                 }
                 Ok(None) => {
                     if first_time {
+                        owner.incompatible_qos(QosPolicy::ResourceLimits);
                         tracing::warn!(
                             "topic {topic:?}: the subscription in process {} takes no more publishers over shared memory (all its connection blocks are taken); not connected: raise its SubscriptionOptions::max_publishers (default {DEFAULT_CONNECTIONS}, at most {MAX_CONNECTIONS})",
                             f.info.pid

@@ -9,13 +9,13 @@ use std::time::Duration;
 use myelin_shm::SegmentName;
 use myelin_shm::changes::{Change, EndpointKey};
 use myelin_shm::endpoint::{EndpointInfo, EndpointKind, Found};
-use myelin_shm::inbox::{ConnState, Desc, Inbox};
+use myelin_shm::inbox::{ConnState, Desc, Inbox, MAX_CONNECTIONS};
 use myelin_shm::pool::PoolReader;
 use myelin_shm::process_alive;
 
 use super::qos::decode_qos;
 use super::{Discovered, Domain};
-use crate::qos::{Durability, QoS};
+use crate::qos::{Durability, QoS, QosPolicy};
 use crate::transport::{EndpointSpec, SubLink, SubOwner, TransportError, TypeInfo};
 use crate::wire::SharedBytes;
 
@@ -301,16 +301,46 @@ impl SubShm {
                 }
                 continue;
             }
-            if let Err(why) = decode_qos(&f.info.qos).compatible_with(&self.qos)
+            if let Err(why) = decode_qos(&f.info.qos).compatible_with(&self.qos) {
+                if self
+                    .refused
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(f.name.file_name().to_string())
+                {
+                    owner.incompatible_qos(why.policy);
+                }
+                continue;
+            }
+            if self.full_for(f)
                 && self
                     .refused
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(f.name.file_name().to_string())
             {
-                owner.incompatible_qos(why.policy);
+                tracing::error!(
+                    "topic {:?}: a publisher in process {} cannot connect: all {} connection blocks of this subscription's shared-memory inbox are taken; raise SubscriptionOptions::max_publishers (at most {MAX_CONNECTIONS})",
+                    self.topic,
+                    f.info.pid,
+                    self.inbox.inbox.connections()
+                );
+                owner.incompatible_qos(QosPolicy::ResourceLimits);
             }
         }
+    }
+
+    /// Whether the publisher `f` is shut out: not connected, and every
+    /// connection block is taken (none free, none being claimed: a claim
+    /// in progress may be its own).
+    fn full_for(&self, f: &Found) -> bool {
+        let inbox = &self.inbox.inbox;
+        (0..inbox.connections()).all(|i| match inbox.state(i) {
+            ConnState::Active { pid, pub_id, .. } | ConnState::Closed { pid, pub_id, .. } => {
+                (pid, pub_id) != (f.info.pid, f.info.id)
+            }
+            _ => false,
+        })
     }
 }
 
