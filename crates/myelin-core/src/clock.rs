@@ -17,6 +17,19 @@ pub(crate) fn now_ns() -> u64 {
     mono_ns(Instant::now())
 }
 
+/// The deadline `d` after `now`, on a nanosecond clock whose 0 means
+/// "never" (message expiry): saturating, and never 0 itself.
+pub(crate) fn deadline_ns(now: u64, d: Duration) -> u64 {
+    now.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .max(1)
+}
+
+/// How long from `now` until `deadline` (0: never, `None`); zero once it
+/// has passed.
+pub(crate) fn left_ns(now: u64, deadline: u64) -> Option<Duration> {
+    (deadline != 0).then(|| Duration::from_nanos(deadline.saturating_sub(now)))
+}
+
 /// Nanoseconds from the base to `t` (timer deadlines).
 pub(crate) fn mono_ns(t: Instant) -> u64 {
     t.saturating_duration_since(clock_base())
@@ -95,5 +108,18 @@ mod tests {
         }));
         let mut zero = Pacer::new(Duration::ZERO);
         assert!(!zero.until(|| false));
+    }
+
+    /// Expiry deadlines and what is left of them: 0 is "never" both ways,
+    /// a deadline is never 0, nothing overflows, a passed one leaves zero.
+    #[test]
+    fn deadlines_and_what_is_left() {
+        assert_eq!(deadline_ns(100, Duration::from_nanos(50)), 150);
+        assert_eq!(deadline_ns(0, Duration::ZERO), 1, "never 0 (never)");
+        assert_eq!(deadline_ns(u64::MAX - 1, Duration::MAX), u64::MAX);
+        assert_eq!(left_ns(100, 0), None);
+        assert_eq!(left_ns(100, 150), Some(Duration::from_nanos(50)));
+        assert_eq!(left_ns(150, 150), Some(Duration::ZERO));
+        assert_eq!(left_ns(200, 150), Some(Duration::ZERO));
     }
 }

@@ -300,11 +300,7 @@ impl<T: Message> PubInner<T> {
         }
         match self.qos.lifespan {
             None => 0,
-            Some(l) => self
-                .node
-                .ctx
-                .expiry_now_ns()
-                .saturating_add(l.as_nanos().min(u128::from(u64::MAX)) as u64),
+            Some(l) => crate::clock::deadline_ns(self.node.ctx.expiry_now_ns(), l),
         }
     }
 
@@ -337,12 +333,9 @@ impl<T: Message> PubOwner for PubInner<T> {
                 let h = h.lock().unwrap_or_else(|e| e.into_inner());
                 let now = self.node.ctx.expiry_now_ns();
                 f(&mut h.iter().filter_map(|(_, m, exp)| {
-                    let left = match *exp {
-                        0 => None,
-                        e if e <= now => return None,
-                        e => Some(std::time::Duration::from_nanos(e - now)),
-                    };
-                    Some((&**m as &dyn Encode, left))
+                    let left = crate::clock::left_ns(now, *exp);
+                    // Expired ones are left out.
+                    (left != Some(std::time::Duration::ZERO)).then_some((&**m as &dyn Encode, left))
                 }));
             }
         }

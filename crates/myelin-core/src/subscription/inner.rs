@@ -661,12 +661,7 @@ impl<T: Message> SubOwner for SubInner<T> {
                 self.lost.fetch_add(1, Ordering::Relaxed);
                 return;
             }
-            Some(d) => self
-                .node
-                .ctx
-                .expiry_now_ns()
-                .saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-                .max(1),
+            Some(d) => crate::clock::deadline_ns(self.node.ctx.expiry_now_ns(), d),
         };
         match crate::buffer::from_wire::<T>(bytes) {
             Ok(m) if paced => {

@@ -308,9 +308,7 @@ impl PubShm {
     /// host's monotonic clock (0: never), for the readers to check.
     fn expires(&self, lifetime: Option<Duration>) -> u64 {
         lifetime.map_or(0, |l| {
-            myelin_shm::monotonic_ns()
-                .saturating_add(u64::try_from(l.as_nanos()).unwrap_or(u64::MAX))
-                .max(1)
+            crate::clock::deadline_ns(myelin_shm::monotonic_ns(), l)
         })
     }
 

@@ -455,5 +455,8 @@ impl Drop for SubShm {
 /// How much longer a message stamped to expire at `expires` (the host's
 /// monotonic clock; 0: never) may be delivered.
 fn lifetime(expires: u64) -> Option<Duration> {
-    (expires != 0).then(|| Duration::from_nanos(expires.saturating_sub(myelin_shm::monotonic_ns())))
+    // Only a message that expires costs a clock read.
+    (expires != 0)
+        .then(|| crate::clock::left_ns(myelin_shm::monotonic_ns(), expires))
+        .flatten()
 }
