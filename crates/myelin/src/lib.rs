@@ -70,6 +70,28 @@ pub use myelin_derive::Message;
 #[cfg(feature = "msgs")]
 pub use myelin_msgs as msgs;
 
+/// Record and read rosbag2 MCAP bags from a program: what `myelin bag`
+/// does, as a library (`Writer`, `Reader`, typed decoding of what was
+/// recorded; the `myelin-bag` crate; feature `bag`, off by default).
+///
+/// ```
+/// # #[cfg(feature = "bag")] {
+/// use myelin::bag::{Reader, TopicInfo, Writer, WriterOptions};
+/// use myelin::msgs::std_msgs::String as RosString;
+///
+/// let dir = std::env::temp_dir().join(format!("myelin_doc_bag_{}", std::process::id()));
+/// let mut w = Writer::create(&dir, WriterOptions::default()).unwrap();
+/// let chatter = w.add_topic(TopicInfo::of::<RosString>("/chatter")).unwrap();
+/// w.write_message(chatter, 1_000, &RosString { data: "hello".into() }).unwrap();
+/// w.finish().unwrap();
+/// let first = Reader::open(&dir).unwrap().messages().unwrap().next().unwrap().unwrap();
+/// assert_eq!(first.decode::<RosString>().unwrap().data, "hello");
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # }
+/// ```
+#[cfg(feature = "bag")]
+pub use myelin_bag as bag;
+
 /// The names most programs need.
 pub mod prelude {
     pub use myelin_core::{
