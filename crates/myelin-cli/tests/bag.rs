@@ -180,7 +180,7 @@ fn record_takes_named_and_matching_topics_minus_the_excluded() {
         "-o",
         &d,
         "--domain",
-        "196",
+        "198",
     ]);
     let node = c.create_node("bag_select_source").unwrap();
     let pubs: Vec<_> = ["/sel_a", "/sel_b", "/sel_c", "/sel_d", "/sel_e"]
