@@ -725,8 +725,9 @@ fn a_sim_time_node_follows_the_replay() {
 }
 
 /// `bag play` on a terminal: SPACE pauses (nothing more is published),
-/// `s` plays exactly one message, SPACE resumes, and every message
-/// arrives once, in order. The terminal is a pseudo-terminal this test
+/// `s` plays exactly one message and so does RIGHT, UP and DOWN change
+/// the rate by 10%, SPACE resumes, and every message arrives once, in
+/// order. The terminal is a pseudo-terminal this test
 /// holds.
 #[test]
 fn keys_on_a_terminal_pause_step_and_resume_playback() {
@@ -829,6 +830,14 @@ fn keys_on_a_terminal_pause_step_and_resume_playback() {
     std::thread::sleep(Duration::from_millis(300));
     drain(&mut got);
     assert_eq!(got.len(), at_pause + 1, "exactly one message while paused");
+    // RIGHT (an arrow key's escape sequence) steps too.
+    keys.write_all(b"\x1b[C").unwrap();
+    wait_said(&format!("step: {}", at_pause + 2));
+    // UP and DOWN change the rate by 10% (said on the terminal).
+    keys.write_all(b"\x1b[A").unwrap();
+    wait_said("rate 1.100");
+    keys.write_all(b"\x1b[B").unwrap();
+    wait_said("rate 1.000");
     keys.write_all(b" ").unwrap();
     wait_said("resumed");
     wait_said("played 300 messages");
