@@ -599,8 +599,9 @@ struct Reader<'a> {
     owner: Option<&'a myelin::SharedBytes>,
 }
 
-/// Byte arrays at least this long are views of the received bytes rather
-/// than copies (below it a copy costs less than a view's bookkeeping).
+/// Numeric arrays at least this many bytes long are views of the received
+/// bytes rather than copies (below it a copy costs less than a view's
+/// bookkeeping).
 pub const VIEW_MIN: usize = 4096;
 
 /// Keeps received bytes (a shared-memory chunk) alive while a numpy array
@@ -746,11 +747,32 @@ fn decode_field<'py>(
             } else {
                 r.take(size, n * size, &f.label)?
             };
-            let v: Vec<$t> = bytes
-                .chunks_exact(size)
-                .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk of the element size")))
-                .collect();
-            PyArray1::from_vec(py, v).into_any()
+            match r.owner {
+                // A large array whose elements lie aligned in the received
+                // bytes, in this machine's order: a read-only view of them
+                // (a byte view, retyped). CDR aligns elements relative to
+                // the payload after its 4-byte header, so 8-byte elements
+                // in a chunk that starts 8-aligned are not aligned: those
+                // are copied (libraries such as torch refuse unaligned
+                // arrays).
+                Some(owner)
+                    if bytes.len() >= VIEW_MIN
+                        && cfg!(target_endian = "little")
+                        && (bytes.as_ptr() as usize) % std::mem::align_of::<$t>() == 0 =>
+                {
+                    byte_view(py, owner, bytes)?
+                        .call_method1(pyo3::intern!(py, "view"), (numpy::dtype::<$t>(py),))?
+                }
+                _ => {
+                    let v: Vec<$t> = bytes
+                        .chunks_exact(size)
+                        .map(|c| {
+                            <$t>::from_le_bytes(c.try_into().expect("chunk of the element size"))
+                        })
+                        .collect();
+                    PyArray1::from_vec(py, v).into_any()
+                }
+            }
         }};
     }
     Ok(match &f.scalar {

@@ -8,7 +8,7 @@ import time
 import numpy
 import pytest
 
-from myelin.msgs.sensor_msgs.msg import Image
+from myelin.msgs.sensor_msgs.msg import CameraInfo, Image, LaserScan
 from myelin.msgs.std_msgs.msg import String
 
 from conftest import python_child, rust_example, spin_until
@@ -182,6 +182,56 @@ def check_frames_read_in_place(node):
     # A copy is the user's to change.
     mine = img.data.copy()
     mine[0] = 1
+
+
+SCANNER = """
+import numpy, myelin
+from myelin.msgs.sensor_msgs.msg import CameraInfo, LaserScan
+myelin.init()
+node = myelin.create_node("py_scanner")
+scans = node.create_publisher(LaserScan, "scan", 2)
+infos = node.create_publisher(CameraInfo, "info", 2)
+ranges = numpy.arange(4000, dtype=numpy.float32) / 4
+values = numpy.arange(1000, dtype=numpy.float64) / 8
+def tick():
+    scans.publish(LaserScan(ranges=ranges, intensities=ranges[::-1].copy()))
+    infos.publish(CameraInfo(d=values))
+node.create_timer(0.05, tick)
+try:
+    myelin.spin(node)
+except KeyboardInterrupt:
+    pass
+"""
+
+
+def test_large_float_arrays_are_read_in_place_when_aligned(node, domain):
+    # A LaserScan's 4000 float32 ranges (16 kB) arrive as read-only views
+    # of the shared-memory chunk, like image bytes; a float64 array is a
+    # view only where its elements lie 8-aligned (CDR aligns them to the
+    # payload after its 4-byte header), else a copy: never an unaligned
+    # array.
+    child = python_child(SCANNER, domain)
+    try:
+        scans, infos = [], []
+        node.create_subscription(LaserScan, "scan", scans.append, 2)
+        node.create_subscription(CameraInfo, "info", infos.append, 2)
+        spin_until(node, lambda: scans and infos)
+    finally:
+        stop(child)
+    ranges = scans[-1].ranges
+    expected = numpy.arange(4000, dtype=numpy.float32) / 4
+    assert ranges.dtype == numpy.float32 and numpy.array_equal(ranges, expected)
+    assert numpy.array_equal(scans[-1].intensities, expected[::-1])
+    assert inside_shared_memory(ranges.ctypes.data, ranges.nbytes), hex(ranges.ctypes.data)
+    assert not ranges.flags.writeable and ranges.flags.aligned
+    with pytest.raises(ValueError):
+        ranges[0] = 1.0
+    data = infos[-1].d
+    assert data.dtype == numpy.float64
+    assert numpy.array_equal(data, numpy.arange(1000, dtype=numpy.float64) / 8)
+    assert data.flags.aligned
+    in_place = inside_shared_memory(data.ctypes.data, data.nbytes)
+    assert in_place == (not data.flags.writeable)
 
 
 def test_a_4_6_mb_image_crosses_intact(node, domain):
