@@ -5,7 +5,9 @@
 //! from 198.18.0.0/15 (RFC 2544's benchmarking range). Faults are made on a
 //! host's link: down and up, random loss (nftables `numgen`, both
 //! directions; this machine's kernel has no `netem`), a partition (all
-//! packets dropped) and a rate limit (`tbf`).
+//! packets dropped) and a rate limit (`tbf`); delay, which needs `netem`
+//! too, by a TCP relay in a host that holds every byte
+//! ([`TestBed::delay_relay`]; a router connects through it).
 //!
 //! It needs root, `ip` (iproute2), `nft` (nftables) and `mount`; without
 //! them [`TestBed::new`] returns [`TestBedError::Unavailable`] with the
@@ -395,6 +397,23 @@ impl TestBed {
             .unwrap_or_default()
     }
 
+    /// A link delay without `netem` (this machine's kernel has none): a
+    /// TCP relay in host `i` that listens on `127.0.0.1:port` there and
+    /// forwards each connection to `to`, holding every byte `delay` in
+    /// each direction (a router connecting to `tcp/127.0.0.1:port` instead
+    /// of `to` has its traffic to `to` delayed; zenoh's links are TCP, so
+    /// its keep-alives, leases and retransmissions all see the delay).
+    /// Stops, closing its connections, when dropped.
+    pub fn delay_relay(
+        &self,
+        i: usize,
+        port: u16,
+        to: std::net::SocketAddrV4,
+        delay: std::time::Duration,
+    ) -> Result<DelayRelay, TestBedError> {
+        DelayRelay::start(&self.hosts[i].netns, port, to, delay)
+    }
+
     /// The bed's name (its namespaces start with it).
     pub fn tag(&self) -> &str {
         &self.tag
@@ -418,4 +437,169 @@ impl Drop for TestBed {
         let _ = ip(&["netns", "del", &self.switch]);
         let _ = std::fs::remove_dir_all(&self.root);
     }
+}
+
+/// A TCP relay that delays every byte (see [`TestBed::delay_relay`]).
+pub struct DelayRelay {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Both ends of every relayed connection, shut down on drop.
+    conns: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+    port: u16,
+    netns: String,
+}
+
+impl DelayRelay {
+    fn start(
+        netns: &str,
+        port: u16,
+        to: std::net::SocketAddrV4,
+        delay: std::time::Duration,
+    ) -> Result<DelayRelay, TestBedError> {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let ns = netns.to_string();
+        let stop2 = stop.clone();
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let conns2 = conns.clone();
+        std::thread::spawn(move || {
+            let listener = enter_netns(&ns).and_then(|()| {
+                std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+                    .map_err(|e| format!("listening on 127.0.0.1:{port}: {e}"))
+            });
+            let listener = match listener {
+                Ok(l) => {
+                    let _ = ready_tx.send(Ok(()));
+                    l
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            for inbound in listener.incoming() {
+                if stop2.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(inbound) = inbound else { continue };
+                // This thread is in the host's namespace: so is the
+                // outbound connection (threads made below are not, but
+                // they only move bytes on sockets made here).
+                let Ok(outbound) = std::net::TcpStream::connect(to) else {
+                    continue;
+                };
+                let mut kept = conns2.lock().unwrap_or_else(|e| e.into_inner());
+                kept.extend(inbound.try_clone().ok());
+                kept.extend(outbound.try_clone().ok());
+                drop(kept);
+                for (from, into) in [
+                    (inbound.try_clone(), outbound.try_clone()),
+                    (outbound.try_clone(), inbound.try_clone()),
+                ] {
+                    if let (Ok(from), Ok(into)) = (from, into) {
+                        delay_line(from, into, delay, stop2.clone());
+                    }
+                }
+            }
+        });
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(DelayRelay {
+                stop,
+                conns,
+                port,
+                netns: netns.to_string(),
+            }),
+            Ok(Err(why)) => Err(TestBedError::Command {
+                command: format!("delay relay in {netns}"),
+                why,
+            }),
+            Err(_) => Err(TestBedError::Command {
+                command: format!("delay relay in {netns}"),
+                why: "its thread died".into(),
+            }),
+        }
+    }
+}
+
+impl Drop for DelayRelay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for c in self
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        // Wake the accepting thread: a connection from inside the host.
+        let port = self.port;
+        let ns = self.netns.clone();
+        let _ = std::thread::spawn(move || {
+            if enter_netns(&ns).is_ok() {
+                let _ = std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port));
+            }
+        })
+        .join();
+    }
+}
+
+/// Move the calling thread into network namespace `netns` (sockets it
+/// makes from now on are there).
+fn enter_netns(netns: &str) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/var/run/netns/{netns}");
+    let f = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+    // SAFETY: setns(2) with an open namespace file descriptor and its
+    // type; it changes only the calling thread's network namespace.
+    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if r != 0 {
+        return Err(format!("setns {path}: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Copy `from` to `into`, each chunk held until `delay` after it was read
+/// (a reader thread timestamps, a writer thread waits and writes, so the
+/// delay does not throttle the rate). Ends at EOF or an error on either
+/// side, or when `stop` is set, shutting down both.
+fn delay_line(
+    mut from: std::net::TcpStream,
+    mut into: std::net::TcpStream,
+    delay: std::time::Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::io::{Read, Write};
+    let (tx, rx) = std::sync::mpsc::channel::<(std::time::Instant, Vec<u8>)>();
+    let shut_from = from.try_clone();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx
+                        .send((std::time::Instant::now() + delay, buf[..n].to_vec()))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        for (due, bytes) in rx {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+            if into.write_all(&bytes).is_err() {
+                break;
+            }
+        }
+        let _ = into.shutdown(std::net::Shutdown::Both);
+        if let Ok(f) = shut_from {
+            let _ = f.shutdown(std::net::Shutdown::Both);
+        }
+    });
 }

@@ -43,14 +43,24 @@ fn bed(n: usize) -> Option<TestBed> {
 /// its processes, its address for other hosts' routers); else (a robot)
 /// listening on loopback and connecting to the routers of `peers`.
 fn router(bed: &TestBed, i: usize, peers: &[usize]) -> Proc {
+    let connects: Vec<String> = peers
+        .iter()
+        .map(|&p| format!("tcp/{}:7447", bed.host(p).addr))
+        .collect();
+    router_connecting(bed, i, &connects)
+}
+
+/// [`router`] connecting to `endpoints` (a robot's), or listening on
+/// every address when there are none (the base station's).
+fn router_connecting(bed: &TestBed, i: usize, endpoints: &[String]) -> Proc {
     let mut c = bed.command(i, env!("CARGO_BIN_EXE_myelin"));
-    if peers.is_empty() {
+    if endpoints.is_empty() {
         c.args(["router", "--listen", "tcp/0.0.0.0:7447"]);
     } else {
         c.args(["router", "--listen", "tcp/127.0.0.1:7447"]);
     }
-    for &p in peers {
-        c.args(["--connect", &format!("tcp/{}:7447", bed.host(p).addr)]);
+    for e in endpoints {
+        c.args(["--connect", e]);
     }
     Proc(
         c.stdout(Stdio::null())
@@ -345,6 +355,35 @@ fn a_partition_past_the_lease_loses_liveliness_and_healing_restores_it() {
         healed.elapsed()
     );
     heard_above(&rx, before, "after the partition healed");
+}
+
+/// A slow link, 100 ms each way (a relay in the robot's host holds every
+/// byte of the routers' connection: this kernel has no netem): reliable
+/// keep_all delivers all 300 messages in order, and the talker stays
+/// alive in the listener's liveliness status throughout (the delay is far
+/// below zenoh's lease).
+#[test]
+fn a_slow_link_delivers_everything_in_order_and_stays_alive() {
+    let Some(bed) = bed(2) else { return };
+    let _r1 = router(&bed, 1, &[]);
+    let delay = Duration::from_millis(100);
+    let upstream = std::net::SocketAddrV4::new(bed.host(1).addr, 7447);
+    let _relay = bed.delay_relay(0, 17447, upstream, delay).unwrap();
+    let _r0 = router_connecting(&bed, 0, &["tcp/127.0.0.1:17447".to_string()]);
+    const N: i64 = 300;
+    let env = [
+        ("MYELIN_HOSTS_QOS", "keep_all".to_string()),
+        ("MYELIN_HOSTS_COUNT", N.to_string()),
+    ];
+    let (_listener, rx, alive) = listener_with_liveliness(&bed, 1, &env);
+    let _talker = talker(&bed, 0, &env);
+    let start = Instant::now();
+    for i in 0..N {
+        assert_eq!(next(&rx, &format!("message {i}")), i);
+    }
+    println!("{N} messages over the 100 ms link in {:?}", start.elapsed());
+    let changes: Vec<i64> = alive.try_iter().collect();
+    assert_eq!(changes, [1], "the alive count went 1 and stayed");
 }
 
 /// A robot's router started before the base station's (its upstream):
