@@ -33,15 +33,20 @@ fn tl() -> QoS {
     QoS::keep_last(1).transient_local()
 }
 
+/// A role's `domain,count` from its variable (`None`: not this role).
+fn domain_and_count(var: &str) -> Option<(u32, u32)> {
+    let spec = std::env::var(var).ok()?;
+    let mut it = spec.split(',').map(|v| v.parse::<u32>().unwrap());
+    Some((it.next().unwrap(), it.next().unwrap()))
+}
+
 /// A publisher that sends `n` messages to a subscription in the parent
 /// and exits at once, normally.
 #[test]
 fn publish_and_exit_role() {
-    let Ok(spec) = std::env::var("MYELIN_DISCOVERY_PUBLISH_AND_EXIT") else {
+    let Some((domain, n)) = domain_and_count("MYELIN_DISCOVERY_PUBLISH_AND_EXIT") else {
         return;
     };
-    let mut it = spec.split(',').map(|v| v.parse::<u32>().unwrap());
-    let (domain, n) = (it.next().unwrap(), it.next().unwrap());
     let c = ctx(domain);
     let node = c.create_node("short_lived").unwrap();
     let p = node
@@ -269,11 +274,9 @@ fn wait_for_files_but(domain: u32, suffix: &str, pid: u32) {
 /// waits for stdin to close.
 #[test]
 fn read_role() {
-    let Ok(spec) = std::env::var("MYELIN_DISCOVERY_READER") else {
+    let Some((domain, n)) = domain_and_count("MYELIN_DISCOVERY_READER") else {
         return;
     };
-    let mut it = spec.split(',').map(|v| v.parse::<u32>().unwrap());
-    let (domain, n) = (it.next().unwrap(), it.next().unwrap());
     let c = ctx(domain);
     let node = c.create_node("reader").unwrap();
     let s = node

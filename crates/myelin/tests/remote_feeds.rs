@@ -184,6 +184,19 @@ fn many_publishers_role() {
     }
 }
 
+/// [`many_publishers_role`] in a child process.
+fn many_publishers(domain: u32) -> Talker {
+    Talker(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "many_publishers_role", "--nocapture"])
+            .env(ROLE, "many")
+            .env("MYELIN_FEEDS_DOMAIN", domain.to_string())
+            .env("MYELIN_TRANSPORT", "shm")
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// A subscription can take more than the default 16 publishers over
 /// shared memory when it asks (`max_publishers`); an absurd number is an
 /// error naming the option.
@@ -213,15 +226,7 @@ fn a_subscription_takes_as_many_publishers_as_it_asks_for() {
             },
         )
         .unwrap();
-    let _many = Talker(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "many_publishers_role", "--nocapture"])
-            .env(ROLE, "many")
-            .env("MYELIN_FEEDS_DOMAIN", domain.to_string())
-            .env("MYELIN_TRANSPORT", "shm")
-            .spawn()
-            .unwrap(),
-    );
+    let _many = many_publishers(domain);
     let mut heard = std::collections::BTreeSet::new();
     let deadline = Instant::now() + LONG;
     while heard.len() < 20 {
@@ -252,15 +257,7 @@ fn publishers_past_a_subscriptions_limit_are_reported_not_silently_unmatched() {
             },
         )
         .unwrap();
-    let _many = Talker(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "many_publishers_role", "--nocapture"])
-            .env(ROLE, "many")
-            .env("MYELIN_FEEDS_DOMAIN", domain.to_string())
-            .env("MYELIN_TRANSPORT", "shm")
-            .spawn()
-            .unwrap(),
-    );
+    let _many = many_publishers(domain);
     let deadline = Instant::now() + LONG;
     loop {
         let st = s.incompatible_qos();
