@@ -145,9 +145,10 @@ pub enum QosPolicy {
     /// Not a ROS 2 policy: the subscription's resource limit was reached,
     /// every connection block of its shared-memory inbox taken
     /// ([`SubscriptionOptions::max_publishers`](crate::SubscriptionOptions::max_publishers)),
-    /// so a publisher in another process could not connect. Both sides
-    /// report it as incompatible QoS (the pair does not match), and the
-    /// subscription's process logs an error saying what to raise.
+    /// so a publisher in another process could not connect. The
+    /// subscription reports it as incompatible QoS (the pair does not
+    /// match) and its process logs an error saying what to raise; the
+    /// publisher's logs a warning.
     ResourceLimits,
 }
 

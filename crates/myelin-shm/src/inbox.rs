@@ -353,7 +353,7 @@ impl Inbox {
     /// Whether the publisher of connection `i` counts alive at `now` (ns
     /// on `CLOCK_MONOTONIC`): always for an automatic one, and for a
     /// manual-by-topic one while its last assertion is within its lease
-    /// ([`InboxWriter::offer_liveliness`]). The words are the publisher's
+    /// ([`InboxWriter::connect_offering`], [`InboxWriter::assert_alive`]). The words are the publisher's
     /// to write: garbage gives some answer, never a fault.
     pub fn alive(&self, i: usize, now: u64) -> bool {
         let c = self.geo.conn(i);
@@ -487,9 +487,16 @@ impl Inbox {
     /// Release connection block `i` after its publisher closed or died (the
     /// caller has drained it). Only if it is still in state `expected`.
     pub fn free(&self, i: usize, expected: ConnState) {
-        let w = self.seg.atomic_u64(self.geo.conn(i) + C_CLAIM);
+        let c = self.geo.conn(i);
+        let w = self.seg.atomic_u64(c + C_CLAIM);
         let cur = w.load(Ordering::Acquire);
         if self.state(i) == expected {
+            // No writer writes a block it closed (or whose process died):
+            // forget its liveliness, so that a publisher of an older
+            // version, which does not write these words, claiming the
+            // block next counts as automatic. Before the claim's release.
+            self.seg.atomic_u64(c + C_LEASE).store(0, Ordering::Relaxed);
+            self.seg.atomic_u64(c + C_ALIVE).store(0, Ordering::Relaxed);
             let _ = w.compare_exchange(cur, 0, Ordering::AcqRel, Ordering::Relaxed);
         }
     }

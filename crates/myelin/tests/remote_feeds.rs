@@ -161,7 +161,13 @@ fn many_publishers_role() {
         .unwrap()
         .parse()
         .unwrap();
-    let pubs: Vec<_> = (0..20)
+    // The values to publish, one publisher each (default 0 to 19).
+    let values: Vec<u32> = std::env::var("MYELIN_FEEDS_VALUES").map_or_else(
+        |_| (0..20).collect(),
+        |v| v.split(',').map(|x| x.parse().unwrap()).collect(),
+    );
+    let pubs: Vec<_> = values
+        .into_iter()
         .map(|i| {
             let ctx = Context::builder()
                 .domain_id(domain)
@@ -173,7 +179,7 @@ fn many_publishers_role() {
             let p = node
                 .create_publisher::<u32>("/feeds_many", QoS::keep_last(10))
                 .unwrap();
-            (ctx, p, i as u32)
+            (ctx, p, i)
         })
         .collect();
     loop {
@@ -186,15 +192,21 @@ fn many_publishers_role() {
 
 /// [`many_publishers_role`] in a child process.
 fn many_publishers(domain: u32) -> Talker {
-    Talker(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "many_publishers_role", "--nocapture"])
-            .env(ROLE, "many")
-            .env("MYELIN_FEEDS_DOMAIN", domain.to_string())
-            .env("MYELIN_TRANSPORT", "shm")
-            .spawn()
-            .unwrap(),
-    )
+    publishers_of(domain, None)
+}
+
+/// [`many_publishers_role`] in a child process, one publisher per value
+/// of `values` (`None`: 0 to 19).
+fn publishers_of(domain: u32, values: Option<&str>) -> Talker {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "many_publishers_role", "--nocapture"])
+        .env(ROLE, "many")
+        .env("MYELIN_FEEDS_DOMAIN", domain.to_string())
+        .env("MYELIN_TRANSPORT", "shm");
+    if let Some(v) = values {
+        c.env("MYELIN_FEEDS_VALUES", v);
+    }
+    Talker(c.spawn().unwrap())
 }
 
 /// A subscription can take more than the default 16 publishers over
@@ -237,11 +249,10 @@ fn a_subscription_takes_as_many_publishers_as_it_asks_for() {
     }
 }
 
-/// A subscription's limit reached is an error on both sides, not a silent
-/// non-match: with room for 2 publishers and 20 in another process, the
-/// subscription hears 2 of them and reports every other one in its
-/// incompatible-QoS status (policy `ResourceLimits`), as the refused
-/// publishers report it in theirs.
+/// A subscription's limit reached is an error, not a silent non-match:
+/// with room for 2 publishers and 20 in another process, the subscription
+/// hears 2 of them and reports every other one in its incompatible-QoS
+/// status (policy `ResourceLimits`; its log says which option to raise).
 #[test]
 fn publishers_past_a_subscriptions_limit_are_reported_not_silently_unmatched() {
     let domain = 228;
@@ -288,4 +299,47 @@ fn publishers_past_a_subscriptions_limit_are_reported_not_silently_unmatched() {
     }
     assert_eq!(heard.len(), 2, "{heard:?}");
     assert_eq!(s.incompatible_qos().total_count, 18);
+}
+
+/// A publisher shut out of a full subscription connects once a block
+/// frees: room for 2, a process with 2 publishers takes both, a third in
+/// another process is reported; when the first process is killed, the
+/// subscription frees their blocks and the third is heard.
+#[test]
+fn a_shut_out_publisher_connects_when_a_block_frees() {
+    let domain = 231;
+    let ctx = local_ctx(domain, None);
+    let node = ctx.create_node("feeds_free_sub").unwrap();
+    let s = node
+        .create_polling_subscription::<u32>(
+            "/feeds_many",
+            QoS::keep_last(100),
+            SubscriptionOptions {
+                max_publishers: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let hear = |want: u32| {
+        let deadline = Instant::now() + LONG;
+        loop {
+            assert!(Instant::now() < deadline, "never heard {want}");
+            if s.wait_for_message(Duration::from_millis(100))
+                .is_ok_and(|m| *m == want)
+            {
+                return;
+            }
+        }
+    };
+    let first = publishers_of(domain, Some("100,101"));
+    hear(100);
+    hear(101);
+    let _third = publishers_of(domain, Some("200"));
+    let deadline = Instant::now() + LONG;
+    while s.incompatible_qos().total_count < 1 {
+        assert!(Instant::now() < deadline, "the third was never reported");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(first);
+    hear(200);
 }

@@ -20,7 +20,7 @@ use myelin_shm::wake::WakeTable;
 use super::qos::{decode_qos, is_any_info};
 use super::{Discovered, Domain, remote_wake_table};
 use crate::clock::Pacer;
-use crate::qos::{Durability, History, Liveliness, LivelinessKind, QoS, QosPolicy};
+use crate::qos::{Durability, History, Liveliness, LivelinessKind, QoS};
 use crate::transport::{
     Encode, EndpointSpec, LinkLoan, PubLink, PubOwner, Refused, SendError, TransportError,
     TypeInfo, Wanted,
@@ -456,8 +456,10 @@ impl PubShm {
                     })));
                 }
                 Ok(None) => {
+                    // Only a warning here: the blocks may be held by a
+                    // publisher that just died, freed once its messages are
+                    // drained. The subscription, which knows, reports it.
                     if first_time {
-                        owner.incompatible_qos(QosPolicy::ResourceLimits);
                         tracing::warn!(
                             "topic {topic:?}: the subscription in process {} takes no more publishers over shared memory (all its connection blocks are taken); not connected: raise its SubscriptionOptions::max_publishers (default {DEFAULT_CONNECTIONS}, at most {MAX_CONNECTIONS})",
                             f.info.pid
@@ -477,9 +479,22 @@ impl PubShm {
         for c in &fresh {
             changed.push(c.lock().unwrap_or_else(|e| e.into_inner()).key);
         }
+        let fresh_from = next.len();
         next.extend(fresh);
         self.wanted.set(!next.is_empty());
-        self.conns.store(Arc::new(next));
+        self.conns.store(Arc::new(next.clone()));
+        if self.lease_ns != 0 {
+            // An assertion made between the connect (which wrote the one
+            // before it) and the store above reached only the connections
+            // it saw: give the fresh ones the latest too.
+            let last = self.last_assert.load(Ordering::Relaxed);
+            for c in &next[fresh_from..] {
+                c.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .writer
+                    .assert_alive(last);
+            }
+        }
         changed
     }
 
@@ -585,8 +600,8 @@ impl PubLink for PubShm {
     /// per reader, on the line the push writes anyway.
     fn assert_liveliness(&self, _by_publish: bool) {
         let now = myelin_shm::monotonic_ns();
-        // SYNC: Relaxed: a timestamp; a connection made concurrently gets
-        // this one or the one before, both within the lease of now.
+        // SYNC: Relaxed: a timestamp; a connection made concurrently is
+        // given the latest once it is stored (`reconnect`).
         self.last_assert.store(now, Ordering::Relaxed);
         for c in self.conns.load().iter() {
             c.lock()

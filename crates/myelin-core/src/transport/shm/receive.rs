@@ -126,6 +126,7 @@ impl SubShm {
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         let mut lost = 0;
         let mut counted = false;
+        let mut freed = false;
         let inbox = &self.inbox.inbox;
         for (i, r) in readers.iter_mut().enumerate() {
             let st = inbox.state(i);
@@ -204,9 +205,15 @@ impl SubShm {
             if closed && drained {
                 inbox.free(i, st);
                 *r = ReaderConn::default();
+                freed = true;
             }
         }
         drop(readers);
+        if freed {
+            // A publisher shut out while every block was taken tries
+            // again when it hears of this inbox.
+            self.dom.announce(Change::Changed, &self.key);
+        }
         if lost > 0 {
             owner.count_lost(lost);
         }
@@ -275,7 +282,7 @@ impl SubShm {
 
     /// Report remote publishers whose QoS this subscription cannot match
     /// (once each).
-    fn check_publishers(&self, found: &[Found], owner: &dyn SubOwner) {
+    fn check_publishers(&self, found: &[Found], owner: &dyn SubOwner, exited: &[u32]) {
         for f in found {
             if !f.alive || f.info.kind != EndpointKind::Publisher || f.info.topic != self.topic {
                 continue;
@@ -312,7 +319,7 @@ impl SubShm {
                 }
                 continue;
             }
-            if self.full_for(f)
+            if self.full_for(f, exited)
                 && self
                     .refused
                     .lock()
@@ -331,13 +338,17 @@ impl SubShm {
     }
 
     /// Whether the publisher `f` is shut out: not connected, and every
-    /// connection block is taken (none free, none being claimed: a claim
-    /// in progress may be its own).
-    fn full_for(&self, f: &Found) -> bool {
+    /// connection block held by another live publisher (none free, none
+    /// being claimed: a claim in progress may be its own; none closed or
+    /// held by a process that died (in `exited` or gone): those are freed
+    /// once drained, and it may take their place).
+    fn full_for(&self, f: &Found, exited: &[u32]) -> bool {
         let inbox = &self.inbox.inbox;
         (0..inbox.connections()).all(|i| match inbox.state(i) {
-            ConnState::Active { pid, pub_id, .. } | ConnState::Closed { pid, pub_id, .. } => {
+            ConnState::Active { pid, pub_id, .. } => {
                 (pid, pub_id) != (f.info.pid, f.info.id)
+                    && !exited.contains(&pid)
+                    && process_alive(pid)
             }
             _ => false,
         })
@@ -375,8 +386,6 @@ impl Discovered for SubShm {
     fn rescan(self: Arc<Self>, found: &[Found], exited: &[u32]) {
         let Some(owner) = self.owner() else { return };
         self.repair();
-        // Announced publishers with incompatible QoS raise the event here.
-        self.check_publishers(found, &*owner);
         // Drain and free the connections of publishers that died.
         let exited: Vec<u32> = found
             .iter()
@@ -385,6 +394,10 @@ impl Discovered for SubShm {
             .chain(exited.iter().copied())
             .collect();
         self.pump_inner(true, &exited);
+        // Announced publishers with incompatible QoS raise the event here
+        // (after the dead ones' blocks were freed: a publisher restarted
+        // in their place is not shut out).
+        self.check_publishers(found, &*owner, &exited);
         // Matched = connected: once counted, messages flow.
         owner.links_changed();
     }
@@ -414,6 +427,12 @@ impl SubLink for SubShm {
 
     fn liveliness(&self) -> (usize, usize) {
         let inbox = &self.inbox.inbox;
+        if self.qos.liveliness.lease.is_none() {
+            // Without a lease of its own the subscription has no checker
+            // to notice a lapse: every connected publisher counts alive
+            // (as over zenoh).
+            return (self.connected(), 0);
+        }
         let now = myelin_shm::monotonic_ns();
         (0..inbox.connections())
             .filter(|i| matches!(inbox.state(*i), ConnState::Active { .. }))

@@ -331,6 +331,12 @@ impl SubLink for SubNet {
 
     fn liveliness(&self) -> (usize, usize) {
         let connected = self.peers.connected();
+        if self.qos.liveliness.lease.is_none() {
+            // No lease of its own: no checker, and no subscriber for the
+            // explicit assertions (so no way to tell a lapse): every
+            // connected publisher counts alive, as over shared memory.
+            return (connected, 0);
+        }
         let lapsed = self.assertions.lapsed().min(connected);
         (connected - lapsed, lapsed)
     }
