@@ -180,10 +180,12 @@ impl Messages {
             let read = Arc::<std::sync::atomic::AtomicU64>::default();
             let source = match indexed(&mut file) {
                 Some((summary, reader)) => Source::Indexed {
+                    size: file.metadata().map_or(0, |m| m.len()),
                     reader,
                     summary,
                     file,
                     buf: Vec::new(),
+                    at: 0,
                 },
                 None => {
                     file.seek(SeekFrom::Start(0))
@@ -242,7 +244,17 @@ fn indexed(
         }
     }
     let summary = reader.finish()?;
-    if summary.chunk_indexes.is_empty() {
+    if summary.chunk_indexes.is_empty() || summary.channels.is_empty() {
+        return None;
+    }
+    // A writer may leave channels out of the summary (they are in the
+    // data section): then only a linear read knows them.
+    let listed = summary.chunk_indexes.iter().all(|c| {
+        c.message_index_offsets
+            .keys()
+            .all(|id| summary.channels.contains_key(id))
+    });
+    if !listed || overlapping_chunk_bytes(&summary.chunk_indexes) > INDEXED_MEMORY {
         return None;
     }
     let options = IndexedReaderOptions::new()
@@ -250,6 +262,38 @@ fn indexed(
         .with_record_length_limit(RECORD_LIMIT);
     let reader = IndexedReader::new_with_options(&summary, options).ok()?;
     Some((summary, reader))
+}
+
+/// The most decompressed chunk bytes a log-time-ordered read may hold at
+/// once; past it (chunks whose time ranges overlap that much, which a
+/// hostile index can claim) a file is read in file order instead.
+const INDEXED_MEMORY: u64 = 1 << 30;
+
+/// The largest sum of uncompressed sizes of chunks whose time ranges
+/// overlap at one instant: what a log-time-ordered read holds at worst.
+fn overlapping_chunk_bytes(chunks: &[mcap::records::ChunkIndex]) -> u64 {
+    // Starts before ends at equal times: touching ranges overlap.
+    let mut edges: Vec<(u64, bool, u64)> = chunks
+        .iter()
+        .flat_map(|c| {
+            let end = c.message_end_time.max(c.message_start_time);
+            [
+                (c.message_start_time, false, c.uncompressed_size),
+                (end, true, c.uncompressed_size),
+            ]
+        })
+        .collect();
+    edges.sort_unstable();
+    let (mut now, mut most) = (0u64, 0u64);
+    for (_, is_end, size) in edges {
+        if is_end {
+            now = now.saturating_sub(size);
+        } else {
+            now = now.saturating_add(size);
+            most = most.max(now);
+        }
+    }
+    most
 }
 
 /// The number at the end of `name_<n>.mcap`.
@@ -322,6 +366,11 @@ enum Source {
         file: File,
         /// The chunk being read.
         buf: Vec<u8>,
+        /// Where the last chunk read starts (where an error is).
+        at: u64,
+        /// The file's size (a chunk the index places past it is an error,
+        /// not an allocation).
+        size: u64,
     },
 }
 
@@ -350,16 +399,17 @@ impl Stream {
                 summary,
                 file,
                 buf,
+                at,
+                size,
             } => {
                 use mcap::sans_io::indexed_reader::IndexedReadEvent;
-                let mut at = 0;
                 loop {
                     let (offset, length) = match reader.next_event()? {
-                        Err(e) => return Some(Err((at, e.to_string()))),
+                        Err(e) => return Some(Err((*at, e.to_string()))),
                         Ok(IndexedReadEvent::Message { header, data }) => {
                             let Some(channel) = summary.channels.get(&header.channel_id) else {
                                 return Some(Err((
-                                    at,
+                                    *at,
                                     format!(
                                         "a message on channel {}, which the summary does not list",
                                         header.channel_id
@@ -378,7 +428,13 @@ impl Stream {
                             (offset, length)
                         }
                     };
-                    at = offset;
+                    *at = offset;
+                    if offset.saturating_add(length as u64) > *size {
+                        return Some(Err((
+                            offset,
+                            format!("the index places a {length}-byte chunk past the file's end"),
+                        )));
+                    }
                     buf.resize(length, 0);
                     let got = file
                         .seek(SeekFrom::Start(offset))
@@ -492,5 +548,40 @@ pub(crate) fn topic_of_channel(c: &mcap::Channel<'_>) -> TopicInfo {
             .as_ref()
             .filter(|s| s.encoding == "ros2msg" && !s.data.is_empty())
             .map(|s| String::from_utf8_lossy(&s.data).into_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(start: u64, end: u64, size: u64) -> mcap::records::ChunkIndex {
+        mcap::records::ChunkIndex {
+            message_start_time: start,
+            message_end_time: end,
+            chunk_start_offset: 0,
+            chunk_length: 0,
+            message_index_offsets: Default::default(),
+            message_index_length: 0,
+            compression: String::new(),
+            compressed_size: 0,
+            uncompressed_size: size,
+        }
+    }
+
+    /// What a log-time-ordered read holds at worst: chunks in sequence
+    /// one at a time, overlapping ones together (touching ends count), and
+    /// a hostile index of many chunks at one instant all of them.
+    #[test]
+    fn overlapping_chunks_are_summed_at_their_worst_instant() {
+        assert_eq!(overlapping_chunk_bytes(&[]), 0);
+        let seq = [chunk(0, 9, 10), chunk(10, 19, 20), chunk(20, 29, 30)];
+        assert_eq!(overlapping_chunk_bytes(&seq), 30);
+        let overlap = [chunk(0, 10, 10), chunk(5, 15, 20), chunk(10, 20, 30)];
+        assert_eq!(overlapping_chunk_bytes(&overlap), 60);
+        let bomb: Vec<_> = (0..30).map(|_| chunk(0, 0, 1 << 30)).collect();
+        assert!(overlapping_chunk_bytes(&bomb) > INDEXED_MEMORY);
+        // A backwards range (end before start) is a point, not a wrap.
+        assert_eq!(overlapping_chunk_bytes(&[chunk(9, 1, 5)]), 5);
     }
 }

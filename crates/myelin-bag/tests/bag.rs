@@ -549,3 +549,54 @@ fn a_file_written_out_of_time_order_reads_in_time_order() {
     assert_eq!(got[2].1, "/py_chatter");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A file whose summary leaves its channels out (the MCAP writer's
+/// `repeat_channels(false)`: they are only in the data section) still
+/// reads, every message, in time order: such a file is read record by
+/// record, which meets the channels, rather than through the index.
+#[test]
+fn a_file_whose_summary_lists_no_channels_still_reads() {
+    let dir = scratch("no_summary_channels");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plain.mcap");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w = mcap::WriteOptions::new()
+        .profile("ros2")
+        .repeat_channels(false)
+        .repeat_schemas(false)
+        .create(std::io::BufWriter::new(file))
+        .unwrap();
+    let schema = w
+        .add_schema("std_msgs/msg/String", "ros2msg", b"string data")
+        .unwrap();
+    let chatter = w
+        .add_channel(schema, "/chatter", "cdr", &Default::default())
+        .unwrap();
+    for i in 0..20u64 {
+        let msg = std_msgs::String {
+            data: format!("hi {i}"),
+        };
+        let mut data = vec![0u8; msg.wire_len().unwrap()];
+        msg.wire_encode(&mut data).unwrap();
+        w.write_to_known_channel(
+            &mcap::records::MessageHeader {
+                channel_id: chatter,
+                sequence: i as u32,
+                log_time: 1_000 + i,
+                publish_time: 1_000 + i,
+            },
+            &data,
+        )
+        .unwrap();
+    }
+    w.finish().unwrap();
+    drop(w);
+    let got: Vec<String> = Reader::open(&path)
+        .unwrap()
+        .messages()
+        .unwrap()
+        .map(|m| m.unwrap().decode::<std_msgs::String>().unwrap().data)
+        .collect();
+    assert_eq!(got, (0..20).map(|i| format!("hi {i}")).collect::<Vec<_>>());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
