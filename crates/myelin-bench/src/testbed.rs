@@ -442,6 +442,8 @@ impl Drop for TestBed {
 /// A TCP relay that delays every byte (see [`TestBed::delay_relay`]).
 pub struct DelayRelay {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The accepting thread, joined on drop.
+    accepting: Option<std::thread::JoinHandle<()>>,
     /// Both ends of every relayed connection, shut down on drop.
     conns: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
     port: u16,
@@ -461,7 +463,7 @@ impl DelayRelay {
         let stop2 = stop.clone();
         let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let conns2 = conns.clone();
-        std::thread::spawn(move || {
+        let accepting = std::thread::spawn(move || {
             let listener = enter_netns(&ns).and_then(|()| {
                 std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))
                     .map_err(|e| format!("listening on 127.0.0.1:{port}: {e}"))
@@ -482,14 +484,23 @@ impl DelayRelay {
                 }
                 let Ok(inbound) = inbound else { continue };
                 // This thread is in the host's namespace: so is the
-                // outbound connection (threads made below are not, but
-                // they only move bytes on sockets made here).
+                // outbound connection (and the threads made below, which
+                // inherit it).
                 let Ok(outbound) = std::net::TcpStream::connect(to) else {
                     continue;
                 };
                 let mut kept = conns2.lock().unwrap_or_else(|e| e.into_inner());
+                // Connections that ended are let go (zenoh reconnects).
+                kept.retain(|c: &std::net::TcpStream| c.peer_addr().is_ok());
                 kept.extend(inbound.try_clone().ok());
                 kept.extend(outbound.try_clone().ok());
+                // Dropped meanwhile (its drain came before this push).
+                if stop2.load(Ordering::Relaxed) {
+                    for c in kept.drain(..) {
+                        let _ = c.shutdown(std::net::Shutdown::Both);
+                    }
+                    return;
+                }
                 drop(kept);
                 for (from, into) in [
                     (inbound.try_clone(), outbound.try_clone()),
@@ -504,6 +515,7 @@ impl DelayRelay {
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(DelayRelay {
                 stop,
+                accepting: Some(accepting),
                 conns,
                 port,
                 netns: netns.to_string(),
@@ -534,12 +546,17 @@ impl Drop for DelayRelay {
         // Wake the accepting thread: a connection from inside the host.
         let port = self.port;
         let ns = self.netns.clone();
-        let _ = std::thread::spawn(move || {
-            if enter_netns(&ns).is_ok() {
-                let _ = std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port));
-            }
+        let woken = std::thread::spawn(move || {
+            enter_netns(&ns).is_ok()
+                && std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok()
         })
-        .join();
+        .join()
+        .unwrap_or(false);
+        // Joined only when woken (else it would wait for ever; it ends
+        // with the namespace).
+        if let Some(t) = self.accepting.take().filter(|_| woken) {
+            let _ = t.join();
+        }
     }
 }
 
@@ -560,8 +577,9 @@ fn enter_netns(netns: &str) -> Result<(), String> {
 
 /// Copy `from` to `into`, each chunk held until `delay` after it was read
 /// (a reader thread timestamps, a writer thread waits and writes, so the
-/// delay does not throttle the rate). Ends at EOF or an error on either
-/// side, or when `stop` is set, shutting down both.
+/// delay does not throttle the rate; at most 64 chunks of 64 KiB wait,
+/// then the reader waits too, as a full link's sender would). Ends at EOF
+/// or an error on either side, or when `stop` is set, shutting down both.
 fn delay_line(
     mut from: std::net::TcpStream,
     mut into: std::net::TcpStream,
@@ -569,7 +587,7 @@ fn delay_line(
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
     use std::io::{Read, Write};
-    let (tx, rx) = std::sync::mpsc::channel::<(std::time::Instant, Vec<u8>)>();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(std::time::Instant, Vec<u8>)>(64);
     let shut_from = from.try_clone();
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 << 10];
