@@ -373,24 +373,40 @@ impl ShmTransport {
         // Writers the links met that discovery has not seen (they may
         // have come and gone between two passes): watched too, so their
         // exit is heard and the pools they left are removed.
+        // A link that met a new writer looks at its topic again too: its
+        // inbox may have just filled, shutting out a publisher it already
+        // knows (reported once every block is held).
         let mut writers = Vec::new();
+        let mut again = Vec::new();
         for (topic, l) in links {
             l.check_own();
-            for pid in l.take_writers() {
+            let met = l.take_writers();
+            if !met.is_empty() {
+                again.push((topic.clone(), l));
+            }
+            for pid in met {
                 writers.push((pid, topic.clone()));
             }
         }
         if !writers.is_empty() {
             let me = std::process::id();
-            let new: Vec<u32> = {
+            let (new, again): (Vec<u32>, Vec<_>) = {
                 let mut v = self.view.lock().unwrap_or_else(|e| e.into_inner());
-                writers
+                let new = writers
                     .into_iter()
                     .filter(|(pid, topic)| *pid != me && v.watch_writer(*pid, topic))
                     .map(|(pid, _)| pid)
-                    .collect()
+                    .collect();
+                let again = again
+                    .into_iter()
+                    .map(|(topic, l)| (v.on_topic(&topic), l))
+                    .collect();
+                (new, again)
             };
             self.watch(&new);
+            for (found, l) in again {
+                l.rescan(&found, &[]);
+            }
         }
         let orphans_due = remove_orphans();
         [soon, orphans_due].into_iter().flatten().min()
