@@ -209,6 +209,22 @@ fn publishers_of(domain: u32, values: Option<&str>) -> Talker {
     Talker(c.spawn().unwrap())
 }
 
+/// A keep_last(100) subscription on /feeds_many taking up to `max`
+/// publishers of other processes over shared memory.
+fn feeds_subscription(
+    node: &Node,
+    max: usize,
+) -> Result<Subscription<u32>, myelin::CreateEndpointError> {
+    node.create_polling_subscription::<u32>(
+        "/feeds_many",
+        QoS::keep_last(100),
+        SubscriptionOptions {
+            max_publishers: Some(max),
+            ..Default::default()
+        },
+    )
+}
+
 /// A subscription can take more than the default 16 publishers over
 /// shared memory when it asks (`max_publishers`); an absurd number is an
 /// error naming the option.
@@ -217,27 +233,9 @@ fn a_subscription_takes_as_many_publishers_as_it_asks_for() {
     let domain = 225;
     let ctx = local_ctx(domain, None);
     let node = ctx.create_node("feeds_many_sub").unwrap();
-    let e = node
-        .create_polling_subscription::<u32>(
-            "/feeds_many",
-            QoS::keep_last(100),
-            SubscriptionOptions {
-                max_publishers: Some(5000),
-                ..Default::default()
-            },
-        )
-        .unwrap_err();
+    let e = feeds_subscription(&node, 5000).unwrap_err();
     assert!(e.to_string().contains("max_publishers"), "{e}");
-    let s = node
-        .create_polling_subscription::<u32>(
-            "/feeds_many",
-            QoS::keep_last(100),
-            SubscriptionOptions {
-                max_publishers: Some(24),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let s = feeds_subscription(&node, 24).unwrap();
     let _many = many_publishers(domain);
     let mut heard = std::collections::BTreeSet::new();
     let deadline = Instant::now() + LONG;
@@ -258,16 +256,7 @@ fn publishers_past_a_subscriptions_limit_are_reported_not_silently_unmatched() {
     let domain = 228;
     let ctx = local_ctx(domain, None);
     let node = ctx.create_node("feeds_full_sub").unwrap();
-    let s = node
-        .create_polling_subscription::<u32>(
-            "/feeds_many",
-            QoS::keep_last(100),
-            SubscriptionOptions {
-                max_publishers: Some(2),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let s = feeds_subscription(&node, 2).unwrap();
     let _many = many_publishers(domain);
     let deadline = Instant::now() + LONG;
     loop {
@@ -310,16 +299,7 @@ fn a_shut_out_publisher_connects_when_a_block_frees() {
     let domain = 231;
     let ctx = local_ctx(domain, None);
     let node = ctx.create_node("feeds_free_sub").unwrap();
-    let s = node
-        .create_polling_subscription::<u32>(
-            "/feeds_many",
-            QoS::keep_last(100),
-            SubscriptionOptions {
-                max_publishers: Some(2),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let s = feeds_subscription(&node, 2).unwrap();
     let hear = |want: u32| {
         let deadline = Instant::now() + LONG;
         loop {

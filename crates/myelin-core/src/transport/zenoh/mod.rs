@@ -118,6 +118,17 @@ pub(super) fn alive_key(data: &str) -> String {
     format!("{data}/@myelin/alive")
 }
 
+/// The myelin endpoint a token announces as its samples' gids name it
+/// ([`gid::endpoint_of`]: island, pid, endpoint number); `None` for
+/// another implementation's token.
+pub(super) fn token_endpoint(t: &Token) -> Option<(u64, u32, u32)> {
+    Some((
+        zid_island(&t.zid)?,
+        zid_pid(&t.zid),
+        (t.eid & 0xff_ffff) as u32,
+    ))
+}
+
 fn token_qos(q: &QoS) -> TokenQos {
     TokenQos {
         reliable: q.reliability == Reliability::Reliable,
@@ -701,9 +712,9 @@ impl Peers {
                     if self.other == EntityKind::Publisher
                         && theirs.liveliness.kind == LivelinessKind::ManualByTopic
                         && let Some(lease) = theirs.liveliness.lease
-                        && let Some(island) = zid_island(&t.zid)
+                        && let Some(endpoint) = token_endpoint(t)
                     {
-                        manual.insert((island, zid_pid(&t.zid), (t.eid & 0xff_ffff) as u32), lease);
+                        manual.insert(endpoint, lease);
                     }
                 }
                 (Err(why), Some(o)) if refused.insert(key.clone()) => {

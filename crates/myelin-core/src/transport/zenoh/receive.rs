@@ -116,22 +116,20 @@ impl Assertions {
 struct Lifespans {
     /// Whether any is finite (the common case, none, takes no lock).
     any: std::sync::atomic::AtomicBool,
-    by_gid: Mutex<HashMap<(u64, u32, u32), Duration>>,
+    by_gid: Mutex<HashMap<Endpoint, Duration>>,
 }
 
 impl Lifespans {
     /// Take the lifespans from the topic's publisher tokens in `g`.
     fn update(&self, topic: &str, g: &RemoteGraph) {
-        let map: HashMap<(u64, u32, u32), Duration> = g
+        let map: HashMap<Endpoint, Duration> = g
             .tokens
             .values()
             .filter(|t| t.kind == EntityKind::Publisher)
             .filter_map(|t| {
                 let info = t.topic.as_ref().filter(|i| i.name == topic)?;
                 let span = info.qos.lifespan?;
-                let island = super::zid_island(&t.zid)?;
-                let pid = super::zid_pid(&t.zid);
-                Some(((island, pid, (t.eid & 0xff_ffff) as u32), span))
+                Some((super::token_endpoint(t)?, span))
             })
             .collect();
         self.any
