@@ -29,7 +29,8 @@ use crate::systems::System;
 
 pub mod dispatch;
 pub mod fanout;
-pub mod icount;
+/// `myelin bench icount` (the myelin-icount crate).
+pub use myelin_icount as icount;
 pub mod image;
 pub mod ipc;
 #[cfg(feature = "zenoh")]

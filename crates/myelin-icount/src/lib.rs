@@ -1,5 +1,6 @@
-//! `myelin bench icount`: instructions per operation on the hot paths,
-//! counted by valgrind's callgrind, a budget that cannot drift.
+//! Instructions per operation on myelin's hot paths, counted by valgrind's
+//! callgrind: a budget that cannot drift (`myelin bench icount`, and CI's
+//! gate, the `myelin-icount` binary of this crate).
 //!
 //! Timings on a shared 2-core VM move 10-30% from run to run (2-3x on
 //! tails); the number of instructions an operation executes does not. Each
@@ -18,7 +19,7 @@
 //!   one executor turn: `publish` then `spin_some`);
 //! * `shm loan+take 64B`: a loaned publish into shared memory and the
 //!   `take` of it by a polling subscription of another context;
-//! * `zenoh publish 64B`: the publishing thread's part of a publish to a
+//! * `zenoh publish 64B` (feature `zenoh`): the publishing thread's part of a publish to a
 //!   subscription of another zenoh session (best effort, so a slow reader
 //!   never makes the writer wait). Reported, not gated: its count depends
 //!   on how the publishing thread interleaves with zenoh's transmit
@@ -37,6 +38,22 @@
 //! A baseline (`--save-baseline FILE`, JSON) is checked in
 //! (`.ci/icount.json`); `--baseline FILE` compares a run with it and fails
 //! when a workload grew by more than the tolerance (5% by default).
+//!
+//! CI's gate is this crate's binary, built apart from the benchmark suite
+//! (`cargo run --release -p myelin-icount -- --baseline .ci/icount.json`):
+//! its release build compiles myelin without zenoh, so it takes a small
+//! part of the time `cargo run --release -- bench icount` needs, and its
+//! counts are the ones in the checked-in baseline (a build with zenoh
+//! compiled in counts a few instructions more on some paths).
+//!
+//! ```no_run
+//! // Count every workload and compare with a baseline, as the gate does.
+//! let baseline = myelin_icount::load_baseline(".ci/icount.json".as_ref())?;
+//! let rows = myelin_icount::run(|line| eprintln!("{line}"))?;
+//! print!("{}", myelin_icount::render(&rows, Some(&baseline), 0.05));
+//! myelin_icount::gate(&rows, &baseline, 0.05)?;
+//! # Ok::<(), myelin_icount::IcountError>(())
+//! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,20 +62,61 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use myelin::msgs::sensor_msgs;
 use myelin::{Context, Executor, Message, QoS};
-use myelin_msgs::sensor_msgs;
 use serde::{Deserialize, Serialize};
-
-use crate::harness::BenchError;
-use crate::harness::processes::{domain, run_role};
 
 const ENV: &str = "MYELIN_BENCH_ICOUNT";
 
+/// What can go wrong when counting.
+#[derive(Debug, thiserror::Error)]
+pub enum IcountError {
+    /// valgrind is missing or does not run.
+    #[error("{0}")]
+    Valgrind(String),
+    /// A workload could not be set up or failed.
+    #[error("icount: {0}")]
+    Workload(String),
+    /// A baseline file could not be read or parsed.
+    #[error("the baseline {path}: {reason}")]
+    Baseline {
+        /// The file.
+        path: PathBuf,
+        /// Why it could not be used.
+        reason: String,
+    },
+    /// The tolerance is not a percentage this gate accepts.
+    #[error("--tolerance {0}: a percentage from 0 to 1000")]
+    Tolerance(f64),
+    /// Counts grew past the tolerance (each workload with its growth).
+    #[error("instruction counts grew more than {tolerance_pct}%: {}", .grew.join(", "))]
+    Grew {
+        /// The tolerance, in percent.
+        tolerance_pct: f64,
+        /// `"<workload> (+x.y%)"` for each that grew.
+        grew: Vec<String>,
+    },
+    /// Files around the workloads (output files, the private directory).
+    #[error("icount: {0}")]
+    Io(#[from] std::io::Error),
+}
+
 /// The workloads, in the order they run.
-pub const WORKLOADS: [&str; 5] = [
+#[cfg(feature = "zenoh")]
+pub const WORKLOADS: &[&str] = &[
     "dispatch 64B",
     "shm loan+take 64B",
     "zenoh publish 64B",
+    "cdr encode Image",
+    "cdr decode Image",
+];
+
+/// The workloads, in the order they run (without the `zenoh` feature, the
+/// zenoh workload is not compiled in).
+#[cfg(not(feature = "zenoh"))]
+pub const WORKLOADS: &[&str] = &[
+    "dispatch 64B",
+    "shm loan+take 64B",
     "cdr encode Image",
     "cdr decode Image",
 ];
@@ -111,19 +169,36 @@ pub struct IcountRow {
 pub type Baseline = BTreeMap<String, f64>;
 
 /// Run as a workload under callgrind if this process was started as one
-/// (returns only if not).
+/// (returns only if not): call it first thing in `main` of any binary
+/// that calls [`run`], which starts that binary again for each workload.
 pub fn workload_if_requested() {
-    run_role(ENV, "icount workload", |spec: &str| {
-        let (name, iters) = spec
-            .rsplit_once(',')
-            .ok_or_else(|| err(format!("bad {ENV} {spec:?}")))?;
-        let iters: u64 = iters.parse().map_err(err)?;
-        workload(name, iters)
+    let Ok(spec) = std::env::var(ENV) else {
+        return;
+    };
+    // The workload's warnings reach the parent's stderr (MYELIN_LOG=error).
+    myelin::init_logging();
+    let result = spec
+        .rsplit_once(',')
+        .ok_or_else(|| err(format!("bad {ENV} {spec:?}")))
+        .and_then(|(name, iters)| workload(name, iters.parse().map_err(err)?));
+    std::process::exit(match result {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("icount workload error: {e}");
+            eprintln!("icount workload: {e}");
+            1
+        }
     });
 }
 
-fn err(e: impl std::fmt::Display) -> BenchError {
-    BenchError::setup("icount", e)
+fn err(e: impl std::fmt::Display) -> IcountError {
+    IcountError::Workload(e.to_string())
+}
+
+/// A domain for the workloads (200..=229, as the benchmark suite's), so
+/// user graphs on the usual domains are not disturbed.
+fn domain(salt: u32) -> u32 {
+    200 + (std::process::id().wrapping_add(salt) % 30)
 }
 
 fn quiet() -> myelin::ContextBuilder {
@@ -134,7 +209,7 @@ fn quiet() -> myelin::ContextBuilder {
 
 /// Set up `name`, warm it up, then run it `iters` times in the counted
 /// region.
-fn workload(name: &str, iters: u64) -> Result<(), BenchError> {
+fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
     let warm = iters / 10;
     let msg = |seq| Icount64 { seq, pad: [7; 56] };
     let d = domain(11);
@@ -214,6 +289,7 @@ fn workload(name: &str, iters: u64) -> Result<(), BenchError> {
             myelin_icount_region(&mut op, iters);
             check(got == warm + iters, name)
         }
+        #[cfg(feature = "zenoh")]
         "zenoh publish 64B" => {
             let port = std::net::TcpListener::bind("127.0.0.1:0")
                 .and_then(|l| l.local_addr())
@@ -309,7 +385,7 @@ fn workload(name: &str, iters: u64) -> Result<(), BenchError> {
     }
 }
 
-fn check(ok: bool, name: &str) -> Result<(), BenchError> {
+fn check(ok: bool, name: &str) -> Result<(), IcountError> {
     if ok {
         Ok(())
     } else {
@@ -318,7 +394,7 @@ fn check(ok: bool, name: &str) -> Result<(), BenchError> {
 }
 
 /// Wait (up to 60 s: valgrind runs programs 20-50x slower) for `ready`.
-fn wait(ready: impl Fn() -> bool, name: &str) -> Result<(), BenchError> {
+fn wait(ready: impl Fn() -> bool, name: &str) -> Result<(), IcountError> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !ready() {
         if Instant::now() > deadline {
@@ -345,12 +421,12 @@ pub fn valgrind_available() -> Result<(), String> {
 
 /// Count every workload (each in a child process under callgrind);
 /// `progress` hears a line per workload.
-pub fn run(mut progress: impl FnMut(&str)) -> Result<Vec<IcountRow>, BenchError> {
-    valgrind_available().map_err(err)?;
-    let exe = std::env::current_exe().map_err(err)?;
+pub fn run(mut progress: impl FnMut(&str)) -> Result<Vec<IcountRow>, IcountError> {
+    valgrind_available().map_err(IcountError::Valgrind)?;
+    let exe = std::env::current_exe()?;
     let shm_dir = private_dir()?;
     let mut rows = Vec::new();
-    for name in WORKLOADS {
+    for &name in WORKLOADS {
         progress(&format!(
             "{name}: counting {ITERS} operations under callgrind"
         ));
@@ -375,8 +451,7 @@ pub fn run(mut progress: impl FnMut(&str)) -> Result<Vec<IcountRow>, BenchError>
                 "GLIBC_TUNABLES",
                 "glibc.cpu.hwcaps=-AVX2,-AVX,-ERMS,-FSRM,-AVX512F,-AVX512VL,-AVX512BW,-EVEX,-BMI1,-BMI2,-LZCNT,-MOVBE,-RTM,-SSE4_1,-SSE4_2,-SSSE3,-POPCNT",
             )
-            .output()
-            .map_err(err)?;
+            .output()?;
         let text = std::fs::read_to_string(&out).unwrap_or_default();
         let _ = std::fs::remove_file(&out);
         if !result.status.success() {
@@ -402,11 +477,11 @@ pub fn run(mut progress: impl FnMut(&str)) -> Result<Vec<IcountRow>, BenchError>
 
 /// A private shared-memory directory for the workloads (nothing else's
 /// segments to look at, nothing left in `/dev/shm`).
-fn private_dir() -> Result<PathBuf, BenchError> {
+fn private_dir() -> Result<PathBuf, IcountError> {
     let dir = std::env::temp_dir().join(format!("myelin_icount_shm_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(err)?;
+    std::fs::create_dir_all(&dir)?;
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
     Ok(dir)
 }
 
@@ -463,6 +538,59 @@ pub fn compare(rows: &[IcountRow], baseline: &Baseline, tolerance: f64) -> Vec<V
             }
         })
         .collect()
+}
+
+/// Read a baseline file (JSON: workload -> instructions per operation).
+pub fn load_baseline(path: &Path) -> Result<Baseline, IcountError> {
+    let bad = |reason: String| IcountError::Baseline {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let baseline: Baseline =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not valid: {e}")))?;
+    match baseline.iter().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
+        Some((k, v)) => Err(bad(format!("{k:?}: {v} is not a positive count"))),
+        None => Ok(baseline),
+    }
+}
+
+/// Check a tolerance given in percent; returns it as a fraction.
+pub fn tolerance(percent: f64) -> Result<f64, IcountError> {
+    let t = percent / 100.0;
+    if t.is_finite() && (0.0..10.0).contains(&t) {
+        Ok(t)
+    } else {
+        Err(IcountError::Tolerance(percent))
+    }
+}
+
+/// The gate: an error naming every gated workload whose count grew past
+/// `tolerance` (a fraction) over `baseline`.
+pub fn gate(rows: &[IcountRow], baseline: &Baseline, tolerance: f64) -> Result<(), IcountError> {
+    let grew: Vec<String> = rows
+        .iter()
+        .zip(compare(rows, baseline, tolerance))
+        .filter_map(|(r, v)| match v {
+            Verdict::Grew(x) => Some(format!("{} ({:+.1}%)", r.workload, (x - 1.0) * 100.0)),
+            _ => None,
+        })
+        .collect();
+    if grew.is_empty() {
+        Ok(())
+    } else {
+        Err(IcountError::Grew {
+            tolerance_pct: tolerance * 100.0,
+            grew,
+        })
+    }
+}
+
+/// Write the baseline `rows` make to `path` (pretty JSON).
+pub fn save_baseline(path: &Path, rows: &[IcountRow]) -> Result<(), IcountError> {
+    let json = serde_json::to_string_pretty(&baseline_of(rows)).map_err(std::io::Error::other)?;
+    std::fs::write(path, json + "\n")?;
+    Ok(())
 }
 
 /// The baseline a run makes.
@@ -543,6 +671,21 @@ mod tests {
             .collect();
         let v = compare(&[row("zenoh publish 64B", 2000.0)], &base, 0.05);
         assert!(matches!(v[0], Verdict::NotGated(_)));
+    }
+
+    #[test]
+    fn the_gate_names_every_workload_that_grew_and_passes_the_rest() {
+        let base: Baseline = [("a".to_string(), 1000.0), ("b".to_string(), 1000.0)]
+            .into_iter()
+            .collect();
+        assert!(gate(&[row("a", 1049.0), row("b", 900.0)], &base, 0.05).is_ok());
+        let e = gate(&[row("a", 1100.0), row("b", 1200.0)], &base, 0.05).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "instruction counts grew more than 5%: a (+10.0%), b (+20.0%)"
+        );
+        assert!(tolerance(5.0).is_ok_and(|t| (t - 0.05).abs() < 1e-12));
+        assert!(tolerance(-1.0).is_err() && tolerance(f64::INFINITY).is_err());
     }
 
     #[test]
