@@ -217,6 +217,38 @@ fn a_stopped_publisher_misses_its_deadline_on_both_sides_and_restarting_ends_it(
 }
 
 #[test]
+fn publish_copy_with_nobody_listening_still_counts_for_the_offered_deadline_and_liveliness() {
+    // A publisher nobody listens to skips the copy, not the bookkeeping:
+    // publishing every 20 ms against a 200 ms deadline misses nothing, and
+    // each publish asserts its liveliness (lease 300 ms), as with
+    // `publish`. (Margins of 10x and 15x the publishing period.)
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let qos = QoS::default()
+        .deadline(ms(200))
+        .liveliness(LivelinessKind::ManualByTopic, ms(300));
+    let p = node.create_publisher::<u32>("quiet", qos).unwrap();
+    let _spin = Spinner::start(&node);
+    p.publish(0).unwrap();
+    for i in 1..50 {
+        p.publish_copy(&i).unwrap();
+        std::thread::sleep(ms(20));
+    }
+    assert_eq!(p.subscription_count(), 0);
+    assert_eq!(
+        p.deadline_missed().total_count,
+        0,
+        "missed while publishing at 50 Hz"
+    );
+    // The last publish asserted well within the lease: a subscription that
+    // comes now sees the publisher alive.
+    let sub = node
+        .create_polling_subscription::<u32>("quiet", qos, Default::default())
+        .unwrap();
+    assert_eq!(sub.liveliness_changed().alive_count, 1);
+}
+
+#[test]
 fn manual_liveliness_lapses_when_the_publisher_goes_quiet_and_returns_when_it_asserts() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();

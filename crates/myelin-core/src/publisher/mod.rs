@@ -402,12 +402,17 @@ impl<T: Message> Publisher<T> {
 
     /// Publish a borrowed message: copies it once (only if anyone receives or
     /// the publisher keeps history), then follows [`publish`](Self::publish).
+    /// With nobody to receive it, it still counts as a publish for the
+    /// offered deadline and asserts liveliness.
     pub fn publish_copy(&self, msg: &T) -> Result<(), PublishError> {
         if self.inner.history.is_none()
             && self.inner.matched.load().is_empty()
             && self.inner.remote_count() == 0
         {
-            return self.inner.check_alive();
+            self.inner.check_alive()?;
+            // The expiry it returns is for a message nobody stores.
+            let _ = self.inner.on_publish();
+            return Ok(());
         }
         self.publish(msg.clone())
     }
