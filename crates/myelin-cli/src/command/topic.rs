@@ -197,16 +197,14 @@ pub fn run(cmd: TopicCommand) -> Res {
     }
 }
 
-/// Parse `yaml` as `T` and publish it.
-fn pub_as<T: Message + serde::de::DeserializeOwned>(
-    node: &myelin::Node,
-    topic: &str,
-    type_name: &str,
+/// Parse `yaml` as `T`: the type as a [`myelin::RawType`] and the
+/// message's wire bytes. The one step of `topic pub` done per type;
+/// publishing the bytes is not, so the CLI does not compile a typed
+/// publisher for each of the types it knows (half of its build time).
+fn parse_as<T: Message + serde::de::DeserializeOwned>(
     yaml: &str,
-    rate: Option<f64>,
-    count: Option<u64>,
-    ctx: &myelin::Context,
-) -> Res {
+    type_name: &str,
+) -> Result<(myelin::RawType, Vec<u8>), String> {
     let msg: T = serde_yaml::from_str(yaml).map_err(|e| {
         let e = e.to_string();
         let hint = myelin::names::did_you_mean_field(&e, &[])
@@ -214,7 +212,24 @@ fn pub_as<T: Message + serde::de::DeserializeOwned>(
             .unwrap_or_default();
         format!("the value is not a {type_name} in YAML: {e}{hint}")
     })?;
-    let p = node.create_publisher::<T>(topic, QoS::keep_last(10))?;
+    let mut bytes = vec![0u8; msg.wire_len().map_err(|e| e.to_string())?];
+    msg.wire_encode(&mut bytes).map_err(|e| e.to_string())?;
+    Ok((myelin::RawType::of::<T>(), bytes))
+}
+
+/// Publish `bytes` (a message of type `ty`) on `topic`: once, `count`
+/// times, or at `rate` until Ctrl-C.
+fn publish_bytes(
+    node: &myelin::Node,
+    topic: &str,
+    ty: &myelin::RawType,
+    bytes: Vec<u8>,
+    rate: Option<f64>,
+    count: Option<u64>,
+    ctx: &myelin::Context,
+) -> Res {
+    let p = node.create_raw_publisher(topic, ty, QoS::keep_last(10))?;
+    let msg = AnyMessage(bytes.into());
     // Give subscribers a moment to connect (discovery is event-driven;
     // over zenoh the tokens come through the router).
     let deadline = Instant::now() + Duration::from_millis(1000);
@@ -228,7 +243,7 @@ fn pub_as<T: Message + serde::de::DeserializeOwned>(
     while n < total && !ctx.is_shut_down() {
         p.publish(msg.clone())?;
         n += 1;
-        println!("publishing #{n}: {type_name}");
+        println!("publishing #{n}: {}", ty.name());
         match period {
             Some(per) => {
                 next += per;
@@ -261,20 +276,42 @@ fn publish(
     {
         return Err(format!("invalid --rate {r}: must be 0.001 to 100000 Hz").into());
     }
+    let (ty, bytes) = parse(type_name, yaml)?;
     let t = absolute(topic);
     let ctx = tool_ctx(domain)?;
     let node = ctx.create_node(&format!("myelin_cli_pub_{}", std::process::id()))?;
+    publish_bytes(&node, &t, &ty, bytes, rate, count, &ctx)
+}
+
+/// `yaml` as a message of the known type `type_name`: the type and the
+/// message's wire bytes.
+fn parse(type_name: &str, yaml: &str) -> Result<(myelin::RawType, Vec<u8>), String> {
     macro_rules! known {
         ($($t:ty),* $(,)?) => {
             $(
                 if type_name == <$t as Message>::TYPE_NAME {
-                    return pub_as::<$t>(&node, &t, type_name, yaml, rate, count, &ctx);
+                    return parse_as::<$t>(yaml, type_name);
                 }
             )*
         };
     }
     standard_types!(known);
-    Err(unknown_type(type_name).into())
+    Err(unknown_type(type_name))
+}
+
+/// The known type `type_name` as a raw type.
+fn raw_type(type_name: &str) -> Option<myelin::RawType> {
+    macro_rules! known {
+        ($($t:ty),* $(,)?) => {
+            $(
+                if type_name == <$t as Message>::TYPE_NAME {
+                    return Some(myelin::RawType::of::<$t>());
+                }
+            )*
+        };
+    }
+    standard_types!(known);
+    None
 }
 
 /// What `echo` and `hz` read from: the context, topic, its type, and an
@@ -390,48 +427,48 @@ fn echo(topic: &str, count: Option<u64>, domain: u32) -> Res {
 
 /// `topic echo TOPIC TYPE`: a subscription of that type from the start
 /// (no publisher needed yet; the graph shows the type, not a wildcard).
+/// It takes the messages as bytes and prints them as `echo` does, so the
+/// CLI compiles no typed subscription per known type.
 fn echo_typed(topic: &str, type_name: &str, count: Option<u64>, domain: u32) -> Res {
-    fn run<T: Message + serde::Serialize>(topic: &str, count: Option<u64>, domain: u32) -> Res {
-        let ctx = tool_ctx(domain)?;
-        let t = absolute(topic);
-        let node = ctx.create_node(&format!("myelin_cli_{}", std::process::id()))?;
-        let sub = node.create_polling_subscription::<T>(
-            &t,
-            QoS::keep_last(100).best_effort().volatile(),
-            Default::default(),
-        )?;
-        eprintln!(
-            "echoing {t} [{}] on domain {domain}; Ctrl-C to stop",
-            T::TYPE_NAME
-        );
-        let mut n = 0u64;
-        while count.is_none_or(|c| n < c) {
-            match sub.wait_for_message(Duration::from_millis(500)) {
-                Ok(m) => {
-                    let text = serde_yaml::to_string(&*m)
-                        .map(|s| s.trim_end().to_string())
-                        .unwrap_or_else(|e| format!("(cannot print: {e})"));
-                    println!("{text}\n---");
-                    n += 1;
-                }
-                Err(myelin::WaitError::ContextShutDown(_)) => break,
-                Err(_) if ctx.is_shut_down() => break,
-                Err(_) => {}
+    let ty = raw_type(type_name).ok_or_else(|| unknown_type(type_name))?;
+    let ctx = tool_ctx(domain)?;
+    let t = absolute(topic);
+    let node = ctx.create_node(&format!("myelin_cli_{}", std::process::id()))?;
+    let (tx, rx) = std::sync::mpsc::channel::<AnyMessage>();
+    let _sub = node.create_raw_subscription(
+        &t,
+        &ty,
+        QoS::keep_last(100).best_effort().volatile(),
+        Default::default(),
+        move |m: AnyMessage| {
+            let _ = tx.send(m);
+        },
+    )?;
+    eprintln!("echoing {t} [{type_name}] on domain {domain}; Ctrl-C to stop");
+    let mut exec = myelin::Executor::new();
+    exec.add_node(&node)?;
+    let mut n = 0u64;
+    while count.is_none_or(|c| n < c) && !ctx.is_shut_down() {
+        if let Err(e) = exec.spin_once(Duration::from_millis(500)) {
+            if ctx.is_shut_down() {
+                break;
+            }
+            return Err(e.into());
+        }
+        while let Ok(m) = rx.try_recv() {
+            let text = match render(type_name, m.bytes()) {
+                Some(Ok(s)) => s,
+                Some(Err(e)) => format!("(cannot print: {e})"),
+                None => hex(m.bytes()),
+            };
+            println!("{text}\n---");
+            n += 1;
+            if count.is_some_and(|c| n >= c) {
+                break;
             }
         }
-        Ok(())
     }
-    macro_rules! known {
-        ($($t:ty),* $(,)?) => {
-            $(
-                if type_name == <$t as Message>::TYPE_NAME {
-                    return run::<$t>(topic, count, domain);
-                }
-            )*
-        };
-    }
-    standard_types!(known);
-    Err(unknown_type(type_name).into())
+    Ok(())
 }
 
 /// The error for a type `echo`/`pub` do not know, with the nearest name.
