@@ -94,13 +94,20 @@ fn service_type(service: &str, domain: u32) -> Res {
     Ok(())
 }
 
-/// Call `service` with `yaml` parsed as `S`'s request; print the answer.
-fn call_as<S: ServiceType>(
-    ctx: &myelin::Context,
-    service: &str,
-    yaml: &str,
-    timeout: Duration,
-) -> Res
+/// A request parsed for a known service type: the one step of `service
+/// call` done per type (the call itself goes through one raw client, so
+/// the CLI does not compile a typed client for each type it knows).
+struct Request {
+    ty: myelin::RawServiceType,
+    bytes: Vec<u8>,
+    /// The request as `ros2 service call` shows it.
+    shown: String,
+    /// The response's wire bytes as YAML.
+    show_response: fn(&[u8]) -> Result<String, String>,
+}
+
+/// `yaml` parsed as `S`'s request.
+fn parse_as<S: ServiceType>(yaml: &str) -> Result<Request, String>
 where
     S::Request: serde::de::DeserializeOwned + std::fmt::Debug,
     S::Response: serde::Serialize,
@@ -115,19 +122,39 @@ where
             S::Request::TYPE_NAME
         )
     })?;
+    let mut bytes = vec![0u8; req.wire_len().map_err(|e| e.to_string())?];
+    req.wire_encode(&mut bytes).map_err(|e| e.to_string())?;
+    fn show<R: Message + serde::Serialize>(bytes: &[u8]) -> Result<String, String> {
+        let r = R::wire_decode(myelin::SharedBytes::copy_from(bytes)).map_err(|e| e.to_string())?;
+        serde_yaml::to_string(&r)
+            .map(|s| s.trim_end().to_string())
+            .map_err(|e| e.to_string())
+    }
+    Ok(Request {
+        ty: myelin::RawServiceType::of::<S>(),
+        bytes,
+        shown: format!("{req:?}"),
+        show_response: show::<S::Response>,
+    })
+}
+
+/// Call `service` with `req`; print the answer.
+fn call_raw(ctx: &myelin::Context, service: &str, req: Request, timeout: Duration) -> Res {
     let node = ctx.create_node(&format!("myelin_cli_call_{}", std::process::id()))?;
-    let client = node.create_client_for::<S>(service)?;
+    let client = node.create_raw_client(service, &req.ty)?;
     if !client.wait_for_service(timeout) {
         return Err(format!(
             "no server of {service} ({}) appeared within {:.1} s",
-            S::TYPE_NAME,
+            req.ty.name(),
             timeout.as_secs_f64()
         )
         .into());
     }
-    println!("requester: making request: {req:?}");
-    let answer = client.call(req, timeout)?;
-    println!("response:\n{}", serde_yaml::to_string(&answer)?.trim_end());
+    println!("requester: making request: {}", req.shown);
+    let answer = client.call(myelin::AnyMessage(req.bytes.into()), timeout)?;
+    let text = (req.show_response)(answer.bytes())
+        .map_err(|e| format!("the response is not a {}: {e}", req.ty.response().name()))?;
+    println!("response:\n{text}");
     Ok(())
 }
 
@@ -142,7 +169,8 @@ fn call(service: &str, type_name: &str, yaml: &str, timeout: f64, domain: u32) -
         ($($t:ty),* $(,)?) => {
             $(
                 if type_name == <$t as ServiceType>::TYPE_NAME {
-                    return call_as::<$t>(&ctx, &service, yaml, timeout);
+                    let req = parse_as::<$t>(yaml)?;
+                    return call_raw(&ctx, &service, req, timeout);
                 }
             )*
         };

@@ -200,7 +200,8 @@ pub fn run(cmd: TopicCommand) -> Res {
 /// Parse `yaml` as `T`: the type as a [`myelin::RawType`] and the
 /// message's wire bytes. The one step of `topic pub` done per type;
 /// publishing the bytes is not, so the CLI does not compile a typed
-/// publisher for each of the types it knows (half of its build time).
+/// publisher for each of the types it knows (that was half of the CLI
+/// crate's own compile time).
 fn parse_as<T: Message + serde::de::DeserializeOwned>(
     yaml: &str,
     type_name: &str,
@@ -394,6 +395,16 @@ fn render(type_name: &str, bytes: &[u8]) -> Option<Result<String, String>> {
     None
 }
 
+/// A message as `echo` prints it: YAML for a known type; the bytes in hex
+/// for an unknown one, or after why they do not decode.
+fn shown(type_name: &str, bytes: &[u8]) -> String {
+    match render(type_name, bytes) {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => format!("(cannot decode as {type_name}: {e}) {}", hex(bytes)),
+        None => hex(bytes),
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     let shown: Vec<String> = bytes.iter().take(64).map(|b| format!("{b:02x}")).collect();
     let more = if bytes.len() > 64 { " ..." } else { "" };
@@ -407,14 +418,7 @@ fn echo(topic: &str, count: Option<u64>, domain: u32) -> Res {
     while count.is_none_or(|c| n < c) {
         match sub.wait_for_message(Duration::from_millis(500)) {
             Ok(m) => {
-                let text = match render(&type_name, m.bytes()) {
-                    Some(Ok(s)) => s,
-                    Some(Err(e)) => {
-                        format!("(cannot decode as {type_name}: {e}) {}", hex(m.bytes()))
-                    }
-                    None => hex(m.bytes()),
-                };
-                println!("{text}\n---");
+                println!("{}\n---", shown(&type_name, m.bytes()));
                 n += 1;
             }
             Err(myelin::WaitError::ContextShutDown(_)) => break,
@@ -456,12 +460,7 @@ fn echo_typed(topic: &str, type_name: &str, count: Option<u64>, domain: u32) -> 
             return Err(e.into());
         }
         while let Ok(m) = rx.try_recv() {
-            let text = match render(type_name, m.bytes()) {
-                Some(Ok(s)) => s,
-                Some(Err(e)) => format!("(cannot print: {e})"),
-                None => hex(m.bytes()),
-            };
-            println!("{text}\n---");
+            println!("{}\n---", shown(type_name, m.bytes()));
             n += 1;
             if count.is_some_and(|c| n >= c) {
                 break;
