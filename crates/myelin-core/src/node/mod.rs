@@ -1184,7 +1184,12 @@ impl Node {
     /// ```
     /// # use myelin_core::{Context, QoS};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let ctx = Context::builder()
+    ///     .handle_signals(false)
+    ///     // This context only: counts would include other processes' endpoints.
+    ///     .shared_memory(false)
+    ///     .network(false)
+    ///     .build()?;
     /// let node = ctx.create_node("counter")?;
     /// let _p = node.create_publisher::<u32>("chatter", QoS::keep_last(1))?;
     /// assert_eq!(node.count_publishers("chatter")?, 1);
@@ -1211,7 +1216,12 @@ impl Node {
     /// ```
     /// # use myelin_core::{Context, QoS};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let ctx = Context::builder()
+    ///     .handle_signals(false)
+    ///     // This context only: counts would include other processes' endpoints.
+    ///     .shared_memory(false)
+    ///     .network(false)
+    ///     .build()?;
     /// let node = ctx.create_node("typed_counter")?;
     /// let _s = node.create_polling_subscription::<u32>("n", QoS::keep_last(1), Default::default())?;
     /// assert_eq!(node.count_endpoints::<u32>("n")?, (0, 1));

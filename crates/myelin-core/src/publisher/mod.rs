@@ -434,7 +434,12 @@ impl<T: Message> Publisher<T> {
     ///
     /// ```
     /// use myelin_core::{Context, QoS};
-    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let ctx = Context::builder()
+    ///     .handle_signals(false)
+    ///     // This context only: counts would include other processes' endpoints.
+    ///     .shared_memory(false)
+    ///     .network(false)
+    ///     .build()?;
     /// let node = ctx.create_node("counts")?;
     /// let publisher = node.create_publisher::<u32>("n", QoS::keep_last(1))?;
     /// assert_eq!(publisher.subscription_count(), 0);

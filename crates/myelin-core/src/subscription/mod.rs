@@ -360,7 +360,12 @@ impl<T: Message> Subscription<T> {
     ///
     /// ```
     /// use myelin_core::{Context, QoS};
-    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let ctx = Context::builder()
+    ///     .handle_signals(false)
+    ///     // This context only: counts would include other processes' endpoints.
+    ///     .shared_memory(false)
+    ///     .network(false)
+    ///     .build()?;
     /// let node = ctx.create_node("counts")?;
     /// let sub = node.create_polling_subscription::<u32>("n", QoS::keep_last(1), Default::default())?;
     /// let _reliable = node.create_publisher::<u32>("n", QoS::keep_last(1))?;
