@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use myelin::{Message, ServiceType};
+use myelin::ServiceType;
 
-use super::topic::{DISCOVERY_WAIT, absolute, is_hidden, tool_ctx};
+use super::topic::{DISCOVERY_WAIT, absolute, is_hidden, tool_ctx, wire_to_yaml, yaml_to_wire};
 use crate::cli::ServiceCommand;
 
 type Res = Result<(), Box<dyn std::error::Error>>;
@@ -112,29 +112,12 @@ where
     S::Request: serde::de::DeserializeOwned + std::fmt::Debug,
     S::Response: serde::Serialize,
 {
-    let req: S::Request = serde_yaml::from_str(yaml).map_err(|e| {
-        let e = e.to_string();
-        let hint = myelin::names::did_you_mean_field(&e, &[])
-            .map(|f| format!(" (did you mean `{f}`?)"))
-            .unwrap_or_default();
-        format!(
-            "the request is not a {} in YAML: {e}{hint}",
-            S::Request::TYPE_NAME
-        )
-    })?;
-    let mut bytes = vec![0u8; req.wire_len().map_err(|e| e.to_string())?];
-    req.wire_encode(&mut bytes).map_err(|e| e.to_string())?;
-    fn show<R: Message + serde::Serialize>(bytes: &[u8]) -> Result<String, String> {
-        let r = R::wire_decode(myelin::SharedBytes::copy_from(bytes)).map_err(|e| e.to_string())?;
-        serde_yaml::to_string(&r)
-            .map(|s| s.trim_end().to_string())
-            .map_err(|e| e.to_string())
-    }
+    let (req, bytes) = yaml_to_wire::<S::Request>(yaml, "the request")?;
     Ok(Request {
         ty: myelin::RawServiceType::of::<S>(),
         bytes,
         shown: format!("{req:?}"),
-        show_response: show::<S::Response>,
+        show_response: wire_to_yaml::<S::Response>,
     })
 }
 

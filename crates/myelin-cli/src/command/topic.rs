@@ -197,25 +197,35 @@ pub fn run(cmd: TopicCommand) -> Res {
     }
 }
 
-/// Parse `yaml` as `T`: the type as a [`myelin::RawType`] and the
-/// message's wire bytes. The one step of `topic pub` done per type;
-/// publishing the bytes is not, so the CLI does not compile a typed
-/// publisher for each of the types it knows (that was half of the CLI
-/// crate's own compile time).
-fn parse_as<T: Message + serde::de::DeserializeOwned>(
+/// Parse `yaml` as `T` (`what` names it in the error, with a did-you-mean
+/// for a misspelt field): the message and its wire bytes. The one step
+/// of `topic pub` and `service call` done per type; publishing or calling
+/// with the bytes is not, so the CLI does not compile a typed endpoint
+/// for each of the types it knows (that was half of the CLI crate's own
+/// compile time).
+pub(crate) fn yaml_to_wire<T: Message + serde::de::DeserializeOwned>(
     yaml: &str,
-    type_name: &str,
-) -> Result<(myelin::RawType, Vec<u8>), String> {
+    what: &str,
+) -> Result<(T, Vec<u8>), String> {
     let msg: T = serde_yaml::from_str(yaml).map_err(|e| {
         let e = e.to_string();
         let hint = myelin::names::did_you_mean_field(&e, &[])
             .map(|f| format!(" (did you mean `{f}`?)"))
             .unwrap_or_default();
-        format!("the value is not a {type_name} in YAML: {e}{hint}")
+        format!("{what} is not a {} in YAML: {e}{hint}", T::TYPE_NAME)
     })?;
     let mut bytes = vec![0u8; msg.wire_len().map_err(|e| e.to_string())?];
     msg.wire_encode(&mut bytes).map_err(|e| e.to_string())?;
-    Ok((myelin::RawType::of::<T>(), bytes))
+    Ok((msg, bytes))
+}
+
+/// Wire bytes decoded as `T` and printed as YAML (as `ros2 topic echo`
+/// does).
+pub(crate) fn wire_to_yaml<T: Message + serde::Serialize>(bytes: &[u8]) -> Result<String, String> {
+    let m = T::wire_decode(SharedBytes::copy_from(bytes)).map_err(|e| e.to_string())?;
+    serde_yaml::to_string(&m)
+        .map(|s| s.trim_end().to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// Publish `bytes` (a message of type `ty`) on `topic`: once, `count`
@@ -291,7 +301,8 @@ fn parse(type_name: &str, yaml: &str) -> Result<(myelin::RawType, Vec<u8>), Stri
         ($($t:ty),* $(,)?) => {
             $(
                 if type_name == <$t as Message>::TYPE_NAME {
-                    return parse_as::<$t>(yaml, type_name);
+                    let (_, bytes) = yaml_to_wire::<$t>(yaml, "the value")?;
+                    return Ok((myelin::RawType::of::<$t>(), bytes));
                 }
             )*
         };
@@ -376,17 +387,11 @@ fn subscribe(topic: &str, domain: u32, wait: bool) -> Result<Tap, Box<dyn std::e
 /// Decode a message of a known type and print it as YAML (as `ros2 topic
 /// echo` does); `None` if the type is unknown.
 fn render(type_name: &str, bytes: &[u8]) -> Option<Result<String, String>> {
-    fn show<T: Message + serde::Serialize>(bytes: &[u8]) -> Result<String, String> {
-        let m = T::wire_decode(SharedBytes::copy_from(bytes)).map_err(|e| e.to_string())?;
-        serde_yaml::to_string(&m)
-            .map(|s| s.trim_end().to_string())
-            .map_err(|e| e.to_string())
-    }
     macro_rules! known {
         ($($t:ty),* $(,)?) => {
             $(
                 if type_name == <$t as Message>::TYPE_NAME {
-                    return Some(show::<$t>(bytes));
+                    return Some(wire_to_yaml::<$t>(bytes));
                 }
             )*
         };
