@@ -179,6 +179,7 @@ def talk(args):
         )
     else:
         pub = session.declare_publisher(topic_key(args.domain, args.topic))
+    print(f"gid {gid.hex()}", flush=True)
     print("ready", flush=True)
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()

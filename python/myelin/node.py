@@ -16,6 +16,8 @@ A node can be made with :func:`myelin.create_node` or subclassed::
             self.pub.publish(String(data="hello"))
 """
 
+import inspect
+
 from myelin import _myelin
 from myelin.callback_groups import core_group
 from myelin.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
@@ -24,6 +26,21 @@ from myelin.qos import _profile
 
 __all__ = ["Node", "Publisher", "Subscription", "Timer", "Service", "Client"]
 
+
+
+def _takes_info(callback):
+    """Whether a subscription callback takes ``(msg, info)``: two
+    parameters, as rclpy tells its callback kinds apart."""
+    try:
+        params = inspect.signature(callback).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    return len(positional) == 2
 
 class Publisher:
     """A publisher (``Node.create_publisher``)."""
@@ -292,15 +309,30 @@ class Node:
     ):
         """A subscription of ``msg_type`` on ``topic``: an executor spinning
         this node calls ``callback(msg)`` with each message (its CDR
-        ``bytes`` if ``raw``), and the callbacks of ``event_callbacks`` (a
+        ``bytes`` if ``raw``), or ``callback(msg, info)`` if the callback
+        takes two parameters (as rclpy's), and the callbacks of
+        ``event_callbacks`` (a
         :class:`~myelin.event_handler.SubscriptionEventCallbacks`) with its
-        QoS events."""
+        QoS events.
+
+        ``info`` is a dict with rclpy's ``MessageInfo`` keys
+        (``source_timestamp``, ``received_timestamp``,
+        ``publication_sequence_number``, ``reception_sequence_number``: ns
+        or counts, 0 when the transport does not say) plus
+        ``publisher_gid`` (16 bytes) and ``from_intra_process``."""
         qos = _profile(qos_profile)
         if not callable(callback):
             raise TypeError("callback must be callable")
         on_event = self._events(event_callbacks, SubscriptionEventCallbacks)
         core = self._node.create_subscription(
-            msg_type, topic, qos._tuple(), callback, raw, on_event, core_group(callback_group)
+            msg_type,
+            topic,
+            qos._tuple(),
+            callback,
+            raw,
+            on_event,
+            core_group(callback_group),
+            _takes_info(callback),
         )
         s = Subscription(core, msg_type, callback, qos)
         self._subscriptions.append(s)

@@ -14,11 +14,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use myelin::{AnyMessage, QoS, RawType, SubscriptionOptions};
+use myelin::{AnyMessage, MessageInfo, QoS, RawType, SubscriptionOptions};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyType};
+use pyo3::types::{PyBytes, PyDict, PyType};
 
 mod codec;
 mod params;
@@ -87,6 +87,26 @@ fn keep_callback_error(e: PyErr) {
     if slot.is_none() {
         *slot = Some(e);
     }
+}
+
+/// A message's info as rclpy's `MessageInfo` dict has it (ns, 0 when
+/// unknown, as rmw), plus the publisher's gid (16 bytes) and whether it
+/// came in-process.
+fn message_info<'py>(py: Python<'py>, i: &MessageInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("source_timestamp", i.source_timestamp().unwrap_or(0))?;
+    d.set_item("received_timestamp", i.received_timestamp().unwrap_or(0))?;
+    d.set_item(
+        "publication_sequence_number",
+        i.publication_sequence_number().unwrap_or(0),
+    )?;
+    d.set_item("reception_sequence_number", 0)?;
+    d.set_item(
+        "publisher_gid",
+        PyBytes::new(py, i.publisher_gid().as_bytes()),
+    )?;
+    d.set_item("from_intra_process", i.from_intra_process())?;
+    Ok(d)
 }
 
 fn take_callback_error() -> PyResult<()> {
@@ -394,8 +414,9 @@ impl Node {
     /// A subscription of `msg_type` on `topic`, whose callback an executor
     /// runs with each message (decoded, or its CDR `bytes` if `raw`), and
     /// `on_event(kind, fields)` (if given) with each QoS event (see
-    /// [`subscription_event`]).
-    #[pyo3(signature = (msg_type, topic, qos, callback, raw=false, on_event=None, group=None))]
+    /// [`subscription_event`]). `with_info`: the callback takes the
+    /// message's info too (see [`message_info`]).
+    #[pyo3(signature = (msg_type, topic, qos, callback, raw=false, on_event=None, group=None, with_info=false))]
     #[allow(clippy::too_many_arguments)] // rclpy's create_subscription, spelled out
     fn create_subscription(
         &self,
@@ -406,6 +427,7 @@ impl Node {
         raw: bool,
         on_event: Option<Py<PyAny>>,
         group: Option<PyRef<'_, CallbackGroup>>,
+        with_info: bool,
     ) -> PyResult<Subscription> {
         let p = codec::plan_of_class(msg_type)?;
         let ty = raw_type(&p)?;
@@ -419,22 +441,40 @@ impl Node {
                 call_event(&f, kind, &fields);
             });
         }
-        let s = self
-            .node
-            .create_raw_subscription(topic, &ty, qos_from(qos)?, options, move |m: AnyMessage| {
-                callback_ran();
-                Python::attach(|py| {
-                    let arg = if raw {
-                        Ok(PyBytes::new(py, m.bytes()).into_any())
-                    } else {
-                        codec::decode(py, &p, m.bytes(), Some(m.0.shared_bytes()))
-                    };
-                    if let Err(e) = arg.and_then(|a| callback.call1(py, (a,))) {
-                        keep_callback_error(e);
-                    }
-                })
+        let qos = qos_from(qos)?;
+        // The message as the callback takes it: decoded, or its bytes.
+        let run = move |m: AnyMessage, info: Option<&MessageInfo>| {
+            callback_ran();
+            Python::attach(|py| {
+                let arg = if raw {
+                    Ok(PyBytes::new(py, m.bytes()).into_any())
+                } else {
+                    codec::decode(py, &p, m.bytes(), Some(m.0.shared_bytes()))
+                };
+                let called = arg.and_then(|a| match info {
+                    None => callback.call1(py, (a,)),
+                    Some(i) => callback.call1(py, (a, message_info(py, i)?)),
+                });
+                if let Err(e) = called {
+                    keep_callback_error(e);
+                }
             })
-            .map_err(endpoint_error)?;
+        };
+        let s = if with_info {
+            self.node.create_raw_subscription(
+                topic,
+                &ty,
+                qos,
+                options,
+                move |m, i: &MessageInfo| run(m, Some(i)),
+            )
+        } else {
+            self.node
+                .create_raw_subscription(topic, &ty, qos, options, move |m: AnyMessage| {
+                    run(m, None)
+                })
+        }
+        .map_err(endpoint_error)?;
         Ok(Subscription { subscription: s })
     }
 

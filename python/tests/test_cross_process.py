@@ -108,6 +108,27 @@ def test_rust_talker_to_python_listener(node, domain):
         child.wait()
 
 
+def test_a_message_from_another_process_says_when_it_was_sent(node, domain):
+    exe = rust_example("talker")
+    env = {"MYELIN_TRANSPORT": "shm", "ROS_DOMAIN_ID": str(domain), "PATH": "/usr/bin:/bin"}
+    before = time.time_ns()
+    child = subprocess.Popen([exe], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        got = []
+        node.create_subscription(String, "chatter", lambda m, info: got.append(info), 10)
+        spin_until(node, lambda: len(got) >= 2)
+        info = got[0]
+        # Shared memory stamps the send time on the publisher's clock.
+        assert before <= info["source_timestamp"] <= time.time_ns()
+        assert info["from_intra_process"] is False
+        assert got[1]["publisher_gid"] == info["publisher_gid"]
+        # The gid names the publisher's process (bytes 8..12).
+        assert int.from_bytes(info["publisher_gid"][8:12], "little") == child.pid
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_graph_queries_count_a_publisher_in_another_process(node, domain):
     # rclpy's count_publishers / get_topic_names_and_types see the graph,
     # not only this process.

@@ -19,6 +19,7 @@ use crossbeam_queue::{ArrayQueue, SegQueue};
 use myelin_sync::atomic::{AtomicUsize, Ordering};
 
 use crate::message::Message;
+use crate::message_info::Origin;
 use crate::qos::{History, QoS};
 use crate::wire::{SharedBytes, Wire, WireError};
 
@@ -148,9 +149,13 @@ pub(crate) enum Pushed {
     Panicked,
 }
 
-/// A buffered message and when it expires (`executor::now_ns` units; 0 =
-/// never: no lifespan).
-pub(crate) type Entry<T> = (Received<T>, u64);
+/// A buffered message, when it expires (`executor::now_ns` units; 0 =
+/// never: no lifespan) and where it came from.
+pub(crate) struct Entry<T> {
+    pub(crate) msg: Received<T>,
+    pub(crate) expires: u64,
+    pub(crate) origin: Origin,
+}
 
 pub(crate) enum Buffer<T> {
     Ring(ArrayQueue<Entry<T>>),
@@ -272,25 +277,33 @@ impl<T> Buffer<T> {
 mod tests {
     use super::*;
 
+    fn e(n: i32) -> Entry<i32> {
+        Entry {
+            msg: Received::Owned(n),
+            expires: 0,
+            origin: Origin::Local(0),
+        }
+    }
+
     #[test]
     fn ring_overwrites_oldest() {
         let b = Buffer::new(&QoS::keep_last(2));
-        assert_eq!(b.push((Received::Owned(1), 0)), Pushed::Stored);
-        assert_eq!(b.push((Received::Owned(2), 0)), Pushed::Stored);
-        assert_eq!(b.push((Received::Owned(3), 0)), Pushed::Overwrote);
-        assert_eq!(*b.pop().unwrap().0, 2);
-        assert_eq!(*b.pop().unwrap().0, 3);
+        assert_eq!(b.push(e(1)), Pushed::Stored);
+        assert_eq!(b.push(e(2)), Pushed::Stored);
+        assert_eq!(b.push(e(3)), Pushed::Overwrote);
+        assert_eq!(*b.pop().unwrap().msg, 2);
+        assert_eq!(*b.pop().unwrap().msg, 3);
         assert!(b.pop().is_none());
     }
 
     #[test]
     fn fifo_refuses_over_limit() {
         let b = Buffer::new(&QoS::keep_all().max_samples(2));
-        assert_eq!(b.push((Received::Owned(1), 0)), Pushed::Stored);
-        assert_eq!(b.push((Received::Owned(2), 0)), Pushed::Stored);
-        assert_eq!(b.push((Received::Owned(3), 0)), Pushed::Refused);
-        assert_eq!(*b.pop().unwrap().0, 1);
-        assert_eq!(b.push((Received::Owned(4), 0)), Pushed::Stored);
+        assert_eq!(b.push(e(1)), Pushed::Stored);
+        assert_eq!(b.push(e(2)), Pushed::Stored);
+        assert_eq!(b.push(e(3)), Pushed::Refused);
+        assert_eq!(*b.pop().unwrap().msg, 1);
+        assert_eq!(b.push(e(4)), Pushed::Stored);
         assert_eq!(b.len(), 2);
     }
 
@@ -298,23 +311,23 @@ mod tests {
     fn a_network_message_stretches_keep_all_up_to_the_cap_and_room_counts() {
         let b = Buffer::new(&QoS::keep_all().max_samples(2));
         assert_eq!(b.room(), 2);
-        assert_eq!(b.push_beyond((Received::Owned(1), 0), 3), Pushed::Stored);
-        assert_eq!(b.push_beyond((Received::Owned(2), 0), 3), Pushed::Stored);
-        assert_eq!(b.push_beyond((Received::Owned(3), 0), 3), Pushed::Stretched);
+        assert_eq!(b.push_beyond(e(1), 3), Pushed::Stored);
+        assert_eq!(b.push_beyond(e(2), 3), Pushed::Stored);
+        assert_eq!(b.push_beyond(e(3), 3), Pushed::Stretched);
         assert_eq!(b.room(), 0);
         assert!(!b.has_room(), "local publishers still wait or are refused");
-        assert_eq!(b.push((Received::Owned(9), 0)), Pushed::Refused);
-        assert_eq!(b.push_beyond((Received::Owned(4), 0), 3), Pushed::Refused);
+        assert_eq!(b.push(e(9)), Pushed::Refused);
+        assert_eq!(b.push_beyond(e(4), 3), Pushed::Refused);
         assert_eq!(
-            (0..3).map(|_| *b.pop().unwrap().0).collect::<Vec<_>>(),
+            (0..3).map(|_| *b.pop().unwrap().msg).collect::<Vec<_>>(),
             [1, 2, 3],
             "in order, the refused ones not among them"
         );
         assert_eq!(b.room(), 2);
         // keep_last is never stretched: it overwrites, as always.
         let r = Buffer::new(&QoS::keep_last(1));
-        assert_eq!(r.push_beyond((Received::Owned(1), 0), 5), Pushed::Stored);
-        assert_eq!(r.push_beyond((Received::Owned(2), 0), 5), Pushed::Overwrote);
+        assert_eq!(r.push_beyond(e(1), 5), Pushed::Stored);
+        assert_eq!(r.push_beyond(e(2), 5), Pushed::Overwrote);
         assert_eq!(r.room(), 0);
     }
 }

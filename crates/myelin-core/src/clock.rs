@@ -17,6 +17,15 @@ pub(crate) fn now_ns() -> u64 {
     mono_ns(Instant::now())
 }
 
+/// The system clock (`CLOCK_REALTIME`) in nanoseconds since the Unix
+/// epoch, as ROS 2 stamps messages (0 before 1970, which no host is in).
+#[cfg_attr(not(any(feature = "shm", feature = "zenoh")), allow(dead_code))]
+pub(crate) fn realtime_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
 /// The deadline `d` after `now`, on a nanosecond clock whose 0 means
 /// "never" (message expiry): saturating, and never 0 itself.
 pub(crate) fn deadline_ns(now: u64, d: Duration) -> u64 {

@@ -45,10 +45,12 @@ mod dispatch;
 mod error;
 pub mod events;
 pub mod executor;
+pub mod gid;
 mod graph;
 pub mod group;
 mod matching;
 pub mod message;
+mod message_info;
 pub mod names;
 mod node;
 pub mod parameter;
@@ -77,6 +79,7 @@ pub use events::{
     PublisherEvent, SubscriptionEvent,
 };
 pub use executor::{Executor, MultiThreadedExecutor, StopHandle};
+pub use gid::Gid;
 pub use group::{CallbackGroup, CallbackGroupKind};
 pub use message::{Message, ServiceType, TypeHash};
 
@@ -117,8 +120,8 @@ pub use qos::{
 };
 pub use service::{CallError, Client, ResponseFuture, Service, ServiceOptions, ServiceReply};
 pub use subscription::{
-    BufferKind, SharedEventCallback, Subscription, SubscriptionCallback, SubscriptionOptions,
-    SubscriptionStream, WaitError,
+    BufferKind, MessageInfo, SharedEventCallback, Subscription, SubscriptionCallback,
+    SubscriptionOptions, SubscriptionStream, WaitError,
 };
 pub use time::{Clock, ClockType, Time};
 pub use timer::Timer;

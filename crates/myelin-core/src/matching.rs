@@ -165,11 +165,14 @@ pub(crate) fn add_subscription<T: Message>(
     rematch(ents);
     let mut replayed = 0;
     if replay {
-        let mut all: Vec<(u64, Arc<T>, u64)> =
-            guards.iter_mut().flat_map(|g| g.iter().cloned()).collect();
-        all.sort_by_key(|(seq, _, _)| *seq);
-        for (_, msg, exp) in all {
-            s.push_quiet(msg, exp);
+        let mut all: Vec<(u64, Arc<T>, u64, crate::message_info::Origin)> = guards
+            .iter_mut()
+            .zip(&tl_pubs)
+            .flat_map(|(g, p)| g.iter().map(|(q, m, e)| (*q, m.clone(), *e, p.origin())))
+            .collect();
+        all.sort_by_key(|(seq, ..)| *seq);
+        for (_, msg, exp, origin) in all {
+            s.push_quiet(msg, exp, origin);
             replayed += 1;
         }
     }

@@ -105,9 +105,25 @@ impl Desc {
 }
 
 /// A connection block: control words, the descriptor ring, the return
-/// ring, then one expiry word per descriptor slot.
+/// ring, then one expiry word and one send-time word per descriptor slot.
 fn layout(desc_cap: u32, ret_cap: u32) -> usize {
-    (CTRL + 8 * (2 * desc_cap as usize + ret_cap as usize)).div_ceil(64) * 64
+    (CTRL + 8 * (3 * desc_cap as usize + ret_cap as usize)).div_ceil(64) * 64
+}
+
+/// What a publisher writes beside each descriptor: when the message
+/// expires and when it was sent. Untrusted like everything in the
+/// segment: a wrong value only misinforms about this publisher's own
+/// message (it expires early or late, or shows a wrong send time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stamp {
+    /// When the message stops being deliverable: ns on `CLOCK_MONOTONIC`,
+    /// which every process of the host shares ([`crate::monotonic_ns`]);
+    /// 0: never.
+    pub expires: u64,
+    /// When it was published: ns since the Unix epoch on the publisher's
+    /// system clock (`CLOCK_REALTIME`, as ROS 2 stamps messages); 0:
+    /// unknown.
+    pub sent_ns: i64,
 }
 
 /// The state of a connection block as the reader sees it.
@@ -165,6 +181,10 @@ impl Geometry {
             + 8 * (self.desc_cap as usize
                 + self.ret_cap as usize
                 + (seq % u64::from(self.desc_cap)) as usize)
+    }
+    /// The send-time word beside descriptor slot `seq`.
+    fn sent(&self, i: usize, seq: u64) -> usize {
+        self.expiry(i, seq) + 8 * self.desc_cap as usize
     }
 }
 
@@ -366,14 +386,12 @@ impl Inbox {
     /// (written by a broken publisher) is reported, and the reader skips
     /// to a sane position.
     pub fn pop(&self, i: usize) -> Result<Option<Desc>, ShmError> {
-        Ok(self.pop_expiring(i)?.map(|(d, _)| d))
+        Ok(self.pop_stamped(i)?.map(|(d, _)| d))
     }
 
-    /// [`pop`](Self::pop), with the expiry the publisher wrote beside the
-    /// descriptor ([`InboxWriter::push_expiring`]; 0: never). Untrusted like
-    /// everything here: a wrong one only makes this publisher's own
-    /// message expire early or late.
-    pub fn pop_expiring(&self, i: usize) -> Result<Option<(Desc, u64)>, ShmError> {
+    /// [`pop`](Self::pop), with the [`Stamp`] the publisher wrote beside
+    /// the descriptor ([`InboxWriter::push_stamped`]).
+    pub fn pop_stamped(&self, i: usize) -> Result<Option<(Desc, Stamp)>, ShmError> {
         let c = self.geo.conn(i);
         let tail = self.seg.atomic_u64(c + C_TAIL);
         let head = self.seg.atomic_u64(c + C_HEAD);
@@ -400,11 +418,17 @@ impl Inbox {
                 .seg
                 .atomic_u64(self.geo.desc(i, t))
                 .load(Ordering::Relaxed);
-            let expires = self
-                .seg
-                .atomic_u64(self.geo.expiry(i, t))
-                .load(Ordering::Relaxed);
-            // SYNC: AcqRel: the descriptor and expiry loads above are
+            let stamp = Stamp {
+                expires: self
+                    .seg
+                    .atomic_u64(self.geo.expiry(i, t))
+                    .load(Ordering::Relaxed),
+                sent_ns: self
+                    .seg
+                    .atomic_u64(self.geo.sent(i, t))
+                    .load(Ordering::Relaxed) as i64,
+            };
+            // SYNC: AcqRel: the descriptor and stamp loads above are
             // ordered before the claim (release), so a publisher that
             // reuses the slot after seeing our new tail cannot have
             // written what we read.
@@ -412,7 +436,7 @@ impl Inbox {
                 .compare_exchange(t, t + 1, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                return Ok(Some((Desc::unpack(d), expires)));
+                return Ok(Some((Desc::unpack(d), stamp)));
             }
         }
     }
@@ -681,13 +705,12 @@ impl InboxWriter {
     /// Push a descriptor. With `overwrite` (keep-last) a full ring gives
     /// back its oldest descriptor instead of refusing.
     pub fn push(&mut self, d: Desc, overwrite: bool) -> Pushed {
-        self.push_expiring(d, 0, overwrite)
+        self.push_stamped(d, Stamp::default(), overwrite)
     }
 
-    /// [`push`](Self::push) a message that expires at `expires` (ns on
-    /// `CLOCK_MONOTONIC`, which every process of the host shares; 0:
-    /// never), for the reader's [`Inbox::pop_expiring`].
-    pub fn push_expiring(&mut self, d: Desc, expires: u64, overwrite: bool) -> Pushed {
+    /// [`push`](Self::push) a message with when it expires and when it was
+    /// sent, for the reader's [`Inbox::pop_stamped`].
+    pub fn push_stamped(&mut self, d: Desc, stamp: Stamp, overwrite: bool) -> Pushed {
         let c = self.geo.conn(self.idx);
         let cap = u64::from(self.geo.desc_cap);
         let tail = self.seg.atomic_u64(c + C_TAIL);
@@ -720,7 +743,10 @@ impl InboxWriter {
             .store(w, Ordering::Relaxed);
         self.seg
             .atomic_u64(self.geo.expiry(self.idx, self.head))
-            .store(expires, Ordering::Relaxed);
+            .store(stamp.expires, Ordering::Relaxed);
+        self.seg
+            .atomic_u64(self.geo.sent(self.idx, self.head))
+            .store(stamp.sent_ns as u64, Ordering::Relaxed);
         self.head += 1;
         // SYNC: Release: the chunk's bytes and the slot happen-before the
         // reader's Acquire load of head.

@@ -176,7 +176,7 @@ pub enum ShmError {
 
 /// Nanoseconds on `CLOCK_MONOTONIC`: one clock for every process of the
 /// host (a container in its own time namespace aside), on which a
-/// publisher stamps when its messages expire ([`inbox::InboxWriter::push_expiring`]).
+/// publisher stamps when its messages expire ([`inbox::InboxWriter::push_stamped`]).
 ///
 /// ```
 /// let a = myelin_shm::monotonic_ns();

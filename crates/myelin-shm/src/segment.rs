@@ -18,9 +18,10 @@ pub(crate) const VERSION: u32 = 1;
 pub(crate) const KIND_RING: u32 = 1;
 pub(crate) const KIND_POOL: u32 = 2;
 /// A subscription's inbox (kind 3 was the inbox before its connection
-/// blocks carried an expiry per message: an older process's inbox is
-/// refused by name rather than misread).
-pub(crate) const KIND_INBOX: u32 = 8;
+/// blocks carried an expiry per message, kind 8 before they carried a
+/// send time too: an older process's inbox is refused by name rather than
+/// misread).
+pub(crate) const KIND_INBOX: u32 = 9;
 pub(crate) const KIND_WAKE: u32 = 4;
 pub(crate) const KIND_ANNOUNCE: u32 = 5;
 /// The domain's change counter and change log (kind 6 was the counter

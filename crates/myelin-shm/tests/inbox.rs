@@ -5,7 +5,7 @@
 use std::os::unix::fs::FileExt;
 
 use myelin_shm::endpoint::{EndpointInfo, EndpointKind, QOS_BYTES};
-use myelin_shm::inbox::{ConnState, Desc, Inbox, InboxWriter, Pushed};
+use myelin_shm::inbox::{ConnState, Desc, Inbox, InboxWriter, Pushed, Stamp};
 use myelin_shm::pool::{PoolReader, PoolWriter};
 use myelin_shm::{SegmentName, ShmError};
 use proptest::prelude::*;
@@ -105,18 +105,30 @@ fn descriptors_arrive_in_order_and_keep_last_gives_back_the_oldest() {
     assert_eq!(got, vec![1, 2, 3]);
 }
 
-/// Each descriptor carries its own expiry beside it, also when keep-last
-/// overwrites the ring's slots; a plain push means "never".
+fn exp(expires: u64) -> Stamp {
+    Stamp {
+        expires,
+        sent_ns: 0,
+    }
+}
+
+/// Each descriptor carries its own expiry and send time beside it, also
+/// when keep-last overwrites the ring's slots; a plain push means "never
+/// expires, sent at an unknown time".
 #[test]
-fn each_descriptor_carries_its_expiry() {
+fn each_descriptor_carries_its_stamp() {
     let (inbox, mut w, _) = pair(40, 2);
-    assert_eq!(w.push_expiring(d(0), 1000, true), Pushed::Stored);
+    assert_eq!(w.push_stamped(d(0), exp(1000), true), Pushed::Stored);
     assert_eq!(w.push(d(1), true), Pushed::Stored);
-    assert_eq!(w.push_expiring(d(2), 3000, true), Pushed::Replaced(d(0)));
-    assert_eq!(inbox.pop_expiring(0).unwrap(), Some((d(1), 0)));
-    assert_eq!(inbox.pop_expiring(0).unwrap(), Some((d(2), 3000)));
-    assert_eq!(inbox.pop_expiring(0).unwrap(), None);
-    assert_eq!(w.push_expiring(d(3), u64::MAX, true), Pushed::Stored);
+    let sent = Stamp {
+        expires: 3000,
+        sent_ns: 1_764_000_000_123_456_789,
+    };
+    assert_eq!(w.push_stamped(d(2), sent, true), Pushed::Replaced(d(0)));
+    assert_eq!(inbox.pop_stamped(0).unwrap(), Some((d(1), exp(0))));
+    assert_eq!(inbox.pop_stamped(0).unwrap(), Some((d(2), sent)));
+    assert_eq!(inbox.pop_stamped(0).unwrap(), None);
+    assert_eq!(w.push_stamped(d(3), exp(u64::MAX), true), Pushed::Stored);
     assert_eq!(inbox.pop(0).unwrap(), Some(d(3)));
 }
 

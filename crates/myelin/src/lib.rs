@@ -95,8 +95,8 @@ pub use myelin_bag as bag;
 /// The names most programs need.
 pub mod prelude {
     pub use myelin_core::{
-        BufferKind, Context, Executor, Message, Node, Publisher, QoS, Received, Subscription,
-        SubscriptionOptions, Timer,
+        BufferKind, Context, Executor, Message, MessageInfo, Node, Publisher, QoS, Received,
+        Subscription, SubscriptionOptions, Timer,
     };
 }
 

@@ -293,6 +293,61 @@ fn a_late_myelin_subscription_gets_a_ros_2_talkers_transient_local_history() {
     }
 }
 
+/// A ROS 2 talker's messages name it: `MessageInfo` carries the gid,
+/// sequence numbers and send times of rmw_zenoh's attachment.
+#[test]
+fn a_ros_2_talkers_messages_carry_its_gid_sequence_numbers_and_send_times() {
+    let Some(py) = python() else { return };
+    let r = router("interop_info");
+    let domain = 59;
+    let c = ctx(&r, domain);
+    let node = c.create_node("info_listener").unwrap();
+    let s = node
+        .create_polling_subscription::<myelin_msgs::std_msgs::String>(
+            "/chatter_info",
+            QoS::keep_last(10),
+            Default::default(),
+        )
+        .unwrap();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let talker = Peer::start(
+        &py,
+        &r,
+        &[
+            "talker",
+            "--domain",
+            &domain.to_string(),
+            "--topic",
+            "/chatter_info",
+            "--rate",
+            "50",
+        ],
+    );
+    let gid = talker.expect("gid ")["gid ".len()..].to_string();
+    let deadline = std::time::Instant::now() + LONG;
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        assert!(std::time::Instant::now() < deadline, "got {got:?}");
+        match s.take_with_info() {
+            Some((m, info)) => got.push((m.data.clone(), info)),
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    for (data, info) in &got {
+        assert_eq!(info.publisher_gid().to_string(), gid);
+        assert!(!info.from_intra_process());
+        // The peer counts from 1 and sends "py talker N" as number N + 1.
+        let n: u64 = data.rsplit(' ').next().unwrap().parse().unwrap();
+        assert_eq!(info.publication_sequence_number(), Some(n + 1), "{data}");
+        let sent = info.source_timestamp().unwrap();
+        assert!(sent >= before, "{info:?}");
+        assert!(info.received_timestamp().unwrap() >= sent, "{info:?}");
+    }
+}
+
 /// Transient local to ROS 2: a myelin publisher publishes three messages
 /// before anyone listens; a ROS 2 listener on rmw_zenoh (the peer,
 /// zenoh-ext's advanced subscriber with history) started afterwards

@@ -252,11 +252,13 @@ impl Node {
             .inner
             .clone();
         let id = self.inner.ctx.new_id();
-        let links =
-            self.links::<dyn PubLink>(id, &topic, &qos, ty, None, |t, spec| t.publisher(spec))?;
+        let (serial, gid) = self.new_gid();
+        let spec = self.spec(id, serial, &topic, &qos, ty);
+        let links = self.links::<dyn PubLink>(&spec, |t, spec| t.publisher(spec))?;
         let events = self.event_queue(&options.event_callback, &group, "publisher", &topic);
         let inner = Arc::new(PubInner::new(
             id,
+            gid,
             topic.clone(),
             qos,
             self.inner.clone(),
@@ -475,7 +477,7 @@ impl Node {
         topic: &str,
         qos: QoS,
         delivery: Delivery,
-        callback: Option<Box<dyn FnMut(crate::Received<T>) + Send>>,
+        callback: Option<crate::subscription::Dispatch<T>>,
         options: &SubscriptionOptions,
         ty: TypeInfo,
     ) -> Result<Subscription<T>, CreateEndpointError> {
@@ -499,13 +501,14 @@ impl Node {
                 reason: format!("{n}: must be 1 to {}", crate::subscription::MAX_PUBLISHERS),
             });
         }
-        let links =
-            self.links::<dyn SubLink>(id, &topic, &qos, ty, options.max_publishers, |t, spec| {
-                t.subscription(spec)
-            })?;
+        let (serial, gid) = self.new_gid();
+        let mut spec = self.spec(id, serial, &topic, &qos, ty);
+        spec.max_publishers = options.max_publishers;
+        let links = self.links::<dyn SubLink>(&spec, |t, spec| t.subscription(spec))?;
         let events = self.event_queue(&options.event_callback, &group, "subscription", &topic);
         let inner = Arc::new(SubInner::new(SubSpec {
             id,
+            gid,
             topic: topic.clone(),
             qos,
             delivery,
@@ -576,10 +579,26 @@ impl Node {
         Ok(Subscription { inner })
     }
 
+    /// A new publisher's or subscription's process-unique number and the
+    /// gid made of it.
+    fn new_gid(&self) -> (u64, crate::Gid) {
+        let serial = crate::transport::next_id();
+        let shm = self.inner.ctx.transports.get("shm").is_some();
+        (serial, crate::gid::own(serial, shm))
+    }
+
     /// What the transports see of a new endpoint.
-    fn spec<'a>(&'a self, id: u64, topic: &'a str, qos: &'a QoS, ty: TypeInfo) -> EndpointSpec<'a> {
+    fn spec<'a>(
+        &'a self,
+        id: u64,
+        serial: u64,
+        topic: &'a str,
+        qos: &'a QoS,
+        ty: TypeInfo,
+    ) -> EndpointSpec<'a> {
         EndpointSpec {
             id,
+            serial,
             topic,
             qos,
             ty,
@@ -598,25 +617,20 @@ impl Node {
     /// topic with another type, or when a transport fails.
     fn links<L: ?Sized>(
         &self,
-        id: u64,
-        topic: &str,
-        qos: &QoS,
-        ty: TypeInfo,
-        max_publishers: Option<usize>,
+        spec: &EndpointSpec<'_>,
         make: impl Fn(&dyn Transport, &EndpointSpec<'_>) -> Result<Option<Arc<L>>, TransportError>,
     ) -> Result<Vec<Arc<L>>, CreateEndpointError> {
-        let mut spec = self.spec(id, topic, qos, ty);
-        spec.max_publishers = max_publishers;
+        let (topic, ty) = (spec.topic, spec.ty);
         let transports = &self.inner.ctx.transports;
         if !ty.crosses() && !ty.any && !transports.is_empty() {
             warn_local_type(ty.name, topic);
         }
         for t in transports.iter() {
-            t.check_type(&spec)?;
+            t.check_type(spec)?;
         }
         let mut links = Vec::new();
         for t in transports.iter() {
-            match make(&**t, &spec) {
+            match make(&**t, spec) {
                 Ok(l) => links.extend(l),
                 Err(e) => {
                     return Err(CreateEndpointError::Transport {
@@ -856,6 +870,7 @@ impl Node {
     fn service_spec<'a>(&'a self, id: u64, name: &'a str, ty: TypeInfo) -> EndpointSpec<'a> {
         EndpointSpec {
             id,
+            serial: crate::transport::next_id(),
             topic: name,
             qos: &remote_services::SERVICE_QOS,
             ty,

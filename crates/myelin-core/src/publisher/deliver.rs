@@ -92,13 +92,13 @@ impl<T: Message> PubInner<T> {
     ) -> Full {
         let mut full = Full::default();
         for v in &m.values {
-            full.note(v.push_owned(msg.clone(), exp), v.limit());
+            full.note(v.push_owned(msg.clone(), exp, self.origin()), v.limit());
         }
         if m.owners.is_empty() {
             if !m.sharers.is_empty() || history.is_some() {
                 let arc = Arc::new(msg);
                 for s in &m.sharers {
-                    full.note(s.push_shared(arc.clone(), exp), s.limit());
+                    full.note(s.push_shared(arc.clone(), exp, self.origin()), s.limit());
                 }
                 if let Some(h) = history {
                     self.remember(h, arc, exp);
@@ -110,7 +110,7 @@ impl<T: Message> PubInner<T> {
         if !m.sharers.is_empty() || history.is_some() {
             let arc = Arc::new(msg.clone());
             for s in &m.sharers {
-                full.note(s.push_shared(arc.clone(), exp), s.limit());
+                full.note(s.push_shared(arc.clone(), exp, self.origin()), s.limit());
             }
             if let Some(h) = history {
                 self.remember(h, arc, exp);
@@ -118,9 +118,9 @@ impl<T: Message> PubInner<T> {
         }
         let (last, rest) = m.owners.split_last().expect("owners is not empty");
         for o in rest {
-            full.note(o.push_owned(msg.clone(), exp), o.limit());
+            full.note(o.push_owned(msg.clone(), exp, self.origin()), o.limit());
         }
-        full.note(last.push_owned(msg, exp), last.limit());
+        full.note(last.push_owned(msg, exp, self.origin()), last.limit());
         full
     }
 
@@ -134,13 +134,13 @@ impl<T: Message> PubInner<T> {
     ) -> Full {
         let mut full = Full::default();
         for v in &m.values {
-            full.note(v.push_owned((*msg).clone(), exp), v.limit());
+            full.note(v.push_owned((*msg).clone(), exp, self.origin()), v.limit());
         }
         for o in &m.owners {
-            full.note(o.push_owned((*msg).clone(), exp), o.limit());
+            full.note(o.push_owned((*msg).clone(), exp, self.origin()), o.limit());
         }
         for s in &m.sharers {
-            full.note(s.push_shared(msg.clone(), exp), s.limit());
+            full.note(s.push_shared(msg.clone(), exp, self.origin()), s.limit());
         }
         if let Some(h) = history {
             self.remember(h, msg, exp);

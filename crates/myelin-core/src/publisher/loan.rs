@@ -106,7 +106,7 @@ impl<T: Message> PubInner<T> {
                     topic: self.topic.clone(),
                     why: e.to_string(),
                 })?;
-            full.note(s.push_received(r, exp), s.limit());
+            full.note(s.push_received(r, exp, self.origin()), s.limit());
         }
         if let Some(h) = h.as_deref_mut()
             && let Ok(r) = crate::buffer::from_wire::<T>(bytes)

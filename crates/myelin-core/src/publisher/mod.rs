@@ -75,6 +75,10 @@ impl std::fmt::Debug for PublisherOptions {
 
 pub(crate) struct PubInner<T> {
     pub(crate) id: u64,
+    pub(crate) gid: crate::Gid,
+    /// What this publisher's in-process messages carry (its gid's serial
+    /// and shared-memory flag: [`Origin::Local`](crate::message_info::Origin)).
+    origin_word: u32,
     pub(crate) topic: String,
     pub(crate) qos: QoS,
     pub(crate) node: Arc<NodeInner>,
@@ -120,8 +124,15 @@ pub struct Publisher<T: Message> {
 }
 
 impl<T: Message> PubInner<T> {
+    /// Where this publisher's in-process messages come from.
+    #[inline]
+    pub(crate) fn origin(&self) -> crate::message_info::Origin {
+        crate::message_info::Origin::Local(self.origin_word)
+    }
+
     pub(crate) fn new(
         id: u64,
+        gid: crate::Gid,
         topic: String,
         qos: QoS,
         node: Arc<NodeInner>,
@@ -132,6 +143,8 @@ impl<T: Message> PubInner<T> {
             .then(|| Mutex::new(VecDeque::with_capacity(qos.effective_depth().min(4096))));
         PubInner {
             id,
+            gid,
+            origin_word: crate::message_info::Origin::local_word(gid),
             topic,
             qos,
             node,
@@ -415,6 +428,14 @@ impl<T: Message> Publisher<T> {
             return Ok(());
         }
         self.publish(msg.clone())
+    }
+
+    /// This publisher's [`Gid`](crate::Gid): unique among the endpoints
+    /// of every process, and what a subscription's
+    /// [`MessageInfo::publisher_gid`](crate::MessageInfo::publisher_gid)
+    /// says of its messages, whichever transport carried them.
+    pub fn gid(&self) -> crate::Gid {
+        self.inner.gid
     }
 
     /// The fully qualified topic name.

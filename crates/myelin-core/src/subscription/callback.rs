@@ -1,14 +1,17 @@
 //! Subscription callbacks: the signatures a callback may have (`T`,
-//! `Box<T>`, `Arc<T>`, `&T`, `Received<T>`), which decide the buffer kind
-//! when it is `CallbackDefault`.
+//! `Box<T>`, `Arc<T>`, `&T`, `Received<T>`, each alone or followed by
+//! `&MessageInfo`), which decide the buffer kind when it is
+//! `CallbackDefault`.
 
 use std::sync::Arc;
 
+use super::MessageInfo;
 use crate::buffer::Received;
 use crate::message::Message;
+use crate::message_info::Origin;
 
 /// Markers that tell the callback signatures apart (type inference picks one
-/// from the closure's argument type).
+/// from the closure's argument types).
 pub mod marker {
     /// `FnMut(T)`.
     #[derive(Debug)]
@@ -25,56 +28,113 @@ pub mod marker {
     /// `FnMut(Received<T>)`: whatever the buffer holds, without conversion.
     #[derive(Debug)]
     pub enum ByReceived {}
+    /// `FnMut(T, &MessageInfo)`.
+    #[derive(Debug)]
+    pub enum ByValueWithInfo {}
+    /// `FnMut(Box<T>, &MessageInfo)`.
+    #[derive(Debug)]
+    pub enum ByBoxWithInfo {}
+    /// `FnMut(Arc<T>, &MessageInfo)`.
+    #[derive(Debug)]
+    pub enum ByArcWithInfo {}
+    /// `FnMut(&T, &MessageInfo)`.
+    #[derive(Debug)]
+    pub enum ByRefWithInfo {}
+    /// `FnMut(Received<T>, &MessageInfo)`.
+    #[derive(Debug)]
+    pub enum ByReceivedWithInfo {}
 }
 
 /// A subscription callback: a closure taking `T`, `Box<T>`, `Arc<T>`, `&T`
-/// or [`Received<T>`]. Annotate the argument type (`|msg: Arc<Image>| ...`)
+/// or [`Received<T>`], optionally followed by a
+/// [`&MessageInfo`](MessageInfo) (the publisher's gid, timestamps, whether
+/// it came in-process), as rclcpp's callbacks may. Annotate the argument
+/// types (`|msg: Arc<Image>| ...`, `|msg: &Image, info: &MessageInfo| ...`)
 /// so the right signature is chosen.
+///
+/// ```
+/// use myelin_core::{Context, MessageInfo, QoS};
+/// let ctx = Context::builder().shared_memory(false).network(false).build()?;
+/// let node = ctx.create_node("listener")?;
+/// let _sub = node.create_subscription("chatter", QoS::default(), |msg: &String, info: &MessageInfo| {
+///     println!("{msg} from {} (in-process: {})", info.publisher_gid(), info.from_intra_process());
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait SubscriptionCallback<T, Marker>: Send + 'static {
     /// Whether this signature wants ownership (decides `CallbackDefault`).
     const WANTS_OWNERSHIP: bool;
     /// Turn into the type-erased form the executor calls.
-    fn into_dispatch(self) -> Box<dyn FnMut(Received<T>) + Send>;
+    fn into_dispatch(self) -> Dispatch<T>;
 }
 
-impl<T: Message, F: FnMut(T) + Send + 'static> SubscriptionCallback<T, marker::ByValue> for F {
-    const WANTS_OWNERSHIP: bool = true;
-    fn into_dispatch(mut self) -> Box<dyn FnMut(Received<T>) + Send> {
-        Box::new(move |r| self(r.into_owned()))
+/// Implement [`SubscriptionCallback`] for a closure of `$arg` alone and
+/// for one of `$arg` followed by `&MessageInfo`, converting the buffered
+/// [`Received`] with `$convert`.
+macro_rules! signatures {
+    ($marker:ident, $with_info:ident, $owns:expr, |$r:ident| $convert:expr, $($arg:tt)+) => {
+        impl<T: Message, F: for<'a> FnMut($($arg)+) + Send + 'static>
+            SubscriptionCallback<T, marker::$marker> for F
+        {
+            const WANTS_OWNERSHIP: bool = $owns;
+            fn into_dispatch(mut self) -> Dispatch<T> {
+                Dispatch(Kind::Plain(Box::new(move |$r| self($convert))))
+            }
+        }
+
+        impl<T: Message, F: for<'a, 'i> FnMut($($arg)+, &'i MessageInfo) + Send + 'static>
+            SubscriptionCallback<T, marker::$with_info> for F
+        {
+            const WANTS_OWNERSHIP: bool = $owns;
+            fn into_dispatch(mut self) -> Dispatch<T> {
+                Dispatch(Kind::WithInfo(Box::new(move |$r, info: &MessageInfo| self($convert, info))))
+            }
+        }
+    };
+}
+
+signatures!(ByValue, ByValueWithInfo, true, |r| r.into_owned(), T);
+signatures!(
+    ByBox,
+    ByBoxWithInfo,
+    true,
+    |r| Box::new(r.into_owned()),
+    Box<T>
+);
+signatures!(ByArc, ByArcWithInfo, false, |r| r.into_shared(), Arc<T>);
+signatures!(ByRef, ByRefWithInfo, false, |r| &r, &'a T);
+signatures!(ByReceived, ByReceivedWithInfo, false, |r| r, Received<T>);
+
+/// A type-erased subscription callback (what the executor calls).
+pub struct Dispatch<T>(Kind<T>);
+
+/// A callback of the message alone.
+type Plain<T> = Box<dyn FnMut(Received<T>) + Send>;
+/// A callback of the message and its [`MessageInfo`].
+type WithInfo<T> = Box<dyn FnMut(Received<T>, &MessageInfo) + Send>;
+
+enum Kind<T> {
+    Plain(Plain<T>),
+    /// Wants the [`MessageInfo`]: made for it from the message's origin.
+    WithInfo(WithInfo<T>),
+}
+
+impl<T> Dispatch<T> {
+    /// Run the callback on a message from `origin`.
+    #[inline]
+    pub(crate) fn call(&mut self, msg: Received<T>, origin: &Origin) {
+        match &mut self.0 {
+            Kind::Plain(f) => f(msg),
+            Kind::WithInfo(f) => f(msg, &origin.info()),
+        }
     }
 }
 
-impl<T: Message, F: FnMut(Box<T>) + Send + 'static> SubscriptionCallback<T, marker::ByBox> for F {
-    const WANTS_OWNERSHIP: bool = true;
-    fn into_dispatch(mut self) -> Box<dyn FnMut(Received<T>) + Send> {
-        Box::new(move |r| self(Box::new(r.into_owned())))
+impl<T> std::fmt::Debug for Dispatch<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            Kind::Plain(_) => "Dispatch(msg)",
+            Kind::WithInfo(_) => "Dispatch(msg, info)",
+        })
     }
 }
-
-impl<T: Message, F: FnMut(Arc<T>) + Send + 'static> SubscriptionCallback<T, marker::ByArc> for F {
-    const WANTS_OWNERSHIP: bool = false;
-    fn into_dispatch(mut self) -> Box<dyn FnMut(Received<T>) + Send> {
-        Box::new(move |r| self(r.into_shared()))
-    }
-}
-
-impl<T: Message, F: for<'a> FnMut(&'a T) + Send + 'static> SubscriptionCallback<T, marker::ByRef>
-    for F
-{
-    const WANTS_OWNERSHIP: bool = false;
-    fn into_dispatch(mut self) -> Box<dyn FnMut(Received<T>) + Send> {
-        Box::new(move |r| self(&r))
-    }
-}
-
-impl<T: Message, F: FnMut(Received<T>) + Send + 'static> SubscriptionCallback<T, marker::ByReceived>
-    for F
-{
-    const WANTS_OWNERSHIP: bool = false;
-    fn into_dispatch(self) -> Box<dyn FnMut(Received<T>) + Send> {
-        Box::new(self)
-    }
-}
-
-/// A type-erased subscription callback.
-pub(crate) type Dispatch<T> = Box<dyn FnMut(Received<T>) + Send>;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
 use myelin_sync::{RetainCell, TryLock};
 
-use crate::buffer::{Buffer, Pushed, Received};
+use crate::buffer::{Buffer, Entry, Pushed, Received};
 use crate::dispatch::{ExecShared, Executable, GroupInner};
 use crate::error::SpinError;
 use crate::events::{
@@ -24,6 +24,7 @@ use crate::wire::SharedBytes;
 
 use super::Delivery;
 use super::callback::Dispatch;
+use crate::message_info::Origin;
 
 /// How far past `max_samples` a keep_all subscription holds messages from
 /// the network (see `SubInner::push_unpaced`).
@@ -31,6 +32,7 @@ const UNPACED_HEADROOM: usize = 2;
 
 pub(crate) struct SubInner<T> {
     pub(crate) id: u64,
+    pub(crate) gid: crate::Gid,
     pub(crate) topic: String,
     pub(crate) qos: QoS,
     pub(crate) delivery: Delivery,
@@ -92,6 +94,7 @@ pub(crate) struct SubInner<T> {
 /// Everything a subscription is made of, resolved by the node.
 pub(crate) struct SubSpec<T> {
     pub(crate) id: u64,
+    pub(crate) gid: crate::Gid,
     pub(crate) topic: String,
     pub(crate) qos: QoS,
     pub(crate) delivery: Delivery,
@@ -107,6 +110,7 @@ impl<T: Message> SubInner<T> {
     pub(crate) fn new(spec: SubSpec<T>) -> Self {
         let SubSpec {
             id,
+            gid,
             topic,
             qos,
             delivery,
@@ -133,6 +137,7 @@ impl<T: Message> SubInner<T> {
         }
         SubInner {
             id,
+            gid,
             topic,
             qos,
             delivery,
@@ -260,14 +265,20 @@ impl<T: Message> SubInner<T> {
     /// dropped and counted.
     #[inline]
     pub(crate) fn pop_live(&self) -> Option<Received<T>> {
+        self.pop_live_from().map(|(m, _)| m)
+    }
+
+    /// [`pop_live`](Self::pop_live), with where the message came from.
+    #[inline]
+    pub(crate) fn pop_live_from(&self) -> Option<(Received<T>, Origin)> {
         loop {
-            let (item, expires) = self.buffer.pop()?;
-            if expires != 0 && self.node.ctx.expiry_now_ns() > expires {
+            let e = self.buffer.pop()?;
+            if e.expires != 0 && self.node.ctx.expiry_now_ns() > e.expires {
                 self.expired.fetch_add(1, Ordering::Relaxed);
                 self.lost.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            return Some(item);
+            return Some((e.msg, e.origin));
         }
     }
 
@@ -365,34 +376,51 @@ impl<T: Message> SubInner<T> {
     }
 
     #[inline]
-    pub(crate) fn push_owned(self: &Arc<Self>, msg: T, expires: u64) -> Pushed {
-        self.push(Received::Owned(msg), expires)
+    pub(crate) fn push_owned(self: &Arc<Self>, msg: T, expires: u64, origin: Origin) -> Pushed {
+        self.push(Received::Owned(msg), expires, origin)
     }
 
     #[inline]
-    pub(crate) fn push_received(self: &Arc<Self>, msg: Received<T>, expires: u64) -> Pushed {
-        self.push(msg, expires)
+    pub(crate) fn push_received(
+        self: &Arc<Self>,
+        msg: Received<T>,
+        expires: u64,
+        origin: Origin,
+    ) -> Pushed {
+        self.push(msg, expires, origin)
     }
 
     #[inline]
-    pub(crate) fn push_shared(self: &Arc<Self>, msg: Arc<T>, expires: u64) -> Pushed {
-        self.push(Received::Shared(msg), expires)
+    pub(crate) fn push_shared(
+        self: &Arc<Self>,
+        msg: Arc<T>,
+        expires: u64,
+        origin: Origin,
+    ) -> Pushed {
+        self.push(Received::Shared(msg), expires, origin)
     }
 
     #[inline]
-    fn push(self: &Arc<Self>, item: Received<T>, expires: u64) -> Pushed {
-        let r = self.store(item, expires, 0);
+    fn push(self: &Arc<Self>, msg: Received<T>, expires: u64, origin: Origin) -> Pushed {
+        let r = self.store(
+            Entry {
+                msg,
+                expires,
+                origin,
+            },
+            0,
+        );
         self.pushed(r)
     }
 
     /// Into the buffer, counted for the deadline check; keep_all takes up
     /// to `cap` messages (see [`Buffer::push_beyond`]).
     #[inline]
-    fn store(&self, item: Received<T>, expires: u64, cap: usize) -> Pushed {
+    fn store(&self, entry: Entry<T>, cap: usize) -> Pushed {
         if self.qos.deadline.is_some() {
             self.received_count.fetch_add(1, Ordering::Relaxed);
         }
-        self.buffer.push_beyond((item, expires), cap)
+        self.buffer.push_beyond(entry, cap)
     }
 
     /// Push a message from a transport that gives its publisher no
@@ -403,12 +431,12 @@ impl<T: Message> SubInner<T> {
     /// to [`UNPACED_HEADROOM`] times the limit (at least 1,024 more), past
     /// which it is lost, counted and warned about: memory stays bounded
     /// when a reader stalls for good.
-    fn push_unpaced(self: &Arc<Self>, item: Received<T>, expires: u64) -> Pushed {
+    fn push_unpaced(self: &Arc<Self>, entry: Entry<T>) -> Pushed {
         let limit = self.buffer.limit();
         let cap = limit
             .saturating_mul(UNPACED_HEADROOM)
             .max(limit.saturating_add(1024));
-        let r = self.store(item, expires, cap);
+        let r = self.store(entry, cap);
         match r {
             Pushed::Stretched if !self.stretched.swap(true, Ordering::Relaxed) => {
                 tracing::warn!(
@@ -454,8 +482,13 @@ impl<T: Message> SubInner<T> {
 
     /// Push without waking anyone (history replay under the graph lock);
     /// the caller calls [`kick`](Self::kick) once the locks are released.
-    pub(crate) fn push_quiet(&self, msg: Arc<T>, expires: u64) {
-        if self.buffer.push((Received::Shared(msg), expires)) != Pushed::Stored {
+    pub(crate) fn push_quiet(&self, msg: Arc<T>, expires: u64, origin: Origin) {
+        let entry = Entry {
+            msg: Received::Shared(msg),
+            expires,
+            origin,
+        };
+        if self.buffer.push(entry) != Pushed::Stored {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -470,8 +503,8 @@ impl<T: Message> SubInner<T> {
         loop {
             // Busy: the holder drains our message before it returns.
             let mut guard = cb.try_lock()?;
-            while let Some(item) = self.pop_live() {
-                if let Err(p) = catch_unwind(AssertUnwindSafe(|| (guard)(item))) {
+            while let Some((item, origin)) = self.pop_live_from() {
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| guard.call(item, &origin))) {
                     return Some(crate::dispatch::panic_message(&p));
                 }
             }
@@ -584,8 +617,8 @@ impl<T: Message> Executable for SubInner<T> {
             && let Some(cb) = &self.callback
             // `queued` stays set while we run, so this is never contended.
             && let Some(mut cb) = cb.try_lock()
-            && let Some(item) = self.pop_live()
-            && let Err(panic) = catch_unwind(AssertUnwindSafe(|| (cb)(item)))
+            && let Some((item, origin)) = self.pop_live_from()
+            && let Err(panic) = catch_unwind(AssertUnwindSafe(|| cb.call(item, &origin)))
         {
             result = Err(SpinError::CallbackPanicked {
                 entity: self.describe(),
@@ -652,6 +685,7 @@ impl<T: Message> SubOwner for SubInner<T> {
         bytes: SharedBytes,
         paced: bool,
         lifetime: Option<std::time::Duration>,
+        origin: Origin,
     ) {
         // On the clock `pop_live` compares with (0: never expires).
         let expires = match lifetime {
@@ -664,11 +698,15 @@ impl<T: Message> SubOwner for SubInner<T> {
             Some(d) => crate::clock::deadline_ns(self.node.ctx.expiry_now_ns(), d),
         };
         match crate::buffer::from_wire::<T>(bytes) {
-            Ok(m) if paced => {
-                self.push(m, expires);
+            Ok(msg) if paced => {
+                self.push(msg, expires, origin);
             }
-            Ok(m) => {
-                self.push_unpaced(m, expires);
+            Ok(msg) => {
+                self.push_unpaced(Entry {
+                    msg,
+                    expires,
+                    origin,
+                });
             }
             Err(e) => {
                 self.lost.fetch_add(1, Ordering::Relaxed);

@@ -19,7 +19,8 @@ use crate::qos::{IncompatibleQosStatus, QoS};
 mod callback;
 mod inner;
 
-pub use callback::{SubscriptionCallback, marker};
+pub use crate::message_info::MessageInfo;
+pub use callback::{Dispatch, SubscriptionCallback, marker};
 pub(crate) use inner::{SubInner, SubSpec};
 
 /// What a subscription's buffer stores (rclcpp's intra-process `BufferT`).
@@ -231,6 +232,33 @@ impl<T: Message> Subscription<T> {
     pub fn take(&self) -> Option<Received<T>> {
         self.inner.pump_now();
         self.inner.pop_live()
+    }
+
+    /// [`take`](Self::take), with the message's [`MessageInfo`]: its
+    /// publisher's gid, when it was published and received, whether it came
+    /// in-process (what each transport fills in: see [`MessageInfo`]).
+    ///
+    /// ```
+    /// use myelin_core::{Context, QoS};
+    /// let ctx = Context::builder().shared_memory(false).network(false).build()?;
+    /// let node = ctx.create_node("poller")?;
+    /// let sub = node.create_polling_subscription::<u32>("n", QoS::default(), Default::default())?;
+    /// let publisher = node.create_publisher::<u32>("n", QoS::default())?;
+    /// publisher.publish(1)?;
+    /// if let Some((msg, info)) = sub.take_with_info() {
+    ///     assert_eq!((*msg, info.publisher_gid()), (1, publisher.gid()));
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_with_info(&self) -> Option<(Received<T>, MessageInfo)> {
+        self.inner.pump_now();
+        self.inner.pop_live_from().map(|(m, o)| (m, o.info()))
+    }
+
+    /// This subscription's [`Gid`](crate::Gid), unique among the endpoints
+    /// of every process.
+    pub fn gid(&self) -> crate::Gid {
+        self.inner.gid
     }
 
     /// Block until a message arrives (sleeping in the kernel) or `timeout`

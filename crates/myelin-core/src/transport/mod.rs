@@ -250,6 +250,11 @@ pub(crate) struct NodeIdent<'a> {
 pub(crate) struct EndpointSpec<'a> {
     /// The endpoint's id in its context.
     pub(crate) id: u64,
+    /// The endpoint's process-unique number, which its gid carries
+    /// ([`crate::gid`]): a transport that names the endpoint to other
+    /// processes uses it, so that the gid a message arrives with is the
+    /// sending [`Publisher::gid`](crate::Publisher::gid).
+    pub(crate) serial: u64,
     pub(crate) topic: &'a str,
     pub(crate) qos: &'a QoS,
     pub(crate) ty: TypeInfo,
@@ -570,7 +575,16 @@ pub(crate) trait SubOwner: EndpointEvents {
     /// rather than delivered.
     ///
     /// [`has_room`]: SubOwner::has_room
-    fn deliver(self: Arc<Self>, bytes: SharedBytes, paced: bool, lifetime: Option<Duration>);
+    ///
+    /// `origin`: its publisher, and what the transport knows of when it
+    /// was sent and received ([`MessageInfo`](crate::MessageInfo)).
+    fn deliver(
+        self: Arc<Self>,
+        bytes: SharedBytes,
+        paced: bool,
+        lifetime: Option<Duration>,
+        origin: crate::message_info::Origin,
+    );
 
     /// Whether the subscription can take a message now without losing
     /// one: a pumped link leaves messages where they are (the publisher's

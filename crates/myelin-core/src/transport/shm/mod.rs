@@ -62,17 +62,19 @@ pub(crate) fn wake_table() -> Option<Arc<WakeTable>> {
         .clone()
 }
 
-/// A new endpoint's id, which names its segments (`p_<pid>_<id>`,
-/// `s_<pid>_<id>`, `k_<pid>_<id>_<n>`): unguessable, so another local user
-/// cannot plant files at the names a process is about to create (a
-/// squatted name would make creating the endpoint fail). A keyed hash
-/// (SipHash, keyed from the OS's randomness once per process) of a
-/// counter: distinct within the process, and seeing some ids tells
-/// nothing about the next.
-fn endpoint_id() -> u64 {
+/// The id of the endpoint numbered `serial`, which names its segments
+/// (`p_<pid>_<id>`, `s_<pid>_<id>`, `k_<pid>_<id>_<n>`): its low 24 bits
+/// are the serial (the endpoint number of its [`Gid`](crate::Gid), which a
+/// reader rebuilds from the publisher's pid and id), the upper 40 bits a
+/// keyed hash of it (SipHash, keyed from the OS's randomness once per
+/// process), so the id is unguessable: another local user cannot plant
+/// files at the names a process is about to create (a squatted name would
+/// make creating the endpoint fail) without guessing 40 random bits.
+fn endpoint_id(serial: u64) -> u64 {
     use std::hash::{BuildHasher, RandomState};
     static KEY: OnceLock<RandomState> = OnceLock::new();
-    KEY.get_or_init(RandomState::new).hash_one(next_id()).max(1)
+    let secret = KEY.get_or_init(RandomState::new).hash_one(serial) << 24;
+    (secret | (serial & 0xff_ffff)).max(1)
 }
 
 /// Other processes' wake-up tables, opened on demand.
@@ -518,7 +520,7 @@ impl Transport for ShmTransport {
         if !spec.ty.crosses() {
             return Ok(None);
         }
-        let info = self.info(spec, EndpointKind::Publisher, endpoint_id());
+        let info = self.info(spec, EndpointKind::Publisher, endpoint_id(spec.serial));
         let id = info.id;
         let link = Arc::new(publish::PubShm::new(self.domain_handle(), spec, info)?);
         link.own_exit_rule();
@@ -534,7 +536,7 @@ impl Transport for ShmTransport {
         if !spec.ty.crosses() {
             return Ok(None);
         }
-        let info = self.info(spec, EndpointKind::Subscription, endpoint_id());
+        let info = self.info(spec, EndpointKind::Subscription, endpoint_id(spec.serial));
         let id = info.id;
         let link = Arc::new(receive::SubShm::new(self.domain_handle(), spec, info)?);
         let weak: Weak<dyn Discovered> = Arc::downgrade(&(link.clone() as Arc<dyn Discovered>));

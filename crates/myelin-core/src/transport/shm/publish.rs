@@ -13,7 +13,7 @@ use myelin_shm::NeededAtExit;
 use myelin_shm::SegmentName;
 use myelin_shm::changes::{Change, EndpointKey};
 use myelin_shm::endpoint::{Announcement, EndpointInfo, EndpointKind, Found};
-use myelin_shm::inbox::{DEFAULT_CONNECTIONS, Desc, InboxWriter, MAX_CONNECTIONS, Pushed};
+use myelin_shm::inbox::{DEFAULT_CONNECTIONS, Desc, InboxWriter, MAX_CONNECTIONS, Pushed, Stamp};
 use myelin_shm::pool::{MAX_CHUNK, PoolWriter};
 use myelin_shm::wake::WakeTable;
 
@@ -314,7 +314,10 @@ impl PubShm {
 
     /// Send a chunk to every connected subscription.
     fn send_chunk(&self, chunk: &Chunk, len: usize) -> Refused {
-        let expires = self.expires(self.qos.lifespan);
+        let stamp = Stamp {
+            expires: self.expires(self.qos.lifespan),
+            sent_ns: crate::clock::realtime_ns(),
+        };
         let mut refused = Refused::default();
         let desc = Desc {
             pool: chunk.pool_idx,
@@ -335,7 +338,7 @@ impl PubShm {
                 // A reader holding all the chunks it may gets nothing more
                 // until it returns some.
                 let pushed = (c.lent.len() < c.writer.max_lent() as usize)
-                    .then(|| c.writer.push_expiring(desc, expires, self.keep_last));
+                    .then(|| c.writer.push_stamped(desc, stamp, self.keep_last));
                 match pushed {
                     None | Some(Pushed::Full) if c.paced => {
                         let pacer =
@@ -518,7 +521,11 @@ impl PubShm {
             return;
         }
         for (msg, lifetime) in history {
-            let expires = self.expires(lifetime);
+            // When a message of the history was first sent is not kept.
+            let stamp = Stamp {
+                expires: self.expires(lifetime),
+                sent_ns: 0,
+            };
             let (chunk, len) = match self.encode(msg) {
                 Ok(c) => c,
                 Err(e) => {
@@ -533,8 +540,7 @@ impl PubShm {
             };
             for c in &targets {
                 let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
-                if c.closed || c.writer.push_expiring(desc, expires, self.keep_last) == Pushed::Full
-                {
+                if c.closed || c.writer.push_stamped(desc, stamp, self.keep_last) == Pushed::Full {
                     continue;
                 }
                 chunk.lease.pool.retain(chunk.lease.chunk);

@@ -15,6 +15,7 @@ use myelin_shm::process_alive;
 
 use super::qos::decode_qos;
 use super::{Discovered, Domain};
+use crate::message_info::Origin;
 use crate::qos::{Durability, QoS, QosPolicy};
 use crate::transport::{EndpointSpec, SubLink, SubOwner, TransportError, TypeInfo};
 use crate::wire::SharedBytes;
@@ -170,6 +171,9 @@ impl SubShm {
                     counted = true;
                 }
             }
+            // The publisher's gid is made of its pid and the serial its
+            // endpoint id carries (see `endpoint_id`).
+            let serial = (pub_id & 0xff_ffff) as u32;
             let mut drained = true;
             loop {
                 // A full keep_all subscription leaves the rest in the inbox:
@@ -179,7 +183,7 @@ impl SubShm {
                     drained = !inbox.has_data(i);
                     break;
                 }
-                let (d, expires) = match inbox.pop_expiring(i) {
+                let (d, stamp) = match inbox.pop_stamped(i) {
                     Ok(Some(d)) => d,
                     Ok(None) => break,
                     Err(e) => {
@@ -189,7 +193,16 @@ impl SubShm {
                     }
                 };
                 match self.read(r, i, pid, pub_id, generation, d) {
-                    Ok(bytes) => owner.clone().deliver(bytes, true, lifetime(expires)),
+                    Ok(bytes) => {
+                        let origin = Origin::Island {
+                            pid,
+                            serial,
+                            sent_ns: stamp.sent_ns,
+                        };
+                        owner
+                            .clone()
+                            .deliver(bytes, true, lifetime(stamp.expires), origin)
+                    }
                     Err(e) => {
                         tracing::warn!("dropped a message from process {pid}: {e}");
                         lost += 1;

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use myelin_zenoh::gid;
+use crate::gid;
 use myelin_zenoh::names;
 use myelin_zenoh::token::{EntityKind, Token, TokenQos, TopicInfo};
 use myelin_zenoh::zenoh::liveliness::LivelinessToken;
@@ -248,7 +248,7 @@ pub(crate) struct ZenohTransport {
     /// The gids of this session's transient-local publishers: a history
     /// query of a subscription here also reaches their caches, and their
     /// samples are already delivered in-process.
-    own_history: Mutex<HashSet<gid::Gid>>,
+    own_history: Mutex<HashSet<myelin_zenoh::gid::Gid>>,
     /// This transport, for the links to keep (they use its session).
     me: Weak<ZenohTransport>,
     /// Every token of the domain, followed from the first graph query on
@@ -475,7 +475,7 @@ impl ZenohTransport {
 
     /// A transient-local publisher of this session starts (`true`) or
     /// stops keeping history.
-    pub(super) fn own_history(&self, g: gid::Gid, on: bool) {
+    pub(super) fn own_history(&self, g: myelin_zenoh::gid::Gid, on: bool) {
         let mut set = self.own_history.lock().unwrap_or_else(|e| e.into_inner());
         if on {
             set.insert(g);
@@ -485,7 +485,7 @@ impl ZenohTransport {
     }
 
     /// Whether `g` is a transient-local publisher of this session.
-    pub(super) fn is_own_history(&self, g: &gid::Gid) -> bool {
+    pub(super) fn is_own_history(&self, g: &myelin_zenoh::gid::Gid) -> bool {
         self.own_history
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -5,8 +5,9 @@ use std::any::Any;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
+use crate::gid;
 use myelin_zenoh::attachment::Attachment;
-use myelin_zenoh::gid::{self, Gid};
+use myelin_zenoh::gid::Gid;
 use myelin_zenoh::names;
 use myelin_zenoh::token::EntityKind;
 use myelin_zenoh::zenoh::liveliness::LivelinessToken;
@@ -113,7 +114,7 @@ impl PubNet {
         // One number for the token's entity id and the gid's endpoint
         // number: a subscription finds the token (and the lifespan in its
         // QoS) of the publisher a sample's gid names.
-        let serial = crate::transport::next_id();
+        let serial = spec.serial;
         let mut token = endpoint_token(dom, EntityKind::Publisher, spec);
         token.eid = serial;
         let token = dom.declare(&token)?;
@@ -154,9 +155,7 @@ impl PubNet {
     fn attachment(&self, seq: i64) -> Vec<u8> {
         Attachment {
             sequence_number: seq,
-            source_timestamp: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as i64),
+            source_timestamp: crate::clock::realtime_ns(),
             source_gid: self.gid,
         }
         .encode()

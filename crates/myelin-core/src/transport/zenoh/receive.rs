@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use crate::gid;
 use myelin_zenoh::attachment::Attachment;
-use myelin_zenoh::gid;
 use myelin_zenoh::names;
 use myelin_zenoh::token::{EntityKind, Token};
 use myelin_zenoh::zenoh::Wait;
@@ -151,9 +151,7 @@ impl Lifespans {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&who)?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
+        let now = crate::clock::realtime_ns();
         let age = Duration::from_nanos(now.saturating_sub(att.source_timestamp).max(0) as u64);
         Some(span.saturating_sub(age))
     }
@@ -245,10 +243,18 @@ impl SubLink for SubNet {
                 if skipped > 0 {
                     o.count_lost(skipped);
                 }
+                let info = crate::message_info::MessageInfo::remote(
+                    att.source_gid,
+                    att.source_timestamp,
+                    crate::clock::realtime_ns(),
+                    u64::try_from(att.sequence_number).unwrap_or(0),
+                );
+                let origin = crate::message_info::Origin::Network(Box::new(info));
                 o.deliver(
                     SharedBytes::copy_from(&s.payload().to_bytes()),
                     false,
                     lifespans.lifetime(&att),
+                    origin,
                 );
             }
         };
@@ -350,7 +356,7 @@ impl SubLink for SubNet {
 #[derive(Default)]
 struct SequenceGaps {
     /// The last sequence number seen from each publisher.
-    last: std::collections::HashMap<gid::Gid, i64>,
+    last: std::collections::HashMap<myelin_zenoh::gid::Gid, i64>,
 }
 
 impl SequenceGaps {
@@ -409,10 +415,7 @@ mod tests {
     }
 
     fn wall_ns() -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as i64
+        crate::clock::realtime_ns()
     }
 
     #[test]

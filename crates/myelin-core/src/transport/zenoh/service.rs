@@ -21,8 +21,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::time::Instant;
 
+use crate::gid;
 use myelin_zenoh::attachment::Attachment;
-use myelin_zenoh::gid::{self, Gid};
+use myelin_zenoh::gid::Gid;
 use myelin_zenoh::names;
 use myelin_zenoh::token::EntityKind;
 use myelin_zenoh::zenoh::Wait;
@@ -34,13 +35,6 @@ use crate::transport::{
     EndpointSpec, RawCallError, RawCalls, RawReply, RequestHandler, TransportError,
 };
 use crate::wire::SharedBytes;
-
-/// The wall clock in nanoseconds, as attachments carry it.
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
 
 /// The key expression of a service.
 fn service_key(dom: &ZenohTransport, spec: &EndpointSpec<'_>) -> Result<String, TransportError> {
@@ -107,7 +101,7 @@ impl RawReply for QueryReply {
             Ok(bytes) => {
                 let att = Attachment {
                     sequence_number: self.asked.map_or(0, |a| a.sequence_number),
-                    source_timestamp: now_ns(),
+                    source_timestamp: crate::clock::realtime_ns(),
                     source_gid: self.asked.map_or([0; 16], |a| a.source_gid),
                 };
                 self.query
@@ -184,7 +178,7 @@ impl RawCalls for ClientNet {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let att = Attachment {
             sequence_number: seq,
-            source_timestamp: now_ns(),
+            source_timestamp: crate::clock::realtime_ns(),
             source_gid: self.gid,
         };
         let left = deadline.saturating_duration_since(Instant::now());
