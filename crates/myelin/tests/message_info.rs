@@ -6,27 +6,15 @@
 //! The other process is this test binary (`MYELIN_INFO_ROLE=talker`),
 //! which prints its publisher's gid before it publishes.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use myelin::MessageInfo;
 use myelin::prelude::*;
-use myelin::{Gid, MessageInfo};
 
 #[cfg(feature = "zenoh")]
 mod common {
     pub mod router;
-}
-
-const LONG: Duration = Duration::from_secs(60);
-const ROLE: &str = "MYELIN_INFO_ROLE";
-
-fn wall_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64
 }
 
 fn ctx() -> Context {
@@ -105,136 +93,158 @@ fn a_late_subscription_learns_who_published_its_history() {
     assert_eq!((*two, i2.publisher_gid()), (2, b.gid()));
 }
 
-/// `MYELIN_INFO_ROLE=talker`: publish 1, 2, 3, ... on the topic every
-/// 10 ms, after printing the publisher's gid on a line of its own.
-#[test]
-fn talker_role() {
-    if std::env::var(ROLE).as_deref() != Ok("talker") {
-        return;
+/// Messages from another process (the talker: this binary again).
+#[cfg(any(feature = "shm", feature = "zenoh"))]
+mod remote {
+    use super::*;
+
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+    use myelin::Gid;
+
+    const LONG: Duration = Duration::from_secs(60);
+    const ROLE: &str = "MYELIN_INFO_ROLE";
+
+    fn wall_ns() -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64
     }
-    let var = |k: &str| std::env::var(k).unwrap();
-    let ctx = Context::builder()
-        .domain_id(var("MYELIN_INFO_DOMAIN").parse().unwrap())
-        .handle_signals(false)
+
+    /// `MYELIN_INFO_ROLE=talker`: publish 1, 2, 3, ... on the topic every
+    /// 10 ms, after printing the publisher's gid on a line of its own.
+    #[test]
+    fn talker_role() {
+        if std::env::var(ROLE).as_deref() != Ok("talker") {
+            return;
+        }
+        let var = |k: &str| std::env::var(k).unwrap();
+        let ctx = Context::builder()
+            .domain_id(var("MYELIN_INFO_DOMAIN").parse().unwrap())
+            .handle_signals(false)
+            .build()
+            .unwrap();
+        let node = ctx.create_node("info_talker").unwrap();
+        let p = node
+            .create_publisher::<u64>(&var("MYELIN_INFO_TOPIC"), QoS::keep_last(10))
+            .unwrap();
+        println!("gid {}", p.gid());
+        for i in 1.. {
+            p.publish(i).unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    struct Talker {
+        child: Child,
+        gid: String,
+    }
+
+    impl Drop for Talker {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// The talker in another process (over shared memory, or only over zenoh
+    /// with this session config), once it said its gid.
+    fn talker(domain: u32, topic: &str, zenoh: Option<&std::path::Path>) -> Talker {
+        let mut c = Command::new(std::env::current_exe().unwrap());
+        c.args(["--exact", "remote::talker_role", "--nocapture", "--quiet"])
+            .env(ROLE, "talker")
+            .env("MYELIN_INFO_DOMAIN", domain.to_string())
+            .env("MYELIN_INFO_TOPIC", topic)
+            .stdout(Stdio::piped());
+        match zenoh {
+            Some(cfg) => c
+                .env("MYELIN_TRANSPORT", "zenoh")
+                .env("MYELIN_ZENOH_CONFIG", cfg),
+            None => c.env("MYELIN_TRANSPORT", "shm"),
+        };
+        let mut child = c.spawn().unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        for line in out.lines() {
+            let line = line.unwrap();
+            if let Some(g) = line.strip_prefix("gid ") {
+                return Talker {
+                    child,
+                    gid: g.to_string(),
+                };
+            }
+        }
+        let _ = child.kill();
+        let status = child.wait();
+        panic!("the talker exited before saying its gid: {status:?}");
+    }
+
+    /// Messages from the talker name its gid and when it sent them; over
+    /// zenoh also when they arrived and their sequence numbers.
+    fn remote_case(domain: u32, zenoh: Option<&std::path::Path>) {
+        let b = Context::builder().domain_id(domain).handle_signals(false);
+        let ctx = match zenoh {
+            Some(cfg) => b.shared_memory(false).zenoh_config(cfg),
+            None => b.network(false).shared_memory(true),
+        }
         .build()
         .unwrap();
-    let node = ctx.create_node("info_talker").unwrap();
-    let p = node
-        .create_publisher::<u64>(&var("MYELIN_INFO_TOPIC"), QoS::keep_last(10))
-        .unwrap();
-    println!("gid {}", p.gid());
-    for i in 1.. {
-        p.publish(i).unwrap();
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-struct Talker {
-    child: Child,
-    gid: String,
-}
-
-impl Drop for Talker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The talker in another process (over shared memory, or only over zenoh
-/// with this session config), once it said its gid.
-fn talker(domain: u32, topic: &str, zenoh: Option<&std::path::Path>) -> Talker {
-    let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "talker_role", "--nocapture", "--quiet"])
-        .env(ROLE, "talker")
-        .env("MYELIN_INFO_DOMAIN", domain.to_string())
-        .env("MYELIN_INFO_TOPIC", topic)
-        .stdout(Stdio::piped());
-    match zenoh {
-        Some(cfg) => c
-            .env("MYELIN_TRANSPORT", "zenoh")
-            .env("MYELIN_ZENOH_CONFIG", cfg),
-        None => c.env("MYELIN_TRANSPORT", "shm"),
-    };
-    let mut child = c.spawn().unwrap();
-    let out = BufReader::new(child.stdout.take().unwrap());
-    for line in out.lines() {
-        let line = line.unwrap();
-        if let Some(g) = line.strip_prefix("gid ") {
-            return Talker {
-                child,
-                gid: g.to_string(),
-            };
+        let node = ctx.create_node("info_listener").unwrap();
+        let sub = node
+            .create_polling_subscription::<u64>("/info", QoS::keep_last(10), Default::default())
+            .unwrap();
+        let started = wall_ns();
+        let talker = talker(domain, "/info", zenoh);
+        let deadline = Instant::now() + LONG;
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            assert!(Instant::now() < deadline, "got only {got:?}");
+            match sub.take_with_info() {
+                Some((m, info)) => got.push((*m, info, wall_ns())),
+                None => std::thread::sleep(Duration::from_millis(5)),
+            }
         }
-    }
-    let _ = child.kill();
-    let status = child.wait();
-    panic!("the talker exited before saying its gid: {status:?}");
-}
-
-/// Messages from the talker name its gid and when it sent them; over
-/// zenoh also when they arrived and their sequence numbers.
-fn remote_case(domain: u32, zenoh: Option<&std::path::Path>) {
-    let b = Context::builder().domain_id(domain).handle_signals(false);
-    let ctx = match zenoh {
-        Some(cfg) => b.shared_memory(false).zenoh_config(cfg),
-        None => b.network(false).shared_memory(true),
-    }
-    .build()
-    .unwrap();
-    let node = ctx.create_node("info_listener").unwrap();
-    let sub = node
-        .create_polling_subscription::<u64>("/info", QoS::keep_last(10), Default::default())
-        .unwrap();
-    let started = wall_ns();
-    let talker = talker(domain, "/info", zenoh);
-    let deadline = Instant::now() + LONG;
-    let mut got = Vec::new();
-    while got.len() < 3 {
-        assert!(Instant::now() < deadline, "got only {got:?}");
-        match sub.take_with_info() {
-            Some((m, info)) => got.push((*m, info, wall_ns())),
-            None => std::thread::sleep(Duration::from_millis(5)),
+        for (m, info, taken) in &got {
+            assert_eq!(info.publisher_gid().to_string(), talker.gid, "message {m}");
+            assert_eq!(info.publisher_gid().pid(), Some(talker.child.id()));
+            assert!(!info.from_intra_process());
+            let sent = info.source_timestamp().expect("a send time");
+            assert!(
+                (started..=*taken).contains(&sent),
+                "sent at {sent}, between {started} and {taken}?"
+            );
+            if zenoh.is_some() {
+                let arrived = info.received_timestamp().expect("an arrival time");
+                assert!((sent..=*taken).contains(&arrived), "{info:?}");
+                assert!(info.publication_sequence_number().is_some(), "{info:?}");
+            } else {
+                assert_eq!(info.received_timestamp(), None);
+                assert_eq!(info.publication_sequence_number(), None);
+            }
         }
-    }
-    for (m, info, taken) in &got {
-        assert_eq!(info.publisher_gid().to_string(), talker.gid, "message {m}");
-        assert_eq!(info.publisher_gid().pid(), Some(talker.child.id()));
-        assert!(!info.from_intra_process());
-        let sent = info.source_timestamp().expect("a send time");
-        assert!(
-            (started..=*taken).contains(&sent),
-            "sent at {sent}, between {started} and {taken}?"
-        );
         if zenoh.is_some() {
-            let arrived = info.received_timestamp().expect("an arrival time");
-            assert!((sent..=*taken).contains(&arrived), "{info:?}");
-            assert!(info.publication_sequence_number().is_some(), "{info:?}");
-        } else {
-            assert_eq!(info.received_timestamp(), None);
-            assert_eq!(info.publication_sequence_number(), None);
+            // The publisher's own count: rising with the messages it sent.
+            let seqs: Vec<u64> = got
+                .iter()
+                .map(|(_, i, _)| i.publication_sequence_number().unwrap())
+                .collect();
+            assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
         }
+        let _: Gid = got[0].1.publisher_gid();
     }
-    if zenoh.is_some() {
-        // The publisher's own count: rising with the messages it sent.
-        let seqs: Vec<u64> = got
-            .iter()
-            .map(|(_, i, _)| i.publication_sequence_number().unwrap())
-            .collect();
-        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+
+    #[cfg(feature = "shm")]
+    #[test]
+    fn a_message_over_shared_memory_names_its_publisher_and_send_time() {
+        remote_case(218, None);
     }
-    let _: Gid = got[0].1.publisher_gid();
-}
 
-#[cfg(feature = "shm")]
-#[test]
-fn a_message_over_shared_memory_names_its_publisher_and_send_time() {
-    remote_case(218, None);
-}
-
-#[cfg(feature = "zenoh")]
-#[test]
-fn a_message_over_zenoh_names_its_publisher_send_and_arrival_time_and_number() {
-    let r = common::router::router("message_info");
-    remote_case(219, Some(&r.config));
+    #[cfg(feature = "zenoh")]
+    #[test]
+    fn a_message_over_zenoh_names_its_publisher_send_and_arrival_time_and_number() {
+        let r = common::router::router("message_info");
+        remote_case(219, Some(&r.config));
+    }
 }
