@@ -21,7 +21,8 @@
 
 /// A publisher's or subscription's 16-byte identity (ROS 2's gid).
 ///
-/// Equal gids name the same endpoint, in this process or any other;
+/// Equal gids name the same endpoint, in this process or any other (a
+/// process's gids wrap after 16,777,216 endpoints: see the layout above);
 /// [`MessageInfo::publisher_gid`](crate::MessageInfo::publisher_gid) is
 /// the sending [`Publisher::gid`](crate::Publisher::gid).
 ///
@@ -84,13 +85,19 @@ pub(crate) fn myelin_gid(island: u64, pid: u32, serial: u64, shared_memory: bool
     g
 }
 
-/// The gid of an endpoint of this process numbered `serial`.
-pub(crate) fn own(serial: u64, shared_memory: bool) -> Gid {
-    // The pid, read once (getpid is a system call; a message's info is
-    // made of it on every take that asks).
-    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    let pid = *PID.get_or_init(std::process::id);
+/// The gid of an endpoint of process `pid` (this one) numbered `serial`
+/// (see [`next_serial`]).
+pub(crate) fn own(pid: u32, serial: u64, shared_memory: bool) -> Gid {
     Gid(myelin_gid(island_key(), pid, serial, shared_memory))
+}
+
+/// A new endpoint number for a gid: counted per process from 1, and the
+/// gid keeps its low 24 bits, so gids of one process are unique while it
+/// has made fewer than 16,777,216 endpoints (publishers, subscriptions,
+/// services and clients); past that they wrap.
+pub(crate) fn next_serial() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Whether a sample with this gid already reached a subscription on
@@ -176,6 +183,9 @@ mod tests {
         );
         assert_eq!(island_key(), island_key());
         assert_eq!(Gid(g).to_string(), "88776655443322119210000012efcda1");
-        assert_eq!(own(5, false).pid(), Some(std::process::id()));
+        assert_eq!(
+            own(std::process::id(), 5, false).pid(),
+            Some(std::process::id())
+        );
     }
 }

@@ -14,7 +14,7 @@ use crate::gid::Gid;
 /// | accessor | in-process | shared memory | zenoh (myelin or rmw_zenoh) |
 /// |---|---|---|---|
 /// | `publisher_gid` | yes | yes | yes (the sample's attachment) |
-/// | `source_timestamp` | no (as rclcpp) | yes | yes (the attachment) |
+/// | `source_timestamp` | no (as rclcpp) | yes (not for transient-local history) | yes (the attachment) |
 /// | `received_timestamp` | no | no | yes (on arrival) |
 /// | `publication_sequence_number` | no | no | yes (the attachment) |
 /// | `from_intra_process` | `true` | `false` | `false` |
@@ -53,9 +53,9 @@ pub struct MessageInfo {
 /// asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Origin {
-    /// A publisher of this process, in-process: its gid's serial (low 24
-    /// bits) and shared-memory flag (bit 31); the island and pid are this
-    /// process's.
+    /// A publisher of this context, in-process: its gid's serial (low 24
+    /// bits) and shared-memory flag (bit 31); the island and the pid are
+    /// the context's.
     Local(u32),
     /// A publisher on this shared-memory island (shared memory).
     #[cfg_attr(not(feature = "shm"), allow(dead_code))]
@@ -73,18 +73,18 @@ pub(crate) enum Origin {
 }
 
 impl Origin {
-    /// The [`Origin::Local`] word of a publisher of this process with
+    /// The [`Origin::Local`] word of a publisher of this context with
     /// this gid.
     pub(crate) const fn local_word(gid: Gid) -> u32 {
         let g = gid.0;
         u32::from_le_bytes([g[12], g[13], g[14], 0]) | ((g[15] & 1) as u32) << 31
     }
 
-    /// What the user sees.
-    pub(crate) fn info(&self) -> MessageInfo {
+    /// What the user sees; `pid`: the context's (see `ContextInner::pid`).
+    pub(crate) fn info(&self, pid: u32) -> MessageInfo {
         match *self {
             Origin::Local(w) => MessageInfo {
-                gid: crate::gid::own(u64::from(w & 0xff_ffff), w >> 31 != 0).0,
+                gid: crate::gid::own(pid, u64::from(w & 0xff_ffff), w >> 31 != 0).0,
                 source_ns: 0,
                 received_ns: 0,
                 seq: 0,
@@ -177,22 +177,23 @@ mod tests {
 
     #[test]
     fn zero_is_unknown() {
-        let i = Origin::Network(Box::new(MessageInfo::remote([3; 16], 0, 5, 0))).info();
+        let i = Origin::Network(Box::new(MessageInfo::remote([3; 16], 0, 5, 0))).info(1);
         assert_eq!(i.source_timestamp(), None);
         assert_eq!(i.received_timestamp(), Some(5));
         assert_eq!(i.publication_sequence_number(), None);
         assert_eq!(i.publisher_gid(), Gid([3; 16]));
         assert!(!i.from_intra_process());
-        let l = Origin::Local(Origin::local_word(crate::gid::own(9, true))).info();
+        let g = crate::gid::own(42, 9, true);
+        let l = Origin::Local(Origin::local_word(g)).info(42);
         assert!(l.from_intra_process());
         assert_eq!(l.source_timestamp(), None);
-        assert_eq!(l.publisher_gid(), crate::gid::own(9, true));
+        assert_eq!(l.publisher_gid(), g);
         let s = Origin::Island {
             pid: 77,
             serial: 5,
             sent_ns: 12,
         }
-        .info();
+        .info(1);
         assert_eq!(s.publisher_gid().pid(), Some(77));
         assert_eq!(s.source_timestamp(), Some(12));
         assert!(!s.from_intra_process());

@@ -20,6 +20,9 @@ use crate::transport::{NodeIdent, Transports};
 /// A context's shared state.
 pub(crate) struct ContextInner {
     pub(crate) domain_id: u32,
+    /// This process, as the context's gids name it (read once: getpid is
+    /// a system call, and an in-process message's info is made of it).
+    pub(crate) pid: u32,
     pub(crate) graph: Graph,
     shut_down: AtomicBool,
     pub(crate) node_names: Mutex<HashSet<String>>,
@@ -51,6 +54,7 @@ impl ContextInner {
     ) -> Self {
         ContextInner {
             domain_id,
+            pid: std::process::id(),
             graph: Graph::default(),
             shut_down: AtomicBool::new(false),
             node_names: Mutex::new(HashSet::new()),

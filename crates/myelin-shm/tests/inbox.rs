@@ -161,23 +161,26 @@ fn a_manual_publisher_is_alive_within_its_lease_of_its_last_assertion() {
     assert!(inbox.alive(0, u64::MAX), "the old lease was forgotten");
 }
 
-/// An inbox laid out by another myelin version (the kind-3 inbox, before
-/// expiry words) is refused with an error that says so, not misread.
+/// An inbox laid out by another myelin version (kind 3, before expiry
+/// words; kind 8, before send times) is refused with an error that says
+/// so, not misread.
 #[test]
 fn an_inbox_of_another_myelin_version_is_refused_by_name() {
-    let (_inbox, _w, name) = pair(41, 2);
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(name.path())
-        .unwrap();
-    // The header's kind word (after the magic and the layout version).
-    f.write_all_at(&3u32.to_ne_bytes(), 12).unwrap();
-    match InboxWriter::connect(&name, 98, 7) {
-        Err(e @ ShmError::OtherVersion { found_kind: 3, .. }) => {
-            assert!(e.to_string().contains("another myelin version"), "{e}");
+    for old in [3u32, 8] {
+        let (_inbox, _w, name) = pair(41, 2);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(name.path())
+            .unwrap();
+        // The header's kind word (after the magic and the layout version).
+        f.write_all_at(&old.to_ne_bytes(), 12).unwrap();
+        match InboxWriter::connect(&name, 98, 7) {
+            Err(e @ ShmError::OtherVersion { found_kind, .. }) if found_kind == old => {
+                assert!(e.to_string().contains("another myelin version"), "{e}");
+            }
+            Err(e) => panic!("kind {old} not reported as another version: {e}"),
+            Ok(_) => panic!("an inbox of kind {old} was taken"),
         }
-        Err(e) => panic!("not reported as another version: {e}"),
-        Ok(_) => panic!("an inbox of another layout was taken"),
     }
 }
 

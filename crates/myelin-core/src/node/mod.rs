@@ -253,7 +253,7 @@ impl Node {
             .clone();
         let id = self.inner.ctx.new_id();
         let (serial, gid) = self.new_gid();
-        let spec = self.spec(id, serial, &topic, &qos, ty);
+        let spec = self.spec(id, (serial, gid), &topic, &qos, ty);
         let links = self.links::<dyn PubLink>(&spec, |t, spec| t.publisher(spec))?;
         let events = self.event_queue(&options.event_callback, &group, "publisher", &topic);
         let inner = Arc::new(PubInner::new(
@@ -502,7 +502,7 @@ impl Node {
             });
         }
         let (serial, gid) = self.new_gid();
-        let mut spec = self.spec(id, serial, &topic, &qos, ty);
+        let mut spec = self.spec(id, (serial, gid), &topic, &qos, ty);
         spec.max_publishers = options.max_publishers;
         let links = self.links::<dyn SubLink>(&spec, |t, spec| t.subscription(spec))?;
         let events = self.event_queue(&options.event_callback, &group, "subscription", &topic);
@@ -582,16 +582,16 @@ impl Node {
     /// A new publisher's or subscription's process-unique number and the
     /// gid made of it.
     fn new_gid(&self) -> (u64, crate::Gid) {
-        let serial = crate::transport::next_id();
+        let serial = crate::gid::next_serial();
         let shm = self.inner.ctx.transports.get("shm").is_some();
-        (serial, crate::gid::own(serial, shm))
+        (serial, crate::gid::own(self.inner.ctx.pid, serial, shm))
     }
 
     /// What the transports see of a new endpoint.
     fn spec<'a>(
         &'a self,
         id: u64,
-        serial: u64,
+        (serial, gid): (u64, crate::Gid),
         topic: &'a str,
         qos: &'a QoS,
         ty: TypeInfo,
@@ -599,6 +599,7 @@ impl Node {
         EndpointSpec {
             id,
             serial,
+            gid,
             topic,
             qos,
             ty,
@@ -870,7 +871,8 @@ impl Node {
     fn service_spec<'a>(&'a self, id: u64, name: &'a str, ty: TypeInfo) -> EndpointSpec<'a> {
         EndpointSpec {
             id,
-            serial: crate::transport::next_id(),
+            serial: crate::gid::next_serial(),
+            gid: crate::Gid::default(),
             topic: name,
             qos: &remote_services::SERVICE_QOS,
             ty,

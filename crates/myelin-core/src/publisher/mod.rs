@@ -76,8 +76,8 @@ impl std::fmt::Debug for PublisherOptions {
 pub(crate) struct PubInner<T> {
     pub(crate) id: u64,
     pub(crate) gid: crate::Gid,
-    /// What this publisher's in-process messages carry (its gid's serial
-    /// and shared-memory flag: [`Origin::Local`](crate::message_info::Origin)).
+    /// What this publisher's in-process messages carry
+    /// ([`Origin::Local`](crate::message_info::Origin)).
     origin_word: u32,
     pub(crate) topic: String,
     pub(crate) qos: QoS,
@@ -431,7 +431,7 @@ impl<T: Message> Publisher<T> {
     }
 
     /// This publisher's [`Gid`](crate::Gid): unique among the endpoints
-    /// of every process, and what a subscription's
+    /// of every process (see [`Gid`](crate::Gid) for its limit), and what a subscription's
     /// [`MessageInfo::publisher_gid`](crate::MessageInfo::publisher_gid)
     /// says of its messages, whichever transport carried them.
     pub fn gid(&self) -> crate::Gid {

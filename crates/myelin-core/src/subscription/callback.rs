@@ -64,7 +64,9 @@ pub mod marker {
 pub trait SubscriptionCallback<T, Marker>: Send + 'static {
     /// Whether this signature wants ownership (decides `CallbackDefault`).
     const WANTS_OWNERSHIP: bool;
-    /// Turn into the type-erased form the executor calls.
+    /// Turn into the type-erased form the executor calls (used by
+    /// myelin itself; the result is opaque).
+    #[doc(hidden)]
     fn into_dispatch(self) -> Dispatch<T>;
 }
 
@@ -120,12 +122,13 @@ enum Kind<T> {
 }
 
 impl<T> Dispatch<T> {
-    /// Run the callback on a message from `origin`.
+    /// Run the callback on a message from `origin` (`pid`: the
+    /// subscription's context's, for [`Origin::info`]).
     #[inline]
-    pub(crate) fn call(&mut self, msg: Received<T>, origin: &Origin) {
+    pub(crate) fn call(&mut self, msg: Received<T>, origin: &Origin, pid: u32) {
         match &mut self.0 {
             Kind::Plain(f) => f(msg),
-            Kind::WithInfo(f) => f(msg, &origin.info()),
+            Kind::WithInfo(f) => f(msg, &origin.info(pid)),
         }
     }
 }

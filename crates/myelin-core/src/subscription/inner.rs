@@ -504,7 +504,9 @@ impl<T: Message> SubInner<T> {
             // Busy: the holder drains our message before it returns.
             let mut guard = cb.try_lock()?;
             while let Some((item, origin)) = self.pop_live_from() {
-                if let Err(p) = catch_unwind(AssertUnwindSafe(|| guard.call(item, &origin))) {
+                if let Err(p) = catch_unwind(AssertUnwindSafe(|| {
+                    guard.call(item, &origin, self.node.ctx.pid)
+                })) {
                     return Some(crate::dispatch::panic_message(&p));
                 }
             }
@@ -618,7 +620,7 @@ impl<T: Message> Executable for SubInner<T> {
             // `queued` stays set while we run, so this is never contended.
             && let Some(mut cb) = cb.try_lock()
             && let Some((item, origin)) = self.pop_live_from()
-            && let Err(panic) = catch_unwind(AssertUnwindSafe(|| cb.call(item, &origin)))
+            && let Err(panic) = catch_unwind(AssertUnwindSafe(|| cb.call(item, &origin, self.node.ctx.pid)))
         {
             result = Err(SpinError::CallbackPanicked {
                 entity: self.describe(),

@@ -252,11 +252,12 @@ impl<T: Message> Subscription<T> {
     /// ```
     pub fn take_with_info(&self) -> Option<(Received<T>, MessageInfo)> {
         self.inner.pump_now();
-        self.inner.pop_live_from().map(|(m, o)| (m, o.info()))
+        let pid = self.inner.node.ctx.pid;
+        self.inner.pop_live_from().map(|(m, o)| (m, o.info(pid)))
     }
 
     /// This subscription's [`Gid`](crate::Gid), unique among the endpoints
-    /// of every process.
+    /// of every process (see [`Gid`](crate::Gid) for its limit).
     pub fn gid(&self) -> crate::Gid {
         self.inner.gid
     }

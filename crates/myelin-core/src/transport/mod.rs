@@ -255,6 +255,9 @@ pub(crate) struct EndpointSpec<'a> {
     /// processes uses it, so that the gid a message arrives with is the
     /// sending [`Publisher::gid`](crate::Publisher::gid).
     pub(crate) serial: u64,
+    /// The endpoint's gid (of `serial`; all zeros for services, whose
+    /// transports make their own).
+    pub(crate) gid: crate::Gid,
     pub(crate) topic: &'a str,
     pub(crate) qos: &'a QoS,
     pub(crate) ty: TypeInfo,

@@ -5,7 +5,6 @@ use std::any::Any;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
-use crate::gid;
 use myelin_zenoh::attachment::Attachment;
 use myelin_zenoh::gid::Gid;
 use myelin_zenoh::names;
@@ -132,7 +131,8 @@ impl PubNet {
             }
             _ => None,
         };
-        let gid = gid::myelin_gid(dom.island, std::process::id(), serial, dom.shm);
+        // The publisher's own gid (`Publisher::gid`).
+        let gid = spec.gid.0;
         if keeps_history {
             dom.own_history(gid, true);
         }
