@@ -22,7 +22,8 @@ multicast scouting off so nothing leaves the machine):
           first request is three bytes of garbage (expects an error reply).
   talker  publish std_msgs/msg/String "py talker N" (N = 0, 1, ...) on
           --topic at --rate Hz with an MP token and the attachment, as
-          demo_nodes_cpp's talker on rmw_zenoh. Prints "ready"; runs until
+          demo_nodes_cpp's talker on rmw_zenoh. Prints "ready" (then,
+          with --print-gid, "gid HEX": its attachment's gid); runs until
           stdin closes.
   listener  subscribe to std_msgs/msg/String on --topic with an MS token;
           prints "ready", then "heard TEXT" per message; exits after
@@ -179,8 +180,11 @@ def talk(args):
         )
     else:
         pub = session.declare_publisher(topic_key(args.domain, args.topic))
-    print(f"gid {gid.hex()}", flush=True)
     print("ready", flush=True)
+    if args.print_gid:
+        # Only when asked: callers that read "ready" and close the pipe
+        # would otherwise kill this process with the next line.
+        print(f"gid {gid.hex()}", flush=True)
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     if args.transient_local:
@@ -1041,6 +1045,8 @@ def main():
     p.add_argument("--calls", type=int, default=1)
     p.add_argument("--topic", default="/chatter")
     p.add_argument("--rate", type=float, default=20.0)
+    p.add_argument("--print-gid", action="store_true",
+                   help="talker: print its gid after ready")
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--timeout", type=float, default=30.0)
     p.add_argument("--lifetime", type=float, default=120.0)

@@ -324,6 +324,7 @@ fn a_ros_2_talkers_messages_carry_its_gid_sequence_numbers_and_send_times() {
             "/chatter_info",
             "--rate",
             "50",
+            "--print-gid",
         ],
     );
     let gid = talker.expect("gid ")["gid ".len()..].to_string();
