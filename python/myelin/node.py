@@ -55,6 +55,38 @@ class Publisher:
         its serialised CDR as ``bytes``)."""
         self._live().publish(msg)
 
+    def loan(self, msg, /, **sizes):
+        """Loan shared memory for ``msg`` and fill its large arrays in place.
+
+        ``sizes`` names each numeric array field to fill in place with its
+        element count (``data=height * step``). The message is encoded
+        straight into a shared-memory chunk; each named array is a
+        writable numpy view of its place in the chunk (``loan.data``), to
+        fill without a copy (``numpy.copyto(loan.data, frame)``, or a
+        camera driver reading into it). ``loan.publish()`` hands the chunk
+        to subscribers in every process without a copy, with ``msg``'s
+        other fields as they are then (set a stamp after filling).
+
+        As a context manager it publishes at the end of the block, and
+        gives the chunk back if the block raised::
+
+            with pub.loan(Image(height=h, width=w, encoding="rgb8", step=w * 3),
+                          data=h * w * 3) as loan:
+                camera.read_into(loan.data)
+                loan.msg.header.stamp = node.get_clock().now().to_msg()
+
+        A view must be gone before publish (subscribers read the chunk
+        from then on): ``publish`` raises ``BufferError`` while a numpy
+        array still views the loan; delete it first. Strings and
+        sequences must keep their length after ``loan`` (they fix where
+        the arrays lie and how long the chunk is); numbers may change. The arrays' contents
+        start as whatever the chunk held before: fill every element.
+        Arrays of 8-byte numbers are unaligned views (CDR places them 4
+        bytes off an 8-byte boundary in a chunk); numpy handles them,
+        some libraries (torch) refuse them.
+        """
+        return self._live().loan(msg, list(sizes.items()))
+
     @property
     def topic_name(self):
         return self._live().topic()

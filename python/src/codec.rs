@@ -142,7 +142,7 @@ fn user_specs() -> &'static Mutex<HashMap<String, MsgSpec>> {
     SPECS.get_or_init(Default::default)
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -298,6 +298,25 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// Leave `len` bytes of elements aligned to `align` unwritten (a loaned
+    /// array the caller fills in place); zero only the padding before them.
+    /// Returns where the elements start.
+    fn skip(&mut self, align: usize, len: usize) -> PyResult<usize> {
+        if len == 0 {
+            return Ok(self.pos);
+        }
+        let pad = (align - (self.pos - 4) % align) % align;
+        let start = self.pos + pad;
+        if let Some(out) = self.out.as_deref_mut() {
+            let dst = out.get_mut(self.pos..start + len).ok_or_else(|| {
+                PyValueError::new_err("the message changed while it was being encoded")
+            })?;
+            dst[..pad].fill(0);
+        }
+        self.pos = start + len;
+        Ok(start)
+    }
+
     fn count(&mut self, n: usize, label: &str) -> PyResult<()> {
         let n = u32::try_from(n)
             .map_err(|_| PyValueError::new_err(format!("{label}: {n} elements do not fit CDR")))?;
@@ -308,30 +327,13 @@ impl Writer<'_> {
 /// The length of the CDR of `obj`, an instance of `plan`'s class (checking
 /// every value on the way).
 pub fn encoded_len(plan: &Plan, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
-    let mut w = Writer { out: None, pos: 4 };
-    encode_msg(plan, obj, &mut w, "message")?;
-    Ok(w.pos)
+    reserved_len(plan, obj, &mut [])
 }
 
 /// Write the CDR of `obj` into `out`, which is exactly
 /// [`encoded_len`] long.
 pub fn encode_into(plan: &Plan, obj: &Bound<'_, PyAny>, out: &mut [u8]) -> PyResult<()> {
-    let n = out.len();
-    let head = out
-        .get_mut(..4)
-        .ok_or_else(|| PyValueError::new_err("the message changed while it was being encoded"))?;
-    head.copy_from_slice(&[0, 1, 0, 0]);
-    let mut w = Writer {
-        out: Some(out),
-        pos: 4,
-    };
-    encode_msg(plan, obj, &mut w, "message")?;
-    if w.pos != n {
-        return Err(PyValueError::new_err(
-            "the message changed while it was being encoded",
-        ));
-    }
-    Ok(())
+    encode_reserved_into(plan, obj, &mut [], out)
 }
 
 /// CDR of `obj`, an instance of `plan`'s class.
@@ -352,6 +354,18 @@ fn type_error(label: &str, want: &str, got: &Bound<'_, PyAny>) -> PyErr {
 }
 
 fn encode_msg(plan: &Plan, obj: &Bound<'_, PyAny>, w: &mut Writer, label: &str) -> PyResult<()> {
+    encode_reserving(plan, obj, w, label, &mut [])
+}
+
+/// [`encode_msg`], leaving the elements of the `reserved` top-level
+/// arrays unwritten and noting where each starts.
+fn encode_reserving(
+    plan: &Plan,
+    obj: &Bound<'_, PyAny>,
+    w: &mut Writer,
+    label: &str,
+    reserved: &mut [Reserved],
+) -> PyResult<()> {
     let py = obj.py();
     if !obj.is_instance(plan.class.bind(py))? {
         return Err(type_error(label, &plan.type_name, obj));
@@ -360,9 +374,155 @@ fn encode_msg(plan: &Plan, obj: &Bound<'_, PyAny>, w: &mut Writer, label: &str) 
         // An empty message carries one placeholder byte.
         return w.put(1, &[0]);
     }
-    for f in &plan.fields {
+    for (i, f) in plan.fields.iter().enumerate() {
+        if let Some(r) = reserved.iter_mut().find(|r| r.field == i) {
+            if !matches!(f.collection, Collection::Array(_)) {
+                w.count(r.n, &f.label)?;
+            }
+            r.offset = w.skip(r.size, r.n * r.size)?;
+            continue;
+        }
         let v = obj.getattr(f.name.bind(py))?;
         encode_field(f, &v, w)?;
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ loans
+
+/// A numeric array field of a loaned message whose elements are filled in
+/// place (through a writable numpy view) instead of encoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reserved {
+    /// The field's index in its plan (a top-level field).
+    field: usize,
+    /// Its name.
+    pub name: String,
+    /// Elements.
+    pub n: usize,
+    /// Bytes per element.
+    size: usize,
+    /// numpy's name of the element type (`"uint8"`, `"float64"`, ...).
+    pub dtype: &'static str,
+    /// Where the elements start in the CDR (set by encoding).
+    pub offset: usize,
+}
+
+impl Reserved {
+    /// The elements' bytes.
+    pub fn byte_len(&self) -> usize {
+        self.n * self.size
+    }
+}
+
+/// The arrays `sizes` names (field name, element count) as reservations,
+/// checked against `plan`: top-level fields of numbers, within their
+/// bound (a fixed-size array takes exactly its size).
+pub fn reserve(plan: &Plan, sizes: &[(String, usize)]) -> PyResult<Vec<Reserved>> {
+    let mut out = Vec::with_capacity(sizes.len());
+    for (name, n) in sizes {
+        let (field, f) = plan
+            .fields
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.label.rsplit_once('.').map(|(_, n)| n) == Some(name.as_str()))
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("{}: no field named {name:?}", plan.type_name))
+            })?;
+        let dtype = match f.scalar {
+            Scalar::U8 | Scalar::Byte | Scalar::Char => "uint8",
+            Scalar::I8 => "int8",
+            Scalar::I16 => "int16",
+            Scalar::U16 => "uint16",
+            Scalar::I32 => "int32",
+            Scalar::U32 => "uint32",
+            Scalar::I64 => "int64",
+            Scalar::U64 => "uint64",
+            Scalar::F32 => "float32",
+            Scalar::F64 => "float64",
+            Scalar::Bool | Scalar::Str(_) | Scalar::Msg(_) => {
+                return Err(PyTypeError::new_err(format!(
+                    "{}: only arrays of numbers can be filled in place",
+                    f.label
+                )));
+            }
+        };
+        match f.collection {
+            Collection::Single => {
+                return Err(PyTypeError::new_err(format!(
+                    "{}: not an array, so there is nothing to fill in place",
+                    f.label
+                )));
+            }
+            Collection::Array(e) if *n as u64 != e => {
+                return Err(PyValueError::new_err(format!(
+                    "{}: expected exactly {e} elements, got {n}",
+                    f.label
+                )));
+            }
+            Collection::BoundedSequence(b) if *n as u64 > b => {
+                return Err(PyValueError::new_err(format!(
+                    "{}: at most {b} elements, got {n}",
+                    f.label
+                )));
+            }
+            _ => {}
+        }
+        if out.iter().any(|r: &Reserved| r.field == field) {
+            return Err(PyValueError::new_err(format!("{}: named twice", f.label)));
+        }
+        let size = f.scalar.size().expect("numbers have a size");
+        n.checked_mul(size)
+            .filter(|b| *b <= u32::MAX as usize)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("{}: {n} elements do not fit CDR", f.label))
+            })?;
+        out.push(Reserved {
+            field,
+            name: name.clone(),
+            n: *n,
+            size,
+            dtype,
+            offset: 0,
+        });
+    }
+    Ok(out)
+}
+
+/// The length of the CDR of `obj` with `reserved` arrays left to fill,
+/// noting where each would start.
+pub fn reserved_len(
+    plan: &Plan,
+    obj: &Bound<'_, PyAny>,
+    reserved: &mut [Reserved],
+) -> PyResult<usize> {
+    let mut w = Writer { out: None, pos: 4 };
+    encode_reserving(plan, obj, &mut w, "message", reserved)?;
+    Ok(w.pos)
+}
+
+/// Write the CDR of `obj` into `out` ([`reserved_len`] long) except the
+/// elements of the `reserved` arrays, which keep whatever `out` holds.
+pub fn encode_reserved_into(
+    plan: &Plan,
+    obj: &Bound<'_, PyAny>,
+    reserved: &mut [Reserved],
+    out: &mut [u8],
+) -> PyResult<()> {
+    let n = out.len();
+    let head = out
+        .get_mut(..4)
+        .ok_or_else(|| PyValueError::new_err("the message changed while it was being encoded"))?;
+    head.copy_from_slice(&[0, 1, 0, 0]);
+    let mut w = Writer {
+        out: Some(out),
+        pos: 4,
+    };
+    encode_reserving(plan, obj, &mut w, "message", reserved)?;
+    if w.pos != n {
+        return Err(PyValueError::new_err(
+            "the message changed while it was being encoded",
+        ));
     }
     Ok(())
 }

@@ -21,6 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyType};
 
 mod codec;
+mod loan;
 mod params;
 
 create_exception!(
@@ -749,6 +750,17 @@ impl Publisher {
         py.detach(|| loan.publish()).map_err(core_error)
     }
 
+    /// Loan a shared-memory chunk for `msg`, leaving the arrays `sizes`
+    /// names (`[(field, elements)]`) to fill in place through writable
+    /// numpy views; see [`loan::Loan`].
+    fn loan(
+        slf: &Bound<'_, Self>,
+        msg: &Bound<'_, PyAny>,
+        sizes: Vec<(String, usize)>,
+    ) -> PyResult<loan::Loan> {
+        loan::loan(slf, msg, sizes)
+    }
+
     fn topic(&self) -> String {
         self.publisher.topic().to_string()
     }
@@ -1299,6 +1311,8 @@ fn _myelin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Client>()?;
     m.add_class::<PendingCall>()?;
     m.add_class::<codec::ReceivedBytes>()?;
+    m.add_class::<loan::Loan>()?;
+    m.add_class::<loan::LoanMemory>()?;
     m.add_function(wrap_pyfunction!(srv_info, m)?)?;
     m.add_function(wrap_pyfunction!(knows_srv, m)?)?;
     m.add_function(wrap_pyfunction!(load_srv, m)?)?;

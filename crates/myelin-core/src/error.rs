@@ -162,6 +162,10 @@ pub enum PublishError {
     /// The context was shut down.
     #[error("cannot publish on {0:?}: the context is shut down")]
     ContextShutDown(String),
+    /// A [`DetachedSliceLoan`](crate::DetachedSliceLoan) was handed to a
+    /// publisher other than the one that lent it.
+    #[error("cannot publish on {0:?}: the loan was lent by another publisher")]
+    ForeignLoan(String),
     /// The message could not be encoded for subscriptions in other
     /// processes (local ones got it).
     #[error("topic {topic:?}: {why}")]

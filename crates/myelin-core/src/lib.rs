@@ -113,7 +113,9 @@ pub fn init_logging() {
 pub use names::NameError;
 pub use node::{Logger, Node, OnSetParametersHandle};
 pub use parameter::{ParameterError, ParameterValue};
-pub use publisher::{BytesMessage, Loan, LoanUninit, Publisher, PublisherOptions, SliceLoan};
+pub use publisher::{
+    BytesMessage, DetachedSliceLoan, Loan, LoanUninit, Publisher, PublisherOptions, SliceLoan,
+};
 pub use qos::{
     Durability, History, IncompatibleQosStatus, Liveliness, LivelinessKind, QoS, QosPolicy,
     Reliability,

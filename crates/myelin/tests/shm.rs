@@ -583,3 +583,44 @@ fn more_polling_subscriptions_than_wake_slots_still_hear_other_processes() {
 
 /// Slots of a process's wake-up table (`myelin_shm::wake::WAKE_SLOTS`).
 const WAKE_SLOTS: u64 = 256;
+
+#[test]
+fn a_detached_loan_is_filled_on_another_thread_and_refused_by_another_publisher() {
+    let c = ctx(156);
+    let node = c.create_node("parent").unwrap();
+    let images = node
+        .create_publisher::<Blob>("images", QoS::keep_last(4))
+        .unwrap();
+    let other = node
+        .create_publisher::<Blob>("other", QoS::keep_last(4))
+        .unwrap();
+    let sub = node
+        .create_polling_subscription::<Blob>("images", QoS::keep_last(4), Default::default())
+        .unwrap();
+    let baseline = images.shared_memory_in_use();
+
+    // Filled on another thread, published by the publisher that lent it.
+    let loan = images.loan_slice(64 * 1024).unwrap().detach();
+    let loan = std::thread::spawn(move || {
+        let mut loan = loan;
+        loan.fill(7);
+        loan
+    })
+    .join()
+    .unwrap();
+    images.publish_detached(loan).unwrap();
+    let m = sub.wait_for_message(LONG).unwrap();
+    assert_eq!(m.len(), 64 * 1024);
+    assert!(m.iter().all(|b| *b == 7));
+    drop(m);
+
+    // Handed to another publisher: refused, and the memory goes back to
+    // the pool that lent it.
+    let stray = images.loan_slice(64 * 1024).unwrap().detach();
+    match other.publish_detached(stray) {
+        Err(myelin::PublishError::ForeignLoan(topic)) => assert_eq!(topic, "/other"),
+        r => panic!("a foreign loan was not refused: {r:?}"),
+    }
+    assert_eq!(images.shared_memory_in_use(), baseline, "chunk returned");
+    assert!(sub.take().is_none(), "nothing was published");
+}

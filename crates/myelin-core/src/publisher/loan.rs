@@ -288,6 +288,81 @@ impl<T: BytesMessage> SliceLoan<'_, T> {
     }
 }
 
+impl<'a, T: BytesMessage> SliceLoan<'a, T> {
+    /// Unborrow the loan from its publisher, to keep it where a borrow
+    /// cannot go (another thread, an object of a language binding), then
+    /// publish it with [`Publisher::publish_detached`]. Dropping it
+    /// unpublished returns the memory, as for a `SliceLoan`.
+    ///
+    /// ```
+    /// use myelin_core::{Blob, Context, QoS};
+    ///
+    /// let ctx = Context::builder().shared_memory(false).network(false).build().unwrap();
+    /// let node = ctx.create_node("loaner").unwrap();
+    /// let p = node.create_publisher::<Blob>("bytes", QoS::keep_last(1)).unwrap();
+    /// let mut loan = p.loan_slice(3).unwrap().detach();
+    /// let filler = std::thread::spawn(move || {
+    ///     loan.copy_from_slice(b"abc");
+    ///     loan
+    /// });
+    /// p.publish_detached(filler.join().unwrap()).unwrap();
+    /// ```
+    pub fn detach(self) -> DetachedSliceLoan<T> {
+        DetachedSliceLoan {
+            owner: Arc::downgrade(&self.publisher.inner),
+            mem: self.mem,
+            len: self.len,
+        }
+    }
+}
+
+/// A [`SliceLoan`] that no longer borrows its publisher
+/// ([`SliceLoan::detach`]): fill it anywhere, publish it with
+/// [`Publisher::publish_detached`] on the publisher that lent it.
+pub struct DetachedSliceLoan<T: BytesMessage = crate::Blob> {
+    /// The publisher that lent the memory (a weak reference: it names the
+    /// publisher without keeping it alive, and keeps its address from
+    /// being reused by another one while the loan lives).
+    owner: std::sync::Weak<PubInner<T>>,
+    mem: LoanMem,
+    len: usize,
+}
+
+impl<T: BytesMessage> std::ops::Deref for DetachedSliceLoan<T> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `len` initialised bytes used only by this loan.
+        unsafe { std::slice::from_raw_parts(self.mem.ptr_const(), self.len) }
+    }
+}
+
+impl<T: BytesMessage> std::ops::DerefMut for DetachedSliceLoan<T> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `deref`, exclusive through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.ptr(), self.len) }
+    }
+}
+
+impl<T: BytesMessage> Publisher<T> {
+    /// Publish a [`DetachedSliceLoan`] this publisher lent: no copy, as
+    /// [`SliceLoan::publish`]. A loan lent by another publisher is refused
+    /// ([`PublishError::ForeignLoan`]; its memory returns to its own pool).
+    pub fn publish_detached(&self, loan: DetachedSliceLoan<T>) -> Result<(), PublishError> {
+        if !std::sync::Weak::ptr_eq(&loan.owner, &Arc::downgrade(&self.inner)) {
+            return Err(PublishError::ForeignLoan(self.inner.topic.clone()));
+        }
+        self.inner.publish_loaned(loan.mem, loan.len)
+    }
+}
+
+impl<T: BytesMessage> std::fmt::Debug for DetachedSliceLoan<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DetachedSliceLoan")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
 impl<T: Message> std::fmt::Debug for LoanUninit<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoanUninit")

@@ -38,7 +38,7 @@ mod loan;
 
 use deliver::Full;
 pub(crate) use deliver::Matched;
-pub use loan::{BytesMessage, Loan, LoanUninit, SliceLoan};
+pub use loan::{BytesMessage, DetachedSliceLoan, Loan, LoanUninit, SliceLoan};
 
 /// A transient-local publisher's history: (publish sequence, message,
 /// expiry).
