@@ -10,8 +10,11 @@ class Future:
     ``spin_until_future_complete`` (which wakes at the answer), ``done()``,
     or ``result()``."""
 
-    def __init__(self, *, _pending=None):
+    def __init__(self, *, _pending=None, _transform=None):
         self._pending = _pending
+        # What the answer of the pending call becomes (an action client's
+        # goal handle, made from the send_goal answer).
+        self._transform = _transform
         self._done = False
         self._cancelled = False
         self._result = None
@@ -27,7 +30,16 @@ class Future:
             self.set_exception(e)
             return
         if answer is not None:
-            self.set_result(answer)
+            self._answer(answer)
+
+    def _answer(self, answer):
+        if self._transform is not None:
+            try:
+                answer = self._transform(answer)
+            except Exception as e:
+                self.set_exception(e)
+                return
+        self.set_result(answer)
 
     def done(self):
         self._look()
@@ -77,7 +89,7 @@ class Future:
     def _settle(self, answer):
         """The answer a waiter took from the pending call."""
         if answer is not None and not self._done:
-            self.set_result(answer)
+            self._answer(answer)
 
     def __await__(self):
         raise NotImplementedError("await a myelin Future is not supported yet; use spin_until_future_complete")

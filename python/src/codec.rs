@@ -83,11 +83,66 @@ fn user_srvs() -> &'static Mutex<HashMap<String, idl::SrvSpec>> {
     SRVS.get_or_init(Default::default)
 }
 
+fn user_actions() -> &'static Mutex<HashMap<String, idl::ActionSpec>> {
+    static ACTIONS: OnceLock<Mutex<HashMap<String, idl::ActionSpec>>> = OnceLock::new();
+    ACTIONS.get_or_init(Default::default)
+}
+
+/// The spec of an action type (`pkg/action/Name`): one loaded at run
+/// time, else one of the message crate's.
+fn action_spec(type_name: &str) -> Option<idl::ActionSpec> {
+    if let Some(a) = lock(user_actions()).get(type_name) {
+        return Some(a.clone());
+    }
+    myelin_msgs::action_spec(type_name)
+}
+
 fn srv_spec(type_name: &str) -> Option<idl::SrvSpec> {
     if let Some(s) = lock(user_srvs()).get(type_name) {
         return Some(s.clone());
     }
+    // An action's services: `pkg/action/Name_SendGoal`, `..._GetResult`.
+    if type_name.contains("/action/") {
+        if let Some(action) = type_name.strip_suffix("_SendGoal") {
+            return action_spec(action).map(|a| a.send_goal());
+        }
+        if let Some(action) = type_name.strip_suffix("_GetResult") {
+            return action_spec(action).map(|a| a.get_result());
+        }
+        return None;
+    }
     myelin_msgs::srv_spec(type_name)
+}
+
+/// Whether `type_name` (`pkg/action/Name`) is an action type myelin
+/// knows.
+pub fn knows_action(type_name: &str) -> bool {
+    action_spec(type_name).is_some()
+}
+
+/// Add an `.action` definition at run time. Returns its type name.
+pub fn load_action(package: &str, name: &str, text: &str) -> PyResult<String> {
+    let action = idl::parse_action(package, name, text)
+        .map_err(|e| PyValueError::new_err(format!("{package}/action/{name}: {e}")))?;
+    let type_name = action.type_name();
+    refs_loaded(
+        &type_name,
+        &[&action.goal, &action.result, &action.feedback],
+    )?;
+    if let Some(old) = action_spec(&type_name)
+        && old != action
+    {
+        return Err(PyValueError::new_err(format!(
+            "{type_name} is already defined differently"
+        )));
+    }
+    let mut specs = lock(user_specs());
+    for t in action.types() {
+        specs.insert(t.type_name(), t);
+    }
+    drop(specs);
+    lock(user_actions()).insert(type_name.clone(), action);
+    Ok(type_name)
 }
 
 /// A service type: its request and response type names and its REP 2011
@@ -105,12 +160,9 @@ pub fn knows_srv(type_name: &str) -> bool {
     srv_spec(type_name).is_some()
 }
 
-/// Add a `.srv` definition at run time. Returns its type name.
-pub fn load_srv(package: &str, name: &str, text: &str) -> PyResult<String> {
-    let srv = idl::parse_srv(package, name, text)
-        .map_err(|e| PyValueError::new_err(format!("{package}/srv/{name}: {e}")))?;
-    let type_name = srv.type_name();
-    for part in [&srv.request, &srv.response] {
+/// Refuse `parts` of `type_name` whose fields refer to types not loaded.
+fn refs_loaded(type_name: &str, parts: &[&MsgSpec]) -> PyResult<()> {
+    for part in parts {
         for f in &part.fields {
             if let Some(nested) = f.ty.base.nested_type_name()
                 && spec(&nested).is_none()
@@ -122,6 +174,15 @@ pub fn load_srv(package: &str, name: &str, text: &str) -> PyResult<String> {
             }
         }
     }
+    Ok(())
+}
+
+/// Add a `.srv` definition at run time. Returns its type name.
+pub fn load_srv(package: &str, name: &str, text: &str) -> PyResult<String> {
+    let srv = idl::parse_srv(package, name, text)
+        .map_err(|e| PyValueError::new_err(format!("{package}/srv/{name}: {e}")))?;
+    let type_name = srv.type_name();
+    refs_loaded(&type_name, &[&srv.request, &srv.response])?;
     if let Some(old) = srv_spec(&type_name)
         && old != srv
     {
@@ -161,16 +222,7 @@ pub fn load(package: &str, name: &str, text: &str) -> PyResult<String> {
     let spec = idl::parse_msg(package, name, text)
         .map_err(|e| PyValueError::new_err(format!("{package}/msg/{name}: {e}")))?;
     let type_name = spec.type_name();
-    for f in &spec.fields {
-        if let Some(nested) = f.ty.base.nested_type_name()
-            && self::spec(&nested).is_none()
-        {
-            return Err(PyValueError::new_err(format!(
-                "{type_name}: field {:?} refers to {nested}, which is not loaded (load it first)",
-                f.name
-            )));
-        }
-    }
+    refs_loaded(&type_name, &[&spec])?;
     if let Some(old) = self::spec(&type_name)
         && old != spec
     {

@@ -545,15 +545,49 @@ impl Node {
         };
         let s = self
             .node
-            .create_raw_service(
-                name,
-                &ty,
-                match &group {
-                    Some(g) => myelin::ServiceOptions::default().with_group(&g.group),
-                    None => myelin::ServiceOptions::default(),
-                },
-                handler,
-            )
+            .create_raw_service(name, &ty, service_options(group.as_deref()), handler)
+            .map_err(service_error)?;
+        Ok(Service { _service: s })
+    }
+
+    /// A server of `srv_type` on `name` that answers later: an executor
+    /// spinning the node calls `callback(request, reply)`, and the
+    /// response goes when something calls `reply.send(response)` (from
+    /// any thread; see [`ServiceReply`]).
+    #[pyo3(signature = (srv_type, name, callback, group=None))]
+    fn create_deferred_service(
+        &self,
+        srv_type: &Bound<'_, PyAny>,
+        name: &str,
+        callback: Py<PyAny>,
+        group: Option<PyRef<'_, CallbackGroup>>,
+    ) -> PyResult<Service> {
+        let (ty, req, resp) = service_types(srv_type)?;
+        let service: Arc<str> = ty.name().into();
+        let handler = move |m: AnyMessage, reply: myelin::ServiceReply<AnyMessage>| {
+            callback_ran();
+            let done = Python::attach(|py| -> PyResult<()> {
+                let request = codec::decode(py, &req, m.bytes(), Some(m.0.shared_bytes()))?;
+                let reply = ServiceReply {
+                    reply: Mutex::new(Some(reply)),
+                    resp: resp.clone(),
+                    service: service.clone(),
+                };
+                callback.call1(py, (request, reply))?;
+                Ok(())
+            });
+            if let Err(e) = done {
+                let text = e.to_string();
+                keep_callback_error(e);
+                // As a server that returns: the caller gets this message
+                // (the reply, if the callback did not keep it, is dropped
+                // while unwinding) and the server keeps serving.
+                std::panic::resume_unwind(Box::new(text))
+            }
+        };
+        let s = self
+            .node
+            .create_raw_deferred_service(name, &ty, service_options(group.as_deref()), handler)
             .map_err(service_error)?;
         Ok(Service { _service: s })
     }
@@ -824,6 +858,51 @@ fn service_types(
 #[pyclass(module = "myelin._myelin", frozen)]
 struct Service {
     _service: myelin::Service<AnyMessage, AnyMessage>,
+}
+
+/// A server's options: its callback group, if one is given.
+fn service_options(group: Option<&CallbackGroup>) -> myelin::ServiceOptions {
+    match group {
+        Some(g) => myelin::ServiceOptions::default().with_group(&g.group),
+        None => myelin::ServiceOptions::default(),
+    }
+}
+
+/// The answer to one request of a deferred server: `send(response)` once,
+/// from any thread. Dropped unanswered, the caller gets an error at once
+/// rather than waiting out its timeout.
+#[pyclass(module = "myelin._myelin", frozen)]
+struct ServiceReply {
+    reply: Mutex<Option<myelin::ServiceReply<AnyMessage>>>,
+    resp: Arc<codec::Plan>,
+    service: Arc<str>,
+}
+
+#[pymethods]
+impl ServiceReply {
+    /// Send `response` (an instance of the service's response class).
+    fn send(&self, py: Python<'_>, response: &Bound<'_, PyAny>) -> PyResult<()> {
+        let bytes = codec::encode(&self.resp, response).map_err(|e| {
+            PyTypeError::new_err(format!(
+                "the answer of service {} must be a {}: {e}",
+                self.service, self.resp.type_name
+            ))
+        })?;
+        let reply = codec::lock(&self.reply).take().ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "this request of service {} was already answered",
+                self.service
+            ))
+        })?;
+        py.detach(|| reply.send(AnyMessage(bytes.into())));
+        Ok(())
+    }
+
+    /// Whether the request is still waiting for its answer.
+    #[getter]
+    fn pending(&self) -> bool {
+        codec::lock(&self.reply).is_some()
+    }
 }
 
 fn call_error(e: myelin::CallError) -> PyErr {
@@ -1232,6 +1311,18 @@ fn knows_srv(type_name: &str) -> bool {
     codec::knows_srv(type_name)
 }
 
+/// Whether `type_name` is an action type myelin knows.
+#[pyfunction]
+fn knows_action(type_name: &str) -> bool {
+    codec::knows_action(type_name)
+}
+
+/// Add the `.action` definition `text` of `package/action/name`.
+#[pyfunction]
+fn load_action(package: &str, name: &str, text: &str) -> PyResult<String> {
+    codec::load_action(package, name, text)
+}
+
 /// Add the `.srv` definition `text` of `package/srv/name`.
 #[pyfunction]
 fn load_srv(package: &str, name: &str, text: &str) -> PyResult<String> {
@@ -1254,6 +1345,15 @@ fn bundled_types() -> Vec<&'static str> {
 #[pyfunction]
 fn bundled_services() -> Vec<&'static str> {
     myelin_msgs::srv_definitions()
+        .iter()
+        .map(|(n, _)| *n)
+        .collect()
+}
+
+/// The action types the message crate ships (`pkg/action/Name`).
+#[pyfunction]
+fn bundled_actions() -> Vec<&'static str> {
+    myelin_msgs::action_definitions()
         .iter()
         .map(|(n, _)| *n)
         .collect()
@@ -1308,6 +1408,7 @@ fn _myelin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Executor>()?;
     m.add_class::<MultiThreadedExecutor>()?;
     m.add_class::<Service>()?;
+    m.add_class::<ServiceReply>()?;
     m.add_class::<Client>()?;
     m.add_class::<PendingCall>()?;
     m.add_class::<codec::ReceivedBytes>()?;
@@ -1315,6 +1416,9 @@ fn _myelin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loan::LoanMemory>()?;
     m.add_function(wrap_pyfunction!(srv_info, m)?)?;
     m.add_function(wrap_pyfunction!(knows_srv, m)?)?;
+    m.add_function(wrap_pyfunction!(knows_action, m)?)?;
+    m.add_function(wrap_pyfunction!(bundled_actions, m)?)?;
+    m.add_function(wrap_pyfunction!(load_action, m)?)?;
     m.add_function(wrap_pyfunction!(load_srv, m)?)?;
     m.add_function(wrap_pyfunction!(register_type, m)?)?;
     m.add_function(wrap_pyfunction!(type_info, m)?)?;

@@ -131,3 +131,47 @@ def test_a_ros2_client_calls_a_python_server_and_back(router, domain, net):
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_ros2_action_client_drives_a_python_action_server_and_back(router, domain, net):
+    from myelin.action import ActionClient, ActionServer
+    from myelin.msgs.example_interfaces.action import Fibonacci
+
+    def execute(goal_handle):
+        seq = [0, 1]
+        for i in range(1, goal_handle.request.order):
+            seq.append(seq[i] + seq[i - 1])
+            goal_handle.publish_feedback(Fibonacci.Feedback(sequence=seq))
+        goal_handle.succeed()
+        return Fibonacci.Result(sequence=seq)
+
+    node = myelin.create_node("fibonacci_action_server", context=net)
+    ActionServer(node, Fibonacci, "fibonacci", execute)
+    p = peer(router, domain, "action-client", "--order", "6", "--timeout", "60")
+    try:
+        assert spin_while_expecting(node, p, "server ") == "server fibonacci_action_server"
+        assert spin_while_expecting(node, p, "result ") == "result 4 0,1,1,2,3,5,8"
+    finally:
+        p.kill()
+        p.wait()
+
+    # And a Python action client drives a ROS 2 action server.
+    server = peer(router, domain, "action-server", "--action", "/fibonacci_ros", "--rate", "200")
+    try:
+        expect(server, "ready")
+        client = ActionClient(node, Fibonacci, "fibonacci_ros")
+        assert client.wait_for_server(timeout_sec=60)
+        feedback = []
+        future = client.send_goal_async(Fibonacci.Goal(order=5), feedback_callback=feedback.append)
+        spin_until(node, future.done, timeout=60)
+        handle = future.result()
+        assert handle.accepted
+        result = handle.get_result_async()
+        spin_until(node, result.done, timeout=60)
+        assert result.result().status == 4
+        assert list(result.result().result.sequence) == [0, 1, 1, 2, 3, 5]
+        spin_until(node, lambda: len(feedback) == 4, timeout=60)
+        assert list(feedback[-1].feedback.sequence) == [0, 1, 1, 2, 3, 5]
+    finally:
+        server.kill()
+        server.wait()

@@ -387,7 +387,8 @@ pub struct RawServiceType {
 }
 
 impl RawServiceType {
-    /// The ROS 2 service type `name` (`package/srv/Name`) with its
+    /// The ROS 2 service type `name` (`package/srv/Name`, or an action's
+    /// `package/action/Name_SendGoal` and `..._GetResult`) with its
     /// REP-2011 hash and its request and response types.
     pub fn ros(
         name: &str,
@@ -397,7 +398,7 @@ impl RawServiceType {
     ) -> Result<RawServiceType, RawTypeError> {
         // The same checks as a message type's, and the service kind.
         let checked = RawType::ros(name, ros_hash)?;
-        if name.split('/').nth(1) != Some("srv") {
+        if !matches!(name.split('/').nth(1), Some("srv" | "action")) {
             return Err(RawTypeError::Name(name.chars().take(300).collect()));
         }
         Ok(RawServiceType {

@@ -36,7 +36,7 @@ import numpy
 
 from myelin import _myelin
 
-__all__ = ["load_msg", "load_srv", "get_message", "get_service", "Message"]
+__all__ = ["load_msg", "load_srv", "load_action", "get_message", "get_service", "get_action", "Message"]
 
 _classes = {}
 
@@ -224,6 +224,60 @@ def load_srv(package, name, text):
     return get_service(_myelin.load_srv(package, name, text))
 
 
+_actions = {}
+
+
+def get_action(type_name):
+    """The class of the action ``pkg/action/Name``, as rclpy's action
+    classes are: its ``Goal``, ``Result`` and ``Feedback`` message classes,
+    and in ``Impl`` the services and messages the action is made of
+    (``SendGoalService``, ``GetResultService``, ``CancelGoalService``,
+    ``FeedbackMessage``, ``GoalStatusMessage``)."""
+    cls = _actions.get(type_name)
+    if cls is not None:
+        return cls
+    if not _myelin.knows_action(type_name):
+        raise ValueError(f"unknown action type {type_name}")
+    pkg, _, name = type_name.split("/")
+    impl = type(
+        "Impl",
+        (),
+        {
+            "__module__": f"myelin.msgs.{pkg}.action",
+            "__qualname__": f"{name}.Impl",
+            "SendGoalService": get_service(f"{type_name}_SendGoal"),
+            "GetResultService": get_service(f"{type_name}_GetResult"),
+            "CancelGoalService": get_service("action_msgs/srv/CancelGoal"),
+            "FeedbackMessage": get_message(f"{type_name}_FeedbackMessage"),
+            "GoalStatusMessage": get_message("action_msgs/msg/GoalStatusArray"),
+        },
+    )
+    cls = type(
+        name,
+        (),
+        {
+            "__module__": f"myelin.msgs.{pkg}.action",
+            "__qualname__": name,
+            "__slots__": (),
+            "_TYPE_NAME": type_name,
+            "_ROS_HASH": _myelin.type_hash(type_name),
+            "Goal": get_message(f"{type_name}_Goal"),
+            "Result": get_message(f"{type_name}_Result"),
+            "Feedback": get_message(f"{type_name}_Feedback"),
+            "Impl": impl,
+        },
+    )
+    _actions[type_name] = cls
+    return cls
+
+
+def load_action(package, name, text):
+    """Add the ``.action`` definition ``text`` (goal, result and feedback
+    separated by ``---``) as ``package/action/name`` and return its class
+    (also importable as ``myelin.msgs.<package>.action``)."""
+    return get_action(_myelin.load_action(package, name, text))
+
+
 class _InterfaceModule(types.ModuleType):
     """``myelin.msgs.<package>.msg`` (or ``.srv``): classes on attribute
     access."""
@@ -236,6 +290,10 @@ class _InterfaceModule(types.ModuleType):
             if not _myelin.knows_srv(type_name):
                 raise AttributeError(f"no service type {type_name}")
             cls = get_service(type_name)
+        elif self._kind == "action":
+            if not _myelin.knows_action(type_name):
+                raise AttributeError(f"no action type {type_name}")
+            cls = get_action(type_name)
         else:
             if not _myelin.knows_type(type_name):
                 raise AttributeError(f"no message type {type_name}")
@@ -245,7 +303,10 @@ class _InterfaceModule(types.ModuleType):
 
     def __dir__(self):
         prefix = f"{self._package}/{self._kind}/"
-        names = _myelin.bundled_services() if self._kind == "srv" else _myelin.bundled_types()
+        names = {
+            "srv": _myelin.bundled_services,
+            "action": _myelin.bundled_actions,
+        }.get(self._kind, _myelin.bundled_types)()
         return [t[len(prefix):] for t in names if t.startswith(prefix)]
 
 
@@ -256,7 +317,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         parts = fullname.split(".")
         if parts[:2] != ["myelin", "msgs"] or len(parts) not in (3, 4):
             return None
-        if len(parts) == 4 and parts[3] not in ("msg", "srv"):
+        if len(parts) == 4 and parts[3] not in ("msg", "srv", "action"):
             return None
         return importlib.machinery.ModuleSpec(fullname, self, is_package=len(parts) == 3)
 

@@ -951,6 +951,54 @@ impl Node {
         )
     }
 
+    /// [`create_raw_service`](Self::create_raw_service) answering later:
+    /// the callback gets a [`ServiceReply`](crate::ServiceReply) to
+    /// [`send`](crate::ServiceReply::send) the response with when it is
+    /// ready (from any thread), as
+    /// [`create_deferred_service`](Self::create_deferred_service) does for
+    /// Rust types. For run-time typed servers that wait on something
+    /// before answering (a Python action server's results).
+    ///
+    /// ```
+    /// use myelin_core::{AnyMessage, Context, RawServiceType, RawType, ServiceOptions};
+    /// # use std::time::Duration;
+    ///
+    /// let ctx = Context::builder().shared_memory(false).network(false).build().unwrap();
+    /// let node = ctx.create_node("later").unwrap();
+    /// let h = |s: &str| format!("RIHS01_{}", s.repeat(64));
+    /// let ty = RawServiceType::ros(
+    ///     "my_pkg/srv/Echo",
+    ///     &h("1"),
+    ///     RawType::ros("my_pkg/srv/Echo_Request", &h("2")).unwrap(),
+    ///     RawType::ros("my_pkg/srv/Echo_Response", &h("3")).unwrap(),
+    /// )
+    /// .unwrap();
+    /// let _server = node
+    ///     .create_raw_deferred_service("echo", &ty, ServiceOptions::inline(), |req: AnyMessage, reply| {
+    ///         std::thread::spawn(move || reply.send(req));
+    ///     })
+    ///     .unwrap();
+    /// let client = node.create_raw_client("echo", &ty).unwrap();
+    /// let cdr: &[u8] = &[0, 1, 0, 0, 7, 0, 0, 0];
+    /// let answer = client.call(AnyMessage(cdr.into()), Duration::from_secs(5)).unwrap();
+    /// assert_eq!(answer.bytes(), cdr);
+    /// ```
+    pub fn create_raw_deferred_service(
+        &self,
+        name: &str,
+        ty: &crate::RawServiceType,
+        options: ServiceOptions,
+        callback: impl FnMut(crate::AnyMessage, crate::ServiceReply<crate::AnyMessage>) + Send + 'static,
+    ) -> Result<Service<crate::AnyMessage, crate::AnyMessage>, CreateServiceError> {
+        self.make_service(
+            name,
+            options,
+            Handler::Later(Box::new(callback)),
+            Some(remote_services::raw_service_type_info(ty)),
+            Some((ty.request().hash(), ty.response().hash())),
+        )
+    }
+
     /// A client of the service type `ty` (known at run time), calling
     /// with CDR bytes: see [`create_raw_service`](Self::create_raw_service).
     pub fn create_raw_client(
