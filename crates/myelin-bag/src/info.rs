@@ -46,7 +46,76 @@ pub struct BagInfo {
     pub ros_distro: Option<String>,
 }
 
+/// The suffix of the topic a service publishes its introspection events
+/// on (`rcl`'s `RCL_SERVICE_INTROSPECTION_TOPIC_POSTFIX`).
+pub const SERVICE_EVENT_SUFFIX: &str = "/_service_event";
+
+/// The service and service type whose introspection events `topic` of
+/// type `type_name` carries (`/add/_service_event` of
+/// `example_interfaces/srv/AddTwoInts_Event` is the service `/add` of
+/// `example_interfaces/srv/AddTwoInts`), as rosbag2 tells service events
+/// from topics; `None` for a topic.
+///
+/// ```
+/// use myelin_bag::service_of_event_topic;
+///
+/// assert_eq!(
+///     service_of_event_topic("/add/_service_event", "example_interfaces/srv/AddTwoInts_Event"),
+///     Some(("/add", "example_interfaces/srv/AddTwoInts")),
+/// );
+/// assert_eq!(service_of_event_topic("/chatter", "std_msgs/msg/String"), None);
+/// assert_eq!(service_of_event_topic("/x/_service_event", "std_msgs/msg/String"), None);
+/// ```
+pub fn service_of_event_topic<'a>(
+    topic: &'a str,
+    type_name: &'a str,
+) -> Option<(&'a str, &'a str)> {
+    let service = topic
+        .strip_suffix(SERVICE_EVENT_SUFFIX)
+        .filter(|s| !s.is_empty())?;
+    let service_type = type_name
+        .strip_suffix("_Event")
+        .filter(|t| t.contains("/srv/"))?;
+    Some((service, service_type))
+}
+
+/// A service whose introspection events a bag holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceEvents<'a> {
+    /// The service (`/add`).
+    pub name: &'a str,
+    /// Its type (`example_interfaces/srv/AddTwoInts`).
+    pub type_name: &'a str,
+    /// The events' serialization (`cdr`).
+    pub serialization_format: &'a str,
+    /// Events recorded (requests and responses, client and server side).
+    pub event_count: u64,
+}
+
 impl BagInfo {
+    /// The topics that are not service events, with their message counts
+    /// (what `ros2 bag info` lists as topics).
+    pub fn plain_topics(&self) -> impl Iterator<Item = (&TopicInfo, u64)> {
+        self.topics
+            .iter()
+            .filter(|(t, _)| service_of_event_topic(&t.name, &t.type_name).is_none())
+            .map(|(t, n)| (t, *n))
+    }
+
+    /// The services whose introspection events the bag holds (`ros2 bag
+    /// info`'s service information).
+    pub fn services(&self) -> impl Iterator<Item = ServiceEvents<'_>> {
+        self.topics.iter().filter_map(|(t, n)| {
+            let (name, type_name) = service_of_event_topic(&t.name, &t.type_name)?;
+            Some(ServiceEvents {
+                name,
+                type_name,
+                serialization_format: &t.serialization_format,
+                event_count: *n,
+            })
+        })
+    }
+
     /// The span from the first to the last message.
     pub fn duration(&self) -> std::time::Duration {
         std::time::Duration::from_nanos(self.end_ns.saturating_sub(self.start_ns))

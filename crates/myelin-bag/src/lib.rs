@@ -31,7 +31,7 @@ mod topic;
 mod writer;
 
 pub use error::BagError;
-pub use info::{BagInfo, FileSummary};
+pub use info::{BagInfo, FileSummary, SERVICE_EVENT_SUFFIX, ServiceEvents, service_of_event_topic};
 pub use qos::{profiles_from_yaml, profiles_to_yaml};
 pub use reader::{BagMessage, Messages, Reader};
 pub use schema::ros2msg_schema;

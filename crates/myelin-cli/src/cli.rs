@@ -358,9 +358,21 @@ pub enum BagCommand {
 pub struct RecordArgs {
     /// Topics to record (or -a / --regex).
     pub topics: Vec<String>,
-    /// Record every topic, including those that appear while recording.
+    /// Record every topic and every service's introspection events,
+    /// including those that appear while recording.
     #[arg(short = 'a', long = "all")]
     pub all: bool,
+    /// Record every topic (service events only with --all-services or
+    /// --services).
+    #[arg(long)]
+    pub all_topics: bool,
+    /// Record the introspection events (`<service>/_service_event`) of
+    /// every service that publishes them.
+    #[arg(long)]
+    pub all_services: bool,
+    /// Record the introspection events of these services.
+    #[arg(long, num_args = 1..)]
+    pub services: Vec<String>,
     /// Record topics whose name matches this regular expression.
     #[arg(short = 'e', long)]
     pub regex: Option<String>,

@@ -962,3 +962,136 @@ fn bag_info_prints_duration_start_end_and_each_topic() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The CDR of an `example_interfaces/srv/AddTwoInts_Event`: a request
+/// event (`REQUEST_SENT`) asking `a + b`, numbered `seq`.
+fn add_two_ints_event(seq: i64, a: i64, b: i64) -> Vec<u8> {
+    let mut cdr = vec![0, 1, 0, 0];
+    cdr.extend([0u8; 4]); // event_type REQUEST_SENT, padding
+    cdr.extend(7i32.to_le_bytes()); // stamp.sec
+    cdr.extend(0u32.to_le_bytes()); // stamp.nanosec
+    cdr.extend([9u8; 16]); // client_gid
+    cdr.extend([0u8; 4]); // padding to 8
+    cdr.extend(seq.to_le_bytes());
+    cdr.extend(1u32.to_le_bytes()); // one request
+    cdr.extend([0u8; 4]); // padding to 8
+    cdr.extend(a.to_le_bytes());
+    cdr.extend(b.to_le_bytes());
+    cdr.extend(0u32.to_le_bytes()); // no response
+    cdr
+}
+
+/// Service introspection events (`<service>/_service_event`, as ROS 2
+/// services publish them with introspection on) are chosen apart from
+/// topics, as `ros2 bag record` chooses them: `--services` records a
+/// service's events and no topic, `--all-topics` every topic and no
+/// service events; `bag info` lists them per service, as `ros2 bag info`.
+#[test]
+fn service_events_are_recorded_by_service_and_listed_apart() {
+    let domain = 176;
+    let (services_dir, topics_dir) = (scratch("services"), scratch("topics_only"));
+    let c = ctx(domain);
+    let services = bag(&[
+        "record",
+        "--services",
+        "adder",
+        "-o",
+        services_dir.to_str().unwrap(),
+        "--domain",
+        "176",
+    ]);
+    let topics = bag(&[
+        "record",
+        "--all-topics",
+        "-o",
+        topics_dir.to_str().unwrap(),
+        "--domain",
+        "176",
+    ]);
+    let node = c.create_node("bag_service_source").unwrap();
+    let event_type = "example_interfaces/srv/AddTwoInts_Event";
+    let ty =
+        myelin::RawType::ros(event_type, &myelin_msgs::ros_hash_of(event_type).unwrap()).unwrap();
+    let events = node
+        .create_raw_publisher("/adder/_service_event", &ty, QoS::keep_last(10))
+        .unwrap();
+    let ints = node
+        .create_publisher::<std_msgs::Int32>("/plain", QoS::keep_last(10))
+        .unwrap();
+    let names = |dir: &Path| -> std::collections::BTreeSet<String> {
+        Reader::open(dir)
+            .and_then(|r| r.messages())
+            .map(|m| {
+                m.filter_map(|m| m.ok())
+                    .map(|m| m.topic.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Until each recorder has its topic on disk (a minute at most, never
+    // deciding the result).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut i = 0;
+    while !(names(&services_dir).contains("/adder/_service_event")
+        && names(&topics_dir).contains("/plain"))
+    {
+        assert!(Instant::now() < deadline, "the recorders never recorded");
+        events
+            .publish(myelin::AnyMessage(add_two_ints_event(i, i, 2 * i).into()))
+            .unwrap();
+        ints.publish(std_msgs::Int32 { data: i as i32 }).unwrap();
+        i += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop((services, topics));
+    assert_eq!(
+        names(&services_dir).into_iter().collect::<Vec<_>>(),
+        ["/adder/_service_event"]
+    );
+    assert_eq!(
+        names(&topics_dir).into_iter().collect::<Vec<_>>(),
+        ["/plain"]
+    );
+
+    // The events decode as the service's event type.
+    let r = Reader::open(&services_dir).unwrap();
+    let first = r.messages().unwrap().next().unwrap().unwrap();
+    assert_eq!(first.topic.type_name, event_type);
+    assert!(
+        first.data.ends_with(&[0, 0, 0, 0]),
+        "no response in a request event"
+    );
+
+    let out = myelin()
+        .args(["bag", "info", services_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let line = |label: &str| {
+        text.lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label:?} line in:\n{text}"))
+            .to_string()
+    };
+    assert!(
+        line("Messages:").ends_with(" 0"),
+        "events are not topic messages: {text}"
+    );
+    assert!(line("Service:").ends_with(" 1"), "{text}");
+    let service = line("Service information:");
+    for part in [
+        "Service: /adder",
+        "Type: example_interfaces/srv/AddTwoInts",
+        "Event Count: ",
+        "Serialization Format: cdr",
+    ] {
+        assert!(service.contains(part), "{part:?} in {service}");
+    }
+    assert!(
+        !text.contains("Topic: /adder"),
+        "listed as a service only: {text}"
+    );
+    std::fs::remove_dir_all(&services_dir).unwrap();
+    std::fs::remove_dir_all(&topics_dir).unwrap();
+}

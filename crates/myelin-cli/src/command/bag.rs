@@ -72,14 +72,17 @@ fn print_info(i: &BagInfo) {
         println!("{}{}", label("Start"), stamp(i.start_ns));
         println!("{}{}", label("End"), stamp(i.end_ns));
     }
-    println!("{}{}", label("Messages"), i.message_count);
-    let width = i
-        .topics
-        .iter()
-        .map(|(t, _)| t.name.len())
-        .max()
-        .unwrap_or(0);
-    for (n, (t, count)) in i.topics.iter().enumerate() {
+    // As `ros2 bag info` (Jazzy): service introspection events are counted
+    // and listed per service, apart from topics.
+    let services: Vec<_> = i.services().collect();
+    let events: u64 = services.iter().map(|s| s.event_count).sum();
+    println!("{}{}", label("Messages"), i.message_count - events);
+    let topics: Vec<_> = i.plain_topics().collect();
+    let width = topics.iter().map(|(t, _)| t.name.len()).max().unwrap_or(0);
+    if topics.is_empty() {
+        println!("{}", label("Topic information"));
+    }
+    for (n, (t, count)) in topics.iter().enumerate() {
         let qos: Vec<String> = t
             .offered_qos
             .iter()
@@ -103,6 +106,25 @@ fn print_info(i: &BagInfo) {
             },
         );
     }
+    println!("{}{}", label("Service"), services.len());
+    let width = services.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    if services.is_empty() {
+        println!("Service information: ");
+    }
+    for (n, s) in services.iter().enumerate() {
+        println!(
+            "{}Service: {:<width$} | Type: {} | Event Count: {} | Serialization Format: {}",
+            if n == 0 {
+                "Service information: ".to_string()
+            } else {
+                format!("{:21}", "")
+            },
+            s.name,
+            s.type_name,
+            s.event_count,
+            s.serialization_format,
+        );
+    }
 }
 
 fn info(bag: &std::path::Path) -> Res {
@@ -113,22 +135,39 @@ fn info(bag: &std::path::Path) -> Res {
 
 // ---------------------------------------------------------------- record
 
-/// Which topics a recording takes.
+/// Which topics a recording takes: topics, and services' introspection
+/// events (`<service>/_service_event`), chosen apart as `ros2 bag record`
+/// chooses them.
 struct Selection {
-    all: bool,
+    all_topics: bool,
+    all_services: bool,
     topics: BTreeSet<String>,
+    /// Event topics of the services named with --services.
+    services: BTreeSet<String>,
     regex: Option<regex::Regex>,
     exclude: Option<regex::Regex>,
 }
 
 impl Selection {
-    fn wants(&self, topic: &str) -> bool {
+    fn wants(&self, topic: &str, type_name: &str) -> bool {
         if self.exclude.as_ref().is_some_and(|x| x.is_match(topic)) {
             return false;
         }
-        self.all
-            || self.topics.contains(topic)
-            || self.regex.as_ref().is_some_and(|r| r.is_match(topic))
+        let named =
+            self.topics.contains(topic) || self.regex.as_ref().is_some_and(|r| r.is_match(topic));
+        if myelin_bag::service_of_event_topic(topic, type_name).is_some() {
+            self.all_services || self.services.contains(topic) || named
+        } else {
+            self.all_topics || named
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        !self.all_topics
+            && !self.all_services
+            && self.topics.is_empty()
+            && self.services.is_empty()
+            && self.regex.is_none()
     }
 }
 
@@ -254,13 +293,28 @@ fn convert(args: ConvertArgs) -> Res {
 
 fn record(args: RecordArgs) -> Res {
     let selection = Selection {
-        all: args.all,
+        all_topics: args.all || args.all_topics,
+        all_services: args.all || args.all_services,
         topics: args.topics.iter().map(|t| absolute(t)).collect(),
+        services: args
+            .services
+            .iter()
+            .map(|s| {
+                let s = absolute(s);
+                match s.strip_suffix(myelin_bag::SERVICE_EVENT_SUFFIX) {
+                    Some(_) => s,
+                    None => format!("{s}{}", myelin_bag::SERVICE_EVENT_SUFFIX),
+                }
+            })
+            .collect(),
         regex: regex_arg("--regex", &args.regex)?,
         exclude: regex_arg("--exclude", &args.exclude)?,
     };
-    if !selection.all && selection.topics.is_empty() && selection.regex.is_none() {
-        return Err("nothing to record: name topics, or use -a (all) or --regex".into());
+    if selection.is_empty() {
+        return Err(
+            "nothing to record: name topics or --services, or use -a (all), --all-topics, --all-services or --regex"
+                .into(),
+        );
     }
     if args.max_bag_size == Some(0) {
         return Err("invalid --max-bag-size 0: must be a number of bytes above 0".into());
@@ -376,7 +430,7 @@ fn record(args: RecordArgs) -> Res {
                     && e.type_name != "*"
                     && !e.topic.starts_with("/_srv/")
                     && !subs.contains_key(&e.topic)
-                    && selection.wants(&e.topic)
+                    && selection.wants(&e.topic, &e.type_name)
                 {
                     found.entry(e.topic.clone()).or_default().push(e);
                 }
