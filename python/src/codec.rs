@@ -454,7 +454,7 @@ pub struct Reserved {
     pub n: usize,
     /// Bytes per element.
     size: usize,
-    /// numpy's name of the element type (`"uint8"`, `"float64"`, ...).
+    /// numpy's name of the element type, little-endian (`"u1"`, `"<f8"`, ...).
     pub dtype: &'static str,
     /// Where the elements start in the CDR (set by encoding).
     pub offset: usize,
@@ -481,17 +481,18 @@ pub fn reserve(plan: &Plan, sizes: &[(String, usize)]) -> PyResult<Vec<Reserved>
             .ok_or_else(|| {
                 PyValueError::new_err(format!("{}: no field named {name:?}", plan.type_name))
             })?;
+        // Little-endian, as CDR here is, whatever the host's order.
         let dtype = match f.scalar {
-            Scalar::U8 | Scalar::Byte | Scalar::Char => "uint8",
-            Scalar::I8 => "int8",
-            Scalar::I16 => "int16",
-            Scalar::U16 => "uint16",
-            Scalar::I32 => "int32",
-            Scalar::U32 => "uint32",
-            Scalar::I64 => "int64",
-            Scalar::U64 => "uint64",
-            Scalar::F32 => "float32",
-            Scalar::F64 => "float64",
+            Scalar::U8 | Scalar::Byte | Scalar::Char => "u1",
+            Scalar::I8 => "i1",
+            Scalar::I16 => "<i2",
+            Scalar::U16 => "<u2",
+            Scalar::I32 => "<i4",
+            Scalar::U32 => "<u4",
+            Scalar::I64 => "<i8",
+            Scalar::U64 => "<u8",
+            Scalar::F32 => "<f4",
+            Scalar::F64 => "<f8",
             Scalar::Bool | Scalar::Str(_) | Scalar::Msg(_) => {
                 return Err(PyTypeError::new_err(format!(
                     "{}: only arrays of numbers can be filled in place",

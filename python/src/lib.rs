@@ -566,23 +566,25 @@ impl Node {
         let service: Arc<str> = ty.name().into();
         let handler = move |m: AnyMessage, reply: myelin::ServiceReply<AnyMessage>| {
             callback_ran();
+            let reply = Arc::new(Mutex::new(Some(reply)));
             let done = Python::attach(|py| -> PyResult<()> {
                 let request = codec::decode(py, &req, m.bytes(), Some(m.0.shared_bytes()))?;
-                let reply = ServiceReply {
-                    reply: Mutex::new(Some(reply)),
+                let handle = ServiceReply {
+                    reply: reply.clone(),
                     resp: resp.clone(),
                     service: service.clone(),
                 };
-                callback.call1(py, (request, reply))?;
+                callback.call1(py, (request, handle))?;
                 Ok(())
             });
             if let Err(e) = done {
-                let text = e.to_string();
                 keep_callback_error(e);
-                // As a server that returns: the caller gets this message
-                // (the reply, if the callback did not keep it, is dropped
-                // while unwinding) and the server keeps serving.
-                std::panic::resume_unwind(Box::new(text))
+                // The callback raised: its request is not answered later
+                // (the Python handle may live on in the traceback). The
+                // reply is dropped while unwinding, so the caller gets
+                // an error at once; the server keeps serving.
+                let _unanswered = codec::lock(&reply).take();
+                std::panic::resume_unwind(Box::new("the deferred server callback raised"))
             }
         };
         let s = self
@@ -873,7 +875,9 @@ fn service_options(group: Option<&CallbackGroup>) -> myelin::ServiceOptions {
 /// rather than waiting out its timeout.
 #[pyclass(module = "myelin._myelin", frozen)]
 struct ServiceReply {
-    reply: Mutex<Option<myelin::ServiceReply<AnyMessage>>>,
+    /// Shared with the server's handler, which drops it unanswered if the
+    /// callback raises.
+    reply: Arc<Mutex<Option<myelin::ServiceReply<AnyMessage>>>>,
     resp: Arc<codec::Plan>,
     service: Arc<str>,
 }
@@ -882,12 +886,8 @@ struct ServiceReply {
 impl ServiceReply {
     /// Send `response` (an instance of the service's response class).
     fn send(&self, py: Python<'_>, response: &Bound<'_, PyAny>) -> PyResult<()> {
-        let bytes = codec::encode(&self.resp, response).map_err(|e| {
-            PyTypeError::new_err(format!(
-                "the answer of service {} must be a {}: {e}",
-                self.service, self.resp.type_name
-            ))
-        })?;
+        // The codec's error names the field (TypeError or ValueError).
+        let bytes = codec::encode(&self.resp, response)?;
         let reply = codec::lock(&self.reply).take().ok_or_else(|| {
             PyValueError::new_err(format!(
                 "this request of service {} was already answered",

@@ -78,25 +78,66 @@ pub fn loan(
 }
 
 impl Loan {
-    /// Encode the fields around the arrays again (a stamp set after the
-    /// loan counts), then check that no view is left. Python code may run
-    /// while encoding (properties), so views are counted after it.
+    /// Refuse while any numpy array views the chunk, encode the fields
+    /// around the arrays again (a stamp set after the loan counts), check
+    /// that the arrays did not move, and hand out the chunk. `memory` is
+    /// owned by the publish (taken out of the loan), so it has exactly
+    /// one reference when no view is left.
     fn finish(
         &self,
         py: Python<'_>,
-        memory: &Bound<'_, LoanMemory>,
-        chunk: &mut DetachedSliceLoan<AnyMessage>,
-    ) -> PyResult<()> {
+        memory: &Py<LoanMemory>,
+    ) -> PyResult<DetachedSliceLoan<AnyMessage>> {
+        // Before encoding too: the second pass writes around the arrays,
+        // and no view should be writing them meanwhile.
+        Self::no_views(py, memory)?;
+        let mut chunk = lock(&memory.get().loan)
+            .take()
+            .ok_or_else(|| PyValueError::new_err("the loan was already published"))?;
+        match self.encode(py, &mut chunk) {
+            // Python code ran while encoding (properties); it could not
+            // make a view (the loan is closed while it publishes), but
+            // count again rather than rely on that.
+            Ok(()) => match Self::no_views(py, memory) {
+                Ok(()) => Ok(chunk),
+                Err(e) => {
+                    *lock(&memory.get().loan) = Some(chunk);
+                    Err(e)
+                }
+            },
+            Err(e) => {
+                *lock(&memory.get().loan) = Some(chunk);
+                Err(e)
+            }
+        }
+    }
+
+    /// The fields around the arrays, again, into `chunk`.
+    fn encode(&self, py: Python<'_>, chunk: &mut DetachedSliceLoan<AnyMessage>) -> PyResult<()> {
+        let moved = || {
+            PyValueError::new_err(format!(
+                "{}: a string or sequence changed length after loan() (it would move the loaned arrays or outgrow the chunk); set them before loan()",
+                self.plan.type_name
+            ))
+        };
         let mut now = self.reserved.clone();
         let len = codec::reserved_len(&self.plan, self.msg.bind(py), &mut now)?;
         if len != chunk.len() || now != self.reserved {
-            return Err(PyValueError::new_err(format!(
-                "{}: a string or sequence changed length after loan() (it would move the loaned arrays or outgrow the chunk); set them before loan()",
-                self.plan.type_name
-            )));
+            return Err(moved());
         }
         codec::encode_reserved_into(&self.plan, self.msg.bind(py), &mut now, chunk)?;
-        let views = Self::views(memory);
+        // A field that changed between the two passes (a property with
+        // side effects) moved the arrays after all.
+        if now != self.reserved {
+            return Err(moved());
+        }
+        Ok(())
+    }
+
+    /// An error while anything but the publish holds `memory`: numpy
+    /// arrays viewing the chunk (each holds its base, or a view of it).
+    fn no_views(py: Python<'_>, memory: &Py<LoanMemory>) -> PyResult<()> {
+        let views = memory.get_refcnt(py) - 1;
         if views > 0 {
             return Err(PyBufferError::new_err(format!(
                 "{views} numpy array(s) still view the loaned message: delete them (del array) before publish, so that nothing writes into a message other processes read"
@@ -111,13 +152,6 @@ impl Loan {
             .as_ref()
             .map(|m| m.bind(py).clone())
             .ok_or_else(|| PyValueError::new_err("the loan was already published or released"))
-    }
-
-    /// Numpy arrays (views) that still hold the chunk: references to it
-    /// beyond this loan's own.
-    fn views(memory: &Bound<'_, LoanMemory>) -> isize {
-        // This loan's reference, and `memory` (a new reference) itself.
-        memory.get_refcnt() - 2
     }
 }
 
@@ -170,13 +204,16 @@ impl Loan {
     /// Publish: the chunk goes to readers without a copy, with the other
     /// fields of `msg` as they are now (encoded again, around the arrays).
     fn publish(&self, py: Python<'_>) -> PyResult<()> {
-        let memory = self.memory(py)?;
-        let mut chunk = lock(&memory.get().loan)
+        // The publish owns the chunk's holder from here: a release() or a
+        // view asked for meanwhile (by another thread, or by Python code
+        // encoding runs) finds the loan closed, and the count of views
+        // below is of the holder's other references only.
+        let memory = lock(&self.memory)
             .take()
-            .ok_or_else(|| PyValueError::new_err("the loan was already published"))?;
-        match self.finish(py, &memory, &mut chunk) {
-            Ok(()) => {
-                *lock(&self.memory) = None;
+            .ok_or_else(|| PyValueError::new_err("the loan was already published or released"))?;
+        match self.finish(py, &memory) {
+            Ok(chunk) => {
+                drop(memory);
                 let publisher = self.publisher.bind(py).get();
                 py.detach(|| publisher.publisher.publish_detached(chunk))
                     .map_err(core_error)
@@ -184,7 +221,7 @@ impl Loan {
             Err(e) => {
                 // Still open: the caller may fix the message or delete its
                 // views and publish again.
-                *lock(&memory.get().loan) = Some(chunk);
+                *lock(&self.memory) = Some(memory);
                 Err(e)
             }
         }

@@ -210,3 +210,112 @@ def test_a_rust_client_drives_a_python_action_server(domain):
     finally:
         server.kill()
         server.communicate()
+
+
+def test_a_result_asked_for_between_succeed_and_return_waits_for_the_return(node):
+    ended, release = threading.Event(), threading.Event()
+
+    def late_return(goal_handle):
+        goal_handle.succeed()
+        ended.set()
+        assert release.wait(30)
+        return Fibonacci.Result(sequence=[42])
+
+    server = ActionServer(node, Fibonacci, "late", late_return)
+    client = ActionClient(node, Fibonacci, "late")
+    assert client.wait_for_server(timeout_sec=30)
+    handle = wait_for(node, client.send_goal_async(Fibonacci.Goal(order=1)))
+    assert ended.wait(30)
+    future = handle.get_result_async()
+    goal = server._goals[bytes(handle.goal_id.uuid)]
+    spin_until(node, lambda: goal._waiting)  # the request waits at the server
+    release.set()
+    result = wait_for(node, future)
+    assert result.status == SUCCEEDED and list(result.result.sequence) == [42]
+
+
+def test_cancel_rules_as_rcl_action_has_them(node):
+    release = threading.Event()
+    started = []
+
+    def deferred(goal_handle):
+        started.append(goal_handle)  # started later, by the test
+
+    def wait_for_cancel(goal_handle):
+        while not goal_handle.is_cancel_requested and not release.is_set():
+            time.sleep(0.001)
+        if goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        else:
+            goal_handle.succeed()
+        return Fibonacci.Result()
+
+    ActionServer(
+        node,
+        Fibonacci,
+        "rules",
+        wait_for_cancel,
+        handle_accepted_callback=deferred,
+        cancel_callback=lambda g: CancelResponse.ACCEPT,
+    )
+    client = ActionClient(node, Fibonacci, "rules")
+    assert client.wait_for_server(timeout_sec=30)
+    CancelGoal = Fibonacci.Impl.CancelGoalService
+    # Nothing to cancel: no error, an empty list.
+    none = wait_for(node, client._cancel.call_async(CancelGoal.Request()))
+    assert none.return_code == 0 and len(none.goals_canceling) == 0
+    # An unknown goal id.
+    req = CancelGoal.Request()
+    req.goal_info.goal_id = UUID(uuid=[7] * 16)
+    assert wait_for(node, client._cancel.call_async(req)).return_code == 2
+    # A zero id and stamp cancels every goal, also one not started yet; a
+    # goal canceled before it starts still runs, and ends canceled.
+    a = wait_for(node, client.send_goal_async(Fibonacci.Goal(order=1)))
+    b = wait_for(node, client.send_goal_async(Fibonacci.Goal(order=2)))
+    spin_until(node, lambda: len(started) == 2)
+    started[1].execute()
+    every = wait_for(node, client._cancel.call_async(CancelGoal.Request()))
+    assert every.return_code == 0
+    assert {bytes(g.goal_id.uuid) for g in every.goals_canceling} == {bytes(a.goal_id.uuid), bytes(b.goal_id.uuid)}
+    started[0].execute()
+    for h in (a, b):
+        assert wait_for(node, h.get_result_async()).status == CANCELED
+
+
+def test_python_code_run_by_a_publish_can_neither_make_nor_release_a_view(node):
+    import numpy
+    from myelin.msgs.sensor_msgs.msg import Image
+    from myelin.msgs.std_msgs.msg import Header
+
+    class SneakyHeader(Header):
+        """A header whose frame_id runs a hook when the encoder reads it."""
+
+        __slots__ = ("_hook",)
+
+        @property
+        def frame_id(self):
+            if self._hook is not None:
+                self._hook()
+            return "camera"
+
+        @frame_id.setter
+        def frame_id(self, value):
+            pass
+
+    header = SneakyHeader()
+    header._hook = None
+    got = []
+    node.create_subscription(Image, "sneaky", got.append, 2)
+    pub = node.create_publisher(Image, "sneaky", 2)
+    loan = pub.loan(Image(header=header, height=1, width=16, encoding="mono8", step=16), data=16)
+    loan.data[:] = numpy.arange(16)
+    kept = []
+    header._hook = lambda: kept.append(loan.data)
+    with pytest.raises(ValueError, match="already published or released"):
+        loan.publish()
+    assert loan.open and not kept, "no view was made during the publish; the loan reopened"
+    header._hook = loan.release
+    loan.publish()  # the release during it found the loan publishing: no effect
+    assert not loan.open
+    spin_until(node, lambda: got)
+    assert list(got[0].data) == list(range(16)) and got[0].header.frame_id == "camera"

@@ -398,7 +398,12 @@ impl RawServiceType {
     ) -> Result<RawServiceType, RawTypeError> {
         // The same checks as a message type's, and the service kind.
         let checked = RawType::ros(name, ros_hash)?;
-        if !matches!(name.split('/').nth(1), Some("srv" | "action")) {
+        let kind_ok = match name.split('/').nth(1) {
+            Some("srv") => true,
+            Some("action") => name.ends_with("_SendGoal") || name.ends_with("_GetResult"),
+            _ => false,
+        };
+        if !kind_ok {
             return Err(RawTypeError::Name(name.chars().take(300).collect()));
         }
         Ok(RawServiceType {

@@ -116,17 +116,21 @@ class ActionClient:
                     self._feedback_callbacks.pop(key, None)
             return h
 
-        return Future(_pending=self._send_goal._live().call_async(request), _transform=handle)
+        future = Future(_pending=self._send_goal._live().call_async(request), _transform=handle)
+        future._goal_key = key
+        return future
 
     def send_goal(self, goal, feedback_callback=None, goal_uuid=None, timeout_sec=None):
         """Send ``goal`` and wait for its result (the ``GetResult``
         response), or None if it was rejected or an answer did not come
-        within ``timeout_sec``. Feedback callbacks need the node spun
-        elsewhere (another thread), as in rclpy."""
+        within ``timeout_sec`` (which bounds each of the two waits: for
+        the acceptance, then for the result). Feedback callbacks need the
+        node spun elsewhere (another thread), as in rclpy."""
         future = self.send_goal_async(goal, feedback_callback, goal_uuid)
         pending = future._pending
         answer = pending.wait(timeout_sec)
         if answer is None:
+            self._feedback_callbacks.pop(future._goal_key, None)
             return None
         future._settle(answer)
         h = future.result()
@@ -152,8 +156,9 @@ class ActionClient:
         return self._cancel.call_async(self._cancel_request(goal_handle))
 
     def _forget(self, key):
-        with self._lock:
-            self._feedback_callbacks.pop(key, None)
+        # Without the lock: the handle may die (and this run) on a thread
+        # that holds it. dict.pop is atomic under the GIL.
+        self._feedback_callbacks.pop(key, None)
 
     def _on_feedback(self, msg):
         with self._lock:

@@ -80,7 +80,12 @@ class ServerGoalHandle:
     def execute(self, execute_callback=None):
         """Start executing (``ACCEPTED`` -> ``EXECUTING``) and run the
         execute callback on a thread of its own."""
-        self._transition(EXECUTING, (ACCEPTED,), "execute")
+        with self._server._lock:
+            canceling = self._status == CANCELING
+        # A goal canceled before it started still runs (its callback sees
+        # is_cancel_requested and ends it), as in rclpy.
+        if not canceling:
+            self._transition(EXECUTING, (ACCEPTED,), "execute")
         callback = execute_callback or self._server._execute_callback
         threading.Thread(target=self._server._run, args=(self, callback), daemon=True).start()
 
@@ -159,8 +164,9 @@ class ActionServer:
         base = f"{action_name}/_action"
         group = core_group(callback_group)
         core = node._node
+        self._status_lock = threading.Lock()  # one status publication at a time, in order
         self._services = [
-            core.create_service(impl.SendGoalService, f"{base}/send_goal", self._on_send_goal, group),
+            core.create_deferred_service(impl.SendGoalService, f"{base}/send_goal", self._on_send_goal, group),
             core.create_service(impl.CancelGoalService, f"{base}/cancel_goal", self._on_cancel, group),
             core.create_deferred_service(impl.GetResultService, f"{base}/get_result", self._on_get_result, group),
         ]
@@ -169,65 +175,79 @@ class ActionServer:
 
     # ------------------------------------------------------------ services
 
-    def _on_send_goal(self, request, response):
+    def _on_send_goal(self, request, reply):
+        response = self._type.Impl.SendGoalService.Response()
         key = bytes(request.goal_id.uuid)
+        self._expire()
         with self._lock:
             known = key in self._goals
         if known or self._goal_callback(request.goal) != GoalResponse.ACCEPT:
             response.accepted = False
-            return response
+            reply.send(response)
+            return
         stamp = self._node.get_clock().now().to_msg()
         handle = ServerGoalHandle(self, request.goal_id, request.goal, stamp)
         with self._lock:
             self._goals[key] = handle
         response.accepted = True
         response.stamp = stamp
+        # The client learns of the acceptance before the goal starts, as
+        # in rclpy.
+        reply.send(response)
         self._publish_status()
         self._handle_accepted_callback(handle)
-        return response
 
     def _on_cancel(self, request, response):
+        """rcl_action's rules: a zero goal id cancels every goal accepted
+        at or before the stamp (every goal when the stamp is zero too); a
+        goal id cancels that goal, and with a stamp also those accepted at
+        or before it. An unknown id (stamp zero) is ERROR_UNKNOWN_GOAL_ID,
+        an ended one ERROR_GOAL_TERMINATED; when the cancel callback
+        rejects every goal asked for, ERROR_REJECTED (rclcpp's)."""
         info = request.goal_info
         key = bytes(info.goal_id.uuid)
-        everything = not any(key)
         before = _ns(info.stamp)
         with self._lock:
-            if everything:
-                chosen = [g for g in self._goals.values() if before == 0 or _ns(g._stamp) <= before]
-            else:
-                chosen = [g for g in self._goals.values() if bytes(g.goal_id.uuid) == key]
-                if before:
-                    chosen += [g for g in self._goals.values() if _ns(g._stamp) <= before and g not in chosen]
-        if not everything and not any(bytes(g.goal_id.uuid) == key for g in chosen):
-            response.return_code = _CANCEL_UNKNOWN_GOAL
-            return response
+            goals = list(self._goals.values())
+        target = next((g for g in goals if bytes(g.goal_id.uuid) == key), None) if any(key) else None
+        if any(key) and before == 0:
+            if target is None:
+                response.return_code = _CANCEL_UNKNOWN_GOAL
+                return response
+            if not target.is_active:
+                response.return_code = _CANCEL_TERMINATED
+                return response
+        if not any(key) and before == 0:
+            asked = [g for g in goals if g.is_active]
+        else:
+            asked = [g for g in goals if g.is_active and before and _ns(g._stamp) <= before]
+        if target is not None and target.is_active and target not in asked:
+            asked.insert(0, target)
         canceling = []
-        for g in chosen:
-            if not g.is_active:
-                continue
+        for g in asked:
             if g._status != CANCELING and self._cancel_callback(g) != CancelResponse.ACCEPT:
                 continue
             with self._lock:
                 if g._status in (ACCEPTED, EXECUTING):
                     g._status = CANCELING
-            if g._status == CANCELING:
+                moved = g._status == CANCELING
+            if moved:
                 canceling.append(g)
         GoalInfo = type(info)
         response.goals_canceling = [GoalInfo(goal_id=g.goal_id, stamp=g._stamp) for g in canceling]
+        response.return_code = _CANCEL_REJECTED if asked and not canceling else _CANCEL_NONE
         if canceling:
-            response.return_code = _CANCEL_NONE
             self._publish_status()
-        elif chosen and all(not g.is_active for g in chosen):
-            response.return_code = _CANCEL_TERMINATED
-        else:
-            response.return_code = _CANCEL_REJECTED
         return response
 
     def _on_get_result(self, request, reply):
         key = bytes(request.goal_id.uuid)
+        self._expire()
         with self._lock:
             goal = self._goals.get(key)
-            if goal is not None and goal.is_active:
+            # Until the execute callback has returned the result (a goal
+            # ends, succeed() and the like, before its callback returns).
+            if goal is not None and goal._result is None:
                 goal._waiting.append(reply)
                 return
         response = self._type.Impl.GetResultService.Response()
@@ -270,23 +290,37 @@ class ActionServer:
         for reply in waiting:
             reply.send(response)
 
-    def _publish_status(self):
-        msg = self._type.Impl.GoalStatusMessage()
+    def _expire(self):
+        """Forget goals whose result has been kept for result_timeout
+        (checked at every goal, result request and status change)."""
         now = time.monotonic()
         with self._lock:
-            # Results are kept for result_timeout after their goal ends.
             for key in [
                 k
                 for k, g in self._goals.items()
-                if g._ended_at is not None and now - g._ended_at > self._result_timeout and not g._waiting
+                if g._ended_at is not None
+                and g._result is not None
+                and now - g._ended_at > self._result_timeout
+                and not g._waiting
             ]:
                 del self._goals[key]
-            goals = list(self._goals.values())
+
+    def _publish_status(self):
+        self._expire()
         GoalStatus = _goal_status_class()
-        msg.status_list = [
-            GoalStatus(goal_info=_goal_info(g.goal_id, g._stamp), status=g._status) for g in goals
-        ]
-        self._status.publish(msg)
+        # Snapshot and publish under one lock: publications from the
+        # executor and from execute threads go out in the order of the
+        # states they carry (the topic keeps only the last, for late
+        # clients).
+        with self._status_lock:
+            with self._lock:
+                states = [(g.goal_id, g._stamp, g._status) for g in self._goals.values()]
+            msg = self._type.Impl.GoalStatusMessage()
+            msg.status_list = [
+                GoalStatus(goal_info=_goal_info(goal_id, stamp), status=status)
+                for goal_id, stamp, status in states
+            ]
+            self._status.publish(msg)
 
     def destroy(self):
         self._services = []

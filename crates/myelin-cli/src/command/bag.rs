@@ -76,7 +76,11 @@ fn print_info(i: &BagInfo) {
     // and listed per service, apart from topics.
     let services: Vec<_> = i.services().collect();
     let events: u64 = services.iter().map(|s| s.event_count).sum();
-    println!("{}{}", label("Messages"), i.message_count - events);
+    println!(
+        "{}{}",
+        label("Messages"),
+        i.message_count.saturating_sub(events)
+    );
     let topics: Vec<_> = i.plain_topics().collect();
     let width = topics.iter().map(|(t, _)| t.name.len()).max().unwrap_or(0);
     if topics.is_empty() {
