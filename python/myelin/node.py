@@ -35,12 +35,18 @@ def _takes_info(callback):
         params = inspect.signature(callback).parameters.values()
     except (TypeError, ValueError):
         return False
-    positional = [
-        p
-        for p in params
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    ]
-    return len(positional) == 2
+    params = list(params)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    # Refused here rather than at the first message: a callback that
+    # cannot take (msg) nor (msg, info).
+    if len(required) > 2 or (not positional and not varargs):
+        raise TypeError(
+            f"a subscription callback takes (msg) or (msg, info); {getattr(callback, '__name__', callback)!s} "
+            f"takes {len(required)} required positional argument(s)"
+        )
+    return len(required) == 2
 
 class Publisher:
     """A publisher (``Node.create_publisher``)."""

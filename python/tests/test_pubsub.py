@@ -56,6 +56,17 @@ def test_a_two_parameter_callback_gets_the_message_info(node):
     assert listener.infos[0]["publisher_gid"] == info["publisher_gid"]
 
 
+def test_a_callback_that_cannot_take_a_message_is_refused_at_creation(node):
+    with pytest.raises(TypeError, match=r"takes \(msg\) or \(msg, info\)"):
+        node.create_subscription(String, "cb", lambda m, info, extra: None, 10)
+    with pytest.raises(TypeError, match=r"takes \(msg\) or \(msg, info\)"):
+        node.create_subscription(String, "cb", lambda: None, 10)
+    # Defaults and *args are fine, as in rclpy.
+    node.create_subscription(String, "cb", lambda m, extra=1: None, 10)
+    node.create_subscription(String, "cb", lambda *args: None, 10)
+    node.create_subscription(String, "cb", print, 10)  # a builtin: no signature to read
+
+
 def test_raw_subscription_gets_cdr_bytes(node):
     got = []
     node.create_subscription(String, "raw", got.append, 10, raw=True)
