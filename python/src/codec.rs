@@ -335,31 +335,23 @@ struct Writer<'b> {
 
 impl Writer<'_> {
     fn put(&mut self, align: usize, bytes: &[u8]) -> PyResult<()> {
-        let pad = (align - (self.pos - 4) % align) % align;
-        let end = self.pos + pad + bytes.len();
+        let start = self.skip(align, bytes.len())?;
         if let Some(out) = self.out.as_deref_mut() {
-            // The object changed between the passes (a property with
-            // side effects): its bytes no longer fit.
-            let dst = out.get_mut(self.pos..end).ok_or_else(|| {
-                PyValueError::new_err("the message changed while it was being encoded")
-            })?;
-            dst[..pad].fill(0);
-            dst[pad..].copy_from_slice(bytes);
+            // In bounds: `skip` checked the range.
+            out[start..start + bytes.len()].copy_from_slice(bytes);
         }
-        self.pos = end;
         Ok(())
     }
 
-    /// Leave `len` bytes of elements aligned to `align` unwritten (a loaned
-    /// array the caller fills in place); zero only the padding before them.
-    /// Returns where the elements start.
+    /// Pad to `align` (zeros) and step over `len` bytes, leaving them as
+    /// they are (`put` writes them; a loaned array is filled in place by
+    /// the caller). Returns where the `len` bytes start.
     fn skip(&mut self, align: usize, len: usize) -> PyResult<usize> {
-        if len == 0 {
-            return Ok(self.pos);
-        }
         let pad = (align - (self.pos - 4) % align) % align;
         let start = self.pos + pad;
         if let Some(out) = self.out.as_deref_mut() {
+            // The object changed between the passes (a property with
+            // side effects): its bytes no longer fit.
             let dst = out.get_mut(self.pos..start + len).ok_or_else(|| {
                 PyValueError::new_err("the message changed while it was being encoded")
             })?;
@@ -431,7 +423,13 @@ fn encode_reserving(
             if !matches!(f.collection, Collection::Array(_)) {
                 w.count(r.n, &f.label)?;
             }
-            r.offset = w.skip(r.size, r.n * r.size)?;
+            // No padding before an empty array (as `encode_many`, and the
+            // reader, do it).
+            r.offset = if r.n == 0 {
+                w.pos
+            } else {
+                w.skip(r.size, r.byte_len())?
+            };
             continue;
         }
         let v = obj.getattr(f.name.bind(py))?;
@@ -477,7 +475,7 @@ pub fn reserve(plan: &Plan, sizes: &[(String, usize)]) -> PyResult<Vec<Reserved>
             .fields
             .iter()
             .enumerate()
-            .find(|(_, f)| f.label.rsplit_once('.').map(|(_, n)| n) == Some(name.as_str()))
+            .find(|(_, f)| f.label == format!("{}.{name}", plan.type_name))
             .ok_or_else(|| {
                 PyValueError::new_err(format!("{}: no field named {name:?}", plan.type_name))
             })?;

@@ -519,29 +519,22 @@ impl Node {
         let (ty, req, resp) = service_types(srv_type)?;
         let service = ty.name().to_string();
         let handler = move |m: AnyMessage| -> AnyMessage {
-            callback_ran();
-            let answer = Python::attach(|py| -> PyResult<Vec<u8>> {
-                let request = codec::decode(py, &req, m.bytes(), Some(m.0.shared_bytes()))?;
-                let response = resp.class.bind(py).call0()?;
-                let out = callback.call1(py, (request, response))?;
-                codec::encode(&resp, out.bind(py)).map_err(|e| {
-                    PyTypeError::new_err(format!(
-                        "the callback of service {service} must return a {}: {e}",
-                        resp.type_name
-                    ))
-                })
-            });
-            match answer {
-                Ok(bytes) => AnyMessage(bytes.into()),
-                Err(e) => {
-                    let text = e.to_string();
-                    keep_callback_error(e);
-                    // The core answers the caller with this message (as it
-                    // does for a panicking Rust server) and keeps serving;
-                    // resume_unwind skips the panic hook's report.
-                    std::panic::resume_unwind(Box::new(text))
-                }
-            }
+            let bytes = serve(
+                &req,
+                &m,
+                || (),
+                |py, request| {
+                    let response = resp.class.bind(py).call0()?;
+                    let out = callback.call1(py, (request, response))?;
+                    codec::encode(&resp, out.bind(py)).map_err(|e| {
+                        PyTypeError::new_err(format!(
+                            "the callback of service {service} must return a {}: {e}",
+                            resp.type_name
+                        ))
+                    })
+                },
+            );
+            AnyMessage(bytes.into())
         };
         let s = self
             .node
@@ -565,10 +558,13 @@ impl Node {
         let (ty, req, resp) = service_types(srv_type)?;
         let service: Arc<str> = ty.name().into();
         let handler = move |m: AnyMessage, reply: myelin::ServiceReply<AnyMessage>| {
-            callback_ran();
             let reply = Arc::new(Mutex::new(Some(reply)));
-            let done = Python::attach(|py| -> PyResult<()> {
-                let request = codec::decode(py, &req, m.bytes(), Some(m.0.shared_bytes()))?;
+            // If the callback raises, its request is not answered later
+            // (the Python handle may live on in the traceback): the reply
+            // is taken back and dropped while unwinding, so the caller
+            // gets an error at once.
+            let take_back = || codec::lock(&reply).take();
+            serve(&req, &m, take_back, |py, request| {
                 let handle = ServiceReply {
                     reply: reply.clone(),
                     resp: resp.clone(),
@@ -576,16 +572,7 @@ impl Node {
                 };
                 callback.call1(py, (request, handle))?;
                 Ok(())
-            });
-            if let Err(e) = done {
-                keep_callback_error(e);
-                // The callback raised: its request is not answered later
-                // (the Python handle may live on in the traceback). The
-                // reply is dropped while unwinding, so the caller gets
-                // an error at once; the server keeps serving.
-                let _unanswered = codec::lock(&reply).take();
-                std::panic::resume_unwind(Box::new("the deferred server callback raised"))
-            }
+            })
         };
         let s = self
             .node
@@ -860,6 +847,33 @@ fn service_types(
 #[pyclass(module = "myelin._myelin", frozen)]
 struct Service {
     _service: myelin::Service<AnyMessage, AnyMessage>,
+}
+
+/// Run a server's Python callback `f` with the decoded request `m`. An
+/// exception (or undecodable request) is kept, to be raised from the spin
+/// that ran it, and answers the caller through the core's panic path with
+/// its text (as a panicking Rust server does; `resume_unwind` skips the
+/// panic hook's report); `on_error`'s value is dropped while unwinding.
+fn serve<R, G>(
+    req: &codec::Plan,
+    m: &AnyMessage,
+    on_error: impl FnOnce() -> G,
+    f: impl FnOnce(Python<'_>, Bound<'_, PyAny>) -> PyResult<R>,
+) -> R {
+    callback_ran();
+    let done = Python::attach(|py| {
+        let request = codec::decode(py, req, m.bytes(), Some(m.0.shared_bytes()))?;
+        f(py, request)
+    });
+    match done {
+        Ok(r) => r,
+        Err(e) => {
+            let text = e.to_string();
+            keep_callback_error(e);
+            let _dropped_while_unwinding = on_error();
+            std::panic::resume_unwind(Box::new(text))
+        }
+    }
 }
 
 /// A server's options: its callback group, if one is given.

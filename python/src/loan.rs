@@ -8,8 +8,9 @@
 //! a message under them. The chunk is held by a [`LoanMemory`], the base
 //! object of every view, and [`Loan::publish`] refuses (`BufferError`, as
 //! Python's own `bytearray` refuses to resize with exports alive) while
-//! anything but the loan itself holds that object: no view is left when
-//! the chunk is handed to readers. A view that outlives an unpublished
+//! anything but the publish itself holds that object (it takes it out of
+//! the loan first, so nothing can release or view the loan meanwhile): no
+//! view is left when the chunk is handed to readers. A view that outlives an unpublished
 //! loan keeps the chunk out of the pool until it dies, so it never points
 //! into memory another message reuses.
 

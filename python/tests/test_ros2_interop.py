@@ -136,14 +136,7 @@ def test_a_ros2_client_calls_a_python_server_and_back(router, domain, net):
 def test_a_ros2_action_client_drives_a_python_action_server_and_back(router, domain, net):
     from myelin.action import ActionClient, ActionServer
     from myelin.msgs.example_interfaces.action import Fibonacci
-
-    def execute(goal_handle):
-        seq = [0, 1]
-        for i in range(1, goal_handle.request.order):
-            seq.append(seq[i] + seq[i - 1])
-            goal_handle.publish_feedback(Fibonacci.Feedback(sequence=seq))
-        goal_handle.succeed()
-        return Fibonacci.Result(sequence=seq)
+    from test_actions import execute
 
     node = myelin.create_node("fibonacci_action_server", context=net)
     ActionServer(node, Fibonacci, "fibonacci", execute)

@@ -918,6 +918,25 @@ fn a_file_the_python_writer_wrote_plays_filtered_offset_and_looped() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `myelin bag info DIR`'s output (it must succeed).
+fn bag_info(dir: &Path) -> String {
+    let out = myelin()
+        .args(["bag", "info", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+/// The line of `bag info`'s `text` that starts with `label`.
+fn info_line(text: &str, label: &str) -> String {
+    text.lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no {label:?} line in:\n{text}"))
+        .to_string()
+}
+
 /// `bag info` prints what `ros2 bag info` does, with the values of the
 /// bag: duration, start and end (UTC, and the raw stamp), the count, and
 /// per topic its type, count, serialization and recorded QoS.
@@ -927,18 +946,8 @@ fn bag_info_prints_duration_start_end_and_each_topic() {
     // 101 messages 10 ms apart from 1.7e18 ns (Nov 14 2023 22:13:20 UTC).
     let t0 = int_bag(&dir, "/ints", 101);
     assert_eq!(t0, 1_700_000_000_000_000_000);
-    let out = myelin()
-        .args(["bag", "info", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    let line = |label: &str| {
-        text.lines()
-            .find(|l| l.starts_with(label))
-            .unwrap_or_else(|| panic!("no {label:?} line in:\n{text}"))
-            .to_string()
-    };
+    let text = bag_info(&dir);
+    let line = |label: &str| info_line(&text, label);
     assert!(line("Duration:").ends_with("1.000s"), "{text}");
     assert!(
         line("Start:").contains("Nov 14 2023 22:13:20.000 (1700000000.000000000)"),
@@ -1062,18 +1071,8 @@ fn service_events_are_recorded_by_service_and_listed_apart() {
         "no response in a request event"
     );
 
-    let out = myelin()
-        .args(["bag", "info", services_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    let line = |label: &str| {
-        text.lines()
-            .find(|l| l.starts_with(label))
-            .unwrap_or_else(|| panic!("no {label:?} line in:\n{text}"))
-            .to_string()
-    };
+    let text = bag_info(&services_dir);
+    let line = |label: &str| info_line(&text, label);
     assert!(
         line("Messages:").ends_with(" 0"),
         "events are not topic messages: {text}"

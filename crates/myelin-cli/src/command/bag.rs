@@ -304,10 +304,12 @@ fn record(args: RecordArgs) -> Res {
             .services
             .iter()
             .map(|s| {
+                // A service's name, or its event topic's.
                 let s = absolute(s);
-                match s.strip_suffix(myelin_bag::SERVICE_EVENT_SUFFIX) {
-                    Some(_) => s,
-                    None => format!("{s}{}", myelin_bag::SERVICE_EVENT_SUFFIX),
+                if s.ends_with(myelin_bag::SERVICE_EVENT_SUFFIX) {
+                    s
+                } else {
+                    s + myelin_bag::SERVICE_EVENT_SUFFIX
                 }
             })
             .collect(),

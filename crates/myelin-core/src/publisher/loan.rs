@@ -348,7 +348,7 @@ impl<T: BytesMessage> Publisher<T> {
     /// [`SliceLoan::publish`]. A loan lent by another publisher is refused
     /// ([`PublishError::ForeignLoan`]; its memory returns to its own pool).
     pub fn publish_detached(&self, loan: DetachedSliceLoan<T>) -> Result<(), PublishError> {
-        if !std::sync::Weak::ptr_eq(&loan.owner, &Arc::downgrade(&self.inner)) {
+        if !std::ptr::eq(loan.owner.as_ptr(), Arc::as_ptr(&self.inner)) {
             return Err(PublishError::ForeignLoan(self.inner.topic.clone()));
         }
         self.inner.publish_loaned(loan.mem, loan.len)
