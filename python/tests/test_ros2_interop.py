@@ -61,16 +61,25 @@ def peer(router, domain, *args):
 
 
 def expect(p, prefix):
+    seen = []
     for line in p.stdout:
         if line.startswith(prefix):
             return line.strip()
-    raise AssertionError(f"the peer never printed {prefix!r}")
+        seen.append(line.strip())
+    raise AssertionError(f"the peer never printed {prefix!r}; it printed {seen!r} and exited {p.wait()}")
 
 
 def spin_while_expecting(node, p, prefix):
     """Spin ``node`` until the peer prints a line starting with ``prefix``."""
     got = []
-    reader = threading.Thread(target=lambda: got.append(expect(p, prefix)), daemon=True)
+
+    def read():
+        try:
+            got.append(expect(p, prefix))
+        except AssertionError as e:
+            got.append(e)
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     ex = myelin.SingleThreadedExecutor(context=node.context)
     ex.add_node(node)
@@ -79,7 +88,8 @@ def spin_while_expecting(node, p, prefix):
             ex.spin_once(timeout_sec=0.05)
     finally:
         ex.remove_node(node)
-    assert got, f"the peer never printed {prefix!r}"
+    if isinstance(got[0], AssertionError):
+        raise got[0]
     return got[0]
 
 

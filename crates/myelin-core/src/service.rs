@@ -461,6 +461,12 @@ impl<Req: Message, Resp: Message> Executable for ServiceInner<Req, Resp> {
 
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {
         self.set_target(exec);
+        // As a subscription's (see `SubInner::attach`): a mark left by the
+        // executor this service leaves (queued there, and that executor
+        // never run again) would keep every later one from being told of
+        // the requests waiting. A stale entry the old one still runs
+        // serves nothing (not its target) and hands on what is pending.
+        self.queued.store(false, Ordering::SeqCst);
         self.kick();
     }
 

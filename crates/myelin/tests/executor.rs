@@ -468,3 +468,51 @@ fn messages_left_queued_in_a_dropped_executor_reach_the_next_one() {
         "the second message never ran"
     );
 }
+
+/// The same for a service: a request that arrived while the node's
+/// executor was still the old one (queued there, and that executor then
+/// left the node) is answered by the next executor. Python's tests and
+/// rclpy code meet this with a fresh executor per `spin_once` loop: a
+/// ROS 2 action client asks for the result right after its goal is
+/// accepted, often before the old executor is gone.
+#[test]
+fn requests_left_queued_in_a_dropped_executor_reach_the_next_one() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let _service = node
+        .create_service::<i64, i64>("handed_on_service", |x| x + 1)
+        .unwrap();
+    let client = node.create_client::<i64, i64>("handed_on_service").unwrap();
+    let mut future = {
+        let mut first = Executor::new();
+        first.add_node(&node).unwrap();
+        // In this process the request goes into the service's queue and
+        // the service into `first`'s ready queue at once; nothing spins.
+        let future = client.call_async(41);
+        assert!(
+            !first.is_idle(),
+            "the request is waiting in the first executor"
+        );
+        first.remove_node(&node);
+        future
+    };
+    let mut next = Executor::new();
+    next.add_node(&node).unwrap();
+    let mut answer = None;
+    next.spin_until(Duration::from_secs(60), || {
+        answer = poll_once(&mut future);
+        answer.is_some()
+    })
+    .unwrap();
+    let answer = answer.expect("the request left in the first executor was never answered");
+    assert_eq!(answer.unwrap(), 42);
+}
+
+/// Poll `f` once: its output if it is ready.
+fn poll_once<F: std::future::Future + Unpin>(f: &mut F) -> Option<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(f).poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
