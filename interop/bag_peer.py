@@ -17,7 +17,7 @@ import json
 import sys
 
 from mcap.reader import make_reader
-from mcap_ros2.decoder import DecoderFactory
+from mcap_ros2._dynamic import generate_dynamic
 from mcap_ros2.writer import Writer
 
 
@@ -34,10 +34,60 @@ def plain(value):
     return value
 
 
+SEPARATOR = "\n" + "=" * 80 + "\n"
+
+# service_msgs/msg/ServiceEventInfo and builtin_interfaces/msg/Time as ROS 2
+# defines them (service_msgs/msg/ServiceEventInfo.msg, without comments).
+SERVICE_EVENT_INFO = "uint8 event_type\nbuiltin_interfaces/Time stamp\nchar[16] client_gid\nint64 sequence_number\n"
+TIME = "int32 sec\nuint32 nanosec\n"
+
+
+def event_definition(schema_name, text):
+    """A service event's type as .msg text the decoder reads.
+
+    rosbag2 stores the schema of `pkg/srv/Name_Event` as the .srv text
+    (request, a `---` line, response) followed by the messages both parts
+    use. The event itself is rosidl's: `ServiceEventInfo info`, then the
+    request and the response, each a sequence of at most one. The MCAP
+    decoder takes no `_` in type names, so the parts are named
+    `pkg/NameRequest` and `pkg/NameResponse` here.
+    """
+    pkg, _, name = schema_name.split("/")
+    base = name[: -len("_Event")]
+    srv, *deps = text.split(SEPARATOR)
+    lines = srv.split("\n")
+    cut = lines.index("---") if "---" in lines else len(lines)
+    request, response = "\n".join(lines[:cut]), "\n".join(lines[cut + 1 :])
+    req, resp = f"{pkg}/{base}Request", f"{pkg}/{base}Response"
+    root = f"service_msgs/ServiceEventInfo info\n{req}[<=1] request\n{resp}[<=1] response\n"
+    parts = [
+        root,
+        f"MSG: {req}\n{request}",
+        f"MSG: {resp}\n{response}",
+        f"MSG: service_msgs/ServiceEventInfo\n{SERVICE_EVENT_INFO}",
+        f"MSG: builtin_interfaces/Time\n{TIME}",
+        *deps,
+    ]
+    return f"{pkg}/{base}Event", SEPARATOR.join(parts)
+
+
+def decoder_for(schema):
+    """The decoder of one schema: the MCAP project's, from the schema's
+    text (a service event's rewritten as `event_definition` says)."""
+    name, text = schema.name, schema.data.decode()
+    if "/srv/" in name and name.endswith("_Event"):
+        name, text = event_definition(name, text)
+    return generate_dynamic(name, text)[name]
+
+
 def read(path):
+    decoders = {}
     with open(path, "rb") as f:
-        reader = make_reader(f, decoder_factories=[DecoderFactory()])
-        for schema, channel, message, decoded in reader.iter_decoded_messages():
+        reader = make_reader(f)
+        for schema, channel, message in reader.iter_messages():
+            if schema.id not in decoders:
+                decoders[schema.id] = decoder_for(schema)
+            decoded = decoders[schema.id](message.data)
             print(
                 json.dumps(
                     {

@@ -11,7 +11,8 @@ pub(crate) const SEPARATOR: &str =
 
 /// The full `ros2msg` schema of `type_name` (`pkg/msg/Name`), built from
 /// the definitions of `myelin-msgs`; `None` if it does not have the type
-/// (or one of its dependencies).
+/// (or one of its dependencies). A service's event type
+/// (`pkg/srv/Name_Event`) has its `.srv` text, as rosbag2 writes it.
 ///
 /// ```
 /// let s = myelin_bag::ros2msg_schema("std_msgs/msg/Header").unwrap();
@@ -20,12 +21,29 @@ pub(crate) const SEPARATOR: &str =
 /// assert!(myelin_bag::ros2msg_schema("my_pkg/msg/Unknown").is_none());
 /// ```
 pub fn ros2msg_schema(type_name: &str) -> Option<String> {
-    let mut out = text_of(type_name)?.trim_end().to_string();
-    out.push('\n');
     let mut seen = BTreeSet::new();
     seen.insert(type_name.to_string());
     let mut order = Vec::new();
-    dependencies(type_name, &mut seen, &mut order)?;
+    let mut out = if let Some(service) = type_name
+        .strip_suffix("_Event")
+        .filter(|s| s.contains("/srv/"))
+    {
+        // A service's introspection events: rosbag2 writes the `.srv`
+        // text (request, `---`, response) and the messages both parts
+        // use (its docs/message_definition_encoding.md; the bags `ros2
+        // bag record --all-services` writes carry these).
+        let (_, text) = myelin_msgs::srv_definitions()
+            .iter()
+            .find(|(n, _)| *n == service)?;
+        for part in ["Request", "Response"] {
+            dependencies(&format!("{service}_{part}"), &mut seen, &mut order)?;
+        }
+        text.trim_end().to_string()
+    } else {
+        dependencies(type_name, &mut seen, &mut order)?;
+        text_of(type_name)?.trim_end().to_string()
+    };
+    out.push('\n');
     for dep in order {
         out.push_str(SEPARATOR);
         out.push('\n');
@@ -92,6 +110,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// As rosbag2 (Jazzy) writes a service event's schema: the `.srv`
+    /// text, then the messages its request and response use.
+    #[test]
+    fn a_service_event_has_the_srv_text_and_its_dependencies() {
+        let s = ros2msg_schema("example_interfaces/srv/AddTwoInts_Event").unwrap();
+        let fields: Vec<&str> = s.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(fields, ["int64 a", "int64 b", "---", "int64 sum"]);
+        let s = ros2msg_schema("rcl_interfaces/srv/SetParameters_Event").unwrap();
+        assert!(s.contains("Parameter[] parameters\n---\n"), "{s}");
+        assert!(
+            s.contains("\nMSG: rcl_interfaces/msg/SetParametersResult\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("\nMSG: rcl_interfaces/msg/ParameterValue\n"),
+            "{s}"
+        );
     }
 
     #[test]

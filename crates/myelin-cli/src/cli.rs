@@ -282,6 +282,24 @@ pub enum ServiceCommand {
         #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
         domain: u32,
     },
+    /// Print a service's introspection events as YAML (as `ros2 service
+    /// echo`): each request and response its servers and clients publish
+    /// on `<service>/_service_event` when their introspection is on
+    /// (`configure_introspection`, ROS 2's and myelin's).
+    Echo {
+        /// The service (`add_two_ints` means `/add_two_ints`).
+        service: String,
+        /// Stop after N events.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Show arrays and sequences as their type and length, not their
+        /// elements.
+        #[arg(long = "no-arr")]
+        no_arr: bool,
+        /// The ROS 2 domain id (default: ROS_DOMAIN_ID, else 0).
+        #[arg(long, env = "ROS_DOMAIN_ID", default_value_t = 0)]
+        domain: u32,
+    },
 }
 
 /// `myelin action` subcommands.

@@ -366,6 +366,8 @@ fn a_full_disk_stops_the_recording_with_the_error() {
     impl Drop for Unmount {
         fn drop(&mut self) {
             let _ = std::process::Command::new("umount").arg(&self.0).status();
+            // The mount point, empty again.
+            let _ = std::fs::remove_dir(&self.0);
         }
     }
     let _unmount = Unmount(m.clone());
@@ -1093,4 +1095,143 @@ fn service_events_are_recorded_by_service_and_listed_apart() {
     );
     std::fs::remove_dir_all(&services_dir).unwrap();
     std::fs::remove_dir_all(&topics_dir).unwrap();
+}
+
+/// Real introspection events, end to end: a server and a client of this
+/// process with `Contents` on publish the four events of each call;
+/// `myelin service echo` (a child) prints them as `ros2 service echo`
+/// does, `myelin bag record --all-services` (another) records them, and
+/// the MCAP project's Python reader (knowing nothing of myelin) decodes
+/// the recorded events field by field from the bag's `ros2msg` schema:
+/// the request realigned inside the event is what it reads.
+#[test]
+fn introspection_events_echo_and_record_for_an_independent_reader() {
+    use myelin::ServiceIntrospection;
+    use myelin_msgs::example_interfaces::{AddTwoInts, AddTwoIntsRequest, AddTwoIntsResponse};
+
+    let Some(py) = interop::python() else { return };
+    let domain = 178;
+    let dir = scratch("introspection");
+    let c = ctx(domain);
+    let node = c.create_node("introspected_adder").unwrap();
+    let server = node
+        .create_service_for::<AddTwoInts>("adder", |r: AddTwoIntsRequest| AddTwoIntsResponse {
+            sum: r.a + r.b,
+        })
+        .unwrap();
+    let client = node.create_client_for::<AddTwoInts>("adder").unwrap();
+    let qos = QoS::keep_last(10);
+    server
+        .configure_introspection(ServiceIntrospection::Contents, qos)
+        .unwrap();
+    client
+        .configure_introspection(ServiceIntrospection::Contents, qos)
+        .unwrap();
+    let mut exec = myelin::Executor::new();
+    exec.add_node(&node).unwrap();
+    let stop = exec.stop_handle();
+    let spinner = std::thread::spawn(move || exec.spin());
+
+    let recorder = bag(&[
+        "record",
+        "--all-services",
+        "-o",
+        dir.to_str().unwrap(),
+        "--domain",
+        "178",
+    ]);
+    let echo = myelin()
+        .args([
+            "service", "echo", "adder", "--count", "8", "--domain", "178",
+        ])
+        .env("MYELIN_TRANSPORT", "shm")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let echo = Background(echo);
+    let events_on_disk = |dir: &Path| {
+        Reader::open(dir)
+            .and_then(|r| r.messages())
+            .map(|m| m.filter_map(|m| m.ok()).count())
+            .unwrap_or(0)
+    };
+    // Call until both have what they need (a minute at most, never
+    // deciding the result): echo ends after 8 events, the bag holds 8.
+    let mut echo = echo;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(matches!(echo.0.try_wait(), Ok(Some(_))) && events_on_disk(&dir) >= 8) {
+        assert!(Instant::now() < deadline, "no events echoed and recorded");
+        let sum = client
+            .call(AddTwoIntsRequest { a: 2, b: 3 }, Duration::from_secs(60))
+            .unwrap()
+            .sum;
+        assert_eq!(sum, 5);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(recorder);
+    stop.stop();
+    spinner.join().unwrap().unwrap();
+
+    let mut printed = String::new();
+    std::io::Read::read_to_string(echo.0.stdout.as_mut().unwrap(), &mut printed).unwrap();
+    for kind in [
+        "REQUEST_SENT",
+        "REQUEST_RECEIVED",
+        "RESPONSE_SENT",
+        "RESPONSE_RECEIVED",
+    ] {
+        assert!(
+            printed.contains(&format!("event_type: {kind}")),
+            "{printed}"
+        );
+    }
+    assert!(
+        printed.contains("request:\n- a: 2\n  b: 3\nresponse: []"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("request: []\nresponse:\n- sum: 5"),
+        "{printed}"
+    );
+
+    let mcap = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "mcap"))
+        .unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/bag_peer.py");
+    let out = std::process::Command::new(&py)
+        .arg(script)
+        .args(["read", mcap.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let events: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["topic"] == "/adder/_service_event")
+        .collect();
+    assert!(events.len() >= 8, "{lines:?}");
+    for e in events {
+        let m = &e["value"];
+        let kind = m["info"]["event_type"].as_u64().unwrap();
+        assert_eq!(m["info"]["client_gid"].as_array().unwrap().len(), 16);
+        if kind <= 1 {
+            assert_eq!(m["request"][0]["a"], 2, "{m}");
+            assert_eq!(m["request"][0]["b"], 3, "{m}");
+            assert_eq!(m["response"].as_array().unwrap().len(), 0);
+        } else {
+            assert_eq!(m["response"][0]["sum"], 5, "{m}");
+            assert_eq!(m["request"].as_array().unwrap().len(), 0);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

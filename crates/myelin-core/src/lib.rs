@@ -42,12 +42,14 @@ mod cdr_de;
 mod clock;
 mod context;
 mod dispatch;
+pub mod dynamic;
 mod error;
 pub mod events;
 pub mod executor;
 pub mod gid;
 mod graph;
 pub mod group;
+pub mod introspection;
 mod matching;
 pub mod message;
 mod message_info;
@@ -81,6 +83,7 @@ pub use events::{
 pub use executor::{Executor, MultiThreadedExecutor, StopHandle};
 pub use gid::Gid;
 pub use group::{CallbackGroup, CallbackGroupKind};
+pub use introspection::{IntrospectionError, ServiceIntrospection};
 pub use message::{Message, ServiceType, TypeHash};
 
 /// Print myelin's warnings (and errors) on stderr, as rclcpp prints its

@@ -171,6 +171,14 @@ pub trait ServiceType: 'static {
     fn ros_type_description() -> Option<Described> {
         None
     }
+
+    /// The ROS 2 type hash of the service's event message
+    /// (`pkg/srv/Name_Event`, what service introspection publishes; see
+    /// [`crate::introspection`]). `None` (the default): the service
+    /// cannot be introspected.
+    fn ros_event_type_hash() -> Option<String> {
+        None
+    }
 }
 
 /// `impl_cdr_message!(Type, "pkg/msg/Name", "RIHS01_...")`: the

@@ -59,6 +59,11 @@ use crossbeam_queue::SegQueue;
 use myelin_sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use myelin_sync::{Event, RetainCell, Scope, TryLock};
 
+use crate::introspection::{
+    IntrospectionCell, IntrospectionError, Introspector, REQUEST_RECEIVED, REQUEST_SENT,
+    RESPONSE_RECEIVED, RESPONSE_SENT, RequestId, ServiceIntrospection, ServiceTypeRef, body_of,
+};
+
 use crate::dispatch::{ExecShared, Executable, GroupInner};
 use crate::error::{CreateServiceError, SpinError};
 use crate::graph::{Graph, Members};
@@ -181,6 +186,26 @@ impl<Resp: Send> Responder<Resp> for SlotResponder<Resp> {
 struct Request<Req, Resp> {
     req: Req,
     reply: Box<dyn Responder<Resp>>,
+    /// The caller and the request's number (service introspection).
+    id: RequestId,
+}
+
+/// A reply that tells the service's introspection it was sent.
+struct Introspected<Resp> {
+    reply: Box<dyn Responder<Resp>>,
+    intro: Arc<Introspector>,
+    id: RequestId,
+}
+
+impl<Resp: Message> Responder<Resp> for Introspected<Resp> {
+    fn respond(self: Box<Self>, answer: Result<Resp, CallError>) {
+        let sent = answer.as_ref().ok().map(|r| body_of(&self.intro, r));
+        self.reply.respond(answer);
+        // As rcl: after the response went (an error is not a response).
+        if let Some(body) = sent {
+            self.intro.publish(RESPONSE_SENT, self.id, body.as_deref());
+        }
+    }
 }
 
 /// Options for [`Node::create_service_with`](crate::Node::create_service_with).
@@ -281,6 +306,8 @@ pub(crate) struct ServiceInner<Req, Resp> {
     in_flight: Mutex<Option<Box<dyn Responder<Resp>>>>,
     inline: bool,
     group: Arc<GroupInner>,
+    /// Off, or the event publisher.
+    introspection: IntrospectionCell,
 }
 
 impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
@@ -291,8 +318,10 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
         handler: Handler<Req, Resp>,
         options: &ServiceOptions,
         group: Arc<GroupInner>,
+        ty: Option<ServiceTypeRef>,
     ) -> Self {
         ServiceInner {
+            introspection: IntrospectionCell::new(ty),
             id,
             name,
             node,
@@ -338,7 +367,11 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
     /// A deferred handler gets the reply itself; if it panics, the reply
     /// it held answers [`CallError::ServerPanicked`] as it unwinds.
     fn serve(&self, handler: &mut Handler<Req, Resp>, r: Request<Req, Resp>) {
-        let Request { req, reply } = r;
+        let Request { req, mut reply, id } = r;
+        if let Some(intro) = self.introspection.active() {
+            intro.publish(REQUEST_RECEIVED, id, body_of(&intro, &req).as_deref());
+            reply = Box::new(Introspected { reply, intro, id });
+        }
         let handler = match handler {
             Handler::Now(h) => h,
             Handler::Later(h) => {
@@ -365,8 +398,13 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
     }
 
     /// A request from another process (see [`RemoteCalls`]).
-    pub(crate) fn submit_remote(self: &Arc<Self>, req: Req, reply: Box<dyn Responder<Resp>>) {
-        self.submit(Request { req, reply });
+    pub(crate) fn submit_remote(
+        self: &Arc<Self>,
+        req: Req,
+        reply: Box<dyn Responder<Resp>>,
+        id: RequestId,
+    ) {
+        self.submit(Request { req, reply, id });
     }
 
     /// Queue a request and make sure someone serves it.
@@ -509,6 +547,21 @@ impl<Req: Message, Resp: Message> Service<Req, Resp> {
     pub fn name(&self) -> &str {
         &self.inner.name
     }
+
+    /// Turn service introspection on or off for this server (see
+    /// [`crate::introspection`]): `REQUEST_RECEIVED` and `RESPONSE_SENT`
+    /// events on `<service>/_service_event`, published with `qos`. The
+    /// service must have been made for a described ROS service type
+    /// ([`Node::create_service_for`](crate::Node::create_service_for)).
+    pub fn configure_introspection(
+        &self,
+        state: ServiceIntrospection,
+        qos: crate::QoS,
+    ) -> Result<(), IntrospectionError> {
+        self.inner
+            .introspection
+            .configure(&self.inner.node, &self.inner.name, state, qos)
+    }
 }
 
 impl<Req: Message, Resp: Message> Drop for Service<Req, Resp> {
@@ -545,18 +598,41 @@ pub(crate) struct ClientInner<Req: Message, Resp: Message> {
     pub(crate) changed: Event,
     /// Servers in other processes.
     pub(crate) remote: Option<Box<dyn RemoteCalls<Req, Resp>>>,
+    /// The client's gid, as its requests carry it.
+    gid: [u8; 16],
+    /// The number of the last request (rmw's numbers start at 1).
+    seq: std::sync::atomic::AtomicI64,
+    /// Off, or the event publisher.
+    introspection: IntrospectionCell,
 }
 
 impl<Req: Message, Resp: Message> ClientInner<Req, Resp> {
-    pub(crate) fn new(id: u64, name: String, node: Arc<NodeInner>) -> Self {
+    pub(crate) fn new(
+        id: u64,
+        name: String,
+        node: Arc<NodeInner>,
+        gid: [u8; 16],
+        ty: Option<ServiceTypeRef>,
+    ) -> Self {
         ClientInner {
             id,
             name,
             node,
+            gid,
+            seq: std::sync::atomic::AtomicI64::new(0),
+            introspection: IntrospectionCell::new(ty),
             servers: ArcSwap::from_pointee(Vec::new()),
             rr: AtomicUsize::new(0),
             changed: Event::new(Scope::Process),
             remote: None,
+        }
+    }
+
+    /// The id of a new request.
+    fn next_request(&self) -> RequestId {
+        RequestId {
+            gid: self.gid,
+            seq: self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
         }
     }
 
@@ -641,6 +717,29 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
     /// Call the service and wait (in the kernel) for the answer. See the
     /// [module docs](self) for the failure modes.
     pub fn call(&self, req: Req, timeout: Duration) -> Result<Resp, CallError> {
+        let id = self.inner.next_request();
+        let intro = self.inner.introspection.active();
+        let answer = self.call_as(req, id, timeout, intro.as_deref());
+        if let (Some(i), Ok(r)) = (&intro, &answer) {
+            i.publish(RESPONSE_RECEIVED, id, body_of(i, r).as_deref());
+        }
+        answer
+    }
+
+    /// [`call`](Self::call) with the request's id; `intro`: the client's
+    /// introspection, told when the request goes.
+    fn call_as(
+        &self,
+        req: Req,
+        id: RequestId,
+        timeout: Duration,
+        intro: Option<&Introspector>,
+    ) -> Result<Resp, CallError> {
+        let sent = |req: &Req| {
+            if let Some(i) = intro {
+                i.publish(REQUEST_SENT, id, body_of(i, req).as_deref());
+            }
+        };
         let start = Instant::now();
         let deadline = start + timeout;
         let name = &self.inner.name;
@@ -660,7 +759,8 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
                     Some(s) => s,
                     None if self.inner.remote_ready() => {
                         let r = self.inner.remote.as_ref().expect("remote_ready");
-                        return r.call(name, req, deadline, timeout);
+                        sent(&req);
+                        return r.call(name, req, id, deadline, timeout);
                     }
                     None => return Err(CallError::ServiceUnavailable(name.clone())),
                 }
@@ -690,7 +790,10 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
         };
         // Inline service, handler free: a plain function call, no slot.
         // (A deferred one answers through a slot like any queued request.)
+        // (Introspected, it takes the queue, which tells of each request.)
         let req = if server.is_inline()
+            && intro.is_none()
+            && server.introspection.active().is_none()
             && let Some(mut h) = server.handler.try_lock()
         {
             match &mut *h {
@@ -710,9 +813,11 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
             Some((Some(exec), _)) => Some(exec.clone()),
             _ => None,
         });
+        sent(&req);
         server.submit(Request {
             req,
             reply: Box::new(SlotResponder(slot.clone())),
+            id,
         });
         match nested {
             Some((Some(exec), grouped)) => {
@@ -760,10 +865,18 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
     /// answer (and at once if the server goes away).
     pub fn call_async(&self, req: Req) -> ResponseFuture<Resp> {
         let slot = Slot::new(None);
+        let id = self.inner.next_request();
+        let intro = self.inner.introspection.active();
+        if let Some(i) = &intro
+            && (!self.inner.servers.load().is_empty() || self.inner.remote_ready())
+        {
+            i.publish(REQUEST_SENT, id, body_of(i, &req).as_deref());
+        }
         match self.pick() {
             Some(server) => server.submit(Request {
                 req,
                 reply: Box::new(SlotResponder(slot.clone())),
+                id,
             }),
             None if self.inner.remote_ready() => {
                 let inner = self.inner.clone();
@@ -773,7 +886,7 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
                     .spawn(move || {
                         let r = inner.remote.as_ref().expect("remote_ready");
                         let deadline = Instant::now() + ASYNC_REMOTE_TIMEOUT;
-                        answer.fill(r.call(&inner.name, req, deadline, ASYNC_REMOTE_TIMEOUT));
+                        answer.fill(r.call(&inner.name, req, id, deadline, ASYNC_REMOTE_TIMEOUT));
                     });
                 if let Err(e) = spawned {
                     tracing::warn!("call to {:?}: no thread for it: {e}", self.inner.name);
@@ -785,7 +898,29 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
                 waited: Duration::ZERO,
             })),
         }
-        ResponseFuture { slot }
+        ResponseFuture {
+            slot,
+            received: intro.map(|i| {
+                Box::new(move |r: &Resp| {
+                    i.publish(RESPONSE_RECEIVED, id, body_of(&i, r).as_deref())
+                }) as Received<Resp>
+            }),
+        }
+    }
+
+    /// Turn service introspection on or off for this client (see
+    /// [`crate::introspection`]): `REQUEST_SENT` and `RESPONSE_RECEIVED`
+    /// events on `<service>/_service_event`, published with `qos`. The
+    /// client must have been made for a described ROS service type
+    /// ([`Node::create_client_for`](crate::Node::create_client_for)).
+    pub fn configure_introspection(
+        &self,
+        state: ServiceIntrospection,
+        qos: crate::QoS,
+    ) -> Result<(), IntrospectionError> {
+        self.inner
+            .introspection
+            .configure(&self.inner.node, &self.inner.name, state, qos)
     }
 }
 
@@ -813,9 +948,23 @@ impl<Req: Message, Resp: Message> std::fmt::Debug for Client<Req, Resp> {
     }
 }
 
+/// What a [`ResponseFuture`] calls with the response it hands out.
+type Received<Resp> = Box<dyn Fn(&Resp) + Send + Sync>;
+
 /// The answer to [`Client::call_async`].
 pub struct ResponseFuture<Resp> {
     slot: Arc<Slot<Resp>>,
+    /// Tells the client's introspection of the response.
+    received: Option<Received<Resp>>,
+}
+
+impl<Resp> ResponseFuture<Resp> {
+    fn answered(&self, a: Result<Resp, CallError>) -> Poll<Result<Resp, CallError>> {
+        if let (Some(tell), Ok(r)) = (&self.received, &a) {
+            tell(r);
+        }
+        Poll::Ready(a)
+    }
 }
 
 impl<Resp> Future for ResponseFuture<Resp> {
@@ -823,14 +972,14 @@ impl<Resp> Future for ResponseFuture<Resp> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         if let Some(a) = self.slot.take() {
-            return Poll::Ready(a);
+            return self.answered(a);
         }
         *self.slot.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
         self.slot.has_waker.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         // Re-check: the answer may have come before the waker was stored.
         match self.slot.take() {
-            Some(a) => Poll::Ready(a),
+            Some(a) => self.answered(a),
             None => Poll::Pending,
         }
     }
@@ -956,6 +1105,7 @@ pub(crate) trait RemoteCalls<Req, Resp>: Send + Sync {
         &self,
         service: &str,
         req: Req,
+        id: RequestId,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<Resp, CallError>;

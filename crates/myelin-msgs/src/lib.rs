@@ -486,6 +486,9 @@ macro_rules! srv {
             fn ros_type_description() -> Option<myelin::type_description::Described> {
                 crate::describe($ros)
             }
+            fn ros_event_type_hash() -> Option<String> {
+                crate::ros_hash_of(concat!($ros, "_Event"))
+            }
         }
     };
 }

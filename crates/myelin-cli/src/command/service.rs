@@ -1,5 +1,6 @@
-//! `myelin service ...`: the services of a domain, and calling one from
-//! the command line (as `ros2 service list|call`). Services of ROS 2 nodes
+//! `myelin service ...`: the services of a domain, calling one from the
+//! command line, and printing its introspection events (as `ros2 service
+//! list|call|echo`). Services of ROS 2 nodes
 //! on rmw_zenoh are seen and called through the router this process
 //! reaches (`tcp/127.0.0.1:7447` by default, or `MYELIN_ZENOH_CONFIG`).
 
@@ -8,7 +9,9 @@ use std::time::Duration;
 
 use myelin::ServiceType;
 
-use super::topic::{DISCOVERY_WAIT, absolute, is_hidden, tool_ctx, wire_to_yaml, yaml_to_wire};
+use super::topic::{
+    DISCOVERY_WAIT, absolute, is_hidden, subscribe, tool_ctx, wire_to_yaml, yaml_to_wire,
+};
 use crate::cli::ServiceCommand;
 
 type Res = Result<(), Box<dyn std::error::Error>>;
@@ -29,7 +32,81 @@ pub fn run(cmd: ServiceCommand) -> Res {
             timeout,
             domain,
         } => call(&service, &type_name, &request, timeout, domain),
+        ServiceCommand::Echo {
+            service,
+            count,
+            no_arr,
+            domain,
+        } => echo(&service, count, no_arr, domain),
     }
+}
+
+/// `service echo`: the events on `<service>/_service_event`, decoded with
+/// the service type's description (the type its publishers announce).
+fn echo(service: &str, count: Option<u64>, no_arr: bool, domain: u32) -> Res {
+    let service = absolute(service);
+    let topic = format!("{service}{}", myelin::introspection::SERVICE_EVENT_SUFFIX);
+    eprintln!(
+        "the events of {service} appear when its server or a client has service introspection on"
+    );
+    let (ctx, t, type_name, sub) = subscribe(&topic, domain, true)?;
+    let srv = type_name
+        .strip_suffix("_Event")
+        .filter(|s| s.contains("/srv/"))
+        .ok_or_else(|| format!("{t} carries {type_name:?}, not a service's events"))?;
+    let described = myelin_msgs::describe(srv).ok_or_else(|| {
+        format!("{srv}: not a service type myelin knows (myelin interface list shows them)")
+    })?;
+    eprintln!("echoing {t} [{type_name}] on domain {domain}; Ctrl-C to stop");
+    let mut n = 0u64;
+    while count.is_none_or(|c| n < c) {
+        match sub.wait_for_message(Duration::from_millis(500)) {
+            Ok(m) => {
+                match myelin::dynamic::decode(&described.description, &type_name, m.bytes()) {
+                    Ok(v) => print!("{}", event_yaml(&v, srv, no_arr)),
+                    Err(e) => println!("(cannot decode as {type_name}: {e})"),
+                }
+                println!("---");
+                n += 1;
+            }
+            Err(myelin::WaitError::ContextShutDown(_)) => break,
+            Err(_) if ctx.is_shut_down() => break,
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// An event as `ros2 service echo` prints it: the event type by name;
+/// with `no_arr`, the gid and the request and response as their type and
+/// length.
+fn event_yaml(v: &myelin::dynamic::Value, srv: &str, no_arr: bool) -> String {
+    use myelin::dynamic::Value;
+    use serde_yaml::Value as Y;
+    let mut y = v.to_yaml();
+    let len = |f: &str| match v.field(f) {
+        Some(Value::Sequence(items)) => items.len(),
+        _ => 0,
+    };
+    if let Some(info) = y.get_mut("info") {
+        if let Some(Value::UInt8(k)) = v.field("info").and_then(|i| i.field("event_type"))
+            && let Some(name) = myelin::introspection::event_type_name(*k)
+        {
+            info["event_type"] = Y::String(name.into());
+        }
+        if no_arr {
+            info["client_gid"] = Y::String("<array type: uint8[16]>".into());
+        }
+    }
+    if no_arr {
+        for (field, part) in [("request", "Request"), ("response", "Response")] {
+            y[field] = Y::String(format!(
+                "<sequence type: {srv}_{part}[1], length: {}>",
+                len(field)
+            ));
+        }
+    }
+    serde_yaml::to_string(&y).unwrap_or_else(|e| format!("(cannot print: {e})\n"))
 }
 
 fn list(show_types: bool, include_hidden: bool, domain: u32) -> Res {

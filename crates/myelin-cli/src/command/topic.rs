@@ -328,7 +328,7 @@ fn raw_type(type_name: &str) -> Option<myelin::RawType> {
 
 /// What `echo` and `hz` read from: the context, topic, its type, and an
 /// any-type subscription.
-type Tap = (
+pub(crate) type Tap = (
     myelin::Context,
     String,
     String,
@@ -361,7 +361,11 @@ fn wait_for_topic(
     }
 }
 
-fn subscribe(topic: &str, domain: u32, wait: bool) -> Result<Tap, Box<dyn std::error::Error>> {
+pub(crate) fn subscribe(
+    topic: &str,
+    domain: u32,
+    wait: bool,
+) -> Result<Tap, Box<dyn std::error::Error>> {
     let ctx = tool_ctx(domain)?;
     let (t, eps) = if wait {
         wait_for_topic(&ctx, topic)?

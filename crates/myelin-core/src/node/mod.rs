@@ -15,6 +15,7 @@ use crate::dispatch::GroupInner;
 use crate::error::{CreateEndpointError, CreateServiceError, CreateTimerError};
 use crate::events::EventQueue;
 use crate::group::{CallbackGroup, CallbackGroupKind};
+use crate::introspection::ServiceTypeRef;
 use crate::message::Message;
 use crate::names::{self, NameKind};
 use crate::publisher::{PubInner, Publisher, PublisherOptions};
@@ -679,7 +680,14 @@ impl Node {
         options: ServiceOptions,
         callback: impl FnMut(Req) -> Resp + Send + 'static,
     ) -> Result<Service<Req, Resp>, CreateServiceError> {
-        self.make_service(name, options, Handler::Now(Box::new(callback)), None, None)
+        self.make_service(
+            name,
+            options,
+            Handler::Now(Box::new(callback)),
+            None,
+            None,
+            None,
+        )
     }
 
     /// A server that answers later: its callback gets each request with
@@ -719,6 +727,7 @@ impl Node {
             Handler::Later(Box::new(callback)),
             None,
             None,
+            None,
         )
     }
 
@@ -737,6 +746,7 @@ impl Node {
             Handler::Later(Box::new(callback)),
             Some(remote_services::service_type_info::<S>()),
             None,
+            Some(ServiceTypeRef::of::<S>()),
         )
         .inspect(|_| self.uses_service_type::<S>())
     }
@@ -794,6 +804,7 @@ impl Node {
             Handler::Now(Box::new(callback)),
             Some(remote_services::service_type_info::<S>()),
             None,
+            Some(ServiceTypeRef::of::<S>()),
         )
         .inspect(|_| self.uses_service_type::<S>())
     }
@@ -807,6 +818,7 @@ impl Node {
         callback: Handler<Req, Resp>,
         net: Option<TypeInfo>,
         raw_hashes: Option<(crate::TypeHash, crate::TypeHash)>,
+        intro: Option<ServiceTypeRef>,
     ) -> Result<Service<Req, Resp>, CreateServiceError> {
         let name = self.service_name(name)?;
         let group = options
@@ -823,6 +835,7 @@ impl Node {
             callback,
             &options,
             group,
+            intro,
         ));
         if !options.inline {
             self.inner.adopt(inner.clone());
@@ -891,7 +904,7 @@ impl Node {
         &self,
         name: &str,
     ) -> Result<Client<Req, Resp>, CreateServiceError> {
-        self.make_client(name, None, None)
+        self.make_client(name, None, None, None)
     }
 
     /// A client of the service type `S` (see
@@ -903,8 +916,13 @@ impl Node {
         &self,
         name: &str,
     ) -> Result<Client<S::Request, S::Response>, CreateServiceError> {
-        self.make_client(name, Some(remote_services::service_type_info::<S>()), None)
-            .inspect(|_| self.uses_service_type::<S>())
+        self.make_client(
+            name,
+            Some(remote_services::service_type_info::<S>()),
+            None,
+            Some(ServiceTypeRef::of::<S>()),
+        )
+        .inspect(|_| self.uses_service_type::<S>())
     }
 
     /// A server of the service type `ty` (known at run time: a Python
@@ -948,6 +966,7 @@ impl Node {
             Handler::Now(Box::new(callback)),
             Some(remote_services::raw_service_type_info(ty)),
             Some((ty.request().hash(), ty.response().hash())),
+            None,
         )
     }
 
@@ -996,6 +1015,7 @@ impl Node {
             Handler::Later(Box::new(callback)),
             Some(remote_services::raw_service_type_info(ty)),
             Some((ty.request().hash(), ty.response().hash())),
+            None,
         )
     }
 
@@ -1010,6 +1030,7 @@ impl Node {
             name,
             Some(remote_services::raw_service_type_info(ty)),
             Some((ty.request().hash(), ty.response().hash())),
+            None,
         )
     }
 
@@ -1020,11 +1041,16 @@ impl Node {
         name: &str,
         net: Option<TypeInfo>,
         raw_hashes: Option<(crate::TypeHash, crate::TypeHash)>,
+        intro: Option<ServiceTypeRef>,
     ) -> Result<Client<Req, Resp>, CreateServiceError> {
         let name = self.service_name(name)?;
         crate::service::check_type::<Req, Resp>(&self.inner.ctx.graph, &name)?;
         let id = self.inner.ctx.new_id();
-        let mut c = ClientInner::new(id, name, self.inner.clone());
+        // A gid as every myelin endpoint's (host, process, number): what
+        // its requests carry, unique across the hosts a ROS 2 server
+        // hears from.
+        let gid = crate::gid::own(std::process::id(), crate::gid::next_serial(), false);
+        let mut c = ClientInner::new(id, name, self.inner.clone(), gid.0, intro);
         let mut ways: Vec<Box<dyn crate::service::RemoteCalls<Req, Resp>>> = Vec::new();
         if self.inner.ctx.crosses_processes() && remote_services::transportable::<Req, Resp>() {
             ways.push(Box::new(

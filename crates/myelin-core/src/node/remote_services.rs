@@ -15,10 +15,10 @@
 //! about half a second), never a hang.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use crate::introspection::RequestId;
 use crate::message::{Message, TypeHash};
 use crate::publisher::Publisher;
 use crate::qos::QoS;
@@ -31,11 +31,15 @@ use crate::wire::{SharedBytes, Wire, WireError};
 pub(crate) struct WireRequest<Req> {
     client: u64,
     seq: u64,
+    /// The client's gid (its requests' id with `seq`).
+    gid: [u8; 16],
     req: Req,
 }
 
-/// Mixed into the request type's hash for the request topic's type.
-const REQUEST_KEY: u64 = 0x7265_7175_6573_7400;
+/// Mixed into the request type's hash for the request topic's type
+/// (changed with the request's layout: the gid came in second, so older
+/// processes do not match newer ones).
+const REQUEST_KEY: u64 = 0x7265_7175_6573_7402;
 /// Mixed into the response type's hash for the reply topic's type.
 const REPLY_KEY: u64 = 0x7265_706c_7900_0000;
 
@@ -88,21 +92,23 @@ impl<Req: Message> Message for WireRequest<Req> {
     const TYPE_HASH: TypeHash = mix(Req::TYPE_HASH, REQUEST_KEY);
     const WIRE: Wire = wire_of(Req::WIRE);
     fn wire_len(&self) -> Result<usize, WireError> {
-        Ok(16 + self.req.wire_len()?)
+        Ok(32 + self.req.wire_len()?)
     }
     fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
         out[0..8].copy_from_slice(&self.client.to_le_bytes());
         out[8..16].copy_from_slice(&self.seq.to_le_bytes());
-        self.req.wire_encode(&mut out[16..])
+        out[16..32].copy_from_slice(&self.gid);
+        self.req.wire_encode(&mut out[32..])
     }
     fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
-        if bytes.len() < 16 {
+        if bytes.len() < 32 {
             return Err(short(Self::TYPE_NAME, bytes.len()));
         }
         Ok(WireRequest {
             client: u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes")),
             seq: u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")),
-            req: Req::wire_decode(bytes.slice_from(16))?,
+            gid: bytes[16..32].try_into().expect("16 bytes"),
+            req: Req::wire_decode(bytes.slice_from(32))?,
         })
     }
 }
@@ -243,6 +249,10 @@ impl ServerRemote {
                             client: w.client,
                             seq: w.seq,
                         }),
+                        RequestId {
+                            gid: w.gid,
+                            seq: w.seq as i64,
+                        },
                     );
                 }
             },
@@ -257,7 +267,6 @@ impl ServerRemote {
 /// The client side.
 pub(crate) struct ClientRemote<Req: Message, Resp: Message> {
     id: u64,
-    seq: AtomicU64,
     requests: Publisher<WireRequest<Req>>,
     replies: Subscription<WireReply<Resp>>,
     pending: Mutex<HashMap<u64, Arc<Slot<Resp>>>>,
@@ -273,7 +282,6 @@ impl<Req: Message, Resp: Message> ClientRemote<Req, Resp> {
         let (req_hash, resp_hash) = hashes.unwrap_or((Req::TYPE_HASH, Resp::TYPE_HASH));
         Ok(ClientRemote {
             id: (u64::from(std::process::id()) << 32) | (crate::transport::next_id() & 0xffff_ffff),
-            seq: AtomicU64::new(1),
             requests: node.make_publisher::<WireRequest<Req>>(
                 &request_topic(service),
                 QoS::keep_all(),
@@ -326,10 +334,12 @@ impl<Req: Message, Resp: Message> RemoteCalls<Req, Resp> for ClientRemote<Req, R
         &self,
         service: &str,
         req: Req,
+        id: RequestId,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<Resp, CallError> {
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        // The client's numbers: unique per client, so per `self.id`.
+        let seq = id.seq as u64;
         let slot = Slot::new(None);
         self.pending
             .lock()
@@ -344,6 +354,7 @@ impl<Req: Message, Resp: Message> RemoteCalls<Req, Resp> for ClientRemote<Req, R
         if let Err(e) = self.requests.publish(WireRequest {
             client: self.id,
             seq,
+            gid: id.gid,
             req,
         }) {
             forget();
@@ -449,13 +460,17 @@ pub(crate) fn request_handler<Req: Message, Resp: Message>(
             return;
         };
         match Req::wire_decode(bytes) {
-            Ok(req) => s.submit_remote(
-                req,
-                Box::new(NetResponder {
-                    raw,
-                    _resp: std::marker::PhantomData,
-                }),
-            ),
+            Ok(req) => {
+                let id = raw.request_id().unwrap_or_default();
+                s.submit_remote(
+                    req,
+                    Box::new(NetResponder {
+                        raw,
+                        _resp: std::marker::PhantomData,
+                    }),
+                    id,
+                )
+            }
             Err(e) => {
                 tracing::warn!("service {:?}: a request that does not decode: {e}", s.name);
                 raw.reply(Err(format!("the request does not decode: {e}")));
@@ -479,6 +494,7 @@ impl<Req: Message, Resp: Message> RemoteCalls<Req, Resp> for NetCalls<Req, Resp>
         &self,
         service: &str,
         req: Req,
+        id: RequestId,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<Resp, CallError> {
@@ -487,7 +503,7 @@ impl<Req: Message, Resp: Message> RemoteCalls<Req, Resp> for NetCalls<Req, Resp>
             tracing::warn!("request to {service:?}: {e}");
             CallError::ServiceUnavailable(service.to_string())
         })?;
-        match self.raw.call(bytes, deadline) {
+        match self.raw.call(bytes, id, deadline) {
             Ok(answer) => Resp::wire_decode(answer).map_err(|e| {
                 tracing::warn!("reply from {service:?}: {e}");
                 CallError::ServiceUnavailable(service.to_string())
@@ -520,11 +536,12 @@ impl<Req: Message, Resp: Message> RemoteCalls<Req, Resp> for FirstReady<Req, Res
         &self,
         service: &str,
         req: Req,
+        id: RequestId,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<Resp, CallError> {
         match self.0.iter().find(|r| r.ready()) {
-            Some(r) => r.call(service, req, deadline, timeout),
+            Some(r) => r.call(service, req, id, deadline, timeout),
             None => Err(CallError::ServiceUnavailable(service.to_string())),
         }
     }

@@ -393,6 +393,11 @@ pub(crate) type RequestHandler = Arc<dyn Fn(SharedBytes, Box<dyn RawReply>) + Se
 pub(crate) trait RawReply: Send {
     /// The encoded response, or why there is none.
     fn reply(self: Box<Self>, answer: Result<Vec<u8>, String>);
+    /// The caller's gid and the request's number, when the request
+    /// carried them (rmw_zenoh's attachment does).
+    fn request_id(&self) -> Option<crate::introspection::RequestId> {
+        None
+    }
 }
 
 /// A service's servers as one transport reaches them.
@@ -404,6 +409,7 @@ pub(crate) trait RawCalls: Send + Sync {
     fn call(
         &self,
         request: Vec<u8>,
+        id: crate::introspection::RequestId,
         deadline: std::time::Instant,
     ) -> Result<SharedBytes, RawCallError>;
 }

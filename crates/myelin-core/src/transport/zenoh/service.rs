@@ -18,12 +18,10 @@
 
 use std::any::Any;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
-use crate::gid;
 use myelin_zenoh::attachment::Attachment;
-use myelin_zenoh::gid::Gid;
 use myelin_zenoh::names;
 use myelin_zenoh::token::EntityKind;
 use myelin_zenoh::zenoh::Wait;
@@ -96,6 +94,13 @@ struct QueryReply {
 }
 
 impl RawReply for QueryReply {
+    fn request_id(&self) -> Option<crate::introspection::RequestId> {
+        self.asked.map(|a| crate::introspection::RequestId {
+            gid: a.source_gid,
+            seq: a.sequence_number,
+        })
+    }
+
     fn reply(self: Box<Self>, answer: Result<Vec<u8>, String>) {
         let sent = match answer {
             Ok(bytes) => {
@@ -124,8 +129,6 @@ pub(super) struct ClientNet {
     key: String,
     service: String,
     ty: (String, String),
-    gid: Gid,
-    seq: AtomicI64,
     _token: LivelinessToken,
     /// Servers in other sessions with this service name and type.
     servers: AtomicU32,
@@ -141,13 +144,6 @@ impl ClientNet {
             key: service_key(dom, spec)?,
             service: spec.topic.to_string(),
             ty: type_chunks(&spec.ty),
-            gid: gid::myelin_gid(
-                dom.island,
-                std::process::id(),
-                crate::transport::next_id(),
-                dom.shm,
-            ),
-            seq: AtomicI64::new(0),
             _token: dom.declare(&endpoint_token(dom, EntityKind::ServiceClient, spec))?,
             servers: AtomicU32::new(0),
         })
@@ -174,12 +170,19 @@ impl RawCalls for ClientNet {
         self.servers.load(Ordering::Relaxed) > 0
     }
 
-    fn call(&self, request: Vec<u8>, deadline: Instant) -> Result<SharedBytes, RawCallError> {
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+    fn call(
+        &self,
+        request: Vec<u8>,
+        id: crate::introspection::RequestId,
+        deadline: Instant,
+    ) -> Result<SharedBytes, RawCallError> {
+        // The client's gid and request number (rmw_zenoh's request id; a
+        // ROS 2 server keys its pending requests by them).
+        let seq = id.seq;
         let att = Attachment {
             sequence_number: seq,
             source_timestamp: crate::clock::realtime_ns(),
-            source_gid: self.gid,
+            source_gid: id.gid,
         };
         let left = deadline.saturating_duration_since(Instant::now());
         let replies = self

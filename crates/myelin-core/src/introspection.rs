@@ -1,0 +1,318 @@
+//! Service introspection, as ROS 2 (Iron and later) has it: a service or
+//! client configured with [`ServiceIntrospection::Metadata`] or
+//! [`ServiceIntrospection::Contents`] publishes an event for each request
+//! and response on `<service>/_service_event`, typed `pkg/srv/Name_Event`
+//! (`service_msgs/ServiceEventInfo info`, then the request and the
+//! response, each a sequence of at most one: filled with `Contents`, empty
+//! with `Metadata`). `ros2 service echo`, `myelin service echo` and bag
+//! recorders (`myelin bag record --all-services`) read them.
+//!
+//! | event | published by | when | `client_gid`, `sequence_number` |
+//! |---|---|---|---|
+//! | `REQUEST_SENT` (0) | client | the request is sent | its own gid, the request's number |
+//! | `REQUEST_RECEIVED` (1) | server | the callback is about to get the request | the caller's |
+//! | `RESPONSE_SENT` (2) | server | the response is sent | the caller's |
+//! | `RESPONSE_RECEIVED` (3) | client | the caller gets the response | its own |
+//!
+//! The stamp is the node's clock (ROS time: simulated under
+//! `use_sim_time`) when the event happens. Off is the default, as in ROS
+//! 2; turning it off drops the event publisher. A service's type must be
+//! a ROS service type with a description (the message crate's services,
+//! made with `create_service_for` / `create_client_for`): the event's type
+//! hash and the re-encoding of the request and response inside it (CDR
+//! aligns them from the start of the event, not their own, see
+//! [`crate::dynamic`]) come from it.
+//!
+//! ```
+//! use myelin_core::{Context, QoS, ServiceIntrospection, ServiceType};
+//! # use myelin_core::type_description::Described;
+//! # struct Double;
+//! # impl ServiceType for Double {
+//! #     type Request = i64;
+//! #     type Response = i64;
+//! #     const TYPE_NAME: &'static str = "my_pkg/srv/Double";
+//! # }
+//! let ctx = Context::builder().handle_signals(false).build()?;
+//! let node = ctx.create_node("doubler")?;
+//! let service = node.create_service::<i64, i64>("double", |x| 2 * x)?;
+//! // A service made without a ROS service type cannot say what it carries.
+//! assert!(service.configure_introspection(ServiceIntrospection::Contents, QoS::keep_last(10)).is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arc_swap::ArcSwapOption;
+
+use crate::dynamic::Value;
+use crate::type_description::{Described, TypeDescription};
+use crate::{AnyMessage, CreateEndpointError, Publisher, QoS};
+
+/// What a service or client publishes about its requests and responses
+/// (rcl's `rcl_service_introspection_state_t`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ServiceIntrospection {
+    /// Nothing (the default).
+    #[default]
+    Off,
+    /// An event per request and response, without their contents.
+    Metadata,
+    /// An event per request and response, with the request or response.
+    Contents,
+}
+
+/// The suffix of a service's event topic (rcl's
+/// `RCL_SERVICE_INTROSPECTION_TOPIC_POSTFIX`).
+pub const SERVICE_EVENT_SUFFIX: &str = "/_service_event";
+
+/// `ServiceEventInfo.event_type` of a request a client sent.
+pub const REQUEST_SENT: u8 = 0;
+/// `ServiceEventInfo.event_type` of a request a server received.
+pub const REQUEST_RECEIVED: u8 = 1;
+/// `ServiceEventInfo.event_type` of a response a server sent.
+pub const RESPONSE_SENT: u8 = 2;
+/// `ServiceEventInfo.event_type` of a response a client received.
+pub const RESPONSE_RECEIVED: u8 = 3;
+
+/// The name ROS 2 gives an event type number (`ros2 service echo`'s).
+pub fn event_type_name(event_type: u8) -> Option<&'static str> {
+    Some(match event_type {
+        REQUEST_SENT => "REQUEST_SENT",
+        REQUEST_RECEIVED => "REQUEST_RECEIVED",
+        RESPONSE_SENT => "RESPONSE_SENT",
+        RESPONSE_RECEIVED => "RESPONSE_RECEIVED",
+        _ => return None,
+    })
+}
+
+/// Why introspection cannot be configured.
+#[derive(Debug, thiserror::Error)]
+pub enum IntrospectionError {
+    /// The service or client was made without a ROS service type.
+    #[error(
+        "service {0}: made without a ROS service type, so its events have no type \
+         (make it with create_service_for / create_client_for)"
+    )]
+    NoServiceType(String),
+    /// The service type has no description (or no event type hash).
+    #[error(
+        "service {service}: the type {type_name} has no description to publish its events with"
+    )]
+    NotDescribed {
+        /// The service.
+        service: String,
+        /// Its type.
+        type_name: String,
+    },
+    /// The event publisher could not be made.
+    #[error("service {service}: the event publisher: {source}")]
+    Publisher {
+        /// The service.
+        service: String,
+        /// Why.
+        #[source]
+        source: CreateEndpointError,
+    },
+}
+
+/// Who asked: the calling client's gid and the request's sequence number
+/// (rmw's request id).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RequestId {
+    pub(crate) gid: [u8; 16],
+    pub(crate) seq: i64,
+}
+
+/// What a service or client knows of its ROS service type.
+#[derive(Clone, Copy)]
+pub(crate) struct ServiceTypeRef {
+    type_name: &'static str,
+    describe: fn() -> Option<Described>,
+    event_hash: fn() -> Option<String>,
+}
+
+impl ServiceTypeRef {
+    pub(crate) fn of<S: crate::ServiceType>() -> Self {
+        ServiceTypeRef {
+            type_name: S::TYPE_NAME,
+            describe: S::ros_type_description,
+            event_hash: S::ros_event_type_hash,
+        }
+    }
+}
+
+/// The event publisher of a service or client, while introspection is on.
+pub(crate) struct Introspector {
+    contents: bool,
+    publisher: Arc<Publisher<AnyMessage>>,
+    clock: crate::time::Clock,
+    description: Arc<TypeDescription>,
+    request_type: String,
+    response_type: String,
+    /// One warning for contents that do not re-encode.
+    warned: AtomicBool,
+}
+
+impl Introspector {
+    /// Whether events carry the request and response.
+    pub(crate) fn contents(&self) -> bool {
+        self.contents
+    }
+
+    /// Publish one event; `body` is the request's or response's CDR
+    /// (used with contents on; a request for the `REQUEST_*` events).
+    pub(crate) fn publish(&self, event_type: u8, id: RequestId, body: Option<&[u8]>) {
+        let request = matches!(event_type, REQUEST_SENT | REQUEST_RECEIVED);
+        let content = body.filter(|_| self.contents).and_then(|b| {
+            let ty = if request {
+                &self.request_type
+            } else {
+                &self.response_type
+            };
+            crate::dynamic::decode(&self.description, ty, b)
+                .inspect_err(|e| {
+                    if !self.warned.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            "{}: a {ty} does not re-encode ({e}): its events go without contents",
+                            self.publisher.topic()
+                        );
+                    }
+                })
+                .ok()
+        });
+        let now = self.clock.now();
+        let (req, resp) = match (request, content) {
+            (true, Some(v)) => (vec![v], vec![]),
+            (false, Some(v)) => (vec![], vec![v]),
+            (_, None) => (vec![], vec![]),
+        };
+        let event = Value::Struct(vec![
+            (
+                "info".into(),
+                Value::Struct(vec![
+                    ("event_type".into(), Value::UInt8(event_type)),
+                    (
+                        "stamp".into(),
+                        Value::Struct(vec![
+                            ("sec".into(), Value::Int32(now.sec)),
+                            ("nanosec".into(), Value::UInt32(now.nanosec)),
+                        ]),
+                    ),
+                    (
+                        "client_gid".into(),
+                        Value::Array(id.gid.iter().map(|&b| Value::UInt8(b)).collect()),
+                    ),
+                    ("sequence_number".into(), Value::Int64(id.seq)),
+                ]),
+            ),
+            ("request".into(), Value::Sequence(req)),
+            ("response".into(), Value::Sequence(resp)),
+        ]);
+        let mut out = vec![0, 1, 0, 0];
+        event.encode(&mut out, 4);
+        if let Err(e) = self.publisher.publish(AnyMessage(out.into())) {
+            tracing::warn!("{}: {e}", self.publisher.topic());
+        }
+    }
+}
+
+/// A service's or client's introspection: off, or its event publisher.
+#[derive(Default)]
+pub(crate) struct IntrospectionCell {
+    current: ArcSwapOption<Introspector>,
+    ty: Option<ServiceTypeRef>,
+}
+
+impl IntrospectionCell {
+    pub(crate) fn new(ty: Option<ServiceTypeRef>) -> Self {
+        IntrospectionCell {
+            current: ArcSwapOption::empty(),
+            ty,
+        }
+    }
+
+    /// The event publisher, if introspection is on (a load and a branch
+    /// when it is off).
+    #[inline]
+    pub(crate) fn active(&self) -> Option<Arc<Introspector>> {
+        let guard = self.current.load();
+        guard.as_ref().map(Arc::clone)
+    }
+
+    /// Turn introspection on or off for the service `service` of `node`
+    /// (`qos`: the event publisher's, when one is made).
+    pub(crate) fn configure(
+        &self,
+        node: &Arc<crate::runtime::NodeInner>,
+        service: &str,
+        state: ServiceIntrospection,
+        qos: QoS,
+    ) -> Result<(), IntrospectionError> {
+        // A handle of myelin's own (the program's handles keep the node's
+        // parameter services alive, not this one).
+        let node = crate::Node {
+            inner: node.clone(),
+            _user: None,
+        };
+        let ty = self
+            .ty
+            .ok_or_else(|| IntrospectionError::NoServiceType(service.to_string()))?;
+        let contents = match state {
+            ServiceIntrospection::Off => {
+                self.current.store(None);
+                return Ok(());
+            }
+            ServiceIntrospection::Metadata => false,
+            ServiceIntrospection::Contents => true,
+        };
+        let not_described = || IntrospectionError::NotDescribed {
+            service: service.to_string(),
+            type_name: ty.type_name.to_string(),
+        };
+        let next = match self.current.load_full() {
+            // On already: the same publisher (rcl keeps it, and its QoS).
+            Some(old) => Introspector {
+                contents,
+                publisher: old.publisher.clone(),
+                clock: old.clock.clone(),
+                description: old.description.clone(),
+                request_type: old.request_type.clone(),
+                response_type: old.response_type.clone(),
+                warned: AtomicBool::new(false),
+            },
+            None => {
+                let described = (ty.describe)().ok_or_else(not_described)?;
+                let hash = (ty.event_hash)().ok_or_else(not_described)?;
+                let event_type = format!("{}_Event", ty.type_name);
+                let raw = crate::RawType::ros(&event_type, &hash).map_err(|_| not_described())?;
+                let publisher = node
+                    .create_raw_publisher(&format!("{service}{SERVICE_EVENT_SUFFIX}"), &raw, qos)
+                    .map_err(|source| IntrospectionError::Publisher {
+                        service: service.to_string(),
+                        source,
+                    })?;
+                Introspector {
+                    contents,
+                    publisher: Arc::new(publisher),
+                    clock: node.get_clock(),
+                    description: Arc::new(described.description),
+                    request_type: format!("{}_Request", ty.type_name),
+                    response_type: format!("{}_Response", ty.type_name),
+                    warned: AtomicBool::new(false),
+                }
+            }
+        };
+        self.current.store(Some(Arc::new(next)));
+        Ok(())
+    }
+}
+
+/// The CDR of a request or response, for an event with contents (`None`
+/// without contents, or when the type has no encoding).
+pub(crate) fn body_of<M: crate::Message>(intro: &Introspector, m: &M) -> Option<Vec<u8>> {
+    if !intro.contents() {
+        return None;
+    }
+    crate::transport::encode_to_vec(m).ok()
+}
