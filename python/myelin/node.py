@@ -149,6 +149,16 @@ class Service:
         self.srv_name = srv_name
         self.callback = callback
 
+    def configure_introspection(self, clock, service_event_qos_profile, introspection_state):
+        """Publish this server's ``REQUEST_RECEIVED`` and ``RESPONSE_SENT``
+        events (:class:`~myelin.service_introspection.ServiceIntrospectionState`),
+        as rclpy's. The events carry the node's clock."""
+        from myelin.service_introspection import _configure
+
+        if self._core is None:
+            raise RuntimeError("the service has been destroyed")
+        _configure(self._core, clock, service_event_qos_profile, introspection_state)
+
     def destroy(self):
         self._core = None
 
@@ -166,6 +176,13 @@ class Client:
 
     def service_is_ready(self):
         return self._live().service_is_ready()
+
+    def configure_introspection(self, clock, service_event_qos_profile, introspection_state):
+        """Publish this client's ``REQUEST_SENT`` and ``RESPONSE_RECEIVED``
+        events, as rclpy's (see :meth:`Service.configure_introspection`)."""
+        from myelin.service_introspection import _configure
+
+        _configure(self._live(), clock, service_event_qos_profile, introspection_state)
 
     def wait_for_service(self, timeout_sec=None):
         """Wait up to ``timeout_sec`` seconds (None: no end) for a server;

@@ -540,7 +540,10 @@ impl Node {
             .node
             .create_raw_service(name, &ty, service_options(group.as_deref()), handler)
             .map_err(service_error)?;
-        Ok(Service { _service: s })
+        Ok(Service {
+            _service: s,
+            type_name: ty.name(),
+        })
     }
 
     /// A server of `srv_type` on `name` that answers later: an executor
@@ -578,7 +581,10 @@ impl Node {
             .node
             .create_raw_deferred_service(name, &ty, service_options(group.as_deref()), handler)
             .map_err(service_error)?;
-        Ok(Service { _service: s })
+        Ok(Service {
+            _service: s,
+            type_name: ty.name(),
+        })
     }
 
     /// A client of `srv_type` for the service `name`.
@@ -592,6 +598,7 @@ impl Node {
             client: Arc::new(c),
             req,
             resp,
+            type_name: ty.name(),
         })
     }
 
@@ -847,6 +854,54 @@ fn service_types(
 #[pyclass(module = "myelin._myelin", frozen)]
 struct Service {
     _service: myelin::Service<AnyMessage, AnyMessage>,
+    /// The service type (`pkg/srv/Name`).
+    type_name: &'static str,
+}
+
+#[pymethods]
+impl Service {
+    /// Service introspection of this server: `state` is "off",
+    /// "metadata" or "contents"; `qos` the event publisher's.
+    fn configure_introspection(&self, state: &str, qos: QosTuple) -> PyResult<()> {
+        let qos = qos_from(qos)?;
+        match introspection_of(self.type_name, state)? {
+            (state, None) => self._service.configure_introspection(state, qos),
+            (state, Some((d, h))) => self
+                ._service
+                .configure_introspection_with(state, qos, d, &h),
+        }
+        .map_err(|e| MyelinError::new_err(e.to_string()))
+    }
+}
+
+/// What a service's events need: its description and its event type's
+/// hash (the message crate's services have them).
+type EventType = (myelin::type_description::Described, String);
+
+/// The introspection state named `state` and, unless it is off, what the
+/// service type `type_name` needs for it.
+fn introspection_of(
+    type_name: &str,
+    state: &str,
+) -> PyResult<(myelin::ServiceIntrospection, Option<EventType>)> {
+    let state = match state {
+        "off" => return Ok((myelin::ServiceIntrospection::Off, None)),
+        "metadata" => myelin::ServiceIntrospection::Metadata,
+        "contents" => myelin::ServiceIntrospection::Contents,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "introspection state {other:?}"
+            )));
+        }
+    };
+    let described = myelin_msgs::describe(type_name);
+    let hash = myelin_msgs::ros_hash_of(&format!("{type_name}_Event"));
+    match (described, hash) {
+        (Some(d), Some(h)) => Ok((state, Some((d, h)))),
+        _ => Err(MyelinError::new_err(format!(
+            "{type_name}: not a service type with a description, so its events cannot be published"
+        ))),
+    }
 }
 
 /// Run a server's Python callback `f` with the decoded request `m`. An
@@ -930,6 +985,8 @@ struct Client {
     client: Arc<myelin::Client<AnyMessage, AnyMessage>>,
     req: Arc<codec::Plan>,
     resp: Arc<codec::Plan>,
+    /// The service type (`pkg/srv/Name`).
+    type_name: &'static str,
 }
 
 /// Wait in slices (Ctrl-C is seen between them) until `done()` or `timeout`
@@ -959,6 +1016,17 @@ fn wait_sliced(
 
 #[pymethods]
 impl Client {
+    /// Service introspection of this client: as
+    /// [`Service::configure_introspection`].
+    fn configure_introspection(&self, state: &str, qos: QosTuple) -> PyResult<()> {
+        let qos = qos_from(qos)?;
+        match introspection_of(self.type_name, state)? {
+            (state, None) => self.client.configure_introspection(state, qos),
+            (state, Some((d, h))) => self.client.configure_introspection_with(state, qos, d, &h),
+        }
+        .map_err(|e| MyelinError::new_err(e.to_string()))
+    }
+
     /// Whether a server can be called now.
     fn service_is_ready(&self) -> bool {
         self.client.service_is_ready()

@@ -148,3 +148,44 @@ def test_python_server_answers_a_rust_client(domain):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_introspection_events_reach_a_python_subscription(node):
+    """With CONTENTS on the server and the client, one call publishes
+    ROS 2's four events on ``<service>/_service_event``; a Python
+    subscription of ``AddTwoInts.Event`` decodes them (the request and
+    response inside, the client's gid and the request's number); METADATA
+    leaves the contents out."""
+    from myelin.service_introspection import ServiceIntrospectionState as State
+
+    srv = node.create_service(AddTwoInts, "intro", lambda req, resp: AddTwoInts.Response(sum=req.a + req.b))
+    client = node.create_client(AddTwoInts, "intro")
+    events = []
+    node.create_subscription(AddTwoInts.Event, "intro/_service_event", lambda e: events.append(e), 10)
+    srv.configure_introspection(node.get_clock(), 10, State.CONTENTS)
+    client.configure_introspection(node.get_clock(), None, State.CONTENTS)
+    future = client.call_async(AddTwoInts.Request(a=2, b=3))
+    spin_until(node, lambda: future.done() and len(events) >= 4, timeout=60)
+    assert future.result().sum == 5
+    assert sorted(e.info.event_type for e in events) == [0, 1, 2, 3]
+    assert {bytes(e.info.client_gid) for e in events} == {bytes(events[0].info.client_gid)}
+    assert {e.info.sequence_number for e in events} == {1}
+    for e in events:
+        if e.info.event_type in (0, 1):
+            assert [(r.a, r.b) for r in e.request] == [(2, 3)] and len(e.response) == 0
+        else:
+            assert [r.sum for r in e.response] == [5] and len(e.request) == 0
+
+    events.clear()
+    srv.configure_introspection(node.get_clock(), 10, State.METADATA)
+    client.configure_introspection(node.get_clock(), 10, State.OFF)
+    future = client.call_async(AddTwoInts.Request(a=1, b=1))
+    spin_until(node, lambda: future.done() and len(events) >= 2, timeout=60)
+    assert sorted(e.info.event_type for e in events) == [1, 2]
+    assert all(len(e.request) == 0 and len(e.response) == 0 for e in events)
+
+    # A .srv loaded at run time has no description for its events.
+    Foo = load_srv("intro_pkg", "Foo", "int64 x\n---\nint64 y\n")
+    foo = node.create_service(Foo, "foo", lambda req, resp: resp)
+    with pytest.raises(myelin.MyelinError, match="description"):
+        foo.configure_introspection(node.get_clock(), 10, State.CONTENTS)

@@ -124,7 +124,9 @@ pub(crate) struct RequestId {
     pub(crate) seq: i64,
 }
 
-/// What a service or client knows of its ROS service type.
+/// What a service or client knows of its ROS service type: its name,
+/// and for a Rust service type where its description and event hash come
+/// from (a type known at run time is told them when configured).
 #[derive(Clone, Copy)]
 pub(crate) struct ServiceTypeRef {
     type_name: &'static str,
@@ -138,6 +140,15 @@ impl ServiceTypeRef {
             type_name: S::TYPE_NAME,
             describe: S::ros_type_description,
             event_hash: S::ros_event_type_hash,
+        }
+    }
+
+    /// A service type known at run time (by name only).
+    pub(crate) fn raw(ty: &crate::RawServiceType) -> Self {
+        ServiceTypeRef {
+            type_name: ty.name(),
+            describe: || None,
+            event_hash: || None,
         }
     }
 }
@@ -242,12 +253,15 @@ impl IntrospectionCell {
 
     /// Turn introspection on or off for the service `service` of `node`
     /// (`qos`: the event publisher's, when one is made).
+    /// `given`: the description and event hash of a type known at run
+    /// time (a Rust service type has its own).
     pub(crate) fn configure(
         &self,
         node: &Arc<crate::runtime::NodeInner>,
         service: &str,
         state: ServiceIntrospection,
         qos: QoS,
+        given: Option<(Described, String)>,
     ) -> Result<(), IntrospectionError> {
         // A handle of myelin's own (the program's handles keep the node's
         // parameter services alive, not this one).
@@ -282,8 +296,13 @@ impl IntrospectionCell {
                 warned: AtomicBool::new(false),
             },
             None => {
-                let described = (ty.describe)().ok_or_else(not_described)?;
-                let hash = (ty.event_hash)().ok_or_else(not_described)?;
+                let (described, hash) = match given {
+                    Some(g) => g,
+                    None => (
+                        (ty.describe)().ok_or_else(not_described)?,
+                        (ty.event_hash)().ok_or_else(not_described)?,
+                    ),
+                };
                 let event_type = format!("{}_Event", ty.type_name);
                 let raw = crate::RawType::ros(&event_type, &hash).map_err(|_| not_described())?;
                 let publisher = node

@@ -560,7 +560,27 @@ impl<Req: Message, Resp: Message> Service<Req, Resp> {
     ) -> Result<(), IntrospectionError> {
         self.inner
             .introspection
-            .configure(&self.inner.node, &self.inner.name, state, qos)
+            .configure(&self.inner.node, &self.inner.name, state, qos, None)
+    }
+
+    /// [`configure_introspection`](Self::configure_introspection) for a
+    /// service typed at run time (made with a `RawServiceType`): the
+    /// service type's description and its event type's hash
+    /// (`pkg/srv/Name_Event`), which a Rust service type knows itself.
+    pub fn configure_introspection_with(
+        &self,
+        state: ServiceIntrospection,
+        qos: crate::QoS,
+        description: crate::type_description::Described,
+        event_type_hash: &str,
+    ) -> Result<(), IntrospectionError> {
+        self.inner.introspection.configure(
+            &self.inner.node,
+            &self.inner.name,
+            state,
+            qos,
+            Some((description, event_type_hash.to_string())),
+        )
     }
 }
 
@@ -920,7 +940,27 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
     ) -> Result<(), IntrospectionError> {
         self.inner
             .introspection
-            .configure(&self.inner.node, &self.inner.name, state, qos)
+            .configure(&self.inner.node, &self.inner.name, state, qos, None)
+    }
+
+    /// [`configure_introspection`](Self::configure_introspection) for a
+    /// service typed at run time (made with a `RawServiceType`): the
+    /// service type's description and its event type's hash
+    /// (`pkg/srv/Name_Event`), which a Rust service type knows itself.
+    pub fn configure_introspection_with(
+        &self,
+        state: ServiceIntrospection,
+        qos: crate::QoS,
+        description: crate::type_description::Described,
+        event_type_hash: &str,
+    ) -> Result<(), IntrospectionError> {
+        self.inner.introspection.configure(
+            &self.inner.node,
+            &self.inner.name,
+            state,
+            qos,
+            Some((description, event_type_hash.to_string())),
+        )
     }
 }
 

@@ -194,26 +194,30 @@ _services = {}
 
 
 def get_service(type_name):
-    """The class of the service ``pkg/srv/Name``: its ``Request`` and
-    ``Response`` message classes, as rclpy's service classes have them."""
+    """The class of the service ``pkg/srv/Name``: its ``Request``,
+    ``Response`` and ``Event`` message classes, as rclpy's service classes
+    have them."""
     cls = _services.get(type_name)
     if cls is not None:
         return cls
     request, response, ros_hash = _myelin.srv_info(type_name)
     pkg, _, name = type_name.split("/")
-    cls = type(
-        name,
-        (),
-        {
-            "__module__": f"myelin.msgs.{pkg}.srv",
-            "__qualname__": name,
-            "__slots__": (),
-            "_TYPE_NAME": type_name,
-            "_ROS_HASH": ros_hash,
-            "Request": get_message(request),
-            "Response": get_message(response),
-        },
-    )
+    namespace = {
+        "__module__": f"myelin.msgs.{pkg}.srv",
+        "__qualname__": name,
+        "__slots__": (),
+        "_TYPE_NAME": type_name,
+        "_ROS_HASH": ros_hash,
+        "Request": get_message(request),
+        "Response": get_message(response),
+    }
+    # The service introspection event (rclpy's ``Event``), for the
+    # services of the message crate (a loaded .srv has none yet).
+    try:
+        namespace["Event"] = get_message(f"{type_name}_Event")
+    except ValueError:
+        pass
+    cls = type(name, (), namespace)
     _services[type_name] = cls
     return cls
 

@@ -966,7 +966,7 @@ impl Node {
             Handler::Now(Box::new(callback)),
             Some(remote_services::raw_service_type_info(ty)),
             Some((ty.request().hash(), ty.response().hash())),
-            None,
+            Some(ServiceTypeRef::raw(ty)),
         )
     }
 
@@ -1015,7 +1015,7 @@ impl Node {
             Handler::Later(Box::new(callback)),
             Some(remote_services::raw_service_type_info(ty)),
             Some((ty.request().hash(), ty.response().hash())),
-            None,
+            Some(ServiceTypeRef::raw(ty)),
         )
     }
 
@@ -1030,7 +1030,7 @@ impl Node {
             name,
             Some(remote_services::raw_service_type_info(ty)),
             Some((ty.request().hash(), ty.response().hash())),
-            None,
+            Some(ServiceTypeRef::raw(ty)),
         )
     }
 
