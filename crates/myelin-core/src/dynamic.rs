@@ -79,6 +79,11 @@ pub enum Value {
     Array(Vec<Value>),
     /// A sequence (`T[]`, `T[<=N]`: a count, then the elements).
     Sequence(Vec<Value>),
+    /// A fixed-size array of `uint8`, `byte` or `char` (an image's pixels
+    /// stay one buffer, not a value per byte).
+    ByteArray(Vec<u8>),
+    /// A sequence of `uint8`, `byte` or `char`.
+    ByteSequence(Vec<u8>),
     /// A message: its fields in order.
     Struct(Vec<(String, Value)>),
 }
@@ -177,6 +182,81 @@ mod id {
     pub const UNBOUNDED_SEQUENCE: u8 = 144;
 }
 
+/// Whether a base type is one byte that arrays keep packed.
+fn is_byte(base: u8) -> bool {
+    matches!(base, id::UINT8 | id::BYTE | id::CHAR)
+}
+
+/// Append the message `cdr` (whole, with its 4-byte header) of type
+/// `type_name` to `out` as it lies inside a larger message whose body
+/// starts at `out[origin]`. Where the move keeps every value aligned (its
+/// distance is a multiple of the largest alignment the type uses: 4 for
+/// most messages, 8 with 64-bit fields) the body is copied as is;
+/// otherwise it is decoded and encoded again at its new place.
+///
+/// ```
+/// use myelin_core::dynamic::embed;
+/// # use myelin_core::type_description::{Field, FieldType, IndividualTypeDescription, TypeDescription};
+/// # let field = |name: &str, type_id| Field { name: name.into(), r#type: FieldType { type_id, ..Default::default() }, ..Default::default() };
+/// # let d = TypeDescription { type_description: IndividualTypeDescription { type_name: "p/msg/N".into(), fields: vec![field("n", 8)] }, referenced_type_descriptions: vec![] };
+/// // One int64, embedded 4 bytes into a message: 4 bytes of padding first.
+/// let cdr = [0, 1, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0];
+/// let mut out = vec![0, 1, 0, 0, 9, 9, 9, 9];
+/// embed(&d, "p/msg/N", &cdr, &mut out, 4).unwrap();
+/// assert_eq!(out[8..], [0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0]);
+/// ```
+pub fn embed(
+    d: &TypeDescription,
+    type_name: &str,
+    cdr: &[u8],
+    out: &mut Vec<u8>,
+    origin: usize,
+) -> Result<(), DynamicError> {
+    let types = Types::new(d);
+    let shift = out.len() - origin;
+    if let [0, 1, _, _, body @ ..] = cdr
+        && shift.is_multiple_of(types.alignment(type_name, 0)?)
+    {
+        out.extend_from_slice(body);
+        return Ok(());
+    }
+    decode(d, type_name, cdr)?.encode(out, origin);
+    Ok(())
+}
+
+impl Types<'_> {
+    /// The largest alignment a value of `name` has (1, 2, 4 or 8).
+    fn alignment(&self, name: &str, depth: usize) -> Result<usize, DynamicError> {
+        if depth >= MAX_DEPTH {
+            return Err(DynamicError::TooDeep);
+        }
+        let t = self
+            .0
+            .get(name)
+            .ok_or_else(|| DynamicError::UnknownType(name.to_string()))?;
+        let mut most = 1;
+        for f in &t.fields {
+            let ft = &f.r#type;
+            let base = ft.type_id % id::ARRAY;
+            let own = match base {
+                id::NESTED => self.alignment(&ft.nested_type_name, depth + 1)?,
+                id::INT16 | id::UINT16 => 2,
+                id::INT32 | id::UINT32 | id::FLOAT | id::STRING | id::BOUNDED_STRING => 4,
+                id::INT64 | id::UINT64 | id::DOUBLE => 8,
+                _ => 1,
+            };
+            // A sequence's count is a uint32.
+            let counted = if ft.type_id >= id::BOUNDED_SEQUENCE {
+                4
+            } else {
+                1
+            };
+            most = most.max(own).max(counted);
+        }
+        Ok(most)
+    }
+}
+
 struct Reader<'b> {
     data: &'b [u8],
     pos: usize,
@@ -205,6 +285,13 @@ impl Reader<'_> {
         }
         self.pos = end;
         Ok(b)
+    }
+
+    /// `n` bytes (checked to be there).
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let b = self.data[self.pos..self.pos + n].to_vec();
+        self.pos += n;
+        b
     }
 
     fn count(&mut self, min_size: usize) -> Result<usize, DynamicError> {
@@ -247,7 +334,11 @@ impl Reader<'_> {
                             self.malformed(format!("{}.{}: an array of {n}", t.type_name, f.name))
                         );
                     }
-                    Value::Array((0..n).map(|_| one(self)).collect::<Result<_, _>>()?)
+                    if is_byte(base) {
+                        Value::ByteArray(self.bytes(n))
+                    } else {
+                        Value::Array((0..n).map(|_| one(self)).collect::<Result<_, _>>()?)
+                    }
                 }
                 2 | 3 => {
                     let n = self.count(1)?;
@@ -260,7 +351,11 @@ impl Reader<'_> {
                             t.type_name, f.name, ft.capacity
                         )));
                     }
-                    Value::Sequence((0..n).map(|_| one(self)).collect::<Result<_, _>>()?)
+                    if is_byte(base) {
+                        Value::ByteSequence(self.bytes(n))
+                    } else {
+                        Value::Sequence((0..n).map(|_| one(self)).collect::<Result<_, _>>()?)
+                    }
                 }
                 _ => {
                     return Err(DynamicError::Unsupported {
@@ -355,6 +450,11 @@ impl Value {
                 out.push(0);
             }
             Value::Array(items) => items.iter().for_each(|v| v.encode(out, origin)),
+            Value::ByteArray(b) => out.extend_from_slice(b),
+            Value::ByteSequence(b) => {
+                put(out, origin, &(b.len() as u32).to_le_bytes());
+                out.extend_from_slice(b);
+            }
             Value::Sequence(items) => {
                 put(out, origin, &(items.len() as u32).to_le_bytes());
                 items.iter().for_each(|v| v.encode(out, origin));
@@ -377,11 +477,15 @@ impl Value {
             Value::UInt32(v) => Y::from(*v),
             Value::Int64(v) => Y::from(*v),
             Value::UInt64(v) => Y::from(*v),
-            Value::Float32(v) => Y::from(f64::from(*v)),
+            // As the f32 prints (0.1, not 0.10000000149011612).
+            Value::Float32(v) => Y::from(v.to_string().parse::<f64>().unwrap_or(f64::NAN)),
             Value::Float64(v) => Y::from(*v),
             Value::String(s) => Y::String(String::from_utf8_lossy(s).into_owned()),
             Value::Array(items) | Value::Sequence(items) => {
                 Y::Sequence(items.iter().map(Value::to_yaml).collect())
+            }
+            Value::ByteArray(b) | Value::ByteSequence(b) => {
+                Y::Sequence(b.iter().map(|&x| Y::from(x)).collect())
             }
             Value::Struct(fields) => Y::Mapping(
                 fields
@@ -445,6 +549,8 @@ mod tests {
             fixed: [i16; 3],
             bounded: Vec<u64>,
             done: bool,
+            pixels: Vec<u8>,
+            tag: [u8; 3],
         }
         let msg = Outer {
             a: 7,
@@ -465,6 +571,8 @@ mod tests {
             fixed: [1, -2, 3],
             bounded: vec![9],
             done: true,
+            pixels: vec![1, 2, 3, 4, 5],
+            tag: [7, 8, 9],
         };
         let cdr = cdr::serialize::<_, _, cdr::CdrLe>(&msg, cdr::Infinite).unwrap();
         let d = desc(
@@ -482,6 +590,8 @@ mod tests {
                     field("fixed", id::INT16 + id::ARRAY, 3, ""),
                     field("bounded", id::UINT64 + id::BOUNDED_SEQUENCE, 2, ""),
                     field("done", id::BOOLEAN, 0, ""),
+                    field("pixels", id::UINT8 + id::UNBOUNDED_SEQUENCE, 0, ""),
+                    field("tag", id::BYTE + id::ARRAY, 3, ""),
                 ],
             ),
             vec![ty(
@@ -497,9 +607,88 @@ mod tests {
             v.field("inner").and_then(|i| i.field("x")),
             Some(&Value::Float64(1.5))
         );
+        assert_eq!(
+            v.field("pixels"),
+            Some(&Value::ByteSequence(vec![1, 2, 3, 4, 5]))
+        );
+        assert_eq!(v.field("tag"), Some(&Value::ByteArray(vec![7, 8, 9])));
         let mut out = cdr[..4].to_vec();
         v.encode(&mut out, 4);
         assert_eq!(out, cdr);
+    }
+
+    /// `embed` copies a body whose alignment the move keeps and
+    /// re-encodes one it would break: either way, the bytes are the
+    /// value's encoding at its new place.
+    #[test]
+    fn embed_copies_when_aligned_and_moves_values_when_not() {
+        #[derive(serde::Serialize)]
+        struct Narrow {
+            a: u32,
+            data: Vec<u8>,
+        }
+        #[derive(serde::Serialize)]
+        struct Wide {
+            a: u32,
+            b: i64,
+        }
+        let narrow = desc(
+            ty(
+                "p/msg/Narrow",
+                vec![
+                    field("a", id::UINT32, 0, ""),
+                    field("data", id::UINT8 + id::UNBOUNDED_SEQUENCE, 0, ""),
+                ],
+            ),
+            vec![],
+        );
+        let wide = desc(
+            ty(
+                "p/msg/Wide",
+                vec![field("a", id::UINT32, 0, ""), field("b", id::INT64, 0, "")],
+            ),
+            vec![],
+        );
+        let ser = |m: &dyn erased::Ser| m.cdr();
+        let n = ser(&Narrow {
+            a: 1,
+            data: vec![5; 9],
+        });
+        let w = ser(&Wide { a: 1, b: -2 });
+        for (d, name, msg) in [(&narrow, "p/msg/Narrow", &n), (&wide, "p/msg/Wide", &w)] {
+            for shift in [0usize, 4, 8, 12] {
+                let mut out = vec![0, 1, 0, 0];
+                out.resize(4 + shift, 0xee);
+                embed(d, name, msg, &mut out, 4).unwrap();
+                let mut moved = vec![0, 1, 0, 0];
+                moved.resize(4 + shift, 0xee);
+                decode(d, name, msg).unwrap().encode(&mut moved, 4);
+                assert_eq!(out, moved, "{name} at {shift}");
+                if shift % 8 == 0 || name == "p/msg/Narrow" {
+                    assert_eq!(out[4 + shift..], msg[4..], "{name} at {shift}: copied");
+                } else {
+                    // The padding before the int64 went: a copy would
+                    // have put it 4 bytes off its alignment.
+                    assert_eq!(
+                        out.len() - 4 - shift,
+                        msg.len() - 4 - 4,
+                        "{name} at {shift}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Serialize with the `cdr` crate, whatever the type.
+    mod erased {
+        pub(super) trait Ser {
+            fn cdr(&self) -> Vec<u8>;
+        }
+        impl<T: serde::Serialize> Ser for T {
+            fn cdr(&self) -> Vec<u8> {
+                cdr::serialize::<_, _, cdr::CdrLe>(self, cdr::Infinite).unwrap()
+            }
+        }
     }
 
     /// Truncations and absurd counts are errors at every length, never a

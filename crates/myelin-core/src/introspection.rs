@@ -175,53 +175,48 @@ impl Introspector {
     /// (used with contents on; a request for the `REQUEST_*` events).
     pub(crate) fn publish(&self, event_type: u8, id: RequestId, body: Option<&[u8]>) {
         let request = matches!(event_type, REQUEST_SENT | REQUEST_RECEIVED);
-        let content = body.filter(|_| self.contents).and_then(|b| {
+        let now = self.clock.now();
+        let info = Value::Struct(vec![
+            ("event_type".into(), Value::UInt8(event_type)),
+            (
+                "stamp".into(),
+                Value::Struct(vec![
+                    ("sec".into(), Value::Int32(now.sec)),
+                    ("nanosec".into(), Value::UInt32(now.nanosec)),
+                ]),
+            ),
+            ("client_gid".into(), Value::ByteArray(id.gid.to_vec())),
+            ("sequence_number".into(), Value::Int64(id.seq)),
+        ]);
+        let mut out = Vec::with_capacity(64 + body.map_or(0, <[u8]>::len));
+        out.extend_from_slice(&[0, 1, 0, 0]);
+        info.encode(&mut out, 4);
+        // `request` then `response`, each a sequence of at most one: the
+        // body in the one this event is about (with contents).
+        for part in [true, false] {
+            let empty = Value::UInt32(0);
+            let Some(b) = body.filter(|_| self.contents && part == request) else {
+                empty.encode(&mut out, 4);
+                continue;
+            };
             let ty = if request {
                 &self.request_type
             } else {
                 &self.response_type
             };
-            crate::dynamic::decode(&self.description, ty, b)
-                .inspect_err(|e| {
-                    if !self.warned.swap(true, Ordering::Relaxed) {
-                        tracing::warn!(
-                            "{}: a {ty} does not re-encode ({e}): its events go without contents",
-                            self.publisher.topic()
-                        );
-                    }
-                })
-                .ok()
-        });
-        let now = self.clock.now();
-        let (req, resp) = match (request, content) {
-            (true, Some(v)) => (vec![v], vec![]),
-            (false, Some(v)) => (vec![], vec![v]),
-            (_, None) => (vec![], vec![]),
-        };
-        let event = Value::Struct(vec![
-            (
-                "info".into(),
-                Value::Struct(vec![
-                    ("event_type".into(), Value::UInt8(event_type)),
-                    (
-                        "stamp".into(),
-                        Value::Struct(vec![
-                            ("sec".into(), Value::Int32(now.sec)),
-                            ("nanosec".into(), Value::UInt32(now.nanosec)),
-                        ]),
-                    ),
-                    (
-                        "client_gid".into(),
-                        Value::Array(id.gid.iter().map(|&b| Value::UInt8(b)).collect()),
-                    ),
-                    ("sequence_number".into(), Value::Int64(id.seq)),
-                ]),
-            ),
-            ("request".into(), Value::Sequence(req)),
-            ("response".into(), Value::Sequence(resp)),
-        ]);
-        let mut out = vec![0, 1, 0, 0];
-        event.encode(&mut out, 4);
+            let mark = out.len();
+            Value::UInt32(1).encode(&mut out, 4);
+            if let Err(e) = crate::dynamic::embed(&self.description, ty, b, &mut out, 4) {
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "{}: a {ty} does not re-encode ({e}): its events go without contents",
+                        self.publisher.topic()
+                    );
+                }
+                out.truncate(mark);
+                empty.encode(&mut out, 4);
+            }
+        }
         if let Err(e) = self.publisher.publish(AnyMessage(out.into())) {
             tracing::warn!("{}: {e}", self.publisher.topic());
         }
@@ -269,10 +264,9 @@ impl IntrospectionCell {
             inner: node.clone(),
             _user: None,
         };
-        let ty = self
-            .ty
-            .ok_or_else(|| IntrospectionError::NoServiceType(service.to_string()))?;
         let contents = match state {
+            // Turning off always works (and drops the event publisher;
+            // replies already on their way still tell of themselves).
             ServiceIntrospection::Off => {
                 self.current.store(None);
                 return Ok(());
@@ -280,6 +274,9 @@ impl IntrospectionCell {
             ServiceIntrospection::Metadata => false,
             ServiceIntrospection::Contents => true,
         };
+        let ty = self
+            .ty
+            .ok_or_else(|| IntrospectionError::NoServiceType(service.to_string()))?;
         let not_described = || IntrospectionError::NotDescribed {
             service: service.to_string(),
             type_name: ty.type_name.to_string(),

@@ -887,18 +887,22 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
         let slot = Slot::new(None);
         let id = self.inner.next_request();
         let intro = self.inner.introspection.active();
-        if let Some(i) = &intro
-            && (!self.inner.servers.load().is_empty() || self.inner.remote_ready())
-        {
-            i.publish(REQUEST_SENT, id, body_of(i, &req).as_deref());
-        }
+        let sent = |req: &Req| {
+            if let Some(i) = &intro {
+                i.publish(REQUEST_SENT, id, body_of(i, req).as_deref());
+            }
+        };
         match self.pick() {
-            Some(server) => server.submit(Request {
-                req,
-                reply: Box::new(SlotResponder(slot.clone())),
-                id,
-            }),
+            Some(server) => {
+                sent(&req);
+                server.submit(Request {
+                    req,
+                    reply: Box::new(SlotResponder(slot.clone())),
+                    id,
+                })
+            }
             None if self.inner.remote_ready() => {
+                sent(&req);
                 let inner = self.inner.clone();
                 let answer = slot.clone();
                 let spawned = std::thread::Builder::new()

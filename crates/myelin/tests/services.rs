@@ -643,8 +643,12 @@ fn introspection_publishes_the_four_events_of_a_call() {
         "the server published after Off"
     );
 
-    // A service made without a ROS service type cannot be introspected.
+    // A service made without a ROS service type cannot be introspected
+    // (turning it off is fine).
     let plain = node.create_service::<i64, i64>("plain", |x| x).unwrap();
+    plain
+        .configure_introspection(ServiceIntrospection::Off, qos)
+        .unwrap();
     assert!(matches!(
         plain.configure_introspection(ServiceIntrospection::Contents, qos),
         Err(IntrospectionError::NoServiceType(name)) if name == "/plain"

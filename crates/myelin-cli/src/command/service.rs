@@ -10,7 +10,7 @@ use std::time::Duration;
 use myelin::ServiceType;
 
 use super::topic::{
-    DISCOVERY_WAIT, absolute, is_hidden, subscribe, tool_ctx, wire_to_yaml, yaml_to_wire,
+    DISCOVERY_WAIT, absolute, is_hidden, subscribe, tool_ctx, visible, wire_to_yaml, yaml_to_wire,
 };
 use crate::cli::ServiceCommand;
 
@@ -57,6 +57,23 @@ fn echo(service: &str, count: Option<u64>, no_arr: bool, domain: u32) -> Res {
     let described = myelin_msgs::describe(srv).ok_or_else(|| {
         format!("{srv}: not a service type myelin knows (myelin interface list shows them)")
     })?;
+    // Decoded with this build's definition of the type: a publisher that
+    // announces another hash has another definition of it.
+    let ours = myelin_msgs::ros_hash_of(&type_name);
+    for e in visible(&ctx)
+        .iter()
+        .filter(|e| e.topic == t && e.is_publisher)
+    {
+        if let (Some(theirs), Some(ours)) = (&e.ros_hash, &ours)
+            && theirs != ours
+        {
+            eprintln!(
+                "warning: {} publishes {type_name} with hash {theirs}, not {ours} as myelin \
+                 defines it: its events may print wrong",
+                e.node
+            );
+        }
+    }
     eprintln!("echoing {t} [{type_name}] on domain {domain}; Ctrl-C to stop");
     let mut n = 0u64;
     while count.is_none_or(|c| n < c) {

@@ -56,7 +56,7 @@ pub(crate) const DISCOVERY_WAIT: Duration = Duration::from_millis(1000);
 
 /// User endpoints (not the internal service topics) of other processes and
 /// hosts.
-fn visible(ctx: &myelin::Context) -> Vec<DiscoveredEndpoint> {
+pub(crate) fn visible(ctx: &myelin::Context) -> Vec<DiscoveredEndpoint> {
     ctx.discover(DISCOVERY_WAIT)
         .into_iter()
         .filter(|e| !e.topic.starts_with("/_srv/") && e.type_name != "*")
