@@ -488,8 +488,8 @@ fn a_deferred_reply_dropped_or_panicked_fails_the_call_promptly() {
 fn introspection_publishes_the_four_events_of_a_call() {
     use myelin::dynamic::{Value, decode};
     use myelin::introspection::{REQUEST_RECEIVED, REQUEST_SENT, RESPONSE_RECEIVED, RESPONSE_SENT};
-    use myelin::msgs::example_interfaces::{AddTwoInts, AddTwoIntsRequest, AddTwoIntsResponse};
     use myelin::{IntrospectionError, ServiceIntrospection};
+    use myelin_msgs::example_interfaces::{AddTwoInts, AddTwoIntsRequest, AddTwoIntsResponse};
 
     let ctx = ctx();
     let node = ctx.create_node("introspected").unwrap();
@@ -501,7 +501,7 @@ fn introspection_publishes_the_four_events_of_a_call() {
     let client = node.create_client_for::<AddTwoInts>("adder").unwrap();
     let event_type = "example_interfaces/srv/AddTwoInts_Event";
     let ty =
-        myelin::RawType::ros(event_type, &myelin::msgs::ros_hash_of(event_type).unwrap()).unwrap();
+        myelin::RawType::ros(event_type, &myelin_msgs::ros_hash_of(event_type).unwrap()).unwrap();
     let events = Arc::new(Mutex::new(Vec::<Vec<u8>>::new()));
     let e = events.clone();
     let _sub = node
@@ -516,7 +516,7 @@ fn introspection_publishes_the_four_events_of_a_call() {
     let mut exec = Executor::new();
     exec.add_node(&node).unwrap();
     let _spinning = Spinning::new(exec);
-    let described = myelin::msgs::describe("example_interfaces/srv/AddTwoInts").unwrap();
+    let described = myelin_msgs::describe("example_interfaces/srv/AddTwoInts").unwrap();
     let wait_for = |n: usize| {
         let deadline = Instant::now() + Duration::from_secs(60);
         while events.lock().unwrap().len() < n && Instant::now() < deadline {
