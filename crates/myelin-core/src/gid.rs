@@ -189,3 +189,12 @@ mod tests {
         );
     }
 }
+
+/// Who asked: the calling client's gid and the request's number (rmw's
+/// request id; service introspection's `client_gid` and
+/// `sequence_number`). Every path a request takes carries it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RequestId {
+    pub(crate) gid: [u8; 16],
+    pub(crate) seq: i64,
+}

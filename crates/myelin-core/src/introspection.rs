@@ -46,8 +46,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arc_swap::ArcSwapOption;
 
 use crate::dynamic::Value;
+use crate::gid::RequestId;
 use crate::type_description::{Described, TypeDescription};
-use crate::{AnyMessage, CreateEndpointError, Publisher, QoS};
+use crate::{CreateEndpointError, QoS};
 
 /// What a service or client publishes about its requests and responses
 /// (rcl's `rcl_service_introspection_state_t`).
@@ -116,39 +117,53 @@ pub enum IntrospectionError {
     },
 }
 
-/// Who asked: the calling client's gid and the request's sequence number
-/// (rmw's request id).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct RequestId {
-    pub(crate) gid: [u8; 16],
-    pub(crate) seq: i64,
+/// Where a service's events go: publish the encoded event, and the time
+/// now (ROS time of the node). Made by the node layer (the publisher and
+/// the clock are the node's), so this module stays below the service
+/// code that uses it.
+pub(crate) struct EventSink {
+    /// The event topic, for messages.
+    pub(crate) topic: String,
+    /// Publish one encoded event.
+    pub(crate) publish: Box<dyn Fn(Vec<u8>) -> Result<(), String> + Send + Sync>,
+    /// The stamp of an event happening now (sec, nanosec).
+    pub(crate) now: Box<dyn Fn() -> (i32, u32) + Send + Sync>,
 }
 
-/// What a service or client knows of its ROS service type: its name,
-/// and for a Rust service type where its description and event hash come
-/// from (a type known at run time is told them when configured).
-#[derive(Clone, Copy)]
+/// Makes the event sink of a service: `(topic, event type name, event
+/// type hash, qos)`.
+pub(crate) type MakeSink =
+    Arc<dyn Fn(&str, &str, &str, QoS) -> Result<EventSink, CreateEndpointError> + Send + Sync>;
+
+/// What a service or client knows of its ROS service type: its name, for
+/// a Rust service type where its description and event hash come from (a
+/// type known at run time is told them when configured), and how to make
+/// its event publisher.
+#[derive(Clone)]
 pub(crate) struct ServiceTypeRef {
     type_name: &'static str,
     describe: fn() -> Option<Described>,
     event_hash: fn() -> Option<String>,
+    make: MakeSink,
 }
 
 impl ServiceTypeRef {
-    pub(crate) fn of<S: crate::ServiceType>() -> Self {
+    pub(crate) fn of<S: crate::ServiceType>(make: MakeSink) -> Self {
         ServiceTypeRef {
             type_name: S::TYPE_NAME,
             describe: S::ros_type_description,
             event_hash: S::ros_event_type_hash,
+            make,
         }
     }
 
     /// A service type known at run time (by name only).
-    pub(crate) fn raw(ty: &crate::RawServiceType) -> Self {
+    pub(crate) fn raw(ty: &crate::RawServiceType, make: MakeSink) -> Self {
         ServiceTypeRef {
             type_name: ty.name(),
             describe: || None,
             event_hash: || None,
+            make,
         }
     }
 }
@@ -156,8 +171,7 @@ impl ServiceTypeRef {
 /// The event publisher of a service or client, while introspection is on.
 pub(crate) struct Introspector {
     contents: bool,
-    publisher: Arc<Publisher<AnyMessage>>,
-    clock: crate::time::Clock,
+    sink: Arc<EventSink>,
     description: Arc<TypeDescription>,
     request_type: String,
     response_type: String,
@@ -175,14 +189,14 @@ impl Introspector {
     /// (used with contents on; a request for the `REQUEST_*` events).
     pub(crate) fn publish(&self, event_type: u8, id: RequestId, body: Option<&[u8]>) {
         let request = matches!(event_type, REQUEST_SENT | REQUEST_RECEIVED);
-        let now = self.clock.now();
+        let (sec, nanosec) = (self.sink.now)();
         let info = Value::Struct(vec![
             ("event_type".into(), Value::UInt8(event_type)),
             (
                 "stamp".into(),
                 Value::Struct(vec![
-                    ("sec".into(), Value::Int32(now.sec)),
-                    ("nanosec".into(), Value::UInt32(now.nanosec)),
+                    ("sec".into(), Value::Int32(sec)),
+                    ("nanosec".into(), Value::UInt32(nanosec)),
                 ]),
             ),
             ("client_gid".into(), Value::ByteArray(id.gid.to_vec())),
@@ -210,15 +224,15 @@ impl Introspector {
                 if !self.warned.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         "{}: a {ty} does not re-encode ({e}): its events go without contents",
-                        self.publisher.topic()
+                        self.sink.topic
                     );
                 }
                 out.truncate(mark);
                 empty.encode(&mut out, 4);
             }
         }
-        if let Err(e) = self.publisher.publish(AnyMessage(out.into())) {
-            tracing::warn!("{}: {e}", self.publisher.topic());
+        if let Err(e) = (self.sink.publish)(out) {
+            tracing::warn!("{}: {e}", self.sink.topic);
         }
     }
 }
@@ -252,18 +266,11 @@ impl IntrospectionCell {
     /// time (a Rust service type has its own).
     pub(crate) fn configure(
         &self,
-        node: &Arc<crate::runtime::NodeInner>,
         service: &str,
         state: ServiceIntrospection,
         qos: QoS,
         given: Option<(Described, String)>,
     ) -> Result<(), IntrospectionError> {
-        // A handle of myelin's own (the program's handles keep the node's
-        // parameter services alive, not this one).
-        let node = crate::Node {
-            inner: node.clone(),
-            _user: None,
-        };
         let contents = match state {
             // Turning off always works (and drops the event publisher;
             // replies already on their way still tell of themselves).
@@ -276,6 +283,7 @@ impl IntrospectionCell {
         };
         let ty = self
             .ty
+            .as_ref()
             .ok_or_else(|| IntrospectionError::NoServiceType(service.to_string()))?;
         let not_described = || IntrospectionError::NotDescribed {
             service: service.to_string(),
@@ -285,8 +293,7 @@ impl IntrospectionCell {
             // On already: the same publisher (rcl keeps it, and its QoS).
             Some(old) => Introspector {
                 contents,
-                publisher: old.publisher.clone(),
-                clock: old.clock.clone(),
+                sink: old.sink.clone(),
                 description: old.description.clone(),
                 request_type: old.request_type.clone(),
                 response_type: old.response_type.clone(),
@@ -301,17 +308,16 @@ impl IntrospectionCell {
                     ),
                 };
                 let event_type = format!("{}_Event", ty.type_name);
-                let raw = crate::RawType::ros(&event_type, &hash).map_err(|_| not_described())?;
-                let publisher = node
-                    .create_raw_publisher(&format!("{service}{SERVICE_EVENT_SUFFIX}"), &raw, qos)
-                    .map_err(|source| IntrospectionError::Publisher {
+                let topic = format!("{service}{SERVICE_EVENT_SUFFIX}");
+                let sink = (ty.make)(&topic, &event_type, &hash, qos).map_err(|source| {
+                    IntrospectionError::Publisher {
                         service: service.to_string(),
                         source,
-                    })?;
+                    }
+                })?;
                 Introspector {
                     contents,
-                    publisher: Arc::new(publisher),
-                    clock: node.get_clock(),
+                    sink: Arc::new(sink),
                     description: Arc::new(described.description),
                     request_type: format!("{}_Request", ty.type_name),
                     response_type: format!("{}_Response", ty.type_name),

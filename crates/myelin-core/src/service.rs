@@ -59,9 +59,10 @@ use crossbeam_queue::SegQueue;
 use myelin_sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use myelin_sync::{Event, RetainCell, Scope, TryLock};
 
+use crate::gid::RequestId;
 use crate::introspection::{
     IntrospectionCell, IntrospectionError, Introspector, REQUEST_RECEIVED, REQUEST_SENT,
-    RESPONSE_RECEIVED, RESPONSE_SENT, RequestId, ServiceIntrospection, ServiceTypeRef, body_of,
+    RESPONSE_RECEIVED, RESPONSE_SENT, ServiceIntrospection, ServiceTypeRef, body_of,
 };
 
 use crate::dispatch::{ExecShared, Executable, GroupInner};
@@ -560,7 +561,7 @@ impl<Req: Message, Resp: Message> Service<Req, Resp> {
     ) -> Result<(), IntrospectionError> {
         self.inner
             .introspection
-            .configure(&self.inner.node, &self.inner.name, state, qos, None)
+            .configure(&self.inner.name, state, qos, None)
     }
 
     /// [`configure_introspection`](Self::configure_introspection) for a
@@ -575,7 +576,6 @@ impl<Req: Message, Resp: Message> Service<Req, Resp> {
         event_type_hash: &str,
     ) -> Result<(), IntrospectionError> {
         self.inner.introspection.configure(
-            &self.inner.node,
             &self.inner.name,
             state,
             qos,
@@ -944,7 +944,7 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
     ) -> Result<(), IntrospectionError> {
         self.inner
             .introspection
-            .configure(&self.inner.node, &self.inner.name, state, qos, None)
+            .configure(&self.inner.name, state, qos, None)
     }
 
     /// [`configure_introspection`](Self::configure_introspection) for a
@@ -959,7 +959,6 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
         event_type_hash: &str,
     ) -> Result<(), IntrospectionError> {
         self.inner.introspection.configure(
-            &self.inner.node,
             &self.inner.name,
             state,
             qos,

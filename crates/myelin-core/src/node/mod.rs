@@ -15,7 +15,7 @@ use crate::dispatch::GroupInner;
 use crate::error::{CreateEndpointError, CreateServiceError, CreateTimerError};
 use crate::events::EventQueue;
 use crate::group::{CallbackGroup, CallbackGroupKind};
-use crate::introspection::ServiceTypeRef;
+use crate::introspection::{EventSink, MakeSink, ServiceTypeRef};
 use crate::message::Message;
 use crate::names::{self, NameKind};
 use crate::publisher::{PubInner, Publisher, PublisherOptions};
@@ -746,7 +746,7 @@ impl Node {
             Handler::Later(Box::new(callback)),
             Some(remote_services::service_type_info::<S>()),
             None,
-            Some(ServiceTypeRef::of::<S>()),
+            Some(ServiceTypeRef::of::<S>(self.event_sinks())),
         )
         .inspect(|_| self.uses_service_type::<S>())
     }
@@ -804,7 +804,7 @@ impl Node {
             Handler::Now(Box::new(callback)),
             Some(remote_services::service_type_info::<S>()),
             None,
-            Some(ServiceTypeRef::of::<S>()),
+            Some(ServiceTypeRef::of::<S>(self.event_sinks())),
         )
         .inspect(|_| self.uses_service_type::<S>())
     }
@@ -880,6 +880,41 @@ impl Node {
         })
     }
 
+    /// How a service or client of this node makes its introspection event
+    /// publisher (a raw publisher of the node, stamped with its clock).
+    fn event_sinks(&self) -> MakeSink {
+        let node = Arc::downgrade(&self.inner);
+        Arc::new(move |topic: &str, event_type: &str, hash: &str, qos: QoS| {
+            let gone = || CreateEndpointError::ContextShutDown(topic.to_string());
+            // A handle of myelin's own (the program's handles keep the
+            // node's parameter services alive, not this one).
+            let node = Node {
+                inner: node.upgrade().ok_or_else(gone)?,
+                _user: None,
+            };
+            let ty = crate::RawType::ros(event_type, hash).map_err(|e| {
+                CreateEndpointError::Transport {
+                    topic: topic.to_string(),
+                    why: e.to_string(),
+                }
+            })?;
+            let publisher = node.create_raw_publisher(topic, &ty, qos)?;
+            let clock = node.get_clock();
+            Ok(EventSink {
+                topic: publisher.topic().to_string(),
+                publish: Box::new(move |bytes: Vec<u8>| {
+                    publisher
+                        .publish(crate::AnyMessage(bytes.into()))
+                        .map_err(|e| e.to_string())
+                }),
+                now: Box::new(move || {
+                    let t = clock.now();
+                    (t.sec, t.nanosec)
+                }),
+            })
+        })
+    }
+
     /// What the transports see of a service of type `ty`.
     fn service_spec<'a>(&'a self, id: u64, name: &'a str, ty: TypeInfo) -> EndpointSpec<'a> {
         EndpointSpec {
@@ -920,7 +955,7 @@ impl Node {
             name,
             Some(remote_services::service_type_info::<S>()),
             None,
-            Some(ServiceTypeRef::of::<S>()),
+            Some(ServiceTypeRef::of::<S>(self.event_sinks())),
         )
         .inspect(|_| self.uses_service_type::<S>())
     }
@@ -966,7 +1001,7 @@ impl Node {
             Handler::Now(Box::new(callback)),
             Some(remote_services::raw_service_type_info(ty)),
             Some((ty.request().hash(), ty.response().hash())),
-            Some(ServiceTypeRef::raw(ty)),
+            Some(ServiceTypeRef::raw(ty, self.event_sinks())),
         )
     }
 
@@ -1015,7 +1050,7 @@ impl Node {
             Handler::Later(Box::new(callback)),
             Some(remote_services::raw_service_type_info(ty)),
             Some((ty.request().hash(), ty.response().hash())),
-            Some(ServiceTypeRef::raw(ty)),
+            Some(ServiceTypeRef::raw(ty, self.event_sinks())),
         )
     }
 
@@ -1030,7 +1065,7 @@ impl Node {
             name,
             Some(remote_services::raw_service_type_info(ty)),
             Some((ty.request().hash(), ty.response().hash())),
-            Some(ServiceTypeRef::raw(ty)),
+            Some(ServiceTypeRef::raw(ty, self.event_sinks())),
         )
     }
 

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::introspection::RequestId;
+use crate::gid::RequestId;
 use crate::message::{Message, TypeHash};
 use crate::publisher::Publisher;
 use crate::qos::QoS;

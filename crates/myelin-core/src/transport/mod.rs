@@ -395,7 +395,7 @@ pub(crate) trait RawReply: Send {
     fn reply(self: Box<Self>, answer: Result<Vec<u8>, String>);
     /// The caller's gid and the request's number, when the request
     /// carried them (rmw_zenoh's attachment does).
-    fn request_id(&self) -> Option<crate::introspection::RequestId> {
+    fn request_id(&self) -> Option<crate::gid::RequestId> {
         None
     }
 }
@@ -409,7 +409,7 @@ pub(crate) trait RawCalls: Send + Sync {
     fn call(
         &self,
         request: Vec<u8>,
-        id: crate::introspection::RequestId,
+        id: crate::gid::RequestId,
         deadline: std::time::Instant,
     ) -> Result<SharedBytes, RawCallError>;
 }

@@ -94,8 +94,8 @@ struct QueryReply {
 }
 
 impl RawReply for QueryReply {
-    fn request_id(&self) -> Option<crate::introspection::RequestId> {
-        self.asked.map(|a| crate::introspection::RequestId {
+    fn request_id(&self) -> Option<crate::gid::RequestId> {
+        self.asked.map(|a| crate::gid::RequestId {
             gid: a.source_gid,
             seq: a.sequence_number,
         })
@@ -173,7 +173,7 @@ impl RawCalls for ClientNet {
     fn call(
         &self,
         request: Vec<u8>,
-        id: crate::introspection::RequestId,
+        id: crate::gid::RequestId,
         deadline: Instant,
     ) -> Result<SharedBytes, RawCallError> {
         // The client's gid and request number (rmw_zenoh's request id; a
