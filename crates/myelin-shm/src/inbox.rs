@@ -41,6 +41,9 @@ const OFF_DESC_CAP: usize = OFF_WAKE_SLOT + 4;
 const OFF_RET_CAP: usize = OFF_WAKE_SLOT + 8;
 const OFF_TL: usize = OFF_WAKE_SLOT + 12;
 const OFF_CONNS: usize = OFF_WAKE_SLOT + 16;
+/// Set when the subscription leaves ([`Inbox::leave`]): a publisher
+/// handing its pools over then takes back the share of this reader.
+const OFF_GONE: usize = OFF_WAKE_SLOT + 20;
 const CONN_BASE: usize = 4096;
 const CTRL: usize = 256;
 // Connection block fields (relative to the block).
@@ -60,6 +63,10 @@ const C_LOST: usize = 72;
 /// When the publisher last asserted its liveliness (`CLOCK_MONOTONIC` ns);
 /// on the writer's line, which it writes on every push anyway.
 const C_ALIVE: usize = 80;
+/// Set by a publisher that left with descriptors still in this ring: the
+/// reader owes its chunk pools one release once it is done with them
+/// ([`Inbox::take_owed`], [`crate::pool::release_handed_off`]).
+const C_OWES: usize = 88;
 const C_TAIL: usize = 128;
 const C_RET_HEAD: usize = 192;
 const C_RET_TAIL: usize = 200;
@@ -508,6 +515,33 @@ impl Inbox {
         true
     }
 
+    /// Whether the publisher of connection block `i` handed its chunk pools
+    /// to this reader when it left ([`InboxWriter::hand_off`]); true once
+    /// per hand-off. The caller then releases them
+    /// ([`crate::pool::release_handed_off`]) when it no longer needs to
+    /// map them: after draining the block, or when the subscription goes.
+    pub fn take_owed(&self, i: usize) -> bool {
+        if i >= self.geo.conns {
+            return false;
+        }
+        // SYNC: SeqCst, with `leave` and the writer's store of the flag
+        // and load of the gone word (see `InboxWriter::hand_off`); it also
+        // orders the writer's holder counts before the release.
+        self.seg
+            .atomic_u64(self.geo.conn(i) + C_OWES)
+            .swap(0, Ordering::SeqCst)
+            != 0
+    }
+
+    /// The subscription is leaving: publishers that hand their pools over
+    /// from now on take this reader's share back themselves. The caller
+    /// then collects what was handed to it before ([`take_owed`](Self::take_owed)
+    /// on every block).
+    pub fn leave(&self) {
+        // SYNC: SeqCst: see `InboxWriter::hand_off`.
+        self.seg.atomic_u32(OFF_GONE).store(1, Ordering::SeqCst);
+    }
+
     /// Release connection block `i` after its publisher closed or died (the
     /// caller has drained it). Only if it is still in state `expected`.
     pub fn free(&self, i: usize, expected: ConnState) {
@@ -637,7 +671,7 @@ impl InboxWriter {
                 .atomic_u32(c + C_GEN)
                 .fetch_add(1, Ordering::Relaxed)
                 .wrapping_add(1);
-            for off in [C_HEAD, C_LOST, C_TAIL, C_RET_HEAD, C_RET_TAIL] {
+            for off in [C_HEAD, C_LOST, C_OWES, C_TAIL, C_RET_HEAD, C_RET_TAIL] {
                 seg.atomic_u64(c + off).store(0, Ordering::Relaxed);
             }
             seg.atomic_u64(c + C_LEASE)
@@ -810,6 +844,25 @@ impl InboxWriter {
         let c = self.geo.conn(self.idx);
         self.seg.atomic_u64(c + C_TAIL).load(Ordering::Acquire)
             != self.seg.atomic_u64(c + C_HEAD).load(Ordering::Acquire)
+    }
+
+    /// Tell the reader it holds a share of this publisher's chunk pools
+    /// (the publisher is leaving with descriptors still in the ring, and
+    /// has counted this reader in each pool's holders first:
+    /// [`crate::pool::PoolWriter::hand_off`]).
+    ///
+    /// Returns true if the share came back: the subscription left
+    /// ([`Inbox::leave`]) and will not take it; the caller releases it
+    /// itself.
+    pub fn hand_off(&self) -> bool {
+        let owes = self.seg.atomic_u64(self.geo.conn(self.idx) + C_OWES);
+        // SYNC: SeqCst on both sides (store the flag, then load gone; the
+        // reader stores gone, then swaps the flag): at least one side sees
+        // the other's store, and the swap gives the share to exactly one.
+        // The store also orders the holder counts written before it.
+        owes.store(1, Ordering::SeqCst);
+        self.seg.atomic_u32(OFF_GONE).load(Ordering::SeqCst) != 0
+            && owes.swap(0, Ordering::SeqCst) != 0
     }
 
     /// The subscriber's process.

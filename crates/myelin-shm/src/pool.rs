@@ -17,6 +17,9 @@ use crate::segment::*;
 
 /// Chunks start at this offset (page aligned).
 const DATA: usize = 4096;
+/// How many readers still hold a share of the pool's file after its
+/// publisher left (see [`PoolWriter::hand_off`]); after the common header.
+const OFF_HOLDERS: usize = HEADER_SIZE;
 /// Chunk alignment (and stride granularity).
 pub const CHUNK_ALIGN: usize = 64;
 /// The largest chunk.
@@ -74,8 +77,8 @@ impl PoolWriter {
     /// Decide with `owner` whether the file stays when this process exits
     /// (instead of "while a chunk is lent"): a publisher knows whether
     /// its readers still have messages of it to map.
-    pub fn set_needed_at_exit(&self, owner: std::sync::Weak<dyn NeededAtExit>) {
-        crate::segment::remove_at_exit_unless_needed(&self.seg.path, owner);
+    pub fn set_needed_at_exit(&self, rule: std::sync::Arc<dyn NeededAtExit>) {
+        crate::segment::remove_at_exit_unless_needed(&self.seg.path, rule);
     }
 
     /// The pool's file.
@@ -112,9 +115,7 @@ impl PoolWriter {
         // may not have mapped the chunks it was sent yet (a publisher
         // that exits right after publishing); the survivors' sweep
         // removes it once the readers had time to.
-        let rule: std::sync::Weak<dyn NeededAtExit> =
-            std::sync::Arc::downgrade(&(free.clone() as std::sync::Arc<dyn NeededAtExit>));
-        crate::segment::remove_at_exit_unless_needed(&seg.path, rule);
+        crate::segment::remove_at_exit_unless_needed(&seg.path, free.clone());
         Ok(PoolWriter {
             seg,
             chunk_size,
@@ -152,6 +153,36 @@ impl PoolWriter {
     /// ([`crate::cleanup_stale`]).
     pub fn keep_file(&self) {
         self.keep.store(true, Ordering::Relaxed);
+    }
+
+    /// Hand the pool's file to `readers` readers: the publisher is leaving
+    /// while they still have descriptors of it to take (and so chunks to
+    /// map). The last of them to release its share removes the file
+    /// ([`release_handed_off`]); the caller keeps it until then
+    /// ([`keep_file`](Self::keep_file), or the at-exit rule). The count is
+    /// written before the caller tells each reader
+    /// ([`crate::inbox::InboxWriter::hand_off`]).
+    pub fn hand_off(&self, readers: u32) {
+        // SYNC: Relaxed; published to each reader by the Release store of
+        // its connection's flag (`InboxWriter::hand_off`).
+        self.seg
+            .atomic_u32(OFF_HOLDERS)
+            .store(readers, Ordering::Relaxed);
+    }
+
+    /// Give back `n` shares of a hand-off that came back (their readers
+    /// left before they were told). True if that was the last share: the
+    /// caller removes the file.
+    pub fn release_shares(&self, n: u32) -> bool {
+        // SYNC: AcqRel, as the readers' releases (`release_handed_off`).
+        let before = self
+            .seg
+            .atomic_u32(OFF_HOLDERS)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                Some(c.saturating_sub(n))
+            })
+            .unwrap_or(0);
+        before != 0 && before <= n
     }
 
     /// Take a free chunk with one reference, or `None` if all are in use.
@@ -227,6 +258,37 @@ impl std::fmt::Debug for PoolWriter {
             .field("count", &self.count)
             .finish()
     }
+}
+
+/// Release this reader's share of the pools publisher `pub_id` of process
+/// `pid` handed off when it left ([`PoolWriter::hand_off`]; the reader
+/// was told so by [`crate::inbox::Inbox::take_owed`]). The last holder
+/// removes each file: a publisher that exits right after publishing
+/// leaves nothing behind once its readers are done, even when no other
+/// process stays to sweep. Returns the files removed.
+///
+/// The count lives in shared memory (untrusted): it never goes below zero,
+/// and a file is removed only if its header names process `pid`. A reader
+/// that dies owing its share leaves the file to the dead-process sweep.
+pub fn release_handed_off(domain: u32, pid: u32, pub_id: u64) -> Vec<std::path::PathBuf> {
+    let mut removed = Vec::new();
+    for name in list(domain, &format!("k_{pid}_{pub_id}_")) {
+        let Ok(seg) = Segment::open_kind(&name, KIND_POOL) else {
+            continue;
+        };
+        if seg.atomic_u32(OFF_OWNER_PID).load(Ordering::Relaxed) != pid {
+            continue;
+        }
+        let holders = seg.atomic_u32(OFF_HOLDERS);
+        // SYNC: AcqRel: every holder's release is ordered before the last
+        // one's removal.
+        let before =
+            holders.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if before == Ok(1) && std::fs::remove_file(name.path()).is_ok() {
+            removed.push(name.path());
+        }
+    }
+    removed
 }
 
 /// A pool mapped by a reader process.

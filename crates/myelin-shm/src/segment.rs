@@ -469,13 +469,16 @@ impl Drop for Segment {
 /// Whether a file on the at-exit list is still needed when the process
 /// exits (a pool whose chunks readers have not mapped yet).
 pub trait NeededAtExit: Send + Sync {
-    /// Still needed: the file stays (for the survivors' sweep).
+    /// Still needed: the file stays (for its readers, or the survivors'
+    /// sweep). Called at exit, with the at-exit list no longer locked (it
+    /// may drop what it holds, and segments with it).
     fn needed(&self) -> bool;
 }
 
-/// When a file on the at-exit list goes: always, or unless its owner (if
-/// it still exists) says it is needed.
-type ExitRule = Option<std::sync::Weak<dyn NeededAtExit>>;
+/// When a file on the at-exit list goes: always, or unless its rule says
+/// it is needed. The list holds the rule: a rule that needs an object
+/// which may be gone by exit holds it weakly and answers for it.
+type ExitRule = Option<std::sync::Arc<dyn NeededAtExit>>;
 
 /// The segment files this process created and still owns, and the pid
 /// that made the list (a forked child's list starts empty).
@@ -497,23 +500,24 @@ pub fn remove_at_exit(path: &Path) {
     add_at_exit(path, None);
 }
 
-/// [`remove_at_exit`], unless `owner` (while it exists) says the file is
-/// still needed then.
-pub fn remove_at_exit_unless_needed(path: &Path, owner: std::sync::Weak<dyn NeededAtExit>) {
-    add_at_exit(path, Some(owner));
+/// [`remove_at_exit`], unless `rule` says the file is still needed then.
+pub fn remove_at_exit_unless_needed(path: &Path, rule: std::sync::Arc<dyn NeededAtExit>) {
+    add_at_exit(path, Some(rule));
 }
 
 fn add_at_exit(path: &Path, rule: ExitRule) {
     extern "C" fn remove_owned() {
-        let list = OWNED.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(o) = list.as_ref().filter(|o| o.pid == std::process::id()) else {
-            return;
+        // Taken out of the list first: a rule may drop the last handle of
+        // an object whose drop takes a file off the list.
+        let paths = {
+            let mut list = OWNED.lock().unwrap_or_else(|e| e.into_inner());
+            match list.as_mut().filter(|o| o.pid == std::process::id()) {
+                Some(o) => std::mem::take(&mut o.paths),
+                None => return,
+            }
         };
-        for (p, rule) in &o.paths {
-            let needed = rule
-                .as_ref()
-                .is_some_and(|r| r.upgrade().is_none_or(|owner| owner.needed()));
-            if !needed {
+        for (p, rule) in paths {
+            if !rule.is_some_and(|r| r.needed()) {
                 let _ = std::fs::remove_file(p);
             }
         }

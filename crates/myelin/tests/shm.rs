@@ -90,6 +90,39 @@ fn child_role() {
             println!("done");
             let _ = std::io::stdin().read_line(&mut line);
         }
+        "pub_then_leave" => {
+            // Publishes `count` messages to one reader that is not reading
+            // yet, then leaves when told: dropping everything, or exiting
+            // the process without dropping (`MYELIN_SHM_LEAVE=exit`).
+            let p = node
+                .create_publisher::<Stamp>("stamps", QoS::keep_all())
+                .unwrap();
+            wait_matched(&p, 1);
+            for seq in 0..count {
+                p.publish(Stamp { seq, value: 0.0 }).unwrap();
+            }
+            println!("done");
+            let _ = std::io::stdin().read_line(&mut line);
+            if std::env::var("MYELIN_SHM_LEAVE").as_deref() == Ok("exit") {
+                std::process::exit(0);
+            }
+            drop(p);
+        }
+        "sub_late" => {
+            // Reads only when told, then leaves at once (no time for a
+            // grace period to pass).
+            let s = node
+                .create_polling_subscription::<Stamp>("stamps", QoS::keep_all(), Default::default())
+                .unwrap();
+            println!("ready");
+            let _ = std::io::stdin().read_line(&mut line);
+            for seq in 0..count {
+                let m = s.wait_for_message(LONG).unwrap();
+                assert_eq!(m.seq, seq);
+            }
+            assert_eq!(s.lost(), 0);
+            println!("got {count}");
+        }
         "pub_blob" => {
             let p = node
                 .create_publisher::<Blob>("images", QoS::keep_all())
@@ -228,11 +261,17 @@ struct Peer {
 
 impl Peer {
     fn spawn(role: &str, domain: u32, count: u64) -> Peer {
+        Self::spawn_leaving(role, domain, count, "drop")
+    }
+
+    /// [`spawn`](Self::spawn) with how the child leaves (`drop` or `exit`).
+    fn spawn_leaving(role: &str, domain: u32, count: u64, leave: &str) -> Peer {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
             .env(ROLE, role)
             .env("MYELIN_SHM_DOMAIN", domain.to_string())
             .env("MYELIN_SHM_COUNT", count.to_string())
+            .env("MYELIN_SHM_LEAVE", leave)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -258,6 +297,13 @@ impl Peer {
         drop(self.child.stdin.take());
         let st = self.child.wait().unwrap();
         assert!(st.success(), "peer failed: {st}");
+    }
+
+    fn say(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
     }
 
     fn kill9(&mut self) {
@@ -524,6 +570,45 @@ fn shared_memory_objects_are_owner_only() {
     for e in mine {
         let mode = e.metadata().unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{:?}", e.path());
+    }
+}
+
+/// The chunk-pool files of `domain` (`myelin_<uid>_<domain>_k_...`).
+fn pool_files(domain: u32) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    let prefix = format!("myelin_{uid}_{domain}_k_");
+    std::fs::read_dir(myelin_shm_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+/// A publisher that leaves (dropped, or its process exiting) while its
+/// only reader has not taken its messages yet leaves its pool's file for
+/// that reader; the reader, once done, removes it, though no process of
+/// the domain stays to sweep (every process of a launch file exiting
+/// together used to leave the file behind).
+#[test]
+fn a_pool_left_to_a_late_reader_goes_with_that_reader() {
+    for (domain, leave) in [(162, "exit"), (161, "drop")] {
+        let mut sub = Peer::spawn("sub_late", domain, 5);
+        sub.expect("ready");
+        let mut publisher = Peer::spawn_leaving("pub_then_leave", domain, 5, leave);
+        publisher.expect("done");
+        publisher.finish();
+        // (The reader's transport may have moved the messages into the
+        // subscription, and so mapped the pool, already.)
+        sub.say("go");
+        sub.expect("got 5");
+        sub.finish();
+        assert_eq!(
+            pool_files(domain),
+            Vec::<String>::new(),
+            "{leave}: the reader removes the pool it was left"
+        );
     }
 }
 

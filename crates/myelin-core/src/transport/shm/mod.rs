@@ -539,6 +539,7 @@ impl Transport for ShmTransport {
         let info = self.info(spec, EndpointKind::Subscription, endpoint_id(spec.serial));
         let id = info.id;
         let link = Arc::new(receive::SubShm::new(self.domain_handle(), spec, info)?);
+        link.own_exit_rule();
         let weak: Weak<dyn Discovered> = Arc::downgrade(&(link.clone() as Arc<dyn Discovered>));
         self.register(id, spec.topic, weak);
         Ok(Some(link))

@@ -37,7 +37,7 @@ struct Pools {
     grow: Mutex<()>,
     /// The publisher, which tells whether a pool's file is still needed
     /// when the process exits.
-    exit_owner: OnceLock<Weak<dyn NeededAtExit>>,
+    exit_owner: OnceLock<Arc<dyn NeededAtExit>>,
 }
 
 /// One chunk held by this process (a loan, or a local subscriber's view of
@@ -231,6 +231,10 @@ pub(super) struct PubShm {
     /// The last liveliness assertion (`CLOCK_MONOTONIC` ns), given to new
     /// connections so a quiet publisher does not look alive to them.
     last_assert: AtomicU64,
+    /// Whether the pools' files were handed to readers still behind (see
+    /// [`hand_off`](Self::hand_off)); decided once. Shared with the pools'
+    /// at-exit rule ([`ExitRule`]).
+    handed_off: Arc<OnceLock<bool>>,
 }
 
 impl PubShm {
@@ -264,6 +268,7 @@ impl PubShm {
                 _ => 0,
             },
             last_assert: AtomicU64::new(myelin_shm::monotonic_ns()),
+            handed_off: Arc::new(OnceLock::new()),
         })
     }
 
@@ -676,26 +681,86 @@ impl PubShm {
     /// This publisher decides whether its pools' files stay when the
     /// process exits (see [`NeededAtExit`]).
     pub(super) fn own_exit_rule(self: &Arc<Self>) {
-        let me: Weak<dyn NeededAtExit> = Arc::downgrade(&(self.clone() as Arc<dyn NeededAtExit>));
-        let _ = self.pools.exit_owner.set(me);
+        let rule = Arc::new(ExitRule {
+            publisher: Arc::downgrade(self),
+            decided: self.handed_off.clone(),
+        });
+        let _ = self.pools.exit_owner.set(rule);
     }
 
-    /// Whether a reader has descriptors of this publisher it has not
-    /// taken yet (so it has not mapped their chunks).
-    fn readers_behind(&self) -> bool {
-        self.conns.load().iter().any(|c| match c.try_lock() {
-            Ok(g) => !g.closed && g.writer.pending(),
-            // Held by a publish right now: assume so.
-            Err(_) => true,
+    /// The publisher is leaving (dropped, or its process exiting): if
+    /// readers have descriptors of it they have not taken yet (so they have
+    /// not mapped those chunks), hand the pools' files to them. Each pool
+    /// counts them as its holders, then each is told through its
+    /// connection; the last to finish removes the files
+    /// (`myelin_shm::pool::release_handed_off`), so nothing stays behind
+    /// even when every process of the domain exits at once. Returns
+    /// whether the files stay (also when a connection is mid-publish and
+    /// cannot be asked: then the dead-process sweep removes them).
+    fn hand_off(&self) -> bool {
+        *self.handed_off.get_or_init(|| {
+            let conns = self.conns.load();
+            let mut behind = Vec::new();
+            let mut unsure = false;
+            for c in conns.iter() {
+                match c.try_lock() {
+                    Ok(g) if !g.closed && g.writer.pending() => behind.push(g),
+                    Ok(_) => {}
+                    // Held by a publish right now.
+                    Err(_) => unsure = true,
+                }
+            }
+            if behind.is_empty() {
+                return unsure;
+            }
+            let readers = u32::try_from(behind.len()).unwrap_or(u32::MAX);
+            let pools = self.pools.list.load();
+            for p in pools.iter() {
+                p.hand_off(readers);
+            }
+            // Readers whose subscription left meanwhile give their share
+            // back at once.
+            let back = behind.iter().filter(|g| g.writer.hand_off()).count() as u32;
+            if back > 0 {
+                for p in pools.iter() {
+                    if p.release_shares(back) {
+                        let _ = std::fs::remove_file(p.path());
+                    }
+                }
+            }
+            back < readers
         })
     }
 }
 
-impl NeededAtExit for PubShm {
-    /// At this process's exit, a pool file stays only while a reader still
-    /// has to map chunks of it; then the readers' sweep removes it.
+/// Whether a publisher's pool files stay when the process exits.
+struct ExitRule {
+    publisher: Weak<PubShm>,
+    /// The publisher's decision, once made ([`PubShm::hand_off`]).
+    decided: Arc<OnceLock<bool>>,
+}
+
+impl NeededAtExit for ExitRule {
+    /// The pool files stay only for readers that still have to map chunks
+    /// of them (handed to them: the last removes them).
     fn needed(&self) -> bool {
-        self.readers_behind()
+        if let Some(p) = self.publisher.upgrade() {
+            return p.hand_off();
+        }
+        // Being dropped by another thread while this one exits: its
+        // decision comes in a moment (a background thread still runs
+        // while exit handlers do); if it never comes, the file stays for
+        // the dead-process sweep.
+        let until = std::time::Instant::now() + Duration::from_millis(200);
+        loop {
+            if let Some(d) = self.decided.get() {
+                return *d;
+            }
+            if std::time::Instant::now() >= until {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }
 
@@ -703,16 +768,24 @@ impl Drop for PubShm {
     fn drop(&mut self) {
         self.reclaim();
         self.wanted.set(false);
-        let behind = self.readers_behind();
+        let behind = self.hand_off();
         self.conns.store(Arc::new(Vec::new()));
-        // A pool with chunks still lent keeps its file for a grace period
-        // when a reader has not taken all its descriptors: it has not
-        // mapped those chunks yet (a mapping outlives the name).
+        // A pool with chunks still lent keeps its file when a reader has
+        // not taken all its descriptors: it has not mapped those chunks yet
+        // (a mapping outlives the name). The readers remove it when done;
+        // a grace period later this process does, if it still runs (a
+        // reader may have died owing its share).
         let pools = self.pools.list.swap(Arc::new(Vec::new()));
         for p in pools.iter() {
             if behind && p.free_count() < p.count() as usize {
                 p.keep_file();
                 super::orphan(p.path());
+            } else {
+                // No reader needs the file any more, though the pool may
+                // outlive this publisher (a chunk of its transient-local
+                // history held elsewhere): it goes at exit at the latest,
+                // no longer asking this publisher.
+                myelin_shm::remove_at_exit(p.path());
             }
         }
         drop(self.announce.take());

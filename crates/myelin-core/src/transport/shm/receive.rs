@@ -6,12 +6,12 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use myelin_shm::SegmentName;
 use myelin_shm::changes::{Change, EndpointKey};
 use myelin_shm::endpoint::{EndpointInfo, EndpointKind, Found};
 use myelin_shm::inbox::{ConnState, Desc, Inbox, MAX_CONNECTIONS};
 use myelin_shm::pool::PoolReader;
 use myelin_shm::process_alive;
+use myelin_shm::{NeededAtExit, SegmentName};
 
 use super::qos::decode_qos;
 use super::{Discovered, Domain};
@@ -216,6 +216,11 @@ impl SubShm {
             // A closed connection is freed once it is drained (its last
             // messages may still wait for room).
             if closed && drained {
+                // Its publisher left these messages' pools to the readers
+                // behind: this one is done with them.
+                if inbox.take_owed(i) {
+                    myelin_shm::pool::release_handed_off(self.dom.id, pid, pub_id);
+                }
                 inbox.free(i, st);
                 *r = ReaderConn::default();
                 freed = true;
@@ -475,11 +480,57 @@ impl SubLink for SubShm {
     }
 }
 
+impl SubShm {
+    /// At this process's exit, this subscription gives back what leaving
+    /// publishers handed to it, as when it is dropped (a subscription a
+    /// background thread still holds when `main` returns is never
+    /// dropped); then its inbox file goes.
+    pub(super) fn own_exit_rule(self: &Arc<Self>) {
+        let rule = Arc::new(SubExitRule(Arc::downgrade(self)));
+        myelin_shm::remove_at_exit_unless_needed(
+            std::path::Path::new(&self.inbox.inbox.path()),
+            rule,
+        );
+    }
+
+    /// The subscription leaves: the pools handed to it by publishers that
+    /// left are released (it maps no more of them; messages it holds keep
+    /// their mappings), and publishers leaving from now on keep its share
+    /// themselves.
+    fn leave(&self) {
+        let inbox = &self.inbox.inbox;
+        inbox.leave();
+        for i in 0..inbox.connections() {
+            if let ConnState::Active { pid, pub_id, .. } | ConnState::Closed { pid, pub_id, .. } =
+                inbox.state(i)
+                && inbox.take_owed(i)
+            {
+                myelin_shm::pool::release_handed_off(self.dom.id, pid, pub_id);
+            }
+        }
+    }
+}
+
+/// A subscription's inbox at exit.
+struct SubExitRule(Weak<SubShm>);
+
+impl NeededAtExit for SubExitRule {
+    /// Never: the inbox goes at exit, after giving back its shares (a
+    /// dropped subscription gave them back already).
+    fn needed(&self) -> bool {
+        if let Some(sub) = self.0.upgrade() {
+            sub.leave();
+        }
+        false
+    }
+}
+
 impl Drop for SubShm {
     fn drop(&mut self) {
         // The inbox itself may live on while its last messages are in
         // use; its name goes now, so no publisher connects any more.
         self.inbox.inbox.unlink();
+        self.leave();
         self.dom.announce(Change::Removed, &self.key);
     }
 }
