@@ -28,6 +28,18 @@ from myelin._myelin import (
     ParameterNotDeclaredException,
     TypeMismatchError,
 )
+# rclpy's submodules, reachable as attributes after ``import myelin as rclpy``
+# (``rclpy.task.Future``, ``rclpy.time.Time``, ...).
+from myelin import (  # noqa: F401
+    callback_groups,
+    event_handler,
+    exceptions,
+    executors,
+    parameter,
+    qos,
+    task,
+    time,
+)
 from myelin.context import Context
 from myelin.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 from myelin.node import Node

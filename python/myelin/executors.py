@@ -9,6 +9,7 @@ code runs. An exception raised in a callback comes out of the
 import time
 
 from myelin import _myelin
+from myelin import task as _task
 
 __all__ = [
     "Executor",
@@ -61,16 +62,21 @@ class Executor:
     def spin_once(self, timeout_sec=None):
         """Run one ready callback, waiting up to ``timeout_sec`` seconds
         (None: until one runs or the context shuts down)."""
+        if _task._settle(self._exec):
+            return
         if timeout_sec is None:
             while self._context.ok():
-                if self._spin_slice(3600.0):
+                ran = self._spin_slice(3600.0)
+                if _task._settle(self._exec) or ran:
                     return
             return
         self._spin_slice(max(0.0, float(timeout_sec)))
+        _task._settle(self._exec)
 
     def spin(self):
         """Run callbacks until the context shuts down."""
         while self._context.ok():
+            _task._settle(self._exec)
             self._exec.spin_for(3600.0)
 
     def spin_until_future_complete(self, future, timeout_sec=None):
@@ -94,7 +100,9 @@ class Executor:
             left = 0.1 if end is None else min(0.1, end - time.monotonic())
             if left <= 0:
                 return
-            self._spin_slice(left)
+            if not _task._settle(self._exec):
+                self._spin_slice(left)
+                _task._settle(self._exec)
 
     def _spin_slice(self, seconds):
         """Run one callback, waiting up to ``seconds`` for it; whether one
@@ -137,6 +145,7 @@ class MultiThreadedExecutor(Executor):
     def spin(self):
         # Workers keep running between callbacks (no stop after each one).
         while self._context.ok():
+            _task._settle(self._exec)
             self._exec.spin_for(3600.0, False)
 
     def _spin_slice(self, seconds):

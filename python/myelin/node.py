@@ -23,6 +23,7 @@ from myelin.callback_groups import core_group
 from myelin.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from myelin.parameter import Parameter
 from myelin.qos import _profile
+from myelin.task import _coroutine_aware
 
 __all__ = ["Node", "Publisher", "Subscription", "Timer", "Service", "Client"]
 
@@ -383,7 +384,7 @@ class Node:
             msg_type,
             topic,
             qos._tuple(),
-            callback,
+            _coroutine_aware(callback),
             raw,
             on_event,
             core_group(callback_group),
@@ -409,7 +410,9 @@ class Node:
             raise TypeError("callback must be callable")
         if hasattr(timer_period_sec, "nanoseconds"):
             timer_period_sec = timer_period_sec.nanoseconds / 1e9
-        core = self._node.create_timer(float(timer_period_sec), callback, core_group(callback_group))
+        core = self._node.create_timer(
+            float(timer_period_sec), _coroutine_aware(callback), core_group(callback_group)
+        )
         t = Timer(core, callback)
         self._timers.append(t)
         return t
@@ -421,6 +424,9 @@ class Node:
         error and comes out of the ``spin`` that ran it."""
         if not callable(callback):
             raise TypeError("callback must be callable")
+        if inspect.iscoroutinefunction(callback):
+            # The core sends what the callback returns, at once.
+            raise TypeError("a service callback must be a plain function (async def is not supported)")
         core = self._node.create_service(srv_type, srv_name, callback, core_group(callback_group))
         s = Service(core, srv_type, srv_name, callback)
         self._services.append(s)

@@ -1,6 +1,19 @@
-"""Futures (``rclpy.task``): what ``Client.call_async`` returns."""
+"""Futures and tasks (``rclpy.task``): what ``Client.call_async``
+returns, and what runs an ``async def`` callback.
 
-__all__ = ["Future"]
+A future of a call with done callbacks is watched: every executor's spin
+loop settles it when the answer comes (the answer ends the executor's
+wait), and runs its callbacks there, as rclpy's executor does. A
+coroutine callback runs as a :class:`Task` that resumes each time a
+future it awaits is done.
+"""
+
+__all__ = ["Future", "Task"]
+
+# Futures of calls that have done callbacks and no answer yet.
+_watched = set()
+# Tasks that awaited ``None`` (rclpy's "yield to the executor").
+_ready = []
 
 
 class Future:
@@ -78,6 +91,8 @@ class Future:
             callback(self)
         else:
             self._callbacks.append(callback)
+            if self._pending is not None:
+                _watched.add(self)
 
     def _set_done(self):
         self._done = True
@@ -92,4 +107,88 @@ class Future:
             self._answer(answer)
 
     def __await__(self):
-        raise NotImplementedError("await a myelin Future is not supported yet; use spin_until_future_complete")
+        # Inside a Task: it resumes once this future is done.
+        while not self.done():
+            yield self
+        return self.result()
+
+
+class Task(Future):
+    """A coroutine run by the executors: started at once, resumed each
+    time a future it awaits is done (while an executor spins); its result
+    is the coroutine's return value. An exception in it is its
+    ``exception()`` and comes out of the spin that ran it."""
+
+    def __init__(self, coroutine):
+        super().__init__()
+        self._coro = coroutine
+        self._step()
+
+    def _step(self, _done=None):
+        if self._done:
+            return
+        try:
+            awaited = self._coro.send(None)
+        except StopIteration as stop:
+            self.set_result(stop.value)
+            return
+        except BaseException as e:
+            self.set_exception(e)
+            raise
+        if awaited is None:
+            _ready.append(self)
+        elif isinstance(awaited, Future):
+            awaited.add_done_callback(self._step)
+        else:
+            self._coro.close()
+            e = TypeError(f"a myelin Task can await myelin futures, not {type(awaited).__name__}")
+            self.set_exception(e)
+            raise e
+
+    def cancel(self):
+        if not self._done:
+            self._coro.close()
+        super().cancel()
+
+
+def _settle(executor):
+    """Settle the watched futures whose answer came (their done callbacks
+    run now) and resume the tasks that yielded; whether anything did.
+    ``executor`` is the core executor that spins, woken by later answers."""
+    from myelin import _myelin
+
+    did = False
+    while _ready:
+        did = True
+        _ready.pop(0)._step()
+    for fut in list(_watched):
+        pending = fut._pending
+        if fut._done or pending is None:
+            _watched.discard(fut)
+            continue
+        try:
+            answer = executor.watch(pending)
+        except _myelin.MyelinError as e:
+            _watched.discard(fut)
+            fut.set_exception(e)
+            did = True
+            continue
+        if answer is not None:
+            _watched.discard(fut)
+            fut._settle(answer)
+            did = True
+    return did
+
+
+def _coroutine_aware(callback):
+    """``callback`` as the core calls it: an ``async def`` function runs as
+    a :class:`Task` each time it is called; anything else is unchanged."""
+    import inspect
+
+    if not inspect.iscoroutinefunction(callback):
+        return callback
+
+    def run(*args):
+        Task(callback(*args))
+
+    return run

@@ -1184,6 +1184,17 @@ impl Executor {
         self.exec.remove_node(&node.node)
     }
 
+    /// Look at `call` for this executor: its answer if it came (raises
+    /// what the call failed with), else None, and the answer, when it
+    /// comes, ends this executor's current wait, so that the loop that
+    /// spins it settles the call's future (and runs its done callbacks).
+    fn watch(&self, py: Python<'_>, call: &PendingCall) -> PyResult<Option<Py<PyAny>>> {
+        let waker = std::task::Waker::from(Arc::new(StopExecutor(self.exec.stop_handle())));
+        call.poll_raw(&waker)
+            .map(|r| call.finish(py, r))
+            .transpose()
+    }
+
     /// Run callbacks until `call` is answered or `timeout` seconds pass
     /// (None: no end); the answer wakes the executor at once. The answer,
     /// or None on timeout.
@@ -1278,6 +1289,14 @@ impl MultiThreadedExecutor {
 
     fn remove_node(&mut self, node: &Node) -> bool {
         self.exec.remove_node(&node.node)
+    }
+
+    /// As `Executor.watch`: the answer ends the workers' current slice.
+    fn watch(&self, py: Python<'_>, call: &PendingCall) -> PyResult<Option<Py<PyAny>>> {
+        let waker = std::task::Waker::from(Arc::new(StopExecutor(self.exec.stop_handle())));
+        call.poll_raw(&waker)
+            .map(|r| call.finish(py, r))
+            .transpose()
     }
 
     /// Run the workers for up to `timeout` seconds, until one callback has

@@ -189,3 +189,80 @@ def test_introspection_events_reach_a_python_subscription(node):
     foo = node.create_service(Foo, "foo", lambda req, resp: resp)
     with pytest.raises(myelin.MyelinError, match="description"):
         foo.configure_introspection(node.get_clock(), 10, State.CONTENTS)
+
+
+def _spin_until(ex, what, rounds=600):
+    """``spin_once`` (at most 0.1 s each) until ``what()``; whether it came."""
+    for _ in range(rounds):
+        if what():
+            return True
+        ex.spin_once(timeout_sec=0.1)
+    return what()
+
+
+def test_done_callbacks_run_while_spinning(node):
+    # rclpy's executor settles a call's future when the answer comes and
+    # runs its done callbacks; nobody here asks the future itself.
+    node.create_service(AddTwoInts, "add_cb", lambda req, resp: AddTwoInts.Response(sum=req.a + req.b))
+    client = node.create_client(AddTwoInts, "add_cb")
+    assert client.wait_for_service(timeout_sec=30.0)
+    got = []
+    future = client.call_async(AddTwoInts.Request(a=20, b=22))
+    future.add_done_callback(lambda f: got.append(f.result().sum))
+    ex = myelin.SingleThreadedExecutor(context=node.context)
+    ex.add_node(node)
+    assert _spin_until(ex, lambda: got), "the done callback never ran"
+    assert got == [42]
+
+
+def test_an_async_callback_awaits_a_call(node):
+    # rclpy's "client_async_callback" shape: a timer's coroutine awaits a
+    # call made inside it.
+    node.create_service(AddTwoInts, "add_async", lambda req, resp: AddTwoInts.Response(sum=req.a * 10 + req.b))
+    client = node.create_client(AddTwoInts, "add_async")
+    assert client.wait_for_service(timeout_sec=30.0)
+    sums = []
+
+    async def tick():
+        if sums:
+            return
+        sums.append(None)
+        answer = await client.call_async(AddTwoInts.Request(a=4, b=2))
+        sums[0] = answer.sum
+
+    timer = node.create_timer(0.01, tick)
+    ex = myelin.SingleThreadedExecutor(context=node.context)
+    ex.add_node(node)
+    assert _spin_until(ex, lambda: sums and sums[0] is not None), "the coroutine never resumed"
+    timer.cancel()
+    assert sums == [42]
+
+
+def test_an_async_task_fails_like_a_callback(node):
+    # An exception after the await comes out of the spin that resumed it.
+    node.create_service(AddTwoInts, "add_fail", lambda req, resp: AddTwoInts.Response(sum=1))
+    client = node.create_client(AddTwoInts, "add_fail")
+    assert client.wait_for_service(timeout_sec=30.0)
+    calls = []
+
+    async def tick():
+        if calls:
+            return
+        calls.append(1)
+        await client.call_async(AddTwoInts.Request(a=1, b=1))
+        raise RuntimeError("after the await")
+
+    node.create_timer(0.01, tick)
+    ex = myelin.SingleThreadedExecutor(context=node.context)
+    ex.add_node(node)
+    with pytest.raises(RuntimeError, match="after the await"):
+        for _ in range(600):
+            ex.spin_once(timeout_sec=0.1)
+
+
+def test_an_async_service_callback_is_refused(node):
+    async def add(req, resp):
+        return resp
+
+    with pytest.raises(TypeError, match="async def"):
+        node.create_service(AddTwoInts, "add_refused", add)
