@@ -35,10 +35,12 @@ from myelin import (  # noqa: F401
     event_handler,
     exceptions,
     executors,
+    logging,
     parameter,
     qos,
     task,
     time,
+    timer,
 )
 from myelin.context import Context
 from myelin.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor

@@ -7,3 +7,8 @@ from myelin._myelin import (  # noqa: F401
     ParameterAlreadyDeclaredException,
     ParameterNotDeclaredException,
 )
+
+
+class InvalidHandle(RuntimeError):
+    """An object used after it was destroyed (``node.create_publisher``
+    after ``destroy_node()``), as rclpy's ``InvalidHandle``."""

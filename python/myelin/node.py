@@ -21,6 +21,7 @@ import inspect
 from myelin import _myelin
 from myelin.callback_groups import core_group
 from myelin.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
+from myelin.logging import LoggingSeverity, RcutilsLogger
 from myelin.parameter import Parameter
 from myelin.qos import _profile
 from myelin.task import _coroutine_aware
@@ -237,64 +238,74 @@ class Timer:
         self._core = None
 
 
-class Logger:
-    """A node's logger: messages go to stderr and ``/rosout``. As in rclpy,
-    each call takes ``once=True``, ``skip_first=True`` and
-    ``throttle_duration_sec=...`` (per call site)."""
+class Logger(RcutilsLogger):
+    """A node's logger (named after the node, as rclpy's): messages go to
+    stderr and ``/rosout``. As in rclpy, each call takes ``once=True``,
+    ``skip_first=True`` and ``throttle_duration_sec=...`` (per call site),
+    and ``set_level`` filters by severity (``myelin.logging``)."""
+
+    _CORE = {
+        LoggingSeverity.DEBUG: "debug",
+        LoggingSeverity.INFO: "info",
+        LoggingSeverity.WARN: "warn",
+        LoggingSeverity.ERROR: "error",
+        LoggingSeverity.FATAL: "fatal",
+    }
 
     def __init__(self, node):
+        ns = node.namespace().strip("/").replace("/", ".")
+        super().__init__(f"{ns}.{node.name()}" if ns else node.name())
         self._node = node
-        self._sites = {}
 
-    def _log(self, level, msg, once=False, skip_first=False, throttle_duration_sec=None, **_):
-        import sys
-        import time
-
-        if once or skip_first or throttle_duration_sec:
-            caller = sys._getframe(2)
-            site = (caller.f_code.co_filename, caller.f_lineno, level)
-            seen = self._sites.get(site)
-            now = time.monotonic()
-            if seen is None:
-                self._sites[site] = now
-                if skip_first:
-                    return False
-            elif once:
-                return False
-            elif throttle_duration_sec and now - seen < throttle_duration_sec:
-                return False
-            else:
-                self._sites[site] = now
-        self._node.log(level, str(msg))
-        return True
-
-    def debug(self, msg, **kwargs):
-        return self._log("debug", msg, **kwargs)
-
-    def info(self, msg, **kwargs):
-        return self._log("info", msg, **kwargs)
-
-    def warning(self, msg, **kwargs):
-        return self._log("warn", msg, **kwargs)
-
-    def warn(self, msg, **kwargs):
-        return self._log("warn", msg, **kwargs)
-
-    def error(self, msg, **kwargs):
-        return self._log("error", msg, **kwargs)
-
-    def fatal(self, msg, **kwargs):
-        return self._log("fatal", msg, **kwargs)
+    def _emit(self, severity, msg):
+        self._node.log(self._CORE[severity], str(msg))
 
 
 class Node:
     """A node named ``node_name`` in ``namespace`` (default: the root)."""
 
-    def __init__(self, node_name, *, context=None, namespace=None, **kwargs):
+    # rclpy's keywords that change nothing here: global arguments are
+    # always used, /rosout is always on, intra-process is always the path
+    # between nodes of one process, and the parameter services are
+    # the core's.
+    _IGNORED = frozenset(
+        {
+            "cli_args",
+            "use_global_arguments",
+            "enable_rosout",
+            "rosout_qos_profile",
+            "start_parameter_services",
+            "parameter_services_qos_profile",
+            "use_intra_process_comms",
+            "enable_logger_service",
+        }
+    )
+
+    def __init__(
+        self,
+        node_name,
+        *,
+        context=None,
+        namespace=None,
+        parameter_overrides=None,
+        allow_undeclared_parameters=False,
+        automatically_declare_parameters_from_overrides=False,
+        **kwargs,
+    ):
         from myelin import get_default_context
 
+        unknown = sorted(set(kwargs) - self._IGNORED)
+        if unknown:
+            raise TypeError(f"Node() got an unexpected keyword argument {unknown[0]!r}")
         self._context = context if context is not None else get_default_context()
         self._node = _myelin.Node(self._context._core(), node_name, namespace)
+        self._destroyed = False
+        self._overrides = {}
+        for p in parameter_overrides or ():
+            if not isinstance(p, Parameter):
+                raise TypeError("parameter_overrides must be a list of Parameter")
+            self._overrides[p.name] = p.value
+        self._allow_undeclared = bool(allow_undeclared_parameters)
         self._executors = set()
         self._publishers = []
         self._subscriptions = []
@@ -302,7 +313,11 @@ class Node:
         self._services = []
         self._clients = []
         self._parameter_callbacks = []
+        self._rates = []
         self._logger = Logger(self._node)
+        if automatically_declare_parameters_from_overrides:
+            for name, value in self._overrides.items():
+                self.declare_parameter(name, value)
 
     @property
     def context(self):
@@ -344,6 +359,7 @@ class Node:
         """A publisher of ``msg_type`` on ``topic``; ``qos_profile`` is a
         :class:`~myelin.qos.QoSProfile` or a depth; ``event_callbacks`` a
         :class:`~myelin.event_handler.PublisherEventCallbacks`."""
+        self._check_live()
         qos = _profile(qos_profile)
         on_event = self._events(event_callbacks, PublisherEventCallbacks)
         core = self._node.create_publisher(msg_type, topic, qos._tuple(), on_event)
@@ -376,6 +392,7 @@ class Node:
         ``publication_sequence_number``, ``reception_sequence_number``: ns
         or counts, 0 when the transport does not say) plus
         ``publisher_gid`` (16 bytes) and ``from_intra_process``."""
+        self._check_live()
         qos = _profile(qos_profile)
         if not callable(callback):
             raise TypeError("callback must be callable")
@@ -406,6 +423,7 @@ class Node:
     def create_timer(self, timer_period_sec, callback, callback_group=None, clock=None):
         """A timer that calls ``callback()`` every ``timer_period_sec``
         seconds while an executor spins this node."""
+        self._check_live()
         if not callable(callback):
             raise TypeError("callback must be callable")
         if hasattr(timer_period_sec, "nanoseconds"):
@@ -422,6 +440,7 @@ class Node:
         this node calls ``callback(request, response)`` and sends what it
         returns. An exception in the callback answers the caller with an
         error and comes out of the ``spin`` that ran it."""
+        self._check_live()
         if not callable(callback):
             raise TypeError("callback must be callable")
         if inspect.iscoroutinefunction(callback):
@@ -436,6 +455,7 @@ class Node:
         """A client of ``srv_type`` for the service ``srv_name`` (its
         ``callback_group`` is checked and has no effect: answers resolve
         the client's futures wherever they arrive)."""
+        self._check_live()
         core_group(callback_group)
         c = Client(self._node.create_client(srv_type, srv_name), srv_type, srv_name, self)
         self._clients.append(c)
@@ -483,6 +503,9 @@ class Node:
         override wins) and return it as a :class:`~myelin.parameter.Parameter`."""
         if isinstance(value, Parameter):
             value = value.value
+        if not ignore_override and name in self._overrides:
+            # The node's parameter_overrides win over the default.
+            value = self._overrides[name]
         v, t = self._node.declare_parameter(name, value)
         return Parameter(name, Parameter.Type(t), v)
 
@@ -523,6 +546,10 @@ class Node:
         results = []
         for p in parameters:
             try:
+                if self._allow_undeclared and not self.has_parameter(p.name):
+                    self.declare_parameter(p.name, p.value)
+                    results.append(SetParametersResult(successful=True))
+                    continue
                 self._node.set_parameters([(p.name, p.value)])
                 results.append(SetParametersResult(successful=True))
             except _myelin.MyelinError as e:
@@ -581,7 +608,36 @@ class Node:
         """Subscriptions on a topic (any type), graph-wide, as rclpy's."""
         return self._node.count_subscribers(topic_name)
 
+    def create_rate(self, frequency, clock=None):
+        """A :class:`~myelin.timer.Rate` of ``frequency`` Hz: its
+        ``sleep()`` returns at the next multiple of the period since it
+        was created (as rclpy's; call it from a thread other than the one
+        spinning this node)."""
+        from myelin.timer import Rate
+
+        self._check_live()
+        r = Rate(frequency, clock if clock is not None else self.get_clock(), self._context)
+        self._rates.append(r)
+        return r
+
+    def destroy_rate(self, rate):
+        if rate in self._rates:
+            self._rates.remove(rate)
+            rate.destroy()
+            return True
+        return False
+
+    def _check_live(self):
+        if self._destroyed:
+            from myelin.exceptions import InvalidHandle
+
+            raise InvalidHandle(f"node {self.get_fully_qualified_name()!r} was destroyed")
+
     def destroy_node(self):
+        self._destroyed = True
+        for r in self._rates:
+            r.destroy()
+        self._rates = []
         for e in list(self._executors):
             e.remove_node(self)
         for p in self._publishers:

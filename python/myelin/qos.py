@@ -28,6 +28,7 @@ __all__ = [
     "qos_profile_services_default",
     "qos_profile_parameters",
     "qos_profile_parameter_events",
+    "QoSPresetProfiles",
     "InvalidQoSError",
 ]
 
@@ -171,3 +172,22 @@ QoSReliabilityPolicy = ReliabilityPolicy
 QoSDurabilityPolicy = DurabilityPolicy
 QoSLivelinessPolicy = LivelinessPolicy
 __all__ += ["QoSHistoryPolicy", "QoSReliabilityPolicy", "QoSDurabilityPolicy", "QoSLivelinessPolicy"]
+
+
+class QoSPresetProfiles(enum.Enum):
+    """rclpy's named presets: ``QoSPresetProfiles.SENSOR_DATA.value`` is
+    :data:`qos_profile_sensor_data`; ``get_from_short_key("sensor_data")``."""
+
+    SYSTEM_DEFAULT = qos_profile_system_default
+    SENSOR_DATA = qos_profile_sensor_data
+    SERVICES_DEFAULT = qos_profile_services_default
+    PARAMETERS = qos_profile_parameters
+    PARAMETER_EVENTS = qos_profile_parameter_events
+
+    @classmethod
+    def short_keys(cls):
+        return [m.name.lower() for m in cls]
+
+    @classmethod
+    def get_from_short_key(cls, name):
+        return cls[name.upper()].value

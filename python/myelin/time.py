@@ -176,6 +176,28 @@ class Clock:
         """Whether this clock follows ``/clock`` (simulated time)."""
         return self._node is not None and self._node.now_ns()[1]
 
+    def sleep_until(self, until, context=None):
+        """Sleep until this clock reads ``until`` (a :class:`Time`); False
+        if the context shut down first. Simulated time is followed as it
+        advances."""
+        import myelin
+
+        target = until.nanoseconds
+        while True:
+            if not myelin.ok(context=context):
+                return False
+            left = target - self.now().nanoseconds
+            if left <= 0:
+                return True
+            # Simulated time may jump: look at least every 10 ms.
+            step = min(left / 1e9, 0.01) if self.ros_time_is_active() else min(left / 1e9, 0.1)
+            _time.sleep(step)
+
+    def sleep_for(self, rel, context=None):
+        """Sleep for ``rel`` (a :class:`Duration`) on this clock; False if
+        the context shut down first."""
+        return self.sleep_until(Time(nanoseconds=self.now().nanoseconds + rel.nanoseconds, clock_type=self._type), context)
+
 
 class ROSClock(Clock):
     """A node's clock."""

@@ -229,4 +229,8 @@ def test_logger_once_skip_first_and_throttle(node):
     assert [log.info("x", once=True) for _ in range(3)] == [True, False, False]
     assert [log.warning("y", skip_first=True) for _ in range(3)] == [False, True, True]
     assert [log.error("z", throttle_duration_sec=3600) for _ in range(3)] == [True, False, False]
+    # As in rclpy: INFO and above by default; set_level changes it.
+    assert log.debug("plain") is False
+    log.set_level(myelin.logging.LoggingSeverity.DEBUG)
     assert log.debug("plain") is True
+    assert log.get_effective_level() == myelin.logging.LoggingSeverity.DEBUG
