@@ -190,6 +190,69 @@ def load_msg(package, name, text):
     return get_message(type_name)
 
 
+def _package_name(path):
+    """A package's name: ``package.xml``'s ``<name>``, else its folder's."""
+    import os
+    import re
+
+    xml = os.path.join(path, "package.xml")
+    if os.path.exists(xml):
+        with open(xml, encoding="utf-8") as f:
+            m = re.search(r"<name>\s*([A-Za-z0-9_]+)\s*</name>", f.read())
+        if m:
+            return m.group(1)
+    return os.path.basename(os.path.normpath(path))
+
+
+def load_packages(*paths):
+    """Load the interfaces of ROS packages from their source folders, as
+    colcon would generate them: each folder's ``msg/*.msg``,
+    ``srv/*.srv`` and ``action/*.action`` (the package's name from its
+    ``package.xml``, else the folder's name). Types may use each other
+    and the message crate's types, in any order of files and packages.
+    Returns ``{type name: class}``; afterwards the classes import as
+    ``from myelin.msgs.<package>.msg import <Type>``.
+
+    A definition that cannot load (a syntax error, a type no package
+    defines) raises ``ValueError`` naming its file and why."""
+    import os
+
+    kinds = (("msg", ".msg", load_msg), ("srv", ".srv", load_srv), ("action", ".action", load_action))
+    loaded = {}
+    for kind, ext, load in kinds:
+        pending = []
+        for path in paths:
+            pkg = _package_name(path)
+            folder = os.path.join(path, kind)
+            if not os.path.isdir(folder):
+                continue
+            for fname in sorted(os.listdir(folder)):
+                if fname.endswith(ext):
+                    with open(os.path.join(folder, fname), encoding="utf-8") as f:
+                        pending.append((pkg, fname[: -len(ext)], f.read(), os.path.join(folder, fname)))
+        # Dependencies first: load what can load, then retry the rest
+        # while each pass loads something.
+        while pending:
+            failed = []
+            for pkg, name, text, file in pending:
+                try:
+                    cls = load(pkg, name, text)
+                except Exception as e:  # noqa: BLE001 - retried, then reported
+                    failed.append((pkg, name, text, file, e))
+                    continue
+                loaded[f"{pkg}/{kind}/{name}"] = cls
+            if len(failed) == len(pending):
+                pkg, name, text, file, e = failed[0]
+                raise ValueError(f"{file}: {e}") from e
+            pending = [f[:4] for f in failed]
+    return loaded
+
+
+def load_package(path):
+    """:func:`load_packages` for one package folder."""
+    return load_packages(path)
+
+
 _services = {}
 
 
