@@ -524,12 +524,12 @@ impl Inbox {
         if i >= self.geo.conns {
             return false;
         }
-        // SYNC: SeqCst, with `leave` and the writer's store of the flag
-        // and load of the gone word (see `InboxWriter::hand_off`); it also
-        // orders the writer's holder counts before the release.
+        // SYNC: AcqRel, with `leave` and the writer's swaps (see
+        // `InboxWriter::hand_off`); it also acquires the writer's holder
+        // counts before the release.
         self.seg
             .atomic_u64(self.geo.conn(i) + C_OWES)
-            .swap(0, Ordering::SeqCst)
+            .swap(0, Ordering::AcqRel)
             != 0
     }
 
@@ -538,8 +538,9 @@ impl Inbox {
     /// then collects what was handed to it before ([`take_owed`](Self::take_owed)
     /// on every block).
     pub fn leave(&self) {
-        // SYNC: SeqCst: see `InboxWriter::hand_off`.
-        self.seg.atomic_u32(OFF_GONE).store(1, Ordering::SeqCst);
+        // SYNC: AcqRel read-modify-write, before the caller's swaps of the
+        // flags: see `InboxWriter::hand_off`.
+        self.seg.atomic_u32(OFF_GONE).swap(1, Ordering::AcqRel);
     }
 
     /// Release connection block `i` after its publisher closed or died (the
@@ -856,13 +857,16 @@ impl InboxWriter {
     /// itself.
     pub fn hand_off(&self) -> bool {
         let owes = self.seg.atomic_u64(self.geo.conn(self.idx) + C_OWES);
-        // SYNC: SeqCst on both sides (store the flag, then load gone; the
-        // reader stores gone, then swaps the flag): at least one side sees
-        // the other's store, and the swap gives the share to exactly one.
-        // The store also orders the holder counts written before it.
-        owes.store(1, Ordering::SeqCst);
-        self.seg.atomic_u32(OFF_GONE).load(Ordering::SeqCst) != 0
-            && owes.swap(0, Ordering::SeqCst) != 0
+        // SYNC: every access to the flag and the gone word, on both sides,
+        // is an AcqRel read-modify-write (set the flag, then read gone; the
+        // reader sets gone, then takes the flag): whichever side comes
+        // second reads what the first wrote, and the swaps give the share
+        // to exactly one. Modelled in myelin-sync's loom tests
+        // (`pool_hand_off_removes_the_file_exactly_once`). Setting the
+        // flag also releases the holder counts written before it.
+        owes.swap(1, Ordering::AcqRel);
+        self.seg.atomic_u32(OFF_GONE).fetch_or(0, Ordering::AcqRel) != 0
+            && owes.swap(0, Ordering::AcqRel) != 0
     }
 
     /// The subscriber's process.

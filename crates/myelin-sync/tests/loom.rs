@@ -168,3 +168,75 @@ fn queued_flag_protocol_loses_no_message() {
         assert_eq!(buffer.load(Ordering::SeqCst), 0);
     });
 }
+
+/// The hand-off of a leaving publisher's chunk pools to the readers still
+/// behind (`myelin_shm::pool::PoolWriter::hand_off`,
+/// `inbox::InboxWriter::hand_off`, `Inbox::leave` / `take_owed`,
+/// `pool::release_handed_off`), modelled on process-local atomics (the
+/// real words live in shared memory): the publisher counts two readers as
+/// holders, then flags each connection and takes back the share of a
+/// reader already gone; each reader marks itself gone, then takes its
+/// flag and releases. In every interleaving the file is removed exactly
+/// once, after every share was given back. Every access to the two words
+/// is a read-modify-write (AcqRel), so that whichever side comes second
+/// reads what the first wrote: with a plain store and load on each side
+/// (SeqCst, which loom models as AcqRel; also with SeqCst fences between)
+/// loom finds the interleaving where both miss each other and nobody
+/// removes the file.
+#[test]
+fn pool_hand_off_removes_the_file_exactly_once() {
+    use myelin_sync::atomic::AtomicU64;
+
+    /// The checked decrement both sides use; true if it gave back the
+    /// last share (the caller removes the file).
+    fn release(holders: &AtomicU32, n: u32) -> bool {
+        let before = holders
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                Some(c.saturating_sub(n))
+            })
+            .unwrap_or(0);
+        before != 0 && before <= n
+    }
+
+    loom::model(|| {
+        let holders = Arc::new(AtomicU32::new(0));
+        let owes: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let gone: Arc<[AtomicU32; 2]> = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
+        let removed = Arc::new(AtomicU32::new(0));
+        let mut readers = Vec::new();
+        for r in 0..2 {
+            let (holders, owes, gone, removed) =
+                (holders.clone(), owes.clone(), gone.clone(), removed.clone());
+            readers.push(loom::thread::spawn(move || {
+                // The subscription leaves.
+                gone[r].swap(1, Ordering::AcqRel);
+                if owes[r].swap(0, Ordering::AcqRel) != 0 && release(&holders, 1) {
+                    removed.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+        }
+        // The publisher leaves with both readers behind.
+        holders.store(2, Ordering::Relaxed);
+        let mut back = 0;
+        for r in 0..2 {
+            owes[r].swap(1, Ordering::AcqRel);
+            if gone[r].fetch_or(0, Ordering::AcqRel) != 0 && owes[r].swap(0, Ordering::AcqRel) != 0
+            {
+                back += 1;
+            }
+        }
+        if back > 0 && release(&holders, back) {
+            removed.fetch_add(1, Ordering::SeqCst);
+        }
+        for h in readers {
+            h.join().unwrap();
+        }
+        assert_eq!(
+            removed.load(Ordering::SeqCst),
+            1,
+            "removed exactly once (back {back}, holders {})",
+            holders.load(Ordering::SeqCst)
+        );
+        assert_eq!(holders.load(Ordering::SeqCst), 0, "every share given back");
+    });
+}
