@@ -32,7 +32,19 @@ fn bed(n: usize) -> Option<TestBed> {
     match TestBed::new(n) {
         Ok(b) => Some(b),
         Err(e) => {
-            println!("skipped: {e}");
+            // libtest hides a passing test's output: the reason also goes
+            // to a file that `.ci/run` prints after the tests.
+            eprintln!("skipped: {e}");
+            let file =
+                std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("testbed-skipped.txt");
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(file)
+            {
+                use std::io::Write;
+                let _ = writeln!(f, "{}: {e}", std::thread::current().name().unwrap_or("?"));
+            }
             None
         }
     }
