@@ -214,6 +214,22 @@ fn talker_role() {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+    if std::env::var_os("MYELIN_HOSTS_HANDSHAKE").is_some() {
+        // The listener's token can reach this host before the routers'
+        // route to it does: probe (-1) until the listener says one came
+        // through on /ready, so that message 0 has a route.
+        let ready = node
+            .create_polling_subscription::<std_msgs::Int64>(
+                "/ready",
+                QoS::keep_last(1),
+                Default::default(),
+            )
+            .unwrap();
+        while ready.take().is_none() {
+            let _ = p.publish(std_msgs::Int64 { data: -1 });
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     let mut i = 0;
     while i < count {
         // A reliable keep_all publish refused after its blocking time is
@@ -242,10 +258,19 @@ fn listener_role() {
     let s = node
         .create_polling_subscription::<std_msgs::Int64>("/count", role_qos(), Default::default())
         .unwrap();
+    // Answers the talker's probes (see `MYELIN_HOSTS_HANDSHAKE`).
+    let ready = std::env::var_os("MYELIN_HOSTS_HANDSHAKE").map(|_| {
+        node.create_publisher::<std_msgs::Int64>("/ready", QoS::keep_last(1))
+            .unwrap()
+    });
     let mut out = std::io::stdout();
     let mut alive = 0;
     loop {
         if let Ok(m) = s.wait_for_message(Duration::from_millis(100)) {
+            if let (true, Some(ready)) = (m.data < 0, &ready) {
+                let _ = ready.publish(std_msgs::Int64 { data: 1 });
+                continue;
+            }
             let _ = writeln!(out, "got {}", m.data);
         }
         let now = s.liveliness_changed().alive_count;
@@ -427,20 +452,14 @@ fn reliable_keep_all_over_a_lossy_link_delivers_everything_in_order() {
         ("MYELIN_HOSTS_QOS", "keep_all".to_string()),
         ("MYELIN_HOSTS_COUNT", N.to_string()),
         ("MYELIN_HOSTS_PERIOD_MS", "2".to_string()),
+        ("MYELIN_HOSTS_HANDSHAKE", "1".to_string()),
     ];
     let (_listener, rx) = listener(&bed, 1, &env);
     let _talker = talker(&bed, 0, &env);
-    // The talker starts when it sees the listener's token; the routers'
-    // route for the new subscriber can trail the token across a lossy
-    // link, so the first message or two may find no route yet (as with
-    // any volatile subscription that joins while messages flow). From the
-    // first message that arrives, every one must, once, in order.
-    let first = next(&rx, "the first message");
-    assert!(
-        first < 50,
-        "the stream reached the listener only at message {first}"
-    );
-    for want in first + 1..N {
+    // The talker starts once a probe went through (the routers' route
+    // for a new subscriber can trail its token across a lossy link):
+    // then every message arrives, from the first, once, in order.
+    for want in 0..N {
         assert_eq!(next(&rx, &format!("message {want} of {N}")), want);
     }
 }
