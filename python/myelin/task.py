@@ -155,6 +155,9 @@ def _settle(executor):
     """Settle the watched futures whose answer came (their done callbacks
     run now) and resume the tasks that yielded; whether anything did.
     ``executor`` is the core executor that spins, woken by later answers."""
+    # Called around every spin slice: nothing to do is the common case.
+    if not _ready and not _watched:
+        return False
     from myelin import _myelin
 
     did = False
