@@ -95,7 +95,8 @@ fn role(bed: &TestBed, i: usize, role: &str, env: &[(&str, String)]) -> Child {
     for (k, v) in env {
         c.env(k, v);
     }
-    c.stdout(Stdio::piped())
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
@@ -873,4 +874,311 @@ fn a_late_joiner_on_another_host_gets_transient_local_history() {
     for want in 0..5 {
         assert_eq!(next(&rx, &format!("history message {want}")), want);
     }
+}
+
+// ------------------------------------------------------ QoS events roles
+
+/// The events talker's and listener's topics and QoS: a deadline of
+/// 500 ms on /deadline, manual-by-topic and automatic liveliness with a
+/// 1 s lease on /manual and /automatic, a best-effort publisher facing a
+/// reliable subscription on /besteffort, and transient-local history on
+/// /history from two publishers, one with a lifespan of 1 s.
+const EVENT_DEADLINE: Duration = Duration::from_millis(500);
+const EVENT_LEASE: Duration = Duration::from_secs(1);
+
+fn event_qos(topic: &str) -> QoS {
+    use myelin::LivelinessKind::{Automatic, ManualByTopic};
+    match topic {
+        "/deadline" => QoS::keep_last(10).deadline(EVENT_DEADLINE),
+        "/manual" => QoS::keep_last(10).liveliness(ManualByTopic, EVENT_LEASE),
+        "/automatic" => QoS::keep_last(10).liveliness(Automatic, EVENT_LEASE),
+        "/history" => QoS::keep_last(10).transient_local(),
+        _ => QoS::keep_last(10),
+    }
+}
+
+/// Lines from a role's stdin, as they come.
+fn commands() -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// Prints `name value` whenever `value` differs from the last printed.
+struct Report(std::collections::HashMap<&'static str, String>);
+
+impl Report {
+    fn set(&mut self, name: &'static str, value: String) {
+        use std::io::Write;
+        if self.0.get(name) != Some(&value) {
+            println!("\n{name} {value}");
+            let _ = std::io::stdout().flush();
+            self.0.insert(name, value);
+        }
+    }
+}
+
+/// Publishes /deadline every 50 ms and asserts /manual every 200 ms while
+/// not told `quiet` (`resume` starts again); holds an idle /automatic
+/// publisher (its process asserts for it) and a best-effort /besteffort
+/// one; publishes 1 on /history with a lifespan of 1 s and 2 with none,
+/// then says `history published`. Reports its statuses (see [`Report`]).
+#[test]
+fn events_talker_role() {
+    if std::env::var(ROLE).as_deref() != Ok("events_talker") {
+        return;
+    }
+    let ctx = role_ctx();
+    let node = ctx.create_node("hosts_events_talker").unwrap();
+    let publisher = |topic: &str, qos: QoS| {
+        node.create_publisher::<std_msgs::Int64>(topic, qos)
+            .unwrap()
+    };
+    let deadline = publisher("/deadline", event_qos("/deadline"));
+    let manual = publisher("/manual", event_qos("/manual"));
+    let _automatic = publisher("/automatic", event_qos("/automatic"));
+    let besteffort = publisher("/besteffort", QoS::keep_last(10).best_effort());
+    let short = publisher(
+        "/history",
+        event_qos("/history").lifespan(Duration::from_secs(1)),
+    );
+    let long = publisher("/history", event_qos("/history"));
+    short.publish(std_msgs::Int64 { data: 1 }).unwrap();
+    long.publish(std_msgs::Int64 { data: 2 }).unwrap();
+    println!("\nhistory published");
+    let mut exec = myelin::Executor::new();
+    exec.add_node(&node).unwrap();
+    let stop = exec.stop_handle();
+    let spinner = std::thread::spawn(move || exec.spin());
+    let told = commands();
+    let mut report = Report(Default::default());
+    let mut quiet = false;
+    for tick in 0u64.. {
+        match told.try_recv().as_deref() {
+            Ok("quiet") => quiet = true,
+            Ok("resume") => quiet = false,
+            Ok("exit") | Err(mpsc::TryRecvError::Disconnected) => break,
+            _ => {}
+        }
+        if !quiet {
+            let _ = deadline.publish(std_msgs::Int64 { data: tick as i64 });
+            if tick % 4 == 0 {
+                manual.assert_liveliness();
+            }
+        }
+        report.set("matched", deadline.matched_count().to_string());
+        report.set(
+            "offered_deadline",
+            deadline.deadline_missed().total_count.to_string(),
+        );
+        report.set(
+            "incompatible",
+            besteffort.incompatible_qos().total_count.to_string(),
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.stop();
+    let _ = spinner.join();
+}
+
+/// The other side of [`events_talker_role`]: subscriptions with the same
+/// QoS (a reliable one on /besteffort), spun by an executor (their
+/// deadline and liveliness checkers), reporting their statuses; told
+/// `join`, it subscribes to /history and prints `history D` for each
+/// message it gets.
+#[test]
+fn events_listener_role() {
+    if std::env::var(ROLE).as_deref() != Ok("events_listener") {
+        return;
+    }
+    let ctx = role_ctx();
+    let node = ctx.create_node("hosts_events_listener").unwrap();
+    let subscription = |topic: &str, qos: QoS| {
+        node.create_subscription(topic, qos, |_: std_msgs::Int64| {})
+            .unwrap()
+    };
+    let deadline = subscription("/deadline", event_qos("/deadline"));
+    let manual = subscription("/manual", event_qos("/manual"));
+    let automatic = subscription("/automatic", event_qos("/automatic"));
+    let besteffort = subscription("/besteffort", QoS::keep_last(10));
+    let mut exec = myelin::Executor::new();
+    exec.add_node(&node).unwrap();
+    let stop = exec.stop_handle();
+    let spinner = std::thread::spawn(move || exec.spin());
+    let told = commands();
+    let mut report = Report(Default::default());
+    let mut history = None;
+    loop {
+        match told.try_recv().as_deref() {
+            Ok("join") => {
+                history = Some(
+                    node.create_polling_subscription::<std_msgs::Int64>(
+                        "/history",
+                        event_qos("/history"),
+                        Default::default(),
+                    )
+                    .unwrap(),
+                );
+            }
+            Ok("exit") | Err(mpsc::TryRecvError::Disconnected) => break,
+            _ => {}
+        }
+        let alive = |s: &myelin::Subscription<std_msgs::Int64>| {
+            let st = s.liveliness_changed();
+            format!("{} {}", st.alive_count, st.not_alive_count)
+        };
+        report.set("matched", deadline.matched_count().to_string());
+        report.set(
+            "requested_deadline",
+            deadline.deadline_missed().total_count.to_string(),
+        );
+        report.set("manual", alive(&manual));
+        report.set("automatic", alive(&automatic));
+        report.set(
+            "incompatible",
+            besteffort.incompatible_qos().total_count.to_string(),
+        );
+        if let Some(h) = &history {
+            while let Some(m) = h.take() {
+                println!("\nhistory {}", m.data);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.stop();
+    let _ = spinner.join();
+}
+
+/// One side of the events test: its reports as they come, and its stdin.
+struct EventSide {
+    proc: Proc,
+    lines: mpsc::Receiver<String>,
+    name: &'static str,
+    /// Every report so far by name, and how far [`wait`](Self::wait) has
+    /// read each (reports of one name are awaited in order; of different
+    /// names, in any).
+    seen: std::collections::HashMap<String, (Vec<String>, usize)>,
+}
+
+impl EventSide {
+    fn start(bed: &TestBed, host: usize, role_name: &'static str) -> EventSide {
+        let mut child = role(bed, host, role_name, &[]);
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        EventSide {
+            proc: Proc(child),
+            lines,
+            name: role_name,
+            seen: Default::default(),
+        }
+    }
+
+    fn tell(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.proc.0.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Wait for a report `name V` with `ok(V)` after the one the last wait
+    /// for `name` returned; returns V.
+    fn wait(&mut self, name: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + LONG;
+        loop {
+            let (values, read) = self.seen.entry(name.to_string()).or_default();
+            while *read < values.len() {
+                *read += 1;
+                if ok(&values[*read - 1]) {
+                    return values[*read - 1].clone();
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| {
+                panic!(
+                    "{}: no `{name}` report as awaited; reports: {:?}",
+                    self.name, self.seen
+                )
+            });
+            if let Some((n, v)) = line.split_once(' ') {
+                self.seen
+                    .entry(n.to_string())
+                    .or_default()
+                    .0
+                    .push(v.to_string());
+            }
+        }
+    }
+}
+
+/// QoS events across hosts, each as a ROS 2 user would see it in the
+/// statuses (and event callbacks) of their endpoints, through two
+/// routers on the test bed: matched on both sides; incompatible QoS
+/// (best effort against reliable) on both sides; offered and requested
+/// deadline missed when the talker goes quiet; manual-by-topic liveliness
+/// lost when it stops asserting and back when it resumes; automatic
+/// liveliness with a 1 s lease lost within the lease when a partition cuts
+/// the hosts apart (zenoh's own lease, 10 s, has not run out: the token
+/// is still there) and back when it heals; and a late joiner on the other
+/// host gets the transient-local message that lives on, not the one whose
+/// 1 s lifespan ran out.
+#[test]
+fn qos_events_cross_hosts() {
+    let Some(bed) = bed(2) else { return };
+    let _r1 = router(&bed, 1, &[]);
+    let _r0 = router(&bed, 0, &[1]);
+    let mut talker = EventSide::start(&bed, 0, "events_talker");
+    let mut listener = EventSide::start(&bed, 1, "events_listener");
+    let published = Instant::now();
+    talker.wait("history", |v| v == "published");
+    let nonzero = |v: &str| v != "0";
+    talker.wait("matched", |v| v == "1");
+    listener.wait("matched", |v| v == "1");
+    talker.wait("incompatible", nonzero);
+    listener.wait("incompatible", nonzero);
+    listener.wait("manual", |v| v == "1 0");
+    listener.wait("automatic", |v| v == "1 0");
+
+    talker.tell("quiet");
+    talker.wait("offered_deadline", nonzero);
+    listener.wait("requested_deadline", nonzero);
+    listener.wait("manual", |v| v == "0 1");
+    talker.tell("resume");
+    listener.wait("manual", |v| v == "1 0");
+
+    bed.partition(1, true).unwrap();
+    let cut = Instant::now();
+    listener.wait("automatic", |v| v == "0 1");
+    println!(
+        "automatic liveliness lost {:?} into the partition",
+        cut.elapsed()
+    );
+    bed.partition(1, false).unwrap();
+    listener.wait("automatic", |v| v == "1 0");
+
+    // The short-lived message is long expired (published before all the
+    // above, 1 s lifespan); the other is not.
+    std::thread::sleep(Duration::from_secs(2).saturating_sub(published.elapsed()));
+    listener.tell("join");
+    listener.wait("history", |v| {
+        assert_ne!(v, "1", "an expired message reached a late joiner");
+        v == "2"
+    });
+    // Anything else of the history arrives with it.
+    std::thread::sleep(Duration::from_secs(1));
+    for line in listener.lines.try_iter() {
+        assert_ne!(
+            line, "history 1",
+            "an expired message reached a late joiner"
+        );
+    }
+    drop(talker);
 }

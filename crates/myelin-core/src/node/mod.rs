@@ -19,6 +19,7 @@ use crate::introspection::{EventSink, MakeSink, ServiceTypeRef};
 use crate::message::Message;
 use crate::names::{self, NameKind};
 use crate::publisher::{PubInner, Publisher, PublisherOptions};
+use crate::qos::LivelinessKind;
 use crate::qos::QoS;
 use crate::qos::QosPolicy;
 use crate::runtime::NodeInner;
@@ -284,6 +285,18 @@ impl Node {
         let owner: Weak<dyn PubOwner> = Arc::downgrade(&(inner.clone() as Arc<dyn PubOwner>));
         for l in inner.links.iter() {
             l.start(owner.clone());
+        }
+        if let (LivelinessKind::Automatic, Some(lease), false) = (
+            qos.liveliness.kind,
+            qos.liveliness.lease,
+            inner.links.is_empty(),
+        ) {
+            // Asserted by the process for the subscriptions elsewhere
+            // (`publisher::automatic`); in this process it is alive while
+            // it exists.
+            let w: Weak<dyn crate::publisher::automatic::AssertsAutomatically> =
+                Arc::downgrade(&(inner.clone() as _));
+            crate::publisher::automatic::register(w, lease);
         }
         Ok(Publisher { inner })
     }

@@ -27,12 +27,12 @@ use crate::events::{
     DeadlineMissedStatus, EventQueue, LivelinessToken, MatchedStatus, PublisherEvent, Status,
 };
 use crate::message::Message;
-use crate::qos::LivelinessKind;
 use crate::qos::{Durability, IncompatibleQosStatus, QoS, QosPolicy};
 use crate::runtime::NodeInner;
 use crate::subscription::SharedEventCallback;
 use crate::transport::{Encode, EndpointEvents, PubLink, PubOwner, SendError, Wanted};
 
+pub(crate) mod automatic;
 mod deliver;
 mod loan;
 
@@ -121,6 +121,16 @@ pub(crate) struct PubInner<T> {
 /// ```
 pub struct Publisher<T: Message> {
     pub(crate) inner: Arc<PubInner<T>>,
+}
+
+impl<T: Message> automatic::AssertsAutomatically for PubInner<T> {
+    fn assert_automatically(&self) -> bool {
+        if self.node.ctx.is_shut_down() {
+            return false;
+        }
+        self.assert_liveliness(false);
+        true
+    }
 }
 
 impl<T: Message> PubInner<T> {
@@ -308,7 +318,7 @@ impl<T: Message> PubInner<T> {
             self.published_count
                 .fetch_add(1, myelin_sync::atomic::Ordering::Relaxed);
         }
-        if self.liveliness.kind == LivelinessKind::ManualByTopic && self.liveliness.lease_ns != 0 {
+        if self.liveliness.lease_ns != 0 {
             self.assert_liveliness(true);
         }
         match self.qos.lifespan {
@@ -318,12 +328,12 @@ impl<T: Message> PubInner<T> {
     }
 
     /// Assert liveliness here and to the subscriptions in other
-    /// processes (a manual-by-topic publisher with a lease; others are
-    /// alive while they exist); `by_publish`: a message is being
-    /// published, which itself asserts.
+    /// processes (a publisher with a lease, manual-by-topic or automatic;
+    /// others are alive while they exist); `by_publish`: a message is
+    /// being published, which itself asserts.
     fn assert_liveliness(&self, by_publish: bool) {
         self.liveliness.assert_now();
-        if self.liveliness.kind == LivelinessKind::ManualByTopic && self.liveliness.lease_ns != 0 {
+        if self.liveliness.lease_ns != 0 {
             for l in self.links.iter() {
                 l.assert_liveliness(by_publish);
             }

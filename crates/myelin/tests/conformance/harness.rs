@@ -363,6 +363,29 @@ impl Peer {
         }
     }
 
+    /// Whether the peer is a process of its own (else a thread of this
+    /// one: `intra`).
+    pub fn is_process(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Stop (`SIGSTOP`: as a debugger's breakpoint or a hung host would)
+    /// or continue (`SIGCONT`) the peer's process; its threads, and the
+    /// sends they make, stop with it.
+    pub fn pause(&mut self, stopped: bool) {
+        let child = self.child.as_ref().expect("only a process can be stopped");
+        let signal = if stopped {
+            libc::SIGSTOP
+        } else {
+            libc::SIGCONT
+        };
+        let pid = i32::try_from(child.id()).expect("a pid");
+        // SAFETY: kill(2) on our own child's pid (not yet reaped: `child`
+        // is still held), with a valid signal number.
+        let r = unsafe { libc::kill(pid, signal) };
+        assert_eq!(r, 0, "signal {signal} to peer {:?}", self.role);
+    }
+
     /// End the peer abruptly: SIGKILL for a process (`kill -9`); an
     /// in-process peer unwinds at its next wait for the test, dropping
     /// everything it created, and a callback it is running never returns.

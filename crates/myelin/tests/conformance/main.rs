@@ -134,6 +134,9 @@ conformance! {
         shm: [],
         zenoh: [],
     }
+    automatic_liveliness_with_a_lease_lapses_while_the_process_is_stopped => qos::automatic_liveliness_with_a_lease {
+        intra: [], shm: [], zenoh: [],
+    }
     matched_counts_go_up_and_back_down_when_the_peer_leaves => graph::matched {
         intra: [], shm: [], zenoh: [],
     }

@@ -332,3 +332,59 @@ pub mod manual_liveliness {
         s.until_told_to_exit();
     }
 }
+
+/// An automatic publisher with a lease, whose process stops (`SIGSTOP`:
+/// a breakpoint, a hung host) while it publishes nothing: its process
+/// asserts for it, so it stays alive while idle, is not alive within
+/// about a lease once stopped, and is alive again when the process
+/// continues. (In one process a publisher is alive while it exists: the
+/// intra case checks only the idle part.)
+pub mod automatic_liveliness_with_a_lease {
+    use super::*;
+
+    const LEASE: Duration = Duration::from_secs(1);
+
+    fn qos() -> QoS {
+        QoS::default().liveliness(LivelinessKind::Automatic, LEASE)
+    }
+
+    pub fn test(t: &Test) {
+        let ctx = t.context();
+        let node = ctx.create_node("test").unwrap();
+        let sub = node
+            .create_subscription("/automatic", qos(), |_: Seq| {})
+            .unwrap();
+        let _spin = Spinning::new(&node);
+        let mut peer = t.peer("publisher");
+        let state = || {
+            let st = sub.liveliness_changed();
+            (st.alive_count, st.not_alive_count)
+        };
+        peer.expect("ready");
+        wait_until("the idle publisher to be alive", || state() == (1, 0));
+        // Idle for several leases: still alive (nobody publishes or
+        // asserts but the process).
+        std::thread::sleep(LEASE * 3);
+        assert_eq!(state(), (1, 0), "an idle automatic publisher lapsed");
+        if peer.is_process() {
+            peer.pause(true);
+            wait_until("the stopped publisher to be not alive", || {
+                state() == (0, 1)
+            });
+            peer.pause(false);
+            wait_until("the continued publisher to be alive again", || {
+                state() == (1, 0)
+            });
+        }
+        peer.finish();
+    }
+
+    pub fn peer(s: &Side) {
+        let ctx = s.context();
+        let node = ctx.create_node("peer").unwrap();
+        // Never published on, never asserted by hand, never spun.
+        let _p = node.create_publisher::<Seq>("/automatic", qos()).unwrap();
+        s.say("ready");
+        s.until_told_to_exit();
+    }
+}

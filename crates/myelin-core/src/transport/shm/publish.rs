@@ -20,7 +20,7 @@ use myelin_shm::wake::WakeTable;
 use super::qos::{decode_qos, is_any_info};
 use super::{Discovered, Domain, remote_wake_table};
 use crate::clock::Pacer;
-use crate::qos::{Durability, History, Liveliness, LivelinessKind, QoS};
+use crate::qos::{Durability, History, QoS};
 use crate::transport::{
     Encode, EndpointSpec, LinkLoan, PubLink, PubOwner, Refused, SendError, TransportError,
     TypeInfo, Wanted,
@@ -260,13 +260,13 @@ impl PubShm {
             keep_last: matches!(spec.qos.history, History::KeepLast(_)),
             wanted: Arc::default(),
             owner: OnceLock::new(),
-            lease_ns: match spec.qos.liveliness {
-                Liveliness {
-                    kind: LivelinessKind::ManualByTopic,
-                    lease: Some(l),
-                } => u64::try_from(l.as_nanos()).unwrap_or(u64::MAX),
-                _ => 0,
-            },
+            // Manual-by-topic and automatic alike: an automatic one is
+            // asserted by its process (`publisher::automatic`).
+            lease_ns: spec
+                .qos
+                .liveliness
+                .lease
+                .map_or(0, |l| u64::try_from(l.as_nanos()).unwrap_or(u64::MAX)),
             last_assert: AtomicU64::new(myelin_shm::monotonic_ns()),
             handed_off: Arc::new(OnceLock::new()),
         })

@@ -107,8 +107,8 @@ fn zid_pid(zid: &str) -> u32 {
     }
 }
 
-/// The key on which a myelin publisher with manual-by-topic liveliness
-/// puts its explicit assertions (an empty payload with the attachment),
+/// The key on which a myelin publisher with a liveliness lease puts its
+/// explicit assertions (an empty payload with the attachment),
 /// beside its data key `data`. A verbatim chunk (`@myelin`): zenoh's
 /// wildcards never match it, so rmw_zenoh's and the tools' subscribers
 /// (`**`) do not see these; only myelin subscriptions with a liveliness
@@ -643,7 +643,7 @@ pub(super) struct Peers {
     /// Compatible endpoints now.
     connected: AtomicU32,
     /// Of the compatible publishers (a subscription's peers), the myelin
-    /// ones with manual-by-topic liveliness and a lease, by the endpoint
+    /// ones with a liveliness lease (either kind), by the endpoint
     /// their gids name ([`gid::endpoint_of`]), with the lease.
     manual: Mutex<HashMap<(u64, u32, u32), Duration>>,
 }
@@ -710,7 +710,6 @@ impl Peers {
                 (Ok(()), _) => {
                     compatible += 1;
                     if self.other == EntityKind::Publisher
-                        && theirs.liveliness.kind == LivelinessKind::ManualByTopic
                         && let Some(lease) = theirs.liveliness.lease
                         && let Some(endpoint) = token_endpoint(t)
                     {
@@ -733,8 +732,8 @@ impl Peers {
         self.connected.load(Ordering::Relaxed) as usize
     }
 
-    /// The compatible myelin publishers with manual-by-topic liveliness
-    /// and a lease (by endpoint), with their leases.
+    /// The compatible myelin publishers with a liveliness lease (by
+    /// endpoint), with their leases.
     pub(super) fn manual(&self) -> HashMap<(u64, u32, u32), Duration> {
         self.manual
             .lock()

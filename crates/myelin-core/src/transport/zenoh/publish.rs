@@ -18,7 +18,7 @@ use myelin_zenoh::zenoh_ext::{
 };
 
 use super::{Discovered, Peers, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
-use crate::qos::{Durability, History, Liveliness, LivelinessKind, Reliability};
+use crate::qos::{Durability, History, Reliability};
 use crate::transport::{
     Encode, EndpointSpec, PubLink, PubOwner, Refused, SendError, TransportError, Wanted,
     encode_to_vec,
@@ -52,8 +52,8 @@ pub(super) struct PubNet {
     /// Whether `peers` has any.
     wanted: Arc<Wanted>,
     owner: OnceLock<Weak<dyn PubOwner>>,
-    /// Manual-by-topic liveliness with a lease: where explicit assertions
-    /// go ([`super::alive_key`]), and the lease.
+    /// Liveliness with a lease: where explicit assertions go
+    /// ([`super::alive_key`]), and the lease.
     alive: Option<(Publisher<'static>, std::time::Duration)>,
     /// When this publisher last told the network it is alive (a sample or
     /// an explicit assertion; `clock::now_ns`).
@@ -117,11 +117,10 @@ impl PubNet {
         let mut token = endpoint_token(dom, EntityKind::Publisher, spec);
         token.eid = serial;
         let token = dom.declare(&token)?;
-        let alive = match qos.liveliness {
-            Liveliness {
-                kind: LivelinessKind::ManualByTopic,
-                lease: Some(lease),
-            } => {
+        // Manual-by-topic and automatic alike (an automatic one is
+        // asserted by its process: `publisher::automatic`).
+        let alive = match qos.liveliness.lease {
+            Some(lease) => {
                 let p = dom
                     .session
                     .declare_publisher(super::alive_key(&key))

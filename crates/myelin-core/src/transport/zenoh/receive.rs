@@ -40,13 +40,14 @@ pub(super) struct SubNet {
     /// The lifespans of this topic's myelin publishers (from their
     /// tokens' QoS), for the samples' gids to find.
     lifespans: Arc<Lifespans>,
-    /// When each manual-by-topic publisher last asserted its liveliness.
+    /// When each publisher with a lease last asserted its liveliness.
     assertions: Arc<Assertions>,
 }
 
-/// The liveliness of the topic's manual-by-topic myelin publishers: each
-/// sample and each explicit assertion (on [`super::alive_key`]) from one
-/// renews it; a publisher is not alive once its lease passed since
+/// The liveliness of the topic's myelin publishers with a lease
+/// (manual-by-topic, or automatic: asserted by their process, see
+/// `publisher::automatic`): each sample and each explicit assertion (on
+/// [`super::alive_key`]) from one renews it; a publisher is not alive once its lease passed since
 /// (measured on this host's clock, at arrival: no clock sync needed). A
 /// newly seen publisher counts as just asserted. rmw_zenoh publishers
 /// carry no assertions: alive while their token is.
@@ -295,7 +296,8 @@ impl SubLink for SubNet {
         };
         let sub = declared.map_err(|e| TransportError::new("declaring the zenoh subscriber", e))?;
         // A subscription with a liveliness lease also hears the explicit
-        // assertions of manual-by-topic publishers.
+        // assertions of publishers with a lease (manual-by-topic ones',
+        // and those their processes make for automatic ones).
         let alive = if self.qos.liveliness.lease.is_some() {
             let assertions = self.assertions.clone();
             let alive = self
