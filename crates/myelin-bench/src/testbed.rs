@@ -58,6 +58,22 @@ pub enum TestBedError {
     },
 }
 
+/// Set (to anything) where the test bed must come up: a test that cannot
+/// build it then fails instead of skipping. CI sets it where it has
+/// checked that it is root and can make a network namespace, so a bed
+/// that breaks there is a failure rather than a quiet skip.
+pub const REQUIRE_ENV: &str = "MYELIN_REQUIRE_TESTBED";
+
+/// Whether [`REQUIRE_ENV`] is set.
+///
+/// ```
+/// // Unset in a plain `cargo test`: tests skip where no bed can be made.
+/// let _ = myelin_bench::testbed::required();
+/// ```
+pub fn required() -> bool {
+    std::env::var_os(REQUIRE_ENV).is_some_and(|v| !v.is_empty())
+}
+
 /// One host of a [`TestBed`].
 #[derive(Debug, Clone)]
 pub struct Host {
@@ -347,17 +363,24 @@ impl TestBed {
 
     /// Limit host `i`'s sending rate to `bits_per_second` (a token bucket:
     /// what a 1 Gbit/s Ethernet port allows); `None` lifts the limit.
+    ///
+    /// The bucket holds 2 ms of the rate (at least 16 KB: the kernel's
+    /// timer tick must be covered), so the line never bursts far above its
+    /// rate, and the queue before it 10 ms (a NIC's 1000-packet queue at
+    /// 1 Gbit/s): a sender that outruns the link is held back by TCP
+    /// within milliseconds, as on a real port.
     pub fn limit_rate(&self, i: usize, bits_per_second: Option<u64>) -> Result<(), TestBedError> {
         let ns = &self.hosts[i].netns;
         let _ = in_ns(ns, "tc", &["qdisc", "del", "dev", "eth0", "root"]);
         if let Some(bps) = bits_per_second {
             let rate = format!("{bps}bit");
+            let burst = format!("{}b", (bps / 8 / 500).max(16_000));
             in_ns(
                 ns,
                 "tc",
                 &[
-                    "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", "1mb",
-                    "latency", "50ms",
+                    "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", &burst,
+                    "latency", "10ms",
                 ],
             )?;
         }

@@ -27,6 +27,7 @@ print(got.decode().strip(), int((time.monotonic() - t) * 1000))
 fn a_round_trip_through_the_delay_relay_takes_twice_its_delay() {
     let bed = match TestBed::new(1) {
         Ok(b) => b,
+        Err(e) if myelin_bench::testbed::required() => panic!("{e}"),
         Err(e) => {
             println!("skipped: {e}");
             return;

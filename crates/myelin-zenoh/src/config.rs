@@ -62,6 +62,22 @@ fn list(endpoints: &[String]) -> String {
 const RETRY_PERIODS: &str =
     "{ period_init_ms: 250, period_max_ms: 1000, period_increase_factor: 2 }";
 
+/// The transmission queues of the data priorities, in batches (zenoh's
+/// default is 2, its maximum 16), for sessions and routers alike. A
+/// camera frame of 4.6 MB is 72 batches of 64 KiB: with 2 the
+/// publishing thread waits for the link every 128 KiB, and at more than
+/// the link carries a best-effort camera's `publish` stalled its driver
+/// (120 frames at 30 Hz took 4.1 to 4.4 s to publish, not 4 s); with 16 it
+/// hands 1 MiB at once, the stall is gone, and what cannot go is dropped
+/// sooner, so the frames that arrive are fresher (BENCHMARKS.md, "Camera
+/// frames across a 1 Gbit/s link"). Batches are allocated when a queue
+/// fills (zenoh's `lazy` mode), so an uncongested link costs nothing
+/// more. The receive buffer (`rx/buffer_size`), which zenoh suggests
+/// raising for large messages, stays at its default: its buffers are
+/// allocated per link up front, and 16 MiB per link across a hundred
+/// processes would be gigabytes.
+const DATA_QUEUES: &str = "{ data_high: 16, data: 16, data_low: 16 }";
+
 /// The largest configuration file read (zenoh's own files are a few KiB).
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
@@ -132,6 +148,7 @@ pub fn session_config(file: Option<&Path>) -> Result<Config, Error> {
   scouting: {{ multicast: {{ enabled: false }}, gossip: {{ enabled: true }}, delay: 0 }},
   listen: {{ endpoints: ["tcp/127.0.0.1:0"] }},
   connect: {{ endpoints: ["{DEFAULT_ROUTER}"], timeout_ms: -1, exit_on_failure: false, retry: {RETRY_PERIODS} }},
+  transport: {{ link: {{ tx: {{ queue: {{ size: {DATA_QUEUES} }} }} }} }},
 }}"#
     );
     Config::from_json5(&text).map_err(|e| Error::Config {
@@ -154,6 +171,7 @@ pub fn router_config(
         None => {
             let mut c = Config::default();
             set(&mut c, "scouting/multicast/enabled", "false")?;
+            set(&mut c, "transport/link/tx/queue/size", &queue_sizes())?;
             c
         }
     };
@@ -172,6 +190,14 @@ pub fn router_config(
     Ok(c)
 }
 
+/// zenoh's queue sizes with [`DATA_QUEUES`] in place of the data ones.
+fn queue_sizes() -> String {
+    let q = DATA_QUEUES.trim_start_matches('{').trim_end_matches('}');
+    format!(
+        "{{ control: 2, real_time: 2, interactive_high: 2, interactive_low: 2, {q}, background: 2 }}"
+    )
+}
+
 /// Open a session (or a router) with `config`.
 pub fn open(config: Config) -> Result<Session, Error> {
     zenoh::open(config)
@@ -182,6 +208,20 @@ pub fn open(config: Config) -> Result<Session, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sessions_and_routers_queue_16_batches_per_data_priority() {
+        let session = session_config(None).unwrap();
+        let router = router_config(None, &[], &[]).unwrap();
+        for c in [session, router] {
+            for p in ["data_high", "data", "data_low"] {
+                let key = format!("transport/link/tx/queue/size/{p}");
+                assert_eq!(c.get_json(&key).unwrap(), "16", "{key}");
+            }
+            let key = "transport/link/tx/queue/size/control";
+            assert_eq!(c.get_json(key).unwrap(), "2", "{key}");
+        }
+    }
 
     #[test]
     fn the_default_stays_on_loopback_and_retries_its_router_forever() {
