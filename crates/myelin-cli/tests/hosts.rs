@@ -1489,3 +1489,48 @@ fn measure_camera_frames_on_a_1_gbit_link() {
         );
     }
 }
+
+/// `myelin bench net --hosts` as the README runs it (a short run): the
+/// ping-pong between two hosts of a fresh test bed completes for myelin
+/// and both raw zenoh modes, each row with every message back, and the
+/// bed is gone afterwards (no namespace of it left).
+#[test]
+fn bench_net_across_hosts_measures_every_system() {
+    // Only to know whether a bed can be made here (the bench makes its own).
+    let Some(probe) = bed(2) else { return };
+    drop(probe);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_myelin"))
+        .args(["bench", "net", "--hosts", "--count", "20"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench net --hosts failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for config in [
+        "myelin hosts pingpong 64B",
+        "zenoh-callback hosts pingpong 64B",
+        "zenoh-thread hosts pingpong 64B",
+    ] {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("net") && l.contains(config))
+            .unwrap_or_else(|| panic!("no row for {config}:\n{text}"));
+        let w: Vec<&str> = row.split_whitespace().collect();
+        // scenario, system, the config's words, count, lost, ...
+        let at = w.iter().position(|x| *x == "64B").unwrap();
+        assert_eq!((w[at + 1], w[at + 2]), ("20", "0"), "{row}");
+    }
+    let left = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let mine = format!("mtb{}x", std::process::id());
+    assert!(
+        !String::from_utf8_lossy(&left.stdout).contains(&mine),
+        "a namespace of this test's beds was left behind"
+    );
+}

@@ -15,7 +15,7 @@ use myelin::{Blob, Client, Context, Executor, Publisher, QoS, ServiceType, Subsc
 
 use crate::harness::{BenchError, Job, size_label};
 use crate::scenarios::net::{
-    NetParams, NetRing, OpenedEnd, Ring, RingEnd, WAIT, err, run, seq_of, wait_for,
+    NetParams, NetRing, OpenedEnd, Ring, RingEnd, WAIT, err, is_probe, run, seq_of, wait_for,
 };
 
 /// myelin's part in the ring: one way of forwarding.
@@ -139,8 +139,12 @@ fn stage(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
     // Messages wait in the subscription's buffer until our
     // publisher has seen the next stage (nothing is sent before).
     wait_for(|| out.subscription_count() > 0)?;
-    for _ in 0..total {
+    let mut left = total;
+    while left > 0 {
         let m = sub.wait_for_message(WAIT).map_err(err)?;
+        if !is_probe(&m) {
+            left -= 1;
+        }
         out.publish(m.into_owned()).map_err(err)?;
     }
     Ok(())
@@ -264,5 +268,12 @@ impl RingEnd for End {
 
     fn recv(&mut self) -> Result<[u8; 8], BenchError> {
         seq_of(&self.back.wait_for_message(WAIT).map_err(err)?)
+    }
+
+    fn recv_within(&mut self, wait: std::time::Duration) -> Result<Option<[u8; 8]>, BenchError> {
+        match self.back.wait_for_message(wait) {
+            Ok(m) => seq_of(&m).map(Some),
+            Err(_) => Ok(None),
+        }
     }
 }

@@ -14,7 +14,9 @@ use std::time::Duration;
 use myelin_zenoh::zenoh::{self, Wait};
 
 use crate::harness::BenchError;
-use crate::scenarios::net::{NetRing, OpenedEnd, Ring, RingEnd, WAIT, err, seq_of, wait_for};
+use crate::scenarios::net::{
+    NetRing, OpenedEnd, Ring, RingEnd, WAIT, err, is_probe, seq_of, wait_for,
+};
 
 /// zenoh's part in the ring: two ways of forwarding.
 pub(super) const RING: NetRing = NetRing {
@@ -41,7 +43,11 @@ fn stage(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
             let _sub = s
                 .declare_subscriber(key(tag, i))
                 .callback_mut(move |sample| {
+                    let probe = is_probe(&sample.payload().to_bytes());
                     let _ = out.put(sample.payload().clone()).wait();
+                    if probe {
+                        return;
+                    }
                     left -= 1;
                     if left == 0 {
                         let _ = tx.send(());
@@ -81,8 +87,12 @@ fn stage(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
         "zenoh-thread" => {
             let (s, out) = stage_session(&ring.config, tag, i)?;
             let (_sub, rx) = channel_subscriber(&s, key(tag, i))?;
-            for _ in 0..total {
+            let mut left = total;
+            while left > 0 {
                 let p = rx.recv_timeout(WAIT).map_err(err)?;
+                if !is_probe(&p.to_bytes()) {
+                    left -= 1;
+                }
                 out.put(p).wait().map_err(err)?;
             }
         }
@@ -215,5 +225,13 @@ impl RingEnd for End {
 
     fn recv(&mut self) -> Result<[u8; 8], BenchError> {
         seq_of(&self.rx.recv_timeout(WAIT).map_err(err)?.to_bytes())
+    }
+
+    fn recv_within(&mut self, wait: Duration) -> Result<Option<[u8; 8]>, BenchError> {
+        match self.rx.recv_timeout(wait) {
+            Ok(p) => seq_of(&p.to_bytes()).map(Some),
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+            Err(e) => Err(err(e)),
+        }
     }
 }
