@@ -67,10 +67,10 @@ const RETRY_PERIODS: &str =
 /// camera frame of 4.6 MB is 72 batches of 64 KiB: with 2 the
 /// publishing thread waits for the link every 128 KiB, and at more than
 /// the link carries a best-effort camera's `publish` stalled its driver
-/// (120 frames at 30 Hz took 4.1 to 4.4 s to publish, not 4 s); with 16 it
-/// hands 1 MiB at once, the stall is gone, and what cannot go is dropped
-/// sooner, so the frames that arrive are fresher (BENCHMARKS.md, "Camera
-/// frames across a 1 Gbit/s link"). Batches are allocated when a queue
+/// (120 frames at 30 Hz took 4.1 to 4.4 s to publish, not 4 s), and
+/// 25 Hz fell behind on a 1 Gbit/s link; with 16 it hands 1 MiB at once
+/// and both are gone (BENCHMARKS.md, "Camera frames across a 1 Gbit/s
+/// link"). Batches are allocated when a queue
 /// fills (zenoh's `lazy` mode), so an uncongested link costs nothing
 /// more. The receive buffer (`rx/buffer_size`), which zenoh suggests
 /// raising for large messages, stays at its default: its buffers are

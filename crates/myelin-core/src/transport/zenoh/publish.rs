@@ -33,6 +33,21 @@ enum Outlet {
     Cached(AdvancedPublisher<'static>),
 }
 
+/// A best-effort message larger than this (one zenoh batch: it is
+/// fragmented) goes out with zenoh's `BlockFirst` congestion control
+/// rather than `Drop`. With `Drop`, a link that backs up drops fragments
+/// (zenoh waits at most 50 ms for each), so a camera stream faster than
+/// its link lost most frames torn, or, with longer waits, queued whole
+/// ones in the socket buffers along the way and delivered them hundreds
+/// of milliseconds old. `BlockFirst` hands a frame to zenoh whole (its
+/// fragments are never dropped) and keeps at most one waiting per link
+/// and priority: a frame that finds one waiting is dropped after 1 ms
+/// (the subscriber counts it in `lost()`), so what arrives is whole and
+/// fresh, at every hop (routers keep the policy). Small messages keep
+/// `Drop`: `BlockFirst` passes each message through a blocking task, a
+/// cost worth paying per frame, not per message.
+pub(super) const LARGE: usize = 65_535;
+
 /// The largest cache of a transient-local publisher (keep_all's depth
 /// is capped here).
 const MAX_CACHE: usize = 10_000;
@@ -58,6 +73,10 @@ pub(super) struct PubNet {
     /// When this publisher last told the network it is alive (a sample or
     /// an explicit assertion; `clock::now_ns`).
     last_told: AtomicU64,
+    /// Best effort without history: where messages over [`LARGE`] go
+    /// (declared by the first one; `None` inside if that failed, and
+    /// they go by `publisher`).
+    large: Option<OnceLock<Option<Publisher<'static>>>>,
 }
 
 impl PubNet {
@@ -147,7 +166,31 @@ impl PubNet {
             owner: OnceLock::new(),
             alive,
             last_told: AtomicU64::new(0),
+            large: (qos.reliability == Reliability::BestEffort && !keeps_history)
+                .then(OnceLock::new),
         })
+    }
+
+    /// The publisher for a best-effort message over [`LARGE`] bytes, if
+    /// this is a best-effort publisher (declared on first use).
+    fn large_outlet(&self) -> Option<&Publisher<'static>> {
+        let Outlet::Plain(p) = &self.publisher else {
+            return None;
+        };
+        self.large
+            .as_ref()?
+            .get_or_init(|| {
+                self.dom
+                    .session
+                    .declare_publisher(p.key_expr().clone().into_owned())
+                    .congestion_control(CongestionControl::BlockFirst)
+                    .wait()
+                    .inspect_err(|e| {
+                        tracing::debug!("no BlockFirst publisher for large messages: {e}")
+                    })
+                    .ok()
+            })
+            .as_ref()
     }
 
     /// The attachment of the next sample (or assertion).
@@ -163,8 +206,15 @@ impl PubNet {
 
     /// Put encoded bytes with their attachment.
     fn put(&self, bytes: impl Into<zenoh::bytes::ZBytes>) -> Result<Refused, SendError> {
+        let bytes: zenoh::bytes::ZBytes = bytes.into();
         let att = self.attachment(self.seq.fetch_add(1, Ordering::Relaxed) + 1);
+        let large = if bytes.len() > LARGE {
+            self.large_outlet()
+        } else {
+            None
+        };
         match &self.publisher {
+            _ if let Some(p) = large => p.put(bytes).attachment(att).wait(),
             Outlet::Plain(p) => p.put(bytes).attachment(att).wait(),
             Outlet::Cached(p) => p.put(bytes).attachment(att).wait(),
         }
