@@ -1485,39 +1485,51 @@ fn measure_camera_frames_on_a_1_gbit_link() {
     }
 }
 
-/// `myelin bench net --hosts` as the README runs it (a short run): the
-/// ping-pong between two hosts of a fresh test bed completes for myelin
-/// and both raw zenoh modes, each row with every message back, and the
-/// bed is gone afterwards (no namespace of it left).
+/// `myelin bench net --hosts` as the README runs it (short runs, 64 B and
+/// a 4.6 MB camera frame): the ping-pong between two hosts of a fresh test
+/// bed completes for myelin and both raw zenoh modes, and for CycloneDDS's
+/// ddsperf where it is installed, each row with every message back; the
+/// beds are gone afterwards (no namespace of them left).
 #[test]
 fn bench_net_across_hosts_measures_every_system() {
     // Only to know whether a bed can be made here (the bench makes its own).
     let Some(probe) = bed(2) else { return };
     drop(probe);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_myelin"))
-        .args(["bench", "net", "--hosts", "--count", "20"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "bench net --hosts failed: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for config in [
-        "myelin hosts pingpong 64B",
-        "zenoh-callback hosts pingpong 64B",
-        "zenoh-thread hosts pingpong 64B",
-    ] {
-        let row = text
-            .lines()
-            .find(|l| l.starts_with("net") && l.contains(config))
-            .unwrap_or_else(|| panic!("no row for {config}:\n{text}"));
-        let w: Vec<&str> = row.split_whitespace().collect();
-        // scenario, system, the config's words, count, lost, ...
-        let at = w.iter().position(|x| *x == "64B").unwrap();
-        assert_eq!((w[at + 1], w[at + 2]), ("20", "0"), "{row}");
+    let ddsperf = std::process::Command::new("ddsperf")
+        .arg("-h")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    for (size, label, count) in [("64", "64B", 20u64), ("4665600", "4665600B", 5)] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_myelin"))
+            .args(["bench", "net", "--hosts", "--size", size])
+            .args(["--count", &count.to_string()])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "bench net --hosts --size {size} failed: {}\n{text}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut configs = vec!["myelin hosts", "zenoh-callback hosts", "zenoh-thread hosts"];
+        if ddsperf {
+            configs.push("ddsperf hosts");
+        }
+        for config in configs {
+            let row = text
+                .lines()
+                .find(|l| l.starts_with("net") && l.contains(config) && l.contains(label))
+                .unwrap_or_else(|| panic!("no row for {config} {label}:\n{text}"));
+            let w: Vec<&str> = row.split_whitespace().collect();
+            // scenario, system, the config's words, count, lost, ...
+            let at = w.iter().position(|x| *x == label).unwrap();
+            let (sent, lost): (u64, &str) = (w[at + 1].parse().unwrap(), w[at + 2]);
+            // ddsperf runs for a time rather than a count.
+            assert!(sent >= count && lost == "0", "{row}");
+        }
     }
     let left = std::process::Command::new("ip")
         .args(["netns", "list"])
