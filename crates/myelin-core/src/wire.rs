@@ -78,13 +78,30 @@ impl SharedBytes {
     /// Bytes copied into a fresh heap buffer aligned to 16 bytes (so POD
     /// types up to that alignment can be viewed in place).
     pub fn copy_from(bytes: &[u8]) -> SharedBytes {
-        let mut buf = vec![0u128; bytes.len().div_ceil(16)];
-        bytemuck::cast_slice_mut::<u128, u8>(&mut buf)[..bytes.len()].copy_from_slice(bytes);
+        SharedBytes::copy_from_parts(std::iter::once(bytes), bytes.len())
+    }
+
+    /// [`copy_from`](Self::copy_from) of bytes that come in `parts` (a
+    /// network message reassembled from fragments), `len` bytes in all,
+    /// copied once into the aligned buffer rather than joined first.
+    /// Parts beyond `len` bytes are cut off; fewer leave zeros.
+    pub(crate) fn copy_from_parts<'a>(
+        parts: impl Iterator<Item = &'a [u8]>,
+        len: usize,
+    ) -> SharedBytes {
+        let mut buf = vec![0u128; len.div_ceil(16)];
+        let out = &mut bytemuck::cast_slice_mut::<u128, u8>(&mut buf)[..len];
+        let mut at = 0;
+        for part in parts {
+            let n = part.len().min(len - at);
+            out[at..at + n].copy_from_slice(&part[..n]);
+            at += n;
+        }
         let buf: Arc<Vec<u128>> = Arc::new(buf);
         let ptr = buf.as_ptr() as *const u8;
         SharedBytes {
             ptr,
-            len: bytes.len(),
+            len,
             _owner: buf,
         }
     }
@@ -535,5 +552,23 @@ pub mod pod_codec {
     /// View `bytes` as a `T` in place (right size and alignment).
     pub fn view<T: bytemuck::Pod>(bytes: &[u8]) -> Option<&T> {
         bytemuck::try_from_bytes(bytes).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SharedBytes;
+
+    #[test]
+    fn parts_are_copied_once_into_one_aligned_buffer() {
+        let parts: [&[u8]; 3] = [b"abc", b"", b"defgh"];
+        let b = SharedBytes::copy_from_parts(parts.iter().copied(), 8);
+        assert_eq!(&b[..], b"abcdefgh");
+        assert_eq!(b.as_ptr() as usize % 16, 0);
+        // More parts than `len`: cut off; fewer: zeros.
+        let cut = SharedBytes::copy_from_parts(parts.iter().copied(), 5);
+        assert_eq!(&cut[..], b"abcde");
+        let short = SharedBytes::copy_from_parts([&b"ab"[..]].into_iter(), 4);
+        assert_eq!(&short[..], b"ab\0\0");
     }
 }

@@ -251,8 +251,11 @@ impl SubLink for SubNet {
                     u64::try_from(att.sequence_number).unwrap_or(0),
                 );
                 let origin = crate::message_info::Origin::Network(Box::new(info));
+                // One copy, also of a message reassembled from fragments
+                // (joining its slices first would be a second).
+                let payload = s.payload();
                 o.deliver(
-                    SharedBytes::copy_from(&s.payload().to_bytes()),
+                    SharedBytes::copy_from_parts(payload.slices(), payload.len()),
                     false,
                     lifespans.lifetime(&att),
                     origin,
