@@ -1489,7 +1489,7 @@ fn measure_camera_frames_on_a_1_gbit_link() {
 /// a 4.6 MB camera frame): the ping-pong between two hosts of a fresh test
 /// bed completes for myelin and both raw zenoh modes, and for CycloneDDS's
 /// ddsperf where it is installed, each row with every message back; the
-/// beds are gone afterwards (no namespace of them left).
+/// bench's beds are gone afterwards (no namespace named after it left).
 #[test]
 fn bench_net_across_hosts_measures_every_system() {
     // Only to know whether a bed can be made here (the bench makes its own).
@@ -1501,13 +1501,20 @@ fn bench_net_across_hosts_measures_every_system() {
         .stderr(Stdio::null())
         .status()
         .is_ok();
+    let mut bench_pids = Vec::new();
     for (size, label, count) in [("64", "64B", 20u64), ("4665600", "4665600B", 5)] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_myelin"))
-            .args(["bench", "net", "--hosts", "--size", size])
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_myelin"))
+            .args(["bench", "net", "--hosts", "--in-process", "--size", size])
             .args(["--count", &count.to_string()])
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap();
+        // `--in-process`: every job's bed is made in this child, so is
+        // named after its pid.
+        bench_pids.push(child.id());
+        let out = child.wait_with_output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -1535,9 +1542,14 @@ fn bench_net_across_hosts_measures_every_system() {
         .args(["netns", "list"])
         .output()
         .unwrap();
-    let mine = format!("mtb{}x", std::process::id());
-    assert!(
-        !String::from_utf8_lossy(&left.stdout).contains(&mine),
-        "a namespace of this test's beds was left behind"
-    );
+    // (This test's own pid names the beds of the other tests running
+    // beside it: not a leak.)
+    let left = String::from_utf8_lossy(&left.stdout);
+    for pid in bench_pids {
+        let theirs = format!("mtb{pid}x");
+        assert!(
+            !left.contains(&theirs),
+            "a namespace of the bench's beds was left behind: {left}"
+        );
+    }
 }
