@@ -41,16 +41,8 @@ fn bed(n: usize) -> Option<TestBed> {
             // libtest hides a passing test's output: the reason also goes
             // to a file that `.ci/run` prints after the tests.
             eprintln!("skipped: {e}");
-            let file =
-                std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("testbed-skipped.txt");
-            if let Ok(mut f) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(file)
-            {
-                use std::io::Write;
-                let _ = writeln!(f, "{}: {e}", std::thread::current().name().unwrap_or("?"));
-            }
+            let test = std::thread::current().name().unwrap_or("?").to_string();
+            for_ci("testbed-skipped.txt", &format!("{test}: {e}"));
             None
         }
     }
@@ -118,14 +110,21 @@ fn role(bed: &TestBed, i: usize, role: &str, env: &[(&str, String)]) -> Child {
 /// (libtest hides a passing test's output).
 fn record(what: &str, took: Duration) {
     println!("{what}: {took:.2?}");
-    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("testbed-times.txt");
+    for_ci("testbed-times.txt", &format!("{what}: {took:.2?}"));
+}
+
+/// Append `line` to `file` in the target's scratch folder, where
+/// `.ci/run` prints it after the tests (libtest hides a passing test's
+/// output).
+fn for_ci(file: &str, line: &str) {
+    use std::io::Write;
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(file);
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(file)
+        .open(path)
     {
-        use std::io::Write;
-        let _ = writeln!(f, "{what}: {took:.2?}");
+        let _ = writeln!(f, "{line}");
     }
 }
 
@@ -690,19 +689,15 @@ fn best_effort_drops_on_a_congested_link_are_counted() {
 /// frame `i` is `j ^ i` (mod 256), so every byte of every frame is checked.
 const IMAGE_LEN: usize = 1440 * 1080 * 3;
 
-/// Frame `i`'s pixels ([`IMAGE_LEN`] bytes, byte `j` = `j ^ i` mod 256),
-/// made eight bytes at a time (a debug build makes and checks 30 of
-/// these a second).
+/// Frame `i`'s pixels ([`IMAGE_LEN`] bytes, byte `j` = `j ^ i` mod 256):
+/// a 256-byte block repeated (a debug build makes and checks 30 of these
+/// a second).
 fn image_pixels(i: u64) -> Vec<u8> {
+    let block: Vec<u8> = (0..=255u8).map(|j| j ^ i as u8).collect();
     let mut v = Vec::with_capacity(IMAGE_LEN);
-    let splat = u64::from_ne_bytes([i as u8; 8]);
-    let mut word = u64::from_le_bytes([0, 1, 2, 3, 4, 5, 6, 7]);
-    let step = u64::from_le_bytes([8; 8]);
     while v.len() < IMAGE_LEN {
-        v.extend_from_slice(&(word ^ splat).to_le_bytes());
-        // Each byte counts up by 8, wrapping at 256, none carrying.
-        word = (word & 0x7f7f_7f7f_7f7f_7f7f).wrapping_add(step & 0x7f7f_7f7f_7f7f_7f7f)
-            ^ ((word ^ step) & 0x8080_8080_8080_8080);
+        let n = (IMAGE_LEN - v.len()).min(256);
+        v.extend_from_slice(&block[..n]);
     }
     v
 }
@@ -733,11 +728,6 @@ fn image_qos() -> QoS {
     }
 }
 
-/// Publishes `MYELIN_HOSTS_COUNT` 1440x1080 rgb8 images on /image
-/// ([`image_qos`]), one every `MYELIN_HOSTS_PERIOD_US`, once a
-/// subscription is there, then prints `published N in T`; `frame_id` the
-/// frame's number, `stamp` the wall clock at publishing (the test bed's
-/// hosts share the clock).
 #[test]
 fn image_pixels_are_j_xor_i() {
     for i in [0u64, 1, 7, 200, 255, 256] {
@@ -753,6 +743,11 @@ fn image_pixels_are_j_xor_i() {
     assert_eq!(image_mismatch(3, &v), Some(1234));
 }
 
+/// Publishes `MYELIN_HOSTS_COUNT` 1440x1080 rgb8 images on /image
+/// ([`image_qos`]), one every `MYELIN_HOSTS_PERIOD_US`, once a
+/// subscription is there, then prints `published N in T`; `frame_id` the
+/// frame's number, `stamp` the wall clock at publishing (the test bed's
+/// hosts share the clock).
 #[test]
 fn image_talker_role() {
     if std::env::var(ROLE).as_deref() != Ok("image_talker") {
@@ -1174,6 +1169,33 @@ impl Report {
     }
 }
 
+/// An executor spinning a node on its own thread (the deadline and
+/// liveliness checkers run there) until dropped.
+struct Spinning(myelin::StopHandle, Option<std::thread::JoinHandle<()>>);
+
+impl Spinning {
+    fn new(node: &myelin::Node) -> Spinning {
+        let mut exec = myelin::Executor::new();
+        exec.add_node(node).unwrap();
+        let stop = exec.stop_handle();
+        Spinning(
+            stop,
+            Some(std::thread::spawn(move || {
+                let _ = exec.spin();
+            })),
+        )
+    }
+}
+
+impl Drop for Spinning {
+    fn drop(&mut self) {
+        self.0.stop();
+        if let Some(t) = self.1.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Publishes /deadline every 50 ms and asserts /manual every 200 ms while
 /// not told `quiet` (`resume` starts again); holds an idle /automatic
 /// publisher (its process asserts for it) and a best-effort /besteffort
@@ -1202,10 +1224,7 @@ fn events_talker_role() {
     short.publish(std_msgs::Int64 { data: 1 }).unwrap();
     long.publish(std_msgs::Int64 { data: 2 }).unwrap();
     println!("\nhistory published");
-    let mut exec = myelin::Executor::new();
-    exec.add_node(&node).unwrap();
-    let stop = exec.stop_handle();
-    let spinner = std::thread::spawn(move || exec.spin());
+    let _spinning = Spinning::new(&node);
     let told = commands();
     let mut report = Report(Default::default());
     let mut quiet = false;
@@ -1233,8 +1252,6 @@ fn events_talker_role() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    stop.stop();
-    let _ = spinner.join();
 }
 
 /// The other side of [`events_talker_role`]: subscriptions with the same
@@ -1257,10 +1274,7 @@ fn events_listener_role() {
     let manual = subscription("/manual", event_qos("/manual"));
     let automatic = subscription("/automatic", event_qos("/automatic"));
     let besteffort = subscription("/besteffort", QoS::keep_last(10));
-    let mut exec = myelin::Executor::new();
-    exec.add_node(&node).unwrap();
-    let stop = exec.stop_handle();
-    let spinner = std::thread::spawn(move || exec.spin());
+    let _spinning = Spinning::new(&node);
     let told = commands();
     let mut report = Report(Default::default());
     let mut history = None;
@@ -1301,8 +1315,6 @@ fn events_listener_role() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    stop.stop();
-    let _ = spinner.join();
 }
 
 /// One side of the events test: its reports as they come, and its stdin.
