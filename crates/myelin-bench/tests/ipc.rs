@@ -89,12 +89,18 @@ fn a_relay_chain_across_processes_delivers_every_message() {
         count: 100,
         size: 64,
     };
-    let mut jobs = myelin_bench::scenarios::relay::plan_processes(p, &named(&["myelin"])).unwrap();
-    assert_eq!(jobs.len(), 1);
-    let job = jobs.remove(0);
-    let r = (job.run)().unwrap().record;
-    assert_eq!((r.count, r.lost), (100, 0));
-    assert_eq!(r.hops, Some(3));
+    let jobs =
+        myelin_bench::scenarios::relay::plan_processes(p, &named(&["myelin", "raw"])).unwrap();
+    // myelin blocking and anticipating, the raw futex chain and the two
+    // raw ping-pongs.
+    let names: Vec<String> = jobs.iter().map(|j| j.name.clone()).collect();
+    assert_eq!(jobs.len(), 5, "{names:?}");
+    for job in jobs.into_iter().filter(|j| j.name.starts_with("relay/")) {
+        let name = job.name.clone();
+        let r = (job.run)().unwrap_or_else(|e| panic!("{name}: {e}")).record;
+        assert_eq!((r.count, r.lost), (100, 0), "{name}: every message");
+        assert_eq!(r.hops, Some(3), "{name}");
+    }
 }
 
 #[test]

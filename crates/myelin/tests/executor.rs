@@ -433,6 +433,66 @@ fn a_busy_polling_executor_runs_callbacks_and_still_stops() {
     assert_eq!(got.load(std::sync::atomic::Ordering::SeqCst), 5050);
 }
 
+/// Anticipating executors, single- and multi-threaded, run every message
+/// of a periodic publisher in order, return from `spin_once` at its
+/// timeout while they anticipate, and stop.
+#[test]
+fn anticipating_executors_run_every_periodic_message_and_still_stop() {
+    use myelin::{IdleWait, MultiThreadedExecutor};
+    let ctx = ctx();
+    let node = ctx.create_node("anticipating").unwrap();
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let g = got.clone();
+    let _sub = node
+        .create_subscription("periodic", QoS::keep_all(), move |m: u32| {
+            g.lock().unwrap().push(m);
+        })
+        .unwrap();
+    let p = node
+        .create_publisher::<u32>("periodic", QoS::keep_all())
+        .unwrap();
+    let publish_every_2ms = |from: u32| {
+        for i in from..from + 30 {
+            p.publish(i).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    let wait_for = |n: usize| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while got.lock().unwrap().len() < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    let mut single = Executor::new();
+    single.set_idle_wait(IdleWait::Anticipate);
+    single.add_node(&node).unwrap();
+    let stop = single.stop_handle();
+    let h = std::thread::spawn(move || {
+        single.spin()?;
+        // Learned a 2 ms period; nothing comes now: spin_once still
+        // returns at its timeout.
+        let ran = single.spin_once(Duration::from_millis(20))?;
+        Ok::<_, myelin::SpinError>((single, ran))
+    });
+    publish_every_2ms(0);
+    wait_for(30);
+    stop.stop();
+    let (single, ran) = h.join().unwrap().unwrap();
+    assert!(!ran);
+    drop(single);
+
+    let mut multi = MultiThreadedExecutor::new(2);
+    multi.set_idle_wait(IdleWait::Anticipate);
+    multi.add_node(&node).unwrap();
+    let stop = multi.stop_handle();
+    let h = std::thread::spawn(move || multi.spin());
+    publish_every_2ms(30);
+    wait_for(60);
+    stop.stop();
+    h.join().unwrap().unwrap();
+    assert_eq!(*got.lock().unwrap(), (0..60).collect::<Vec<u32>>());
+}
+
 /// An executor that goes away with a subscription still in its ready
 /// queue (here: it ran one of two messages, queued the subscription again
 /// for the second, and was dropped) leaves nothing stuck: the next

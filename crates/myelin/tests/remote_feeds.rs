@@ -125,6 +125,66 @@ fn inline_case(domain: u32, zenoh: Option<&std::path::Path>) {
     }
 }
 
+/// An executor that anticipates its work hears a talker in another
+/// process that publishes every 10 ms: every message, in order, once the
+/// period is learned (the executor is then awake in a window around each
+/// arrival) and after the talker stops and starts again (a silence longer
+/// than the window: the executor blocks until work comes).
+fn anticipating_case(domain: u32, zenoh: Option<&std::path::Path>) {
+    let ctx = local_ctx(domain, zenoh);
+    let node = ctx.create_node("feeds_anticipating").unwrap();
+    let got = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let g = got.clone();
+    let _s = node
+        .create_subscription("/feeds_ant", QoS::keep_all(), move |m: String| {
+            let n = m.strip_prefix("hello ").and_then(|n| n.parse().ok());
+            g.lock().unwrap().push(n.expect("hello N"));
+        })
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    exec.set_idle_wait(myelin::IdleWait::Anticipate);
+    let stop = exec.stop_handle();
+    let spinner = std::thread::spawn(move || exec.spin());
+    let heard = |n: usize| {
+        let deadline = Instant::now() + LONG;
+        while got.lock().unwrap().len() < n {
+            assert!(Instant::now() < deadline, "only {:?}", got.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    for round in 1..=2 {
+        let talker = talker(domain, "/feeds_ant", zenoh);
+        heard(round * 60);
+        drop(talker);
+        // A silence of many periods.
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop.stop();
+    spinner.join().unwrap().unwrap();
+    let got = got.lock().unwrap();
+    // Each talker counts from 0 (what it sent before the match is not
+    // heard: volatile); within a talker's run nothing is missing.
+    let runs: Vec<&[u64]> = got.chunk_by(|a, b| b > a).collect();
+    assert_eq!(runs.len(), 2, "two talkers, one after the other: {got:?}");
+    for run in runs {
+        let expected: Vec<u64> = (run[0]..run[0] + run.len() as u64).collect();
+        assert_eq!(run, &expected[..], "every message, in order");
+    }
+}
+
+#[test]
+fn an_anticipating_executor_hears_a_periodic_talker_over_shared_memory() {
+    anticipating_case(220, None);
+}
+
+#[cfg(feature = "zenoh")]
+#[test]
+fn an_anticipating_executor_hears_a_periodic_talker_over_zenoh() {
+    let r = common::router::router("feeds_ant");
+    anticipating_case(210, Some(&r.config));
+}
+
 #[test]
 fn a_wait_set_wakes_for_a_message_from_another_process_over_shared_memory() {
     wait_set_case(212, None);

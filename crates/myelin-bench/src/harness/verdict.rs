@@ -44,6 +44,11 @@ impl Run<'_> {
             .map(|r| r.latency_ns.p50 as f64)
     }
 
+    fn p90(&self, scenario: &str, system: &str, config: &str) -> Option<f64> {
+        self.get(scenario, system, config)
+            .map(|r| r.latency_ns.p90 as f64)
+    }
+
     fn hop_p90(&self, scenario: &str, system: &str, config: &str) -> Option<f64> {
         self.get(scenario, system, config)
             .and_then(|r| r.per_hop_ns.as_ref())
@@ -211,6 +216,19 @@ fn check(run: &Run) -> Vec<Checked> {
         "inline callback entry, 1440x1080 at 30 Hz, P50 <= 1.3 us".into(),
         run.p50("image", "myelin", "inline 1440x1080"),
         1300.0,
+    ));
+    out.extend(versus(
+        "image",
+        "executor callback at 30 Hz, P90 <= 1.5x a raw futex hand-off".into(),
+        run.p90("image", "myelin", "callback 1440x1080"),
+        ("futex", run.p90("image", "raw", "futex-handoff 30Hz")),
+        1.5,
+    ));
+    out.extend(bound(
+        "image",
+        "anticipating executor callback at 30 Hz, P90 <= 2 us".into(),
+        run.p90("image", "myelin", "anticipate 1440x1080"),
+        2000.0,
     ));
     out
 }

@@ -53,6 +53,7 @@ use std::time::{Duration, Instant};
 use myelin_sync::atomic::Ordering;
 
 use crate::dispatch::ExecShared;
+pub use crate::dispatch::IdleWait;
 use crate::error::{AddNodeError, SpinError};
 use crate::node::Node;
 use crate::runtime::{ContextInner, NodeInner};
@@ -186,9 +187,33 @@ impl Executor {
 
     /// Busy-poll instead of sleeping when there is no work: the lowest
     /// latency for messages from other processes and threads (no futex
-    /// wake-up), at the cost of one core spinning. Off by default.
+    /// wake-up), at the cost of one core spinning. Off by default. The same
+    /// as `set_idle_wait(IdleWait::BusyPoll)` (on) or `IdleWait::Block` (off).
     pub fn set_busy_poll(&mut self, on: bool) {
-        self.shared.busy_poll.store(on, Ordering::Relaxed);
+        self.set_idle_wait(if on {
+            IdleWait::BusyPoll
+        } else {
+            IdleWait::Block
+        });
+    }
+
+    /// How this executor waits when there is no work: asleep in the kernel
+    /// (the default), [anticipating](IdleWait::Anticipate) periodic work,
+    /// or busy-polling. See [`IdleWait`] for what each costs.
+    ///
+    /// ```
+    /// use myelin_core::{Context, Executor, IdleWait, QoS};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("camera_sink")?;
+    /// let _sub = node.create_subscription("frames", QoS::sensor_data(), |_f: &u64| {})?;
+    /// let mut exec = Executor::new();
+    /// exec.add_node(&node)?;
+    /// exec.set_idle_wait(IdleWait::Anticipate);
+    /// # Ok(()) }
+    /// ```
+    pub fn set_idle_wait(&mut self, wait: IdleWait) {
+        self.shared.set_idle_wait(wait);
     }
 
     /// A handle that stops `spin` from another thread.

@@ -69,6 +69,13 @@ impl MultiThreadedExecutor {
         self.threads
     }
 
+    /// How idle workers wait (see [`IdleWait`](crate::IdleWait)); with
+    /// [`Anticipate`](crate::IdleWait::Anticipate), one worker spins in the
+    /// window and the others sleep.
+    pub fn set_idle_wait(&mut self, wait: crate::IdleWait) {
+        self.shared.set_idle_wait(wait);
+    }
+
     /// Add a node (see [`Executor::add_node`](crate::Executor::add_node)).
     pub fn add_node(&mut self, node: &Node) -> Result<(), AddNodeError> {
         self.attached.add(&self.shared, node)

@@ -1,12 +1,14 @@
 //! myelin in the image pipeline: frames published shared from a camera
-//! node to a viewer node that receives them in an executor callback, in an
-//! inline callback (inside `publish`), or in a thread blocked in
-//! `wait_for_message`.
+//! node to a viewer node that receives them in an executor callback (the
+//! executor asleep between frames, or anticipating them:
+//! [`IdleWait::Anticipate`]), in an inline callback (inside `publish`), or
+//! in a thread blocked in `wait_for_message`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use myelin::IdleWait;
 use myelin::prelude::*;
 
 use crate::harness::{
@@ -14,10 +16,11 @@ use crate::harness::{
 };
 use crate::scenarios::image::{Frame, ImageParams, Pool, Samples};
 
-/// The jobs for one frame size: callback, inline, waiter.
+/// The jobs for one frame size: callback, anticipate, inline, waiter.
 pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
     [
         ("callback", Mode::Callback),
+        ("anticipate", Mode::Anticipate),
         ("inline", Mode::Inline),
         ("waiter", Mode::Waiter),
     ]
@@ -33,6 +36,8 @@ pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
     Callback,
+    /// A callback whose executor anticipates the frames.
+    Anticipate,
     Inline,
     Waiter,
 }
@@ -49,13 +54,16 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         .create_publisher::<Stamped>("image_raw", qos)
         .map_err(|e| setup(&e))?;
     let (handle, stop, _sub) = match mode {
-        Mode::Callback => {
+        Mode::Callback | Mode::Anticipate => {
             let s = samples.clone();
             let sub = viewer
                 .create_subscription("image_raw", qos, move |f: Arc<Stamped>| s.on_frame(&f))
                 .map_err(|e| setup(&e))?;
             let mut exec = Executor::new();
             exec.add_node(&viewer).map_err(|e| setup(&e))?;
+            if mode == Mode::Anticipate {
+                exec.set_idle_wait(IdleWait::Anticipate);
+            }
             let stop = exec.stop_handle();
             let h = std::thread::spawn(move || {
                 let _ = exec.spin();
@@ -117,6 +125,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         .map_err(|_| setup(&"subscriber thread panicked"))?;
     let mode_name = match mode {
         Mode::Callback => "callback",
+        Mode::Anticipate => "anticipate",
         Mode::Inline => "inline",
         Mode::Waiter => "waiter",
     };

@@ -1,7 +1,8 @@
 //! myelin in the relay-chain per-hop latency measurement with every relay
 //! in its own process (`relay --processes`): Source => Relay_0 .. => Sink
 //! over myelin's shared-memory transport, executors blocking on their
-//! futex.
+//! futex (`block`), or anticipating the next message
+//! ([`IdleWait::Anticipate`], `anticipate`).
 //!
 //! The source and the sink share the run's process (one monotonic clock
 //! anyway); each relay is this executable started again with
@@ -16,8 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use myelin::Blob;
 use myelin::prelude::*;
+use myelin::{Blob, IdleWait};
 
 use crate::harness::processes::{Helper, domain, shm_context};
 use crate::harness::stats::LatencyRecorder;
@@ -45,12 +46,28 @@ pub(super) const RELAY: Role = Role {
     run: relay,
 };
 
-/// `domain,index`: subscribe `hop_<index>`, publish `hop_<index+1>`.
+/// How the chain's executors wait, by name.
+const WAITS: [(&str, IdleWait); 2] = [
+    ("block", IdleWait::Block),
+    ("anticipate", IdleWait::Anticipate),
+];
+
+fn wait_named(name: &str) -> Result<IdleWait, BenchError> {
+    WAITS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, w)| *w)
+        .ok_or_else(|| err(format!("no executor wait {name:?}")))
+}
+
+/// `domain,index,wait`: subscribe `hop_<index>`, publish `hop_<index+1>`,
+/// the executor waiting as `wait` names.
 fn relay(spec: &str) -> Result<(), BenchError> {
     let parts: Vec<&str> = spec.split(',').collect();
-    let [domain, index] = parts[..] else {
+    let [domain, index, wait] = parts[..] else {
         return Err(err(format!("bad {ENV} {spec:?}")));
     };
+    let wait = wait_named(wait)?;
     let domain: u32 = domain.parse().map_err(err)?;
     let i: usize = index.parse().map_err(err)?;
     let ctx = context(domain)?;
@@ -90,23 +107,30 @@ fn relay(spec: &str) -> Result<(), BenchError> {
     println!("linked");
     let mut exec = Executor::new();
     exec.add_node(&node).map_err(err)?;
+    exec.set_idle_wait(wait);
     exec.spin().map_err(err)
 }
 
-/// The job: the chain with the executors blocking.
+/// The jobs: the chain with the executors blocking, and anticipating.
 pub(super) fn jobs(p: RelayParams) -> Vec<Job> {
-    vec![Job::new(
-        format!(
-            "relay/myelin/processes-shm block {} {}",
-            rate_label(p.rate),
-            size_label(p.size)
-        ),
-        move || run(p),
-    )]
+    WAITS
+        .iter()
+        .map(|&(name, _)| {
+            Job::new(
+                format!(
+                    "relay/myelin/processes-shm {name} {} {}",
+                    rate_label(p.rate),
+                    size_label(p.size)
+                ),
+                move || run(p, name),
+            )
+        })
+        .collect()
 }
 
-/// The chain: `p.hops` transfers, `p.hops - 1` relay processes.
-fn run(p: RelayParams) -> Result<Outcome, BenchError> {
+/// The chain: `p.hops` transfers, `p.hops - 1` relay processes, the
+/// executors waiting as `wait` names.
+fn run(p: RelayParams, wait: &str) -> Result<Outcome, BenchError> {
     let domain = domain(7);
     let ctx = context(domain)?;
     let hops = p.hops as usize;
@@ -136,7 +160,8 @@ fn run(p: RelayParams) -> Result<Outcome, BenchError> {
         .map_err(err)?;
     let mut children = Vec::new();
     for i in 0..hops - 1 {
-        let mut relay = Helper::spawn("relay_role", ENV, format!("{domain},{i}")).map_err(err)?;
+        let mut relay =
+            Helper::spawn("relay_role", ENV, format!("{domain},{i},{wait}")).map_err(err)?;
         relay.expect("ready").map_err(err)?;
         children.push(relay);
     }
@@ -154,6 +179,7 @@ fn run(p: RelayParams) -> Result<Outcome, BenchError> {
     }
     let mut exec = Executor::new();
     exec.add_node(&node).map_err(err)?;
+    exec.set_idle_wait(wait_named(wait)?);
     let stop = exec.stop_handle();
     let spinner = std::thread::spawn(move || exec.spin());
     let period = period_of(p.rate)?;
@@ -185,7 +211,7 @@ fn run(p: RelayParams) -> Result<Outcome, BenchError> {
         "relay",
         "myelin",
         format!(
-            "processes-shm block {} {}",
+            "processes-shm {wait} {} {}",
             rate_label(p.rate),
             size_label(p.size)
         ),
@@ -194,7 +220,7 @@ fn run(p: RelayParams) -> Result<Outcome, BenchError> {
         total - got,
         Some(p.hops),
         vec![format!(
-            "every relay its own process ({} relays), shared memory, executors blocking; CPU is the source+sink process's",
+            "every relay its own process ({} relays), shared memory, executors waiting: {wait}; CPU is the source+sink process's",
             hops - 1
         )],
     ))

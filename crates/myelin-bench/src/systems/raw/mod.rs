@@ -9,13 +9,17 @@
 //!   ([`processes`]);
 //! * dispatch: two back-to-back clock reads, the floor of any timestamped
 //!   sample;
-//! * image: one `memcpy` of the frame, what a copying waiter pays.
+//! * image: one `memcpy` of the frame, what a copying waiter pays, and the
+//!   futex hand-off between two threads at the frame rate, the floor of an
+//!   executor thread woken for each frame.
 
 use std::time::Instant;
 
 use super::Runs;
 use crate::harness::stats::LatencyRecorder;
-use crate::harness::{BenchError, Job, Meter, Outcome, now_ns, period_of, sleep_until, warmup_for};
+use crate::harness::{
+    BenchError, Job, Meter, Outcome, now_ns, period_of, rate_label, sleep_until, warmup_for,
+};
 use crate::scenarios::dispatch::DispatchParams;
 use crate::scenarios::image::{Frame, ImageParams};
 use crate::scenarios::ipc::{IpcParams, Wait};
@@ -56,20 +60,36 @@ fn relay_jobs(p: RelayParams) -> Vec<Job> {
         .collect()
 }
 
-/// `relay --processes`: the two-process futex and spin ping-pongs (at
-/// least 1000 round trips of 64 B), the limits of a cross-process hop.
+/// `relay --processes`: a futex chain through as many processes at the
+/// same rate (the floor of a blocking chain), and the two-process futex
+/// and spin ping-pongs (at least 1000 round trips of 64 B), the limits of
+/// a cross-process hop kept warm.
 fn relay_processes_jobs(p: RelayParams) -> Vec<Job> {
-    ipc_jobs(IpcParams {
+    let mut jobs = vec![Job::new(
+        format!("relay/raw/futex-chain {} 64B", rate_label(p.rate)),
+        move || processes::chain(p),
+    )];
+    jobs.extend(ipc_jobs(IpcParams {
         count: p.count.max(1000),
         size: 64,
-    })
+    }));
+    jobs
 }
 
-/// image: one memcpy of the frame.
+/// image: one memcpy of the frame, and (once, with the first size) the
+/// futex hand-off between two threads at the frame rate, the floor of an
+/// executor thread woken for each frame.
 fn image_jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
-    vec![Job::new(format!("image/raw/memcpy {label}"), move || {
+    let mut jobs = vec![Job::new(format!("image/raw/memcpy {label}"), move || {
         memcpy(p, label, bytes)
-    })]
+    })];
+    if label == crate::scenarios::image::SIZES[0].0 {
+        jobs.push(Job::new(
+            format!("image/raw/futex-handoff {}", rate_label(p.rate)),
+            move || threads::handoff("image", Handoff::Futex, p.rate, p.frames),
+        ));
+    }
+    jobs
 }
 
 /// ipc: the futex and spin ping-pongs between two processes.

@@ -1,14 +1,19 @@
-//! The limits of this machine between two processes: a futex ping-pong
-//! and a busy-spin ping-pong on words of a shared mapping with a forked
-//! echo process.
+//! The limits of this machine between processes: a futex ping-pong and a
+//! busy-spin ping-pong on words of a shared mapping with a forked echo
+//! process, and a futex chain through forked relay processes at a paced
+//! rate (the floor of `relay --processes`).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use myelin_sync::SharedEvent;
 
 use crate::harness::stats::LatencyRecorder;
-use crate::harness::{BenchError, Meter, Outcome, now_ns};
+use crate::harness::{
+    BenchError, Meter, Outcome, now_ns, period_of, rate_label, sleep_until, warmup_for,
+};
 use crate::scenarios::ipc::{IpcParams, Wait, err, fork_child, reap, warm};
+use crate::scenarios::relay::RelayParams;
 
 /// Four words in a shared anonymous mapping: ping and pong counters, and a
 /// futex event for each direction.
@@ -51,6 +56,134 @@ impl SharedWords {
         // processes.
         unsafe { SharedEvent::from_words(self.base.add(2 + 2 * i)) }
     }
+}
+
+/// The most hops [`chain`] lays out in its page (the relay chain's limit).
+const CHAIN_HOPS: usize = 64;
+
+/// The chain's page: a sequence counter (words 0..64) and a futex event
+/// (words 64..192, two each) per hop, and the source's send stamp (bytes
+/// 1024..1032).
+struct ChainWords(SharedWords);
+
+// SAFETY: the page lives for the rest of the process and every access to
+// it goes through atomics (`counter`, `event`, `stamp`), so threads may
+// share it as processes do.
+unsafe impl Sync for ChainWords {}
+
+impl ChainWords {
+    fn counter(&self, hop: usize) -> &AtomicU32 {
+        assert!(hop < CHAIN_HOPS);
+        // SAFETY: word `hop` < 64 of the zeroed shared page (see
+        // `SharedWords`), accessed only atomically.
+        unsafe { &*(self.0.base.add(hop) as *const AtomicU32) }
+    }
+
+    fn event(&self, hop: usize) -> &SharedEvent {
+        assert!(hop < CHAIN_HOPS);
+        // SAFETY: words 64 + 2 * hop and the next (< 192) of the same page,
+        // 8-byte aligned, accessed only atomically by every process.
+        unsafe { SharedEvent::from_words(self.0.base.add(CHAIN_HOPS + 2 * hop)) }
+    }
+
+    fn stamp(&self) -> &AtomicU64 {
+        // SAFETY: bytes 1024..1032 of the same page (8-byte aligned),
+        // accessed only atomically.
+        unsafe { &*(self.0.base.add(256) as *const AtomicU64) }
+    }
+}
+
+/// `relay --processes`' floor: the source (this process) paces a sequence
+/// number at `p.rate` through `p.hops - 1` forked relay processes to a sink
+/// thread of this process, every hop a futex wake-up of a process asleep
+/// since the last message, as a myelin hop with blocking executors is.
+pub(super) fn chain(p: RelayParams) -> Result<Outcome, BenchError> {
+    let hops = p.hops as usize;
+    if hops > CHAIN_HOPS {
+        return Err(err(format!("at most {CHAIN_HOPS} hops")));
+    }
+    let words = ChainWords(SharedWords::new()?);
+    let warmup = warmup_for(p.count);
+    let total = p.count + warmup;
+    let period = period_of(p.rate)?;
+    // A relay whose source is gone leaves after this long without a message.
+    let patience = period + Duration::from_secs(10);
+    // Fork every relay before the sink thread starts: `fork_child` needs a
+    // single-threaded process.
+    let mut pids = Vec::with_capacity(hops - 1);
+    for i in 0..hops - 1 {
+        let w = &words;
+        pids.push(fork_child(move || {
+            for k in 1..=total as u32 {
+                let out = w.event(i).wait_while(
+                    || w.counter(i).load(Ordering::Acquire) < k,
+                    Some(Instant::now() + patience),
+                );
+                if !out.is_ready() {
+                    return;
+                }
+                w.counter(i + 1).store(k, Ordering::Release);
+                w.event(i + 1).notify();
+            }
+        })?);
+    }
+    let meter = Meter::start();
+    let t0 = now_ns();
+    let (recorder, received) = std::thread::scope(|s| {
+        let w = &words;
+        let sink = s.spawn(move || {
+            let mut rec = LatencyRecorder::with_time_series();
+            let mut got = 0u64;
+            for k in 1..=total as u32 {
+                let out = w.event(hops - 1).wait_while(
+                    || w.counter(hops - 1).load(Ordering::Acquire) < k,
+                    Some(Instant::now() + patience),
+                );
+                if !out.is_ready() {
+                    break;
+                }
+                got += 1;
+                let sent = w.stamp().load(Ordering::Acquire);
+                if u64::from(k) > warmup {
+                    rec.record_at(
+                        sent.saturating_sub(t0) as f64 / 1e9,
+                        now_ns().saturating_sub(sent),
+                    );
+                }
+            }
+            (rec, got)
+        });
+        let start = Instant::now();
+        for k in 1..=total as u32 {
+            sleep_until(start + period * k);
+            // One message in the chain at a time (at robot rates the last
+            // one left long ago): its stamp is the only one.
+            while w.counter(hops - 1).load(Ordering::Acquire) < k - 1 && !sink.is_finished() {
+                std::thread::yield_now();
+            }
+            w.stamp().store(now_ns(), Ordering::Release);
+            w.counter(0).store(k, Ordering::Release);
+            w.event(0).notify();
+        }
+        sink.join()
+    })
+    .map_err(|_| err("the chain's sink thread panicked"))?;
+    for pid in pids {
+        reap(pid);
+    }
+    Ok(meter.finish(
+        "relay",
+        "raw",
+        format!("futex-chain {} 64B", rate_label(p.rate)),
+        recorder,
+        received * u64::from(p.hops),
+        total.saturating_sub(received),
+        Some(p.hops),
+        vec![format!(
+            "the floor of a chain of processes at this rate: {} relay processes, each asleep on a futex until its message, waking the next",
+            hops - 1
+        )],
+    ))
 }
 
 pub(super) fn pingpong(p: IpcParams, wait: Wait) -> Result<Outcome, BenchError> {
