@@ -59,6 +59,16 @@ class Executor:
     def get_nodes(self):
         return list(self._nodes)
 
+    def set_idle_wait(self, mode):
+        """How the executor waits when there is no work (a myelin
+        extension): ``"block"`` (the default: asleep in the kernel),
+        ``"anticipate"`` (learn the period of periodic work, such as a
+        30 Hz camera, sleep until shortly before the next message is due
+        and spin until it comes: lower latency for a short spin per
+        period) or ``"busy_poll"`` (never sleep; one core busy). Raises
+        ValueError for another name."""
+        self._exec.set_idle_wait(mode)
+
     def spin_once(self, timeout_sec=None):
         """Run one ready callback, waiting up to ``timeout_sec`` seconds
         (None: until one runs or the context shuts down)."""

@@ -1161,6 +1161,19 @@ impl Timer {
     }
 }
 
+/// An executor's idle wait by its Python name: "block", "anticipate" or
+/// "busy_poll" (`myelin::IdleWait`).
+fn idle_wait_named(mode: &str) -> PyResult<myelin::IdleWait> {
+    match mode {
+        "block" => Ok(myelin::IdleWait::Block),
+        "anticipate" => Ok(myelin::IdleWait::Anticipate),
+        "busy_poll" => Ok(myelin::IdleWait::BusyPoll),
+        other => Err(PyValueError::new_err(format!(
+            "idle wait {other:?}: must be \"block\", \"anticipate\" or \"busy_poll\""
+        ))),
+    }
+}
+
 /// An executor: runs the callbacks of the nodes added to it, one at a time.
 #[pyclass(module = "myelin._myelin")]
 struct Executor {
@@ -1178,6 +1191,12 @@ impl Executor {
 
     fn add_node(&mut self, node: &Node) -> PyResult<()> {
         self.exec.add_node(&node.node).map_err(core_error)
+    }
+
+    /// How the executor waits when idle (see `idle_wait_named`).
+    fn set_idle_wait(&mut self, mode: &str) -> PyResult<()> {
+        self.exec.set_idle_wait(idle_wait_named(mode)?);
+        Ok(())
     }
 
     fn remove_node(&mut self, node: &Node) -> bool {
@@ -1285,6 +1304,12 @@ impl MultiThreadedExecutor {
 
     fn add_node(&mut self, node: &Node) -> PyResult<()> {
         self.exec.add_node(&node.node).map_err(core_error)
+    }
+
+    /// How the executor waits when idle (see `idle_wait_named`).
+    fn set_idle_wait(&mut self, mode: &str) -> PyResult<()> {
+        self.exec.set_idle_wait(idle_wait_named(mode)?);
+        Ok(())
     }
 
     fn remove_node(&mut self, node: &Node) -> bool {

@@ -8,6 +8,7 @@ import pytest
 import myelin
 from myelin.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from myelin.msgs.example_interfaces.srv import AddTwoInts
+from myelin.msgs.std_msgs.msg import Int32
 
 
 def test_a_blocked_callback_does_not_stop_another_nodes_callbacks(ctx):
@@ -114,3 +115,38 @@ def test_spin_returns_when_the_context_shuts_down(domain, monkeypatch, kind):
         time.sleep(0.01)
     ctx.shutdown()
     assert done.wait(timeout=30), "spin() kept running after the context shut down"
+
+
+@pytest.mark.parametrize("kind", [SingleThreadedExecutor, MultiThreadedExecutor])
+def test_an_anticipating_executor_runs_every_periodic_message(ctx, kind):
+    node = myelin.create_node("anticipating", context=ctx)
+    got = []
+    node.create_subscription(Int32, "periodic", lambda m: got.append(m.data), 100)
+    pub = node.create_publisher(Int32, "periodic", 100)
+    ex = kind(context=ctx)
+    ex.set_idle_wait("anticipate")
+    ex.add_node(node)
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ex.spin_once(timeout_sec=0.05)
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    for i in range(40):
+        pub.publish(Int32(data=i))
+        time.sleep(0.005)
+    end = time.monotonic() + 60  # a bound on a hang, not a speed expectation
+    while len(got) < 40 and time.monotonic() < end:
+        time.sleep(0.01)
+    stop.set()
+    spinner.join()
+    ex.shutdown()
+    assert got == list(range(40))
+
+
+def test_an_unknown_idle_wait_is_refused(ctx):
+    ex = SingleThreadedExecutor(context=ctx)
+    with pytest.raises(ValueError, match="anticipate"):
+        ex.set_idle_wait("sometimes")
