@@ -130,6 +130,13 @@ fn check(run: &Run) -> Vec<Checked> {
     ));
     out.extend(versus(
         "dispatch",
+        "64 B publish -> callback P50 <= 1.5x a channel hop".into(),
+        run.p50("dispatch", "myelin", "64B idle=0"),
+        ("channel", run.p50("dispatch", "channel", "64B")),
+        1.5,
+    ));
+    out.extend(versus(
+        "dispatch",
         "200 idle subscriptions cost <= 10% (64 B P50)".into(),
         run.p50("dispatch", "myelin", "64B idle=200"),
         ("no idle ones", run.p50("dispatch", "myelin", "64B idle=0")),
@@ -184,6 +191,26 @@ fn check(run: &Run) -> Vec<Checked> {
             run.cpu("fanout", "zenoh", "session-per-node nodes=10 100Hz"),
         ),
         0.2,
+    ));
+    out.extend(versus(
+        "fanout",
+        "10 nodes, CPU per message <= zenoh, one shared session".into(),
+        run.cpu("fanout", "myelin", "nodes=10 100Hz"),
+        (
+            "zenoh",
+            run.cpu("fanout", "zenoh", "shared-session nodes=10 100Hz"),
+        ),
+        1.0,
+    ));
+    out.extend(versus(
+        "fanout",
+        "10 nodes, P50 <= 2x zenoh, one shared session".into(),
+        run.p50("fanout", "myelin", "nodes=10 100Hz"),
+        (
+            "zenoh",
+            run.p50("fanout", "zenoh", "shared-session nodes=10 100Hz"),
+        ),
+        2.0,
     ));
     out.extend(versus(
         "fanout",
