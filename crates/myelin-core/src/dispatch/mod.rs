@@ -29,6 +29,7 @@ use crossbeam_queue::{ArrayQueue, SegQueue};
 use myelin_sync::TryLock;
 use myelin_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+pub use anticipate::Anticipated;
 use anticipate::{Anticipation, Plan};
 
 use crate::clock::{from_mono_ns, mono_ns};
@@ -541,6 +542,8 @@ impl ExecShared {
         // Whether this turn waited for its work, and whether it holds the
         // anticipation window (both only for `IdleWait::Anticipate`).
         let (mut waited, mut spinning, mut spins) = (false, false, 0u32);
+        // Whether the last anticipating decision had a steady period.
+        let mut steady = false;
         // The timer deadline of the last wait: work found after it may be
         // the timer's, which is no arrival to learn from.
         let mut timer_then: Option<Instant> = None;
@@ -551,6 +554,7 @@ impl ExecShared {
                 if waited {
                     let now = Instant::now();
                     if timer_then.is_none_or(|t| now < t) {
+                        self.anticipation.count(spinning, steady);
                         self.anticipation.arrived(mono_ns(now));
                     }
                 }
@@ -590,7 +594,9 @@ impl ExecShared {
                 IdleWait::Anticipate => {
                     waited = true;
                     timer_then = timer;
-                    match self.anticipation.plan(mono_ns(Instant::now())) {
+                    let plan = self.anticipation.plan(mono_ns(Instant::now()));
+                    steady = plan != Plan::Block;
+                    match plan {
                         Plan::Spin if spinning || self.anticipation.claim() => {
                             spinning = true;
                             // Yield every 32 looks: alone on its core the
@@ -644,6 +650,11 @@ impl ExecShared {
         }
     }
 
+    /// How well idle workers anticipate the work.
+    pub(crate) fn anticipated(&self) -> Anticipated {
+        self.anticipation.report()
+    }
+
     /// Set how idle workers wait.
     pub(crate) fn set_idle_wait(&self, w: IdleWait) {
         self.idle_wait.store(w as u32, Ordering::Relaxed);
@@ -656,7 +667,7 @@ impl ExecShared {
 /// | mode | latency of a message from another thread or process | CPU while idle |
 /// |---|---|---|
 /// | `Block` (default) | one kernel wake-up (10-70 us on a VM at robot rates) | none |
-/// | `Anticipate` | a spinning thread's (about 1 us) once the period is learned | a short spin per period (1.5% at 100 Hz) |
+/// | `Anticipate` | a spinning thread's once the period is learned | a short spin per period (at most 350 us: 1% at 30 Hz) |
 /// | `BusyPoll` | a spinning thread's | one core |
 ///
 /// ```
@@ -683,7 +694,7 @@ pub enum IdleWait {
     /// is due, then spin until it comes: periodic traffic (a camera, a
     /// control loop) finds the thread running; anything else is handled as
     /// `Block` would, after at most one spin window. The window opens at
-    /// least 100 us before the predicted arrival and closes 50 us after it,
+    /// least 200 us before the predicted arrival and closes 150 us after it,
     /// wider with jitter, never more than a quarter period each; work
     /// faster than 2.5 kHz is not anticipated. With several workers, one
     /// spins and the others block.

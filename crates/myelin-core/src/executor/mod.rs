@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use myelin_sync::atomic::Ordering;
 
 use crate::dispatch::ExecShared;
-pub use crate::dispatch::IdleWait;
+pub use crate::dispatch::{Anticipated, IdleWait};
 use crate::error::{AddNodeError, SpinError};
 use crate::node::Node;
 use crate::runtime::{ContextInner, NodeInner};
@@ -214,6 +214,22 @@ impl Executor {
     /// ```
     pub fn set_idle_wait(&mut self, wait: IdleWait) {
         self.shared.set_idle_wait(wait);
+    }
+
+    /// With [`IdleWait::Anticipate`]: the period learned and how many
+    /// bursts of work were caught in the window or missed (paid a
+    /// wake-up). Many misses mean the work is not periodic enough to
+    /// anticipate, or the machine is too busy to spin on time.
+    ///
+    /// ```
+    /// use myelin_core::{Executor, IdleWait};
+    /// let mut exec = Executor::new();
+    /// exec.set_idle_wait(IdleWait::Anticipate);
+    /// let a = exec.anticipation();
+    /// assert_eq!((a.period, a.caught, a.missed), (None, 0, 0)); // nothing ran yet
+    /// ```
+    pub fn anticipation(&self) -> Anticipated {
+        self.shared.anticipated()
     }
 
     /// A handle that stops `spin` from another thread.

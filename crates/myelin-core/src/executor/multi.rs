@@ -76,6 +76,11 @@ impl MultiThreadedExecutor {
         self.shared.set_idle_wait(wait);
     }
 
+    /// See [`Executor::anticipation`](crate::Executor::anticipation).
+    pub fn anticipation(&self) -> crate::Anticipated {
+        self.shared.anticipated()
+    }
+
     /// Add a node (see [`Executor::add_node`](crate::Executor::add_node)).
     pub fn add_node(&mut self, node: &Node) -> Result<(), AddNodeError> {
         self.attached.add(&self.shared, node)

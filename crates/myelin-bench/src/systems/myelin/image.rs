@@ -53,6 +53,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
     let publisher = camera
         .create_publisher::<Stamped>("image_raw", qos)
         .map_err(|e| setup(&e))?;
+    let anticipated = Arc::new(std::sync::Mutex::new(None));
     let (handle, stop, _sub) = match mode {
         Mode::Callback | Mode::Anticipate => {
             let s = samples.clone();
@@ -65,8 +66,10 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
                 exec.set_idle_wait(IdleWait::Anticipate);
             }
             let stop = exec.stop_handle();
+            let a = anticipated.clone();
             let h = std::thread::spawn(move || {
                 let _ = exec.spin();
+                *a.lock().unwrap_or_else(|e| e.into_inner()) = Some(exec.anticipation());
             });
             (h, Some(stop), Some(sub))
         }
@@ -133,6 +136,14 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         "{bytes} B frames published shared at {}",
         rate_label(p.rate)
     )];
+    if mode == Mode::Anticipate
+        && let Some(a) = *anticipated.lock().unwrap_or_else(|e| e.into_inner())
+    {
+        notes.push(format!(
+            "the executor: {}",
+            super::relay_processes::describe(&a)
+        ));
+    }
     if pool.allocated > 0 {
         notes.push(format!(
             "{} frames were still held and re-allocated",

@@ -181,7 +181,10 @@ fn run(p: RelayParams, wait: &str) -> Result<Outcome, BenchError> {
     exec.add_node(&node).map_err(err)?;
     exec.set_idle_wait(wait_named(wait)?);
     let stop = exec.stop_handle();
-    let spinner = std::thread::spawn(move || exec.spin());
+    let spinner = std::thread::spawn(move || {
+        let _ = exec.spin();
+        exec.anticipation()
+    });
     let period = period_of(p.rate)?;
     let meter = Meter::start();
     let t0 = now_ns();
@@ -198,7 +201,7 @@ fn run(p: RelayParams, wait: &str) -> Result<Outcome, BenchError> {
         std::thread::sleep(Duration::from_millis(2));
     }
     stop.stop();
-    let _ = spinner.join();
+    let anticipated = spinner.join().unwrap_or_default();
     let got = received.load(Ordering::Acquire);
     let mut rec = LatencyRecorder::with_time_series();
     for &(seq, stamp, lat) in samples.lock().unwrap_or_else(|e| e.into_inner()).iter() {
@@ -207,6 +210,13 @@ fn run(p: RelayParams, wait: &str) -> Result<Outcome, BenchError> {
         }
     }
     drop(children);
+    let mut notes = vec![format!(
+        "every relay its own process ({} relays), shared memory, executors waiting: {wait}; CPU is the source+sink process's",
+        hops - 1
+    )];
+    if wait != "block" {
+        notes.push(format!("the sink's executor: {}", describe(&anticipated)));
+    }
     Ok(meter.finish(
         "relay",
         "myelin",
@@ -219,9 +229,17 @@ fn run(p: RelayParams, wait: &str) -> Result<Outcome, BenchError> {
         got * u64::from(p.hops),
         total - got,
         Some(p.hops),
-        vec![format!(
-            "every relay its own process ({} relays), shared memory, executors waiting: {wait}; CPU is the source+sink process's",
-            hops - 1
-        )],
+        notes,
     ))
+}
+
+/// An executor's anticipation figures, for a note.
+pub(super) fn describe(a: &myelin::Anticipated) -> String {
+    let period = a.period.map_or("no steady period".to_string(), |p| {
+        format!("period {p:.1?}")
+    });
+    format!(
+        "{period}, {} bursts caught in the window, {} missed",
+        a.caught, a.missed
+    )
 }
