@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use myelin::prelude::*;
-use myelin::{AddNodeError, SpinError};
+use myelin::{AddNodeError, MultiThreadedExecutor, SpinError};
 
 fn ctx() -> Context {
     Context::builder()
@@ -222,6 +222,125 @@ fn a_flooded_topic_does_not_starve_another() {
         .position(|&c| c == 'q')
         .expect("quiet topic served");
     assert!(q <= 2, "quiet message waited behind {q} flood messages");
+}
+
+#[test]
+fn work_a_callback_causes_runs_before_older_ready_work() {
+    for threads in [0, 1] {
+        let ctx = ctx();
+        let node = ctx.create_node("n").unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let to_b = node.create_publisher::<u32>("b", QoS::keep_all()).unwrap();
+        let (oa, ob, oc) = (order.clone(), order.clone(), order.clone());
+        // `a` passes its message on to `b`: a two-stage pipeline.
+        let _a = node
+            .create_subscription("a", QoS::keep_all(), move |m: u32| {
+                oa.lock().unwrap().push('a');
+                to_b.publish(m).unwrap();
+            })
+            .unwrap();
+        let _b = node
+            .create_subscription("b", QoS::keep_all(), move |_m: u32| {
+                ob.lock().unwrap().push('b')
+            })
+            .unwrap();
+        let _c = node
+            .create_subscription("c", QoS::keep_all(), move |_m: u32| {
+                oc.lock().unwrap().push('c')
+            })
+            .unwrap();
+        let pa = node.create_publisher::<u32>("a", QoS::keep_all()).unwrap();
+        let pc = node.create_publisher::<u32>("c", QoS::keep_all()).unwrap();
+        // `a` and then `c` are ready; `b` becomes ready while `a` runs.
+        pa.publish(1).unwrap();
+        pc.publish(1).unwrap();
+        let done = || order.lock().unwrap().len() == 3;
+        if threads == 0 {
+            let mut exec = Executor::new();
+            exec.add_node(&node).unwrap();
+            exec.spin_until(Duration::from_secs(30), done).unwrap();
+        } else {
+            let mut exec = MultiThreadedExecutor::new(threads);
+            exec.add_node(&node).unwrap();
+            let stop = exec.stop_handle();
+            let o = order.clone();
+            let watcher = std::thread::spawn(move || {
+                let t0 = Instant::now();
+                while o.lock().unwrap().len() < 3 && t0.elapsed() < Duration::from_secs(30) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                stop.stop();
+            });
+            exec.spin().unwrap();
+            watcher.join().unwrap();
+        }
+        // The message goes through the pipeline before `c`, which was
+        // ready earlier, as it would if `b` ran in the publisher's thread.
+        assert_eq!(
+            *order.lock().unwrap(),
+            ['a', 'b', 'c'],
+            "{threads} worker thread(s)"
+        );
+    }
+}
+
+#[test]
+fn callbacks_that_keep_causing_each_other_do_not_starve_older_work() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let to_pong = node
+        .create_publisher::<u32>("pong", QoS::keep_all())
+        .unwrap();
+    let to_ping = node
+        .create_publisher::<u32>("ping", QoS::keep_all())
+        .unwrap();
+    let (o1, o2, o3) = (order.clone(), order.clone(), order.clone());
+    // `ping` and `pong` answer each other for ever: every run causes the next.
+    let _ping = node
+        .create_subscription("ping", QoS::keep_all(), move |m: u32| {
+            o1.lock().unwrap().push('p');
+            to_pong.publish(m).unwrap();
+        })
+        .unwrap();
+    let _pong = node
+        .create_subscription("pong", QoS::keep_all(), move |m: u32| {
+            o2.lock().unwrap().push('p');
+            to_ping.publish(m).unwrap();
+        })
+        .unwrap();
+    let _other = node
+        .create_subscription("other", QoS::keep_all(), move |_m: u32| {
+            o3.lock().unwrap().push('o')
+        })
+        .unwrap();
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let t = ticks.clone();
+    let _timer = node
+        .create_timer(Duration::from_millis(1), move || {
+            t.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    node.create_publisher::<u32>("ping", QoS::keep_all())
+        .unwrap()
+        .publish(0)
+        .unwrap();
+    node.create_publisher::<u32>("other", QoS::keep_all())
+        .unwrap()
+        .publish(0)
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    exec.spin_until(Duration::from_secs(30), || {
+        ticks.load(Ordering::SeqCst) >= 3 && order.lock().unwrap().contains(&'o')
+    })
+    .unwrap();
+    assert!(ticks.load(Ordering::SeqCst) >= 3, "the timer starved");
+    let o = order.lock().unwrap();
+    let at = o.iter().position(|&c| c == 'o').expect("`other` starved");
+    // Caused work went first, for a bounded run (64 entries), then the
+    // older entry had its turn.
+    assert!((2..=80).contains(&at), "`other` ran after {at} callbacks");
 }
 
 #[test]

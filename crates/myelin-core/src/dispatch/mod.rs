@@ -36,27 +36,45 @@ use crate::clock::{from_mono_ns, mono_ns};
 use crate::error::SpinError;
 use crate::transport::wake::{Lanes as WakeLanes, WakeEvent};
 
+/// The callback this thread is running, if it runs one for an executor.
+#[derive(Clone, Copy)]
+struct Current {
+    /// The executor (by address, never dereferenced).
+    exec: usize,
+    /// Whether that executor runs callback groups.
+    grouped: bool,
+    /// The callback's group (by address).
+    group: usize,
+    /// The entity whose callback it is (by address): its own re-queueing
+    /// is not work it caused.
+    entity: usize,
+}
+
 thread_local! {
-    /// The executor (by address, never dereferenced), whether it runs
-    /// groups, and the group of the callback this thread is running now.
-    static CURRENT: std::cell::Cell<Option<(usize, bool, usize)>> = const { std::cell::Cell::new(None) };
+    static CURRENT: std::cell::Cell<Option<Current>> = const { std::cell::Cell::new(None) };
 }
 
 /// What this thread is executing, if it is inside an executor's callback:
 /// (executor address, grouped, group address).
 pub(crate) fn current() -> Option<(usize, bool, usize)> {
-    CURRENT.with(|c| c.get())
+    CURRENT.with(|c| c.get().map(|c| (c.exec, c.grouped, c.group)))
 }
 
-/// Marks this thread as running `e` on `exec` until dropped.
+/// Marks this thread as running an entity's callback on an executor until
+/// dropped.
 struct Running {
-    prev: Option<(usize, bool, usize)>,
+    prev: Option<Current>,
 }
 
 impl Running {
     #[inline]
-    fn enter(exec: &ExecShared, grouped: bool, group: usize) -> Running {
-        let me = (exec as *const ExecShared as usize, grouped, group);
+    fn enter(exec: &ExecShared, grouped: bool, e: &Arc<dyn Executable>) -> Running {
+        let me = Current {
+            exec: exec as *const ExecShared as usize,
+            grouped,
+            group: Arc::as_ptr(e.group()) as usize,
+            entity: Arc::as_ptr(e) as *const () as usize,
+        };
         Running {
             prev: CURRENT.with(|c| c.replace(Some(me))),
         }
@@ -177,23 +195,64 @@ impl PumpLanes {
 /// not entities; beyond it, entries spill into an unbounded overflow queue.
 const READY_RING: usize = 1024;
 
+/// How many entries of caused work run in a row while older work waits:
+/// then one older entry runs (a timer, another thread's message), so a
+/// cycle of callbacks that keep publishing to each other cannot starve the
+/// rest.
+pub(crate) const CAUSED_STREAK: u32 = 64;
+
 /// The ready queue: a bounded lock-free ring (cheap), with an unbounded
-/// overflow for the rare moment more than [`READY_RING`] entities are ready.
-/// Order is FIFO within each part; the ring is served first.
+/// overflow for the rare moment more than [`READY_RING`] entities are ready,
+/// and a ring of *caused* work ahead of both.
+///
+/// Work is caused when a callback running on this executor makes another
+/// entity of it ready (publishes to its subscription, answers its client):
+/// that entry runs before older ready work, up to [`CAUSED_STREAK`] in a
+/// row, so a message goes through a pipeline of callbacks before the
+/// executor starts on the next input (as a callback run in the publisher's
+/// thread would; tokio's LIFO slot is the same idea). Order is FIFO within
+/// each part; the ring is served before the overflow.
 pub(crate) struct ReadyQueue {
+    caused: ArrayQueue<Arc<dyn Executable>>,
     ring: ArrayQueue<Arc<dyn Executable>>,
     overflow: SegQueue<Arc<dyn Executable>>,
+    /// Caused entries popped in a row while older work waited (reset when
+    /// an older entry runs because the budget is spent).
+    // SYNC: Relaxed: a fairness budget; a lost update under contention
+    // (several workers) shifts the budget by one entry.
+    streak: AtomicU32,
 }
 
 impl ReadyQueue {
+    fn new() -> Self {
+        ReadyQueue {
+            caused: ArrayQueue::new(READY_RING),
+            ring: ArrayQueue::new(READY_RING),
+            overflow: SegQueue::new(),
+            streak: AtomicU32::new(0),
+        }
+    }
+
     #[inline]
     pub(crate) fn push(&self, e: Arc<dyn Executable>) {
         if let Err(e) = self.ring.push(e) {
             self.overflow.push(e);
         }
     }
+
+    /// Queue work a callback of this executor caused (full: as any other).
+    #[inline]
+    fn push_caused(&self, e: Arc<dyn Executable>) {
+        if let Err(e) = self.caused.push(e) {
+            self.push(e);
+        }
+    }
+
     #[inline]
     pub(crate) fn pop(&self) -> Option<Arc<dyn Executable>> {
+        if !self.caused.is_empty() {
+            return self.pop_with_caused();
+        }
         // A match, not `or_else`: the compiler stopped inlining that
         // closure's call as the crate grew (+22 instructions per executor
         // turn in the icount gate's dispatch workload).
@@ -202,18 +261,44 @@ impl ReadyQueue {
             None => self.overflow.pop(),
         }
     }
+
+    /// [`pop`](Self::pop) while caused work waits: it goes first, unless
+    /// [`CAUSED_STREAK`] caused entries ran in a row since an older one did.
+    #[inline(never)]
+    fn pop_with_caused(&self) -> Option<Arc<dyn Executable>> {
+        let streak = self.streak.load(Ordering::Relaxed);
+        if streak < CAUSED_STREAK {
+            self.streak.store(streak + 1, Ordering::Relaxed);
+            return self.caused.pop().or_else(|| self.pop_older());
+        }
+        self.streak.store(0, Ordering::Relaxed);
+        // Nothing older waits: the budget does not apply.
+        self.pop_older().or_else(|| self.caused.pop())
+    }
+
+    #[inline(never)]
+    fn pop_older(&self) -> Option<Arc<dyn Executable>> {
+        self.ring.pop().or_else(|| self.overflow.pop())
+    }
+
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.ring.is_empty() && self.overflow.is_empty()
+        self.ring.is_empty() && self.caused.is_empty() && self.overflow.is_empty()
     }
     pub(crate) fn len(&self) -> usize {
-        // The overflow is almost always empty; its `len` walks indices.
+        // Caused work and the overflow are mostly empty (`len` of either
+        // costs more than a look).
+        let caused = if self.caused.is_empty() {
+            0
+        } else {
+            self.caused.len()
+        };
         let spill = if self.overflow.is_empty() {
             0
         } else {
             self.overflow.len()
         };
-        self.ring.len() + spill
+        self.ring.len() + caused + spill
     }
 }
 
@@ -277,10 +362,7 @@ pub(crate) struct ExecShared {
 impl ExecShared {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(ExecShared {
-            ready: ReadyQueue {
-                ring: ArrayQueue::new(READY_RING),
-                overflow: SegQueue::new(),
-            },
+            ready: ReadyQueue::new(),
             event: WakeEvent::remote_capable(),
             pumps: PumpLanes::new(),
             idle_wait: AtomicU32::new(IdleWait::Block as u32),
@@ -297,10 +379,22 @@ impl ExecShared {
         })
     }
 
-    /// Queue a ready entry and wake one sleeping worker.
+    /// Queue a ready entry and wake one sleeping worker. An entry made
+    /// ready by a callback running on this executor (not the callback's
+    /// own entity coming back for its next message) is caused work, which
+    /// runs first (see [`ReadyQueue`]).
     #[inline]
     pub(crate) fn enqueue(&self, e: Arc<dyn Executable>) {
-        self.ready.push(e);
+        let me = self as *const ExecShared as usize;
+        let caused = CURRENT.with(|c| {
+            c.get()
+                .is_some_and(|c| c.exec == me && c.entity != Arc::as_ptr(&e) as *const () as usize)
+        });
+        if caused {
+            self.ready.push_caused(e);
+        } else {
+            self.ready.push(e);
+        }
         self.event.notify_one();
     }
 
@@ -379,10 +473,17 @@ impl ExecShared {
         let gen_now = self.timers_gen.load(Ordering::Acquire);
         let sim_now_gen = self.sim_gen.load(Ordering::Acquire);
         if gen_now == self.wheel_gen.load(Ordering::Relaxed)
-            && self.next_due.load(Ordering::Acquire) == u64::MAX
             && sim_now_gen == self.wheel_sim_gen.load(Ordering::Relaxed)
         {
-            return; // no timers (on steady time), simulated time still
+            // Nothing registered, reset or moved by simulated time since
+            // the wheel last looked: only the earliest deadline can make a
+            // timer due. (A cancelled timer is seen when it comes due.) So a
+            // burst of messages does not walk every timer once per
+            // callback: one clock read per turn, or none without timers.
+            let due = self.next_due.load(Ordering::Acquire);
+            if due == u64::MAX || Instant::now() < from_mono_ns(due) {
+                return;
+            }
         }
         let Some(mut wheel) = self.wheel.try_lock() else {
             return;
@@ -502,7 +603,7 @@ impl ExecShared {
     /// Run one popped entry, marking this thread as inside it.
     #[inline]
     pub(crate) fn run_entry(&self, e: Arc<dyn Executable>, grouped: bool) -> Result<(), SpinError> {
-        let _running = Running::enter(self, grouped, Arc::as_ptr(e.group()) as usize);
+        let _running = Running::enter(self, grouped, &e);
         if grouped {
             let g = e.group().clone();
             g.run(e, self)

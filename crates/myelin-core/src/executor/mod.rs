@@ -10,6 +10,18 @@
 //! * fairness is FIFO by readiness: a flooded topic gets one callback per
 //!   turn, then waits behind every other ready entry, timers included, so
 //!   neither a busy topic nor a 0 ms timer starves the rest;
+//! * work a callback causes goes first: an entry that a callback running
+//!   on this executor makes ready (it publishes to a subscription served
+//!   here, answers a client, ...) runs before older ready entries, so a
+//!   message passes through a pipeline of nodes before the executor
+//!   starts on the next input, as it would if each callback ran in its
+//!   publisher's thread. At most 64 caused entries run in a row while an
+//!   older one waits; then the older one runs, so callbacks that keep
+//!   publishing to each other starve nothing. (Ten nodes whose timers
+//!   publish to each other's subscriptions at 100 Hz: median latency
+//!   22.6 us instead of 184 us; Mont Blanc in one process: mean 5.6 us
+//!   instead of 62-74 us; see BENCHMARKS.md.) A subscription coming back
+//!   for its next message is not caused work: it goes to the end;
 //! * idle means asleep in the kernel (a futex), until a message, a timer
 //!   deadline, [`StopHandle::stop`], context shutdown or Ctrl-C.
 //!
