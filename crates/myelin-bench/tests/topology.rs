@@ -250,12 +250,22 @@ fn a_slow_subscriber_makes_its_neighbours_late_and_loses_its_own_messages() {
     assert!(by.too_late > 0, "{by:?}");
     assert!(by.late + by.too_late > 0);
     assert_eq!(r.lost, slow.lost + by.lost);
+    // `slow`'s busy work is the runner's own time, not myelin's: at least
+    // 25 ms for every message it counted but the last (which may end
+    // after the measurement).
+    let runner_s = r.runner_percent_of_one_core / 100.0 * r.duration_s;
+    assert!(
+        runner_s >= slow.received.saturating_sub(1) as f64 * 0.025 * 0.999,
+        "runner {runner_s:.3} s for {} busy messages",
+        slow.received
+    );
     // The counters are in the JSON.
     let json = serde_json::to_value(&r).unwrap();
     for key in ["late", "too_late", "lost"] {
         assert!(json[key].is_u64(), "{key}");
         assert!(json["subscriptions"][0][key].is_u64(), "{key}");
     }
+    assert!(json["runner_percent_of_one_core"].is_f64());
 }
 
 #[test]

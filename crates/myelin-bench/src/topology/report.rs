@@ -58,6 +58,10 @@ pub struct TopologyReport {
     pub cpu_percent_of_one_core: f64,
     /// The same as a share of all cores (iRobot's definition).
     pub cpu_percent_of_all_cores: f64,
+    /// Of `cpu_percent_of_one_core`, the runner's own code on executor
+    /// threads (filling payloads, statistics, the callbacks' busy work),
+    /// percent of one core: what is left is myelin's.
+    pub runner_percent_of_one_core: f64,
     /// Resident memory at the end (bytes).
     pub rss_bytes: u64,
     /// Stopped early (Ctrl-C).
@@ -70,13 +74,15 @@ pub struct TopologyReport {
 pub(super) fn report_of(file: &str, placement: String, parts: Vec<PartResult>) -> TopologyReport {
     let mut rec = LatencyRecorder::with_time_series();
     let mut subs = Vec::new();
-    let (mut cpu_ns, mut rss, mut elapsed, mut interrupted) = (0u64, 0u64, 0f64, false);
+    let (mut cpu_ns, mut runner_ns, mut rss, mut elapsed, mut interrupted) =
+        (0u64, 0u64, 0u64, 0f64, false);
     for p in parts {
         for (t, ns) in &p.samples {
             rec.record_at(*t, *ns);
         }
         subs.extend(p.subscriptions);
         cpu_ns += p.cpu_ns;
+        runner_ns += p.runner_ns;
         rss += p.rss_bytes;
         elapsed = elapsed.max(p.elapsed_s);
         interrupted |= p.interrupted;
@@ -84,6 +90,7 @@ pub(super) fn report_of(file: &str, placement: String, parts: Vec<PartResult>) -
     let sum = |f: fn(&SubResult) -> u64| subs.iter().map(f).sum::<u64>();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let one = cpu_ns as f64 / (elapsed * 1e9).max(1.0) * 100.0;
+    let runner = runner_ns as f64 / (elapsed * 1e9).max(1.0) * 100.0;
     TopologyReport {
         machine: MachineInfo::detect(),
         file: file.into(),
@@ -97,6 +104,7 @@ pub(super) fn report_of(file: &str, placement: String, parts: Vec<PartResult>) -
         total: rec.summary(),
         cpu_percent_of_one_core: one,
         cpu_percent_of_all_cores: one / cores,
+        runner_percent_of_one_core: runner,
         rss_bytes: rss,
         interrupted,
         recorder: rec,
@@ -149,9 +157,11 @@ pub fn render(r: &TopologyReport) -> String {
         us(r.total.max)
     );
     out += &format!(
-        "cpu: {:.2}% of one core ({:.2}% of all cores); rss {:.1} MB; {} over {:.1} s{}\n",
+        "cpu: {:.2}% of one core ({:.2}% of all cores; the runner's own code {:.2}%, myelin and the OS {:.2}%); rss {:.1} MB; {} over {:.1} s{}\n",
         r.cpu_percent_of_one_core,
         r.cpu_percent_of_all_cores,
+        r.runner_percent_of_one_core,
+        (r.cpu_percent_of_one_core - r.runner_percent_of_one_core).max(0.0),
         r.rss_bytes as f64 / 1e6,
         r.placement,
         r.duration_s,

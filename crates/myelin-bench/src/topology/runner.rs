@@ -6,7 +6,7 @@
 //! numbers).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -86,6 +86,11 @@ pub struct PartResult {
     pub samples: Vec<(f64, u64)>,
     /// CPU time of the process during the measurement (ns).
     pub cpu_ns: u64,
+    /// Of it, time on executor threads in the runner's own code (ns):
+    /// filling payloads, keeping the statistics, and the callbacks' busy
+    /// work the topology asks for; the rest is myelin's (and the OS's).
+    #[serde(default)]
+    pub runner_ns: u64,
     /// Resident memory at the end (bytes).
     pub rss_bytes: u64,
     /// Seconds measured.
@@ -119,6 +124,8 @@ pub(super) fn run_nodes(
         }
     }
     let running = Arc::new(AtomicBool::new(false));
+    // Time in the runner's own code on executor threads (ns).
+    let runner_ns = Arc::new(AtomicU64::new(0));
     for &i in mine {
         let n = &all[i];
         let node = ctx
@@ -130,6 +137,7 @@ pub(super) fn run_nodes(
             trackers.push((n.name.clone(), s.topic.clone(), size, t.clone(), period));
             let busy = s.callback;
             let on = running.clone();
+            let spent = runner_ns.clone();
             keep.push(Box::new(
                 node.create_subscription(&s.topic, s.qos, move |m: &Blob| {
                     let now = crate::harness::now_ns();
@@ -147,6 +155,10 @@ pub(super) fn run_nodes(
                             std::hint::spin_loop();
                         }
                     }
+                    spent.fetch_add(
+                        crate::harness::now_ns().saturating_sub(now),
+                        Ordering::Relaxed,
+                    );
                 })
                 .map_err(|e| err(&e))?,
             ));
@@ -160,23 +172,36 @@ pub(super) fn run_nodes(
             let mut tracking = 0u32;
             let on = running.clone();
             let template = vec![0u8; size];
+            let spent = runner_ns.clone();
             keep.push(Box::new(
                 node.create_timer(p.period, move || {
                     if !on.load(Ordering::Relaxed) {
                         return;
                     }
+                    let t0 = crate::harness::now_ns();
                     // Build the message first (the payload is the node's
                     // work), then stamp it: latency is publish to receive.
-                    let mut msg = template.clone();
-                    header_bytes(
-                        &mut msg,
-                        crate::harness::now_ns(),
-                        tracking,
-                        freq,
-                        size as u32,
-                    );
+                    // A loan: no payload copy (into shared memory when a
+                    // subscriber is in another process; its contents are
+                    // whatever the memory held, as a camera driver's
+                    // buffer would be). Only the header is written.
+                    let published = match publisher.loan_slice(size) {
+                        Ok(mut loan) => {
+                            let now = crate::harness::now_ns();
+                            header_bytes(&mut loan, now, tracking, freq, size as u32);
+                            spent.fetch_add(now.saturating_sub(t0), Ordering::Relaxed);
+                            loan.publish()
+                        }
+                        Err(_) => {
+                            let mut msg = template.clone();
+                            let now = crate::harness::now_ns();
+                            header_bytes(&mut msg, now, tracking, freq, size as u32);
+                            spent.fetch_add(now.saturating_sub(t0), Ordering::Relaxed);
+                            publisher.publish(Blob::from(msg))
+                        }
+                    };
+                    let _ = published;
                     tracking = tracking.wrapping_add(1);
-                    let _ = publisher.publish(Blob::from(msg));
                 })
                 .map_err(|e| err(&e))?,
             ));
@@ -253,6 +278,7 @@ pub(super) fn run_nodes(
         std::thread::sleep(Duration::from_millis(2));
     }
     let cpu0 = CpuSnapshot::now();
+    let runner0 = runner_ns.load(Ordering::Relaxed);
     let start = Instant::now();
     running.store(true, Ordering::Relaxed);
     let mut interrupted = false;
@@ -269,6 +295,7 @@ pub(super) fn run_nodes(
     running.store(false, Ordering::Relaxed);
     let elapsed = start.elapsed();
     let usage = CpuSnapshot::now().since(&cpu0);
+    let runner_spent = runner_ns.load(Ordering::Relaxed).saturating_sub(runner0);
     // Let in-flight messages land (not counted: `running` is off).
     std::thread::sleep(Duration::from_millis(20));
     for s in &stops {
@@ -298,6 +325,7 @@ pub(super) fn run_nodes(
         subscriptions: subs,
         samples,
         cpu_ns: usage.cpu_ns,
+        runner_ns: runner_spent,
         rss_bytes: crate::harness::sys::current_rss_bytes(),
         elapsed_s: elapsed.as_secs_f64(),
         interrupted,
