@@ -69,6 +69,15 @@ class Executor:
         ValueError for another name."""
         self._exec.set_idle_wait(mode)
 
+    def anticipation(self):
+        """What an executor set to ``"anticipate"`` learned (a myelin
+        extension), as a dict: ``"period"`` (seconds, None until the work
+        came at a steady period), ``"caught"`` (bursts of work found by
+        the thread spinning in its window: no wake-up paid) and
+        ``"missed"`` (bursts that came, at a steady period, while it
+        slept). Shows whether the mode pays off for this work."""
+        return self._exec.anticipation()
+
     def spin_once(self, timeout_sec=None):
         """Run one ready callback, waiting up to ``timeout_sec`` seconds
         (None: until one runs or the context shuts down)."""

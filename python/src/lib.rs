@@ -1174,6 +1174,16 @@ fn idle_wait_named(mode: &str) -> PyResult<myelin::IdleWait> {
     }
 }
 
+/// What an anticipating executor learned (`myelin::Anticipated`) as a
+/// dict: "period" (seconds, None until steady), "caught", "missed".
+fn anticipation_dict(py: Python<'_>, a: myelin::Anticipated) -> PyResult<Py<PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item("period", a.period.map(|p| p.as_secs_f64()))?;
+    d.set_item("caught", a.caught)?;
+    d.set_item("missed", a.missed)?;
+    Ok(d.into_any().unbind())
+}
+
 /// An executor: runs the callbacks of the nodes added to it, one at a time.
 #[pyclass(module = "myelin._myelin")]
 struct Executor {
@@ -1197,6 +1207,11 @@ impl Executor {
     fn set_idle_wait(&mut self, mode: &str) -> PyResult<()> {
         self.exec.set_idle_wait(idle_wait_named(mode)?);
         Ok(())
+    }
+
+    /// What anticipation learned (see `anticipation_dict`).
+    fn anticipation(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        anticipation_dict(py, self.exec.anticipation())
     }
 
     fn remove_node(&mut self, node: &Node) -> bool {
@@ -1310,6 +1325,11 @@ impl MultiThreadedExecutor {
     fn set_idle_wait(&mut self, mode: &str) -> PyResult<()> {
         self.exec.set_idle_wait(idle_wait_named(mode)?);
         Ok(())
+    }
+
+    /// What anticipation learned (see `anticipation_dict`).
+    fn anticipation(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        anticipation_dict(py, self.exec.anticipation())
     }
 
     fn remove_node(&mut self, node: &Node) -> bool {

@@ -142,8 +142,20 @@ def test_an_anticipating_executor_runs_every_periodic_message(ctx, kind):
         time.sleep(0.01)
     stop.set()
     spinner.join()
+    learned = ex.anticipation()
     ex.shutdown()
     assert got == list(range(40))
+    assert set(learned) == {"period", "caught", "missed"}
+    # Each burst found while the period was steady is caught or missed.
+    assert 0 <= learned["caught"] + learned["missed"] <= 40
+    assert learned["period"] is None or learned["period"] > 0
+
+
+def test_a_new_executor_has_learned_nothing(ctx):
+    for kind in (SingleThreadedExecutor, MultiThreadedExecutor):
+        ex = kind(context=ctx)
+        assert ex.anticipation() == {"period": None, "caught": 0, "missed": 0}
+        ex.shutdown()
 
 
 def test_an_unknown_idle_wait_is_refused(ctx):
