@@ -202,12 +202,67 @@ impl Anticipation {
     }
 }
 
+/// The window held by one worker while it spins in it: claimed with
+/// [`hold`](Self::hold), given up by [`give_up`](Self::give_up) or when
+/// dropped, so no way out of a turn leaves it claimed.
+#[derive(Default)]
+pub(crate) struct Window<'a> {
+    held: Option<&'a Anticipation>,
+}
+
+impl<'a> Window<'a> {
+    /// Whether this worker holds the window.
+    pub(crate) fn held(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// Hold `a`'s window unless another worker does; true while held.
+    pub(crate) fn hold(&mut self, a: &'a Anticipation) -> bool {
+        if self.held.is_none() && a.claim() {
+            self.held = Some(a);
+        }
+        self.held.is_some()
+    }
+
+    /// Give the window up, if held.
+    pub(crate) fn give_up(&mut self) {
+        if let Some(a) = self.held.take() {
+            a.release();
+        }
+    }
+}
+
+impl Drop for Window<'_> {
+    fn drop(&mut self) {
+        self.give_up();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
     const US: u64 = 1_000;
+
+    #[test]
+    fn one_worker_holds_the_window_until_it_gives_it_up_or_leaves() {
+        let a = Anticipation::default();
+        let mut first = Window::default();
+        assert!(first.hold(&a));
+        assert!(first.hold(&a), "holding it again keeps it");
+        {
+            let mut second = Window::default();
+            assert!(!second.hold(&a), "another worker spins");
+            assert!(!second.held());
+        } // dropping a window not held releases nothing
+        assert!(!Window::default().hold(&a));
+        first.give_up();
+        let mut third = Window::default();
+        assert!(third.hold(&a));
+        drop(third); // a turn that returns early
+        assert!(Window::default().hold(&a));
+    }
 
     fn learned(period: u64, bursts: u64) -> Anticipation {
         let a = Anticipation::default();

@@ -30,7 +30,7 @@ use myelin_sync::TryLock;
 use myelin_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 pub use anticipate::Anticipated;
-use anticipate::{Anticipation, Plan};
+use anticipate::{Anticipation, Plan, Window};
 
 use crate::clock::{from_mono_ns, mono_ns};
 use crate::error::SpinError;
@@ -642,7 +642,10 @@ impl ExecShared {
     ) -> Result<bool, SpinError> {
         // Whether this turn waited for its work, and whether it holds the
         // anticipation window (both only for `IdleWait::Anticipate`).
-        let (mut waited, mut spinning, mut spins) = (false, false, 0u32);
+        let (mut waited, mut spins) = (false, 0u32);
+        // The anticipation window, while this worker holds it: given up
+        // before a callback runs, and on every way out of the turn.
+        let mut window = Window::default();
         // Whether the last anticipating decision had a steady period.
         let mut steady = false;
         // The timer deadline of the last wait: work found after it may be
@@ -655,20 +658,15 @@ impl ExecShared {
                 if waited {
                     let now = Instant::now();
                     if timer_then.is_none_or(|t| now < t) {
-                        self.anticipation.count(spinning, steady);
+                        self.anticipation.count(window.held(), steady);
                         self.anticipation.arrived(mono_ns(now));
                     }
                 }
-                if spinning {
-                    self.anticipation.release();
-                }
+                window.give_up();
                 self.run_entry(e, grouped)?;
                 return Ok(true);
             }
             if self.halted() || enough() {
-                if spinning {
-                    self.anticipation.release();
-                }
                 return Ok(false);
             }
             let timer = self.next_due();
@@ -679,9 +677,6 @@ impl ExecShared {
             if let Some(d) = deadline
                 && Instant::now() >= d
             {
-                if spinning {
-                    self.anticipation.release();
-                }
                 return Ok(false);
             }
             match self.idle_wait() {
@@ -698,8 +693,7 @@ impl ExecShared {
                     let plan = self.anticipation.plan(mono_ns(Instant::now()));
                     steady = plan != Plan::Block;
                     match plan {
-                        Plan::Spin if spinning || self.anticipation.claim() => {
-                            spinning = true;
+                        Plan::Spin if window.hold(&self.anticipation) => {
                             // Yield every 32 looks: alone on its core the
                             // thread is back at once; sharing one (with the
                             // very thread about to publish, on a small
@@ -719,10 +713,7 @@ impl ExecShared {
                         }
                         Plan::Spin | Plan::Block => {}
                     }
-                    if spinning {
-                        self.anticipation.release();
-                        spinning = false;
-                    }
+                    window.give_up();
                 }
             }
             let seen_gen = self.timers_gen.load(Ordering::Acquire);

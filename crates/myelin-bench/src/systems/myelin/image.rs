@@ -141,7 +141,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
     {
         notes.push(format!(
             "the executor: {}",
-            super::relay_processes::describe(&a)
+            super::describe_anticipation(&a)
         ));
     }
     if pool.allocated > 0 {

@@ -63,3 +63,15 @@ fn local_context() -> Result<Context, BenchError> {
         .build()
         .map_err(|e| BenchError::setup("myelin", e))
 }
+
+/// An executor's anticipation figures, for a note of the image and
+/// multi-process relay rows.
+fn describe_anticipation(a: &myelin::Anticipated) -> String {
+    let period = a.period.map_or("no steady period".to_string(), |p| {
+        format!("period {p:.1?}")
+    });
+    format!(
+        "{period}, {} bursts caught in the window, {} missed",
+        a.caught, a.missed
+    )
+}

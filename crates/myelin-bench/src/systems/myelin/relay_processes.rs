@@ -215,7 +215,10 @@ fn run(p: RelayParams, wait: &str) -> Result<Outcome, BenchError> {
         hops - 1
     )];
     if wait != "block" {
-        notes.push(format!("the sink's executor: {}", describe(&anticipated)));
+        notes.push(format!(
+            "the sink's executor: {}",
+            super::describe_anticipation(&anticipated)
+        ));
     }
     Ok(meter.finish(
         "relay",
@@ -231,15 +234,4 @@ fn run(p: RelayParams, wait: &str) -> Result<Outcome, BenchError> {
         Some(p.hops),
         notes,
     ))
-}
-
-/// An executor's anticipation figures, for a note.
-pub(super) fn describe(a: &myelin::Anticipated) -> String {
-    let period = a.period.map_or("no steady period".to_string(), |p| {
-        format!("period {p:.1?}")
-    });
-    format!(
-        "{period}, {} bursts caught in the window, {} missed",
-        a.caught, a.missed
-    )
 }
