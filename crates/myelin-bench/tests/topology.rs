@@ -31,6 +31,7 @@ fn run(text: &str, secs: f64) -> topology::TopologyReport {
         &plans,
         "test.json",
         Duration::from_secs_f64(secs),
+        myelin::IdleWait::Block,
         Arc::new(AtomicBool::new(false)),
         |_| {},
     )
@@ -66,6 +67,29 @@ fn the_shipped_topologies_load_with_the_published_shapes() {
     ] {
         topology::load(&shipped(file)).unwrap();
     }
+}
+
+#[test]
+fn anticipating_executors_run_a_topology_with_nothing_lost() {
+    let path = shipped("sierra_nevada.json");
+    let plans = topology::load(&path).unwrap();
+    let r = topology::run_in_process(
+        &plans,
+        "sierra_nevada.json",
+        Duration::from_secs_f64(1.5),
+        myelin::IdleWait::Anticipate,
+        Arc::new(AtomicBool::new(false)),
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(r.placement, "one process, executors anticipate");
+    assert_eq!(r.lost, 0);
+    assert!(r.subscriptions.iter().all(|s| s.received >= 1));
+    assert_eq!(
+        topology::idle_wait_named("busy-poll"),
+        Some(myelin::IdleWait::BusyPoll)
+    );
+    assert_eq!(topology::idle_wait_named("sometimes"), None);
 }
 
 #[test]
@@ -401,6 +425,7 @@ fn sierra_nevada_runs_per_executor_over_zenoh_without_shared_memory() {
         topology::Placement::PerExecutor,
         topology::ProcTransport::Zenoh,
         Duration::from_secs_f64(2.0),
+        myelin::IdleWait::Block,
         |_| {},
     )
     .unwrap();

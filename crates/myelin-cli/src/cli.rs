@@ -705,6 +705,16 @@ pub struct BenchArgs {
     /// that the run starts).
     #[arg(long, value_name = "shm|zenoh")]
     pub transport: Option<String>,
+    /// topology: how the executors wait when idle: `block` (default: asleep
+    /// in the kernel), `anticipate` (learn each executor's period and be
+    /// awake when work is due: lower latency for a short spin per period)
+    /// or `busy-poll` (never sleep).
+    #[arg(
+        long,
+        value_name = "block|anticipate|busy-poll",
+        default_value = "block"
+    )]
+    pub idle_wait: String,
     /// Internal: run only job N of the plan and print its record as JSON.
     /// The parent runs every job in its own child process, so CPU, RSS and
     /// background threads (zenoh's runtime) never leak between systems.

@@ -327,6 +327,16 @@ fn bench_topology_runs_a_file_and_reports_json_and_errors() {
     let out = myelin().args(["bench", "topology"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a FILE"));
+    let out = myelin()
+        .args(["bench", "topology", topo, "--idle-wait", "sometimes"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--idle-wait") && err.contains("anticipate"),
+        "{err}"
+    );
 }
 
 /// `myelin interface list|show` as `ros2 interface`: the known types, a

@@ -35,9 +35,10 @@ pub fn child_if_requested() {
 fn child(spec: &str) -> Result<PartResult, TopologyError> {
     let bad = || TopologyError::Run(format!("bad {CHILD_ENV} {spec:?}"));
     let parts: Vec<&str> = spec.split('|').collect();
-    let [file, domain, nodes, start, secs, transport] = parts[..] else {
+    let [file, domain, nodes, start, secs, transport, idle] = parts[..] else {
         return Err(bad());
     };
+    let idle = super::runner::idle_wait_named(idle).ok_or_else(bad)?;
     let plans = load(Path::new(file))?;
     let domain: u32 = domain.parse().map_err(|_| bad())?;
     let mine: Vec<usize> = nodes
@@ -62,6 +63,7 @@ fn child(spec: &str) -> Result<PartResult, TopologyError> {
         &ctx,
         start,
         Duration::from_secs_f64(secs),
+        idle,
         &stop,
         &mut |_| {},
     )
@@ -92,17 +94,20 @@ pub fn run_in_processes(
         placement,
         ProcTransport::SharedMemory,
         duration,
+        myelin::IdleWait::Block,
         progress,
     )
 }
 
-/// [`run_in_processes`] over a chosen transport.
+/// [`run_in_processes`] over a chosen transport, the executors waiting as
+/// `idle` says when idle.
 pub fn run_in_processes_over(
     plans: &[NodePlan],
     path: &Path,
     placement: Placement,
     transport: ProcTransport,
     duration: Duration,
+    idle: myelin::IdleWait,
     mut progress: impl FnMut(f64),
 ) -> Result<TopologyReport, TopologyError> {
     let err = |e: &dyn std::fmt::Display| TopologyError::Run(e.to_string());
@@ -134,10 +139,11 @@ pub fn run_in_processes_over(
     for nodes in groups.values() {
         let list: Vec<String> = nodes.iter().map(|i| i.to_string()).collect();
         let spec = format!(
-            "{}|{domain}|{}|{start_at}|{}|{transport_spec}",
+            "{}|{domain}|{}|{start_at}|{}|{transport_spec}|{}",
             path.display(),
             list.join(","),
-            duration.as_secs_f64()
+            duration.as_secs_f64(),
+            super::runner::idle_wait_name(idle)
         );
         let child = std::process::Command::new(&exe)
             .args(["topology_role", "--exact", "--nocapture"])
@@ -197,5 +203,6 @@ pub fn run_in_processes_over(
         ProcTransport::Zenoh => ", zenoh",
     };
     let label = format!("{} processes ({}{how})", outputs.len(), placement.label());
+    let label = super::runner::placement_name(&label, idle);
     Ok(report_of(&path.display().to_string(), label, outputs))
 }

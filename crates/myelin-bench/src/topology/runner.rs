@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use myelin::prelude::*;
-use myelin::{Blob, Executor};
+use myelin::{Blob, Executor, IdleWait};
 use serde::{Deserialize, Serialize};
 
 use super::TopologyError;
@@ -99,15 +99,37 @@ pub struct PartResult {
     pub interrupted: bool,
 }
 
+/// How a topology's executors wait when idle, by its command-line name
+/// (`block`, `anticipate`, `busy-poll`).
+pub fn idle_wait_named(name: &str) -> Option<IdleWait> {
+    match name {
+        "block" => Some(IdleWait::Block),
+        "anticipate" => Some(IdleWait::Anticipate),
+        "busy-poll" => Some(IdleWait::BusyPoll),
+        _ => None,
+    }
+}
+
+/// The command-line name of `w` (see [`idle_wait_named`]).
+pub fn idle_wait_name(w: IdleWait) -> &'static str {
+    match w {
+        IdleWait::Block => "block",
+        IdleWait::Anticipate => "anticipate",
+        IdleWait::BusyPoll => "busy-poll",
+    }
+}
+
 /// Build `mine` (a subset of `all`) on `ctx`, start publishing at
 /// `start_at_ns` (monotonic clock, shared by every process of the host),
-/// measure for `duration`.
+/// measure for `duration`; the executors wait as `idle` says.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run_nodes(
     all: &[NodePlan],
     mine: &[usize],
     ctx: &Context,
     start_at_ns: u64,
     duration: Duration,
+    idle: IdleWait,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(f64),
 ) -> Result<PartResult, TopologyError> {
@@ -271,6 +293,7 @@ pub(super) fn run_nodes(
     let mut stops = Vec::new();
     let mut threads = Vec::new();
     for (_, mut exec) in groups {
+        exec.set_idle_wait(idle);
         stops.push(exec.stop_handle());
         threads.push(std::thread::spawn(move || exec.spin()));
     }
@@ -333,12 +356,14 @@ pub(super) fn run_nodes(
 }
 
 /// Run the graph in this process for `duration` (nodes with the same
-/// `executor_id` share an executor thread). `progress` is called about
-/// every 100 ms with the elapsed fraction; `stop` ends the run early.
+/// `executor_id` share an executor thread, which waits as `idle` says).
+/// `progress` is called about every 100 ms with the elapsed fraction;
+/// `stop` ends the run early.
 pub fn run_in_process(
     plans: &[NodePlan],
     file: &str,
     duration: Duration,
+    idle: IdleWait,
     stop: Arc<AtomicBool>,
     mut progress: impl FnMut(f64),
 ) -> Result<TopologyReport, TopologyError> {
@@ -354,8 +379,21 @@ pub fn run_in_process(
         &ctx,
         crate::harness::now_ns(),
         duration,
+        idle,
         &stop,
         &mut progress,
     )?;
-    Ok(report_of(file, "one process".into(), vec![part]))
+    Ok(report_of(
+        file,
+        placement_name("one process", idle),
+        vec![part],
+    ))
+}
+
+/// A placement's name, with how its executors wait when not the default.
+pub(super) fn placement_name(placement: &str, idle: IdleWait) -> String {
+    match idle {
+        IdleWait::Block => placement.to_string(),
+        w => format!("{placement}, executors {}", idle_wait_name(w)),
+    }
 }

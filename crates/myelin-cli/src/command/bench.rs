@@ -406,11 +406,18 @@ fn topology(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             &plans,
         )?),
     };
+    let idle = myelin_bench::topology::idle_wait_named(&args.idle_wait).ok_or_else(|| {
+        format!(
+            "invalid --idle-wait {:?}: expected block, anticipate or busy-poll",
+            args.idle_wait
+        )
+    })?;
     let report = match placement {
         None => myelin_bench::topology::run_in_process(
             &plans,
             &file.display().to_string(),
             Duration::from_secs_f64(secs),
+            idle,
             stop,
             |f| bar.set_position((f * 1000.0) as u64),
         )?,
@@ -420,6 +427,7 @@ fn topology(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             p,
             transport,
             Duration::from_secs_f64(secs),
+            idle,
             |f| bar.set_position((f * 1000.0) as u64),
         )?,
     };
