@@ -216,8 +216,12 @@ pub(crate) struct ReadyQueue {
     caused: ArrayQueue<Arc<dyn Executable>>,
     ring: ArrayQueue<Arc<dyn Executable>>,
     overflow: SegQueue<Arc<dyn Executable>>,
-    /// Caused entries popped in a row while older work waited (reset when
-    /// an older entry runs because the budget is spent).
+    /// Caused entries popped since an older entry was last put ahead of
+    /// caused work. So at most [`CAUSED_STREAK`] caused entries run while
+    /// older work waits; the count carries over stretches in which
+    /// nothing older waited, which can let an older entry go first a few
+    /// entries early (order only: nothing waits longer for it). Not reset
+    /// on the common path, which would touch this line at every pop.
     // SYNC: Relaxed: a fairness budget; a lost update under contention
     // (several workers) shifts the budget by one entry.
     streak: AtomicU32,
