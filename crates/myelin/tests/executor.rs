@@ -285,6 +285,45 @@ fn work_a_callback_causes_runs_before_older_ready_work() {
 }
 
 #[test]
+fn spin_some_runs_what_was_ready_and_leaves_what_it_causes_to_the_next_call() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let to_b = node.create_publisher::<u32>("b", QoS::keep_all()).unwrap();
+    let (oa, ob, oc) = (order.clone(), order.clone(), order.clone());
+    let _a = node
+        .create_subscription("a", QoS::keep_all(), move |m: u32| {
+            oa.lock().unwrap().push('a');
+            to_b.publish(m).unwrap();
+        })
+        .unwrap();
+    let _b = node
+        .create_subscription("b", QoS::keep_all(), move |_m: u32| {
+            ob.lock().unwrap().push('b')
+        })
+        .unwrap();
+    let _c = node
+        .create_subscription("c", QoS::keep_all(), move |_m: u32| {
+            oc.lock().unwrap().push('c')
+        })
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    node.create_publisher::<u32>("a", QoS::keep_all())
+        .unwrap()
+        .publish(1)
+        .unwrap();
+    node.create_publisher::<u32>("c", QoS::keep_all())
+        .unwrap()
+        .publish(1)
+        .unwrap();
+    assert_eq!(exec.spin_some().unwrap(), 2);
+    assert_eq!(*order.lock().unwrap(), ['a', 'c']);
+    assert_eq!(exec.spin_some().unwrap(), 1);
+    assert_eq!(*order.lock().unwrap(), ['a', 'c', 'b']);
+}
+
+#[test]
 fn callbacks_that_keep_causing_each_other_do_not_starve_older_work() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();

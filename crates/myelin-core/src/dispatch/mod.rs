@@ -280,6 +280,21 @@ impl ReadyQueue {
         self.pop_older().or_else(|| self.caused.pop())
     }
 
+    /// Pop in the order entries became ready, caused work last: for
+    /// `spin_some`, which runs the entries ready when it started (older
+    /// ones, and caused work left from before) and leaves what their
+    /// callbacks cause to the next call, as rclcpp's does.
+    #[inline]
+    pub(crate) fn pop_in_order(&self) -> Option<Arc<dyn Executable>> {
+        match self.ring.pop() {
+            Some(e) => Some(e),
+            None => match self.overflow.pop() {
+                Some(e) => Some(e),
+                None => self.caused.pop(),
+            },
+        }
+    }
+
     #[inline(never)]
     fn pop_older(&self) -> Option<Arc<dyn Executable>> {
         self.ring.pop().or_else(|| self.overflow.pop())

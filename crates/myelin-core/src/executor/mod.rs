@@ -275,8 +275,10 @@ impl Executor {
     /// Run everything that is ready now, without waiting: due timers, and
     /// one message per ready entry present on entry, from every transport
     /// (what other processes sent is collected first, as rclcpp's
-    /// `spin_some` executes all work available now). Returns how many
-    /// callbacks ran.
+    /// `spin_some` executes all work available now). Work those callbacks
+    /// cause (a message one of them publishes to a subscription here)
+    /// waits for the next call, as in rclcpp; [`spin_all`](Self::spin_all)
+    /// runs it too. Returns how many callbacks ran.
     ///
     /// ```
     /// # use myelin_core::{Context, Executor, QoS};
@@ -301,7 +303,7 @@ impl Executor {
         let n = self.shared.ready.len();
         let mut ran = 0;
         for _ in 0..n {
-            match self.shared.ready.pop() {
+            match self.shared.ready.pop_in_order() {
                 Some(e) => {
                     self.shared.run_entry(e, false)?;
                     ran += 1;
