@@ -224,31 +224,37 @@ fn a_flooded_topic_does_not_starve_another() {
     assert!(q <= 2, "quiet message waited behind {q} flood messages");
 }
 
+/// A two-stage pipeline beside a bystander on `node`: `a` passes its
+/// message on to `b`; `c` is unrelated. Each callback records its letter
+/// in the returned log; the subscriptions are kept alive in the second.
+fn pipeline_beside_a_bystander(node: &Node) -> (Arc<Mutex<Vec<char>>>, Vec<Subscription<u32>>) {
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let to_b = node.create_publisher::<u32>("b", QoS::keep_all()).unwrap();
+    let (oa, ob, oc) = (order.clone(), order.clone(), order.clone());
+    let subs = vec![
+        node.create_subscription("a", QoS::keep_all(), move |m: u32| {
+            oa.lock().unwrap().push('a');
+            to_b.publish(m).unwrap();
+        })
+        .unwrap(),
+        node.create_subscription("b", QoS::keep_all(), move |_m: u32| {
+            ob.lock().unwrap().push('b')
+        })
+        .unwrap(),
+        node.create_subscription("c", QoS::keep_all(), move |_m: u32| {
+            oc.lock().unwrap().push('c')
+        })
+        .unwrap(),
+    ];
+    (order, subs)
+}
+
 #[test]
 fn work_a_callback_causes_runs_before_older_ready_work() {
     for threads in [0, 1] {
         let ctx = ctx();
         let node = ctx.create_node("n").unwrap();
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let to_b = node.create_publisher::<u32>("b", QoS::keep_all()).unwrap();
-        let (oa, ob, oc) = (order.clone(), order.clone(), order.clone());
-        // `a` passes its message on to `b`: a two-stage pipeline.
-        let _a = node
-            .create_subscription("a", QoS::keep_all(), move |m: u32| {
-                oa.lock().unwrap().push('a');
-                to_b.publish(m).unwrap();
-            })
-            .unwrap();
-        let _b = node
-            .create_subscription("b", QoS::keep_all(), move |_m: u32| {
-                ob.lock().unwrap().push('b')
-            })
-            .unwrap();
-        let _c = node
-            .create_subscription("c", QoS::keep_all(), move |_m: u32| {
-                oc.lock().unwrap().push('c')
-            })
-            .unwrap();
+        let (order, _subs) = pipeline_beside_a_bystander(&node);
         let pa = node.create_publisher::<u32>("a", QoS::keep_all()).unwrap();
         let pc = node.create_publisher::<u32>("c", QoS::keep_all()).unwrap();
         // `a` and then `c` are ready; `b` becomes ready while `a` runs.
@@ -288,25 +294,7 @@ fn work_a_callback_causes_runs_before_older_ready_work() {
 fn spin_some_runs_what_was_ready_and_leaves_what_it_causes_to_the_next_call() {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let to_b = node.create_publisher::<u32>("b", QoS::keep_all()).unwrap();
-    let (oa, ob, oc) = (order.clone(), order.clone(), order.clone());
-    let _a = node
-        .create_subscription("a", QoS::keep_all(), move |m: u32| {
-            oa.lock().unwrap().push('a');
-            to_b.publish(m).unwrap();
-        })
-        .unwrap();
-    let _b = node
-        .create_subscription("b", QoS::keep_all(), move |_m: u32| {
-            ob.lock().unwrap().push('b')
-        })
-        .unwrap();
-    let _c = node
-        .create_subscription("c", QoS::keep_all(), move |_m: u32| {
-            oc.lock().unwrap().push('c')
-        })
-        .unwrap();
+    let (order, _subs) = pipeline_beside_a_bystander(&node);
     let mut exec = Executor::new();
     exec.add_node(&node).unwrap();
     node.create_publisher::<u32>("a", QoS::keep_all())

@@ -276,8 +276,8 @@ impl ReadyQueue {
             return self.caused.pop().or_else(|| self.pop_older());
         }
         self.streak.store(0, Ordering::Relaxed);
-        // Nothing older waits: the budget does not apply.
-        self.pop_older().or_else(|| self.caused.pop())
+        // An older entry goes first; with none waiting, caused work does.
+        self.pop_in_order()
     }
 
     /// Pop in the order entries became ready, caused work last: for
@@ -286,6 +286,8 @@ impl ReadyQueue {
     /// callbacks cause to the next call, as rclcpp's does.
     #[inline]
     pub(crate) fn pop_in_order(&self) -> Option<Arc<dyn Executable>> {
+        // Inlined matches, not `pop_older` (kept out of line for the
+        // caused path): spin_some pops through here for every entry.
         match self.ring.pop() {
             Some(e) => Some(e),
             None => match self.overflow.pop() {
