@@ -12,6 +12,7 @@
 //!   sent from (exactly-once delivery next to shared memory).
 //! * [`config`]: the loopback-only default session, `MYELIN_ZENOH_CONFIG`,
 //!   and routers.
+//! * [`payload`]: payloads over bytes already owned (no copy into zenoh).
 //!
 //! `myelin-core` wires these into publishers, subscriptions and services
 //! (its `zenoh` feature); this crate has no myelin dependency, as
@@ -30,6 +31,7 @@ pub mod attachment;
 pub mod config;
 pub mod gid;
 pub mod names;
+pub mod payload;
 pub mod token;
 
 pub use zenoh;

@@ -251,6 +251,64 @@ fn exactly_once_next_to_shared_memory() {
     assert!(sc.take().is_none(), "a message arrived twice");
 }
 
+/// Loaned bytes go to zenoh without a copy (zenoh reads the chunk in
+/// place): they arrive intact over the network, and every chunk returns to
+/// the pool once zenoh has sent it and the shared-memory reader has let go.
+/// A payload zenoh kept (or a reference it never dropped) would leave
+/// chunks in use for ever.
+#[test]
+#[cfg(feature = "shm")]
+fn loaned_bytes_go_to_zenoh_in_place_and_come_back_to_the_pool() {
+    let r = router("loaned");
+    let a = ctx(&r, 144, true);
+    let b = ctx(&r, 144, true);
+    let c = ctx(&r, 144, false);
+    let publisher = a
+        .create_node("p")
+        .unwrap()
+        .create_publisher::<myelin::Blob>("/frames", QoS::keep_all())
+        .unwrap();
+    let by_shm = b
+        .create_node("s")
+        .unwrap()
+        .create_polling_subscription::<myelin::Blob>("/frames", QoS::keep_all(), Default::default())
+        .unwrap();
+    let by_net = c
+        .create_node("s")
+        .unwrap()
+        .create_polling_subscription::<myelin::Blob>("/frames", QoS::keep_all(), Default::default())
+        .unwrap();
+    wait_matched(&publisher, 2);
+    wait_publishers(&by_shm, 1);
+    wait_publishers(&by_net, 1);
+    // Larger than a zenoh batch (fragmented) and smaller than one.
+    let sizes = [200_000usize, 1000, 70_000, 64];
+    for (i, &len) in sizes.iter().enumerate() {
+        let mut loan = publisher.loan_slice(len).unwrap();
+        for (j, byte) in loan.iter_mut().enumerate() {
+            *byte = (i * 31 + j) as u8;
+        }
+        loan.publish().unwrap();
+    }
+    assert!(
+        publisher.shared_memory_in_use() > 0,
+        "the loans are chunks of shared memory"
+    );
+    for s in [&by_shm, &by_net] {
+        for (i, &len) in sizes.iter().enumerate() {
+            let m = s.wait_for_message(LONG).unwrap();
+            assert_eq!(m.len(), len);
+            assert!(
+                m.iter().enumerate().all(|(j, &v)| v == (i * 31 + j) as u8),
+                "message {i} arrived changed"
+            );
+        }
+    }
+    wait_until("every chunk back in the pool", || {
+        publisher.shared_memory_in_use() == 0
+    });
+}
+
 #[test]
 fn bad_config_file_is_a_clear_error() {
     let dir = std::env::temp_dir().join(format!("myelin_badcfg_{}", std::process::id()));

@@ -271,9 +271,24 @@ pub(crate) struct EndpointSpec<'a> {
 pub(crate) trait Encode {
     fn wire_len(&self) -> Result<usize, WireError>;
     fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError>;
+    /// The encoded bytes when the message already holds them (a
+    /// [`Blob`](crate::Blob) is its own wire form): a link can send them
+    /// without encoding or copying.
+    fn wire_shared(&self) -> Option<SharedBytes>;
 }
 
 impl<T: Message> Encode for T {
+    #[inline]
+    fn wire_shared(&self) -> Option<SharedBytes> {
+        // A type test the compiler settles per message type.
+        let any: &dyn Any = self;
+        if let Some(b) = any.downcast_ref::<crate::Blob>() {
+            Some(b.shared_bytes().clone())
+        } else {
+            any.downcast_ref::<crate::AnyMessage>()
+                .map(|m| m.0.shared_bytes().clone())
+        }
+    }
     #[inline]
     fn wire_len(&self) -> Result<usize, WireError> {
         Message::wire_len(self)
@@ -801,5 +816,25 @@ mod env_tests {
         assert!(e.contains("did you mean zenoh?"), "{e}");
         let e = check_transport_env("").unwrap_err().to_string();
         assert!(e.contains("not a transport"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_byte_buffer_is_its_own_wire_form_and_nothing_else_is() {
+        let blob = crate::Blob::from(vec![1u8, 2, 3]);
+        let shared = Encode::wire_shared(&blob).expect("a blob's bytes");
+        assert_eq!(shared.as_ptr(), blob.as_slice().as_ptr(), "no copy");
+        let any = crate::AnyMessage(blob.clone());
+        assert_eq!(
+            Encode::wire_shared(&any).unwrap().as_ptr(),
+            blob.as_slice().as_ptr()
+        );
+        // Encoded types go through their encoder.
+        assert!(Encode::wire_shared(&7u32).is_none());
+        assert_eq!(encode_to_vec(&7u32).unwrap(), 7u32.to_le_bytes());
     }
 }

@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use myelin_zenoh::attachment::Attachment;
 use myelin_zenoh::gid::Gid;
 use myelin_zenoh::names;
+use myelin_zenoh::payload;
 use myelin_zenoh::token::EntityKind;
 use myelin_zenoh::zenoh::liveliness::LivelinessToken;
 use myelin_zenoh::zenoh::pubsub::Publisher;
@@ -204,6 +205,16 @@ impl PubNet {
         .to_vec()
     }
 
+    /// The payload of bytes that already exist (a byte buffer, a loan):
+    /// read in place, no copy. zenoh lets go of them once it has written
+    /// them into its batches, so a loaned chunk returns to its pool as
+    /// before. A transient-local publisher's cache keeps its last `depth`
+    /// samples: the same ones the publisher's own history keeps, so it
+    /// holds no chunk longer than that history does.
+    fn payload(&self, bytes: &SharedBytes) -> zenoh::bytes::ZBytes {
+        payload::shared(bytes.clone())
+    }
+
     /// Put encoded bytes with their attachment.
     fn put(&self, bytes: impl Into<zenoh::bytes::ZBytes>) -> Result<Refused, SendError> {
         let bytes: zenoh::bytes::ZBytes = bytes.into();
@@ -300,8 +311,13 @@ impl PubLink for PubNet {
         }
     }
 
+    /// A byte buffer goes out as it is (see [`PubNet::payload`]);
+    /// anything else is encoded into a fresh vector that zenoh then owns.
     fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError> {
-        self.put(encode_to_vec(msg)?)
+        match msg.wire_shared() {
+            Some(bytes) => self.put(self.payload(&bytes)),
+            None => self.put(encode_to_vec(msg)?),
+        }
     }
 
     fn send_bytes(
@@ -309,6 +325,6 @@ impl PubLink for PubNet {
         bytes: &SharedBytes,
         _own: Option<&(dyn Any + Send + Sync)>,
     ) -> Result<Refused, SendError> {
-        self.put(bytes.to_vec())
+        self.put(self.payload(bytes))
     }
 }
