@@ -1161,17 +1161,11 @@ impl Timer {
     }
 }
 
-/// An executor's idle wait by its Python name: "block", "anticipate" or
-/// "busy_poll" (`myelin::IdleWait`).
+/// An executor's idle wait by its name: "block", "anticipate" or
+/// "busy_poll" ("busy-poll" too: `myelin::IdleWait`'s `FromStr`).
 fn idle_wait_named(mode: &str) -> PyResult<myelin::IdleWait> {
-    match mode {
-        "block" => Ok(myelin::IdleWait::Block),
-        "anticipate" => Ok(myelin::IdleWait::Anticipate),
-        "busy_poll" => Ok(myelin::IdleWait::BusyPoll),
-        other => Err(PyValueError::new_err(format!(
-            "idle wait {other:?}: must be \"block\", \"anticipate\" or \"busy_poll\""
-        ))),
-    }
+    mode.parse()
+        .map_err(|e: myelin::UnknownIdleWait| PyValueError::new_err(e.to_string()))
 }
 
 /// What an anticipating executor learned (`myelin::Anticipated`) as a

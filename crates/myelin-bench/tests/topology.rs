@@ -85,11 +85,6 @@ fn anticipating_executors_run_a_topology_with_nothing_lost() {
     assert_eq!(r.placement, "one process, executors anticipate");
     assert_eq!(r.lost, 0);
     assert!(r.subscriptions.iter().all(|s| s.received >= 1));
-    assert_eq!(
-        topology::idle_wait_named("busy-poll"),
-        Some(myelin::IdleWait::BusyPoll)
-    );
-    assert_eq!(topology::idle_wait_named("sometimes"), None);
 }
 
 #[test]

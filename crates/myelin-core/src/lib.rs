@@ -80,7 +80,9 @@ pub use events::{
     DeadlineMissedStatus, IncompatibleTypeStatus, LivelinessChangedStatus, MatchedStatus,
     PublisherEvent, SubscriptionEvent,
 };
-pub use executor::{Anticipated, Executor, IdleWait, MultiThreadedExecutor, StopHandle};
+pub use executor::{
+    Anticipated, Executor, IdleWait, MultiThreadedExecutor, StopHandle, UnknownIdleWait,
+};
 pub use gid::Gid;
 pub use group::{CallbackGroup, CallbackGroupKind};
 pub use introspection::{IntrospectionError, ServiceIntrospection};

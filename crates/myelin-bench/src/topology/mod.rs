@@ -26,7 +26,7 @@ pub use format::{
 pub use placement::{Placement, load_placement};
 pub use processes::{ProcTransport, child_if_requested, run_in_processes, run_in_processes_over};
 pub use report::{SubResult, TopologyReport, render};
-pub use runner::{PartResult, idle_wait_name, idle_wait_named, run_in_process};
+pub use runner::{PartResult, run_in_process};
 
 /// A topology file could not be used; each names the file, node and field.
 #[derive(Debug, thiserror::Error)]

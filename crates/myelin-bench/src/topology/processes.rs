@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use myelin::Context;
+use myelin::{Context, IdleWait};
 
 use super::TopologyError;
 use super::format::{NodePlan, load};
@@ -38,7 +38,7 @@ fn child(spec: &str) -> Result<PartResult, TopologyError> {
     let [file, domain, nodes, start, secs, transport, idle] = parts[..] else {
         return Err(bad());
     };
-    let idle = super::runner::idle_wait_named(idle).ok_or_else(bad)?;
+    let idle: IdleWait = idle.parse().map_err(|_| bad())?;
     let plans = load(Path::new(file))?;
     let domain: u32 = domain.parse().map_err(|_| bad())?;
     let mine: Vec<usize> = nodes
@@ -143,7 +143,7 @@ pub fn run_in_processes_over(
             path.display(),
             list.join(","),
             duration.as_secs_f64(),
-            super::runner::idle_wait_name(idle)
+            idle
         );
         let child = std::process::Command::new(&exe)
             .args(["topology_role", "--exact", "--nocapture"])

@@ -99,26 +99,6 @@ pub struct PartResult {
     pub interrupted: bool,
 }
 
-/// How a topology's executors wait when idle, by its command-line name
-/// (`block`, `anticipate`, `busy-poll`).
-pub fn idle_wait_named(name: &str) -> Option<IdleWait> {
-    match name {
-        "block" => Some(IdleWait::Block),
-        "anticipate" => Some(IdleWait::Anticipate),
-        "busy-poll" => Some(IdleWait::BusyPoll),
-        _ => None,
-    }
-}
-
-/// The command-line name of `w` (see [`idle_wait_named`]).
-pub fn idle_wait_name(w: IdleWait) -> &'static str {
-    match w {
-        IdleWait::Block => "block",
-        IdleWait::Anticipate => "anticipate",
-        IdleWait::BusyPoll => "busy-poll",
-    }
-}
-
 /// Build `mine` (a subset of `all`) on `ctx`, start publishing at
 /// `start_at_ns` (monotonic clock, shared by every process of the host),
 /// measure for `duration`; the executors wait as `idle` says.
@@ -200,21 +180,21 @@ pub(super) fn run_nodes(
                     if !on.load(Ordering::Relaxed) {
                         return;
                     }
-                    let t0 = crate::harness::now_ns();
                     // Build the message first (the payload is the node's
                     // work), then stamp it: latency is publish to receive.
                     // A loan: no payload copy (into shared memory when a
                     // subscriber is in another process; its contents are
                     // whatever the memory held, as a camera driver's
-                    // buffer would be). Only the header is written.
-                    let published = match publisher.loan_slice(size) {
+                    // buffer would be). Only the header is written, and
+                    // the loan itself is myelin's work, not the runner's.
+                    let _ = match publisher.loan_slice(size) {
                         Ok(mut loan) => {
                             let now = crate::harness::now_ns();
                             header_bytes(&mut loan, now, tracking, freq, size as u32);
-                            spent.fetch_add(now.saturating_sub(t0), Ordering::Relaxed);
                             loan.publish()
                         }
                         Err(_) => {
+                            let t0 = crate::harness::now_ns();
                             let mut msg = template.clone();
                             let now = crate::harness::now_ns();
                             header_bytes(&mut msg, now, tracking, freq, size as u32);
@@ -222,7 +202,6 @@ pub(super) fn run_nodes(
                             publisher.publish(Blob::from(msg))
                         }
                     };
-                    let _ = published;
                     tracking = tracking.wrapping_add(1);
                 })
                 .map_err(|e| err(&e))?,
@@ -394,6 +373,6 @@ pub fn run_in_process(
 pub(super) fn placement_name(placement: &str, idle: IdleWait) -> String {
     match idle {
         IdleWait::Block => placement.to_string(),
-        w => format!("{placement}, executors {}", idle_wait_name(w)),
+        w => format!("{placement}, executors {w}"),
     }
 }

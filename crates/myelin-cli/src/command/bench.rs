@@ -406,12 +406,10 @@ fn topology(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             &plans,
         )?),
     };
-    let idle = myelin_bench::topology::idle_wait_named(&args.idle_wait).ok_or_else(|| {
-        format!(
-            "invalid --idle-wait {:?}: expected block, anticipate or busy-poll",
-            args.idle_wait
-        )
-    })?;
+    let idle: myelin::IdleWait = args
+        .idle_wait
+        .parse()
+        .map_err(|e| format!("invalid --idle-wait: {e}"))?;
     let report = match placement {
         None => myelin_bench::topology::run_in_process(
             &plans,

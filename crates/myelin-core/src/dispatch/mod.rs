@@ -817,6 +817,55 @@ pub enum IdleWait {
     BusyPoll = 2,
 }
 
+impl IdleWait {
+    /// Every mode, in the order of their cost in CPU while idle.
+    pub const ALL: [IdleWait; 3] = [IdleWait::Block, IdleWait::Anticipate, IdleWait::BusyPoll];
+
+    /// The mode's name: `block`, `anticipate` or `busy-poll` (what
+    /// [`Display`](std::fmt::Display) prints and [`FromStr`](std::str::FromStr)
+    /// reads).
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleWait::Block => "block",
+            IdleWait::Anticipate => "anticipate",
+            IdleWait::BusyPoll => "busy-poll",
+        }
+    }
+}
+
+impl std::fmt::Display for IdleWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not an [`IdleWait`] mode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an idle wait: block, anticipate or busy-poll")]
+pub struct UnknownIdleWait(pub String);
+
+/// Reads a mode by its name (`busy_poll` too, as Python spells it).
+///
+/// ```
+/// use myelin_core::IdleWait;
+/// assert_eq!("anticipate".parse(), Ok(IdleWait::Anticipate));
+/// assert_eq!("busy_poll".parse(), Ok(IdleWait::BusyPoll));
+/// assert_eq!(IdleWait::BusyPoll.to_string(), "busy-poll");
+/// assert!("sometimes".parse::<IdleWait>().is_err());
+/// ```
+impl std::str::FromStr for IdleWait {
+    type Err = UnknownIdleWait;
+    fn from_str(s: &str) -> Result<IdleWait, UnknownIdleWait> {
+        match s {
+            "busy_poll" => Ok(IdleWait::BusyPoll),
+            _ => IdleWait::ALL
+                .into_iter()
+                .find(|w| w.name() == s)
+                .ok_or_else(|| UnknownIdleWait(s.to_owned())),
+        }
+    }
+}
+
 /// The process's pump for inline subscriptions fed through shared memory
 /// (they have no executor): an executor's shared part used only for its
 /// remote-capable wake-up slot and pump lanes, drained by one thread

@@ -65,7 +65,7 @@ use std::time::{Duration, Instant};
 use myelin_sync::atomic::Ordering;
 
 use crate::dispatch::ExecShared;
-pub use crate::dispatch::{Anticipated, IdleWait};
+pub use crate::dispatch::{Anticipated, IdleWait, UnknownIdleWait};
 use crate::error::{AddNodeError, SpinError};
 use crate::node::Node;
 use crate::runtime::{ContextInner, NodeInner};
