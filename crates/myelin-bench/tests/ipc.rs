@@ -170,11 +170,11 @@ fn net_rings_over_a_zenoh_router_complete_for_myelin_and_raw_zenoh() {
         &named(&["myelin", "zenoh"]),
     )
     .unwrap();
-    // pingpong and relay, for myelin and the two raw zenoh threadings, and
-    // the three service round trips (myelin client, raw get to a myelin
-    // server, raw get/queryable), and the late joiner's first and last
-    // sample for myelin and raw zenoh (5 rounds each).
-    assert_eq!(jobs.len(), 13);
+    // pingpong and relay, for myelin (blobs and CDR images) and the two raw
+    // zenoh threadings, and the three service round trips (myelin client,
+    // raw get to a myelin server, raw get/queryable), and the late joiner's
+    // first and last sample for myelin and raw zenoh (5 rounds each).
+    assert_eq!(jobs.len(), 15);
     for j in jobs {
         let name = j.name.clone();
         let r = (j.run)().unwrap_or_else(|e| panic!("{name}: {e}")).record;

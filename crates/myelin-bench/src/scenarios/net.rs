@@ -17,6 +17,8 @@
 //! * `myelin`: contexts with shared memory off; each stage is a polling
 //!   subscription whose thread wakes and republishes (zenoh's thread hands
 //!   the message over, as to any executor);
+//! * `myelin-image`: the same carrying `sensor_msgs/Image`s in CDR (as to
+//!   and from ROS 2 nodes), the payload as their pixels;
 //! * `zenoh-callback`: each stage republishes inside zenoh's subscriber
 //!   callback (no thread hand-off: zenoh's fastest);
 //! * `zenoh-thread`: zenoh's callback hands the sample to the stage's own

@@ -306,6 +306,72 @@ pub(crate) fn encode_to_vec(msg: &dyn Encode) -> Result<Vec<u8>, WireError> {
     Ok(buf)
 }
 
+/// Buffers for large encoded messages, used again once the link is done
+/// with them (zenoh drops its payload once it has written it into its
+/// batches): a camera frame encoded into a fresh vector pays for zeroing
+/// it (and the page faults of a fresh allocation) about as much as for
+/// the encoding. At most [`Spares::KEPT`] wait between messages;
+/// one much larger than the message that used it last (four times) is
+/// freed rather than kept, so a single huge message is not held for ever.
+#[cfg(feature = "zenoh")]
+pub(crate) struct Spares(Arc<crossbeam_queue::ArrayQueue<Vec<u8>>>);
+
+#[cfg(feature = "zenoh")]
+impl Spares {
+    /// Buffers kept between messages.
+    const KEPT: usize = 2;
+
+    pub(crate) fn new() -> Spares {
+        Spares(Arc::new(crossbeam_queue::ArrayQueue::new(Spares::KEPT)))
+    }
+
+    /// Encode `msg` (`len` bytes: its `wire_len`) into a spare buffer, or
+    /// a new one if none is free or large enough.
+    pub(crate) fn encode(&self, msg: &dyn Encode, len: usize) -> Result<Encoded, WireError> {
+        let mut buf = self.0.pop().unwrap_or_default();
+        if buf.len() < len {
+            // Zeroes only what it adds; a spare's bytes are overwritten by
+            // the encoding (`wire_encode` writes exactly `len`).
+            buf.resize(len, 0);
+        }
+        // Owned by the `Encoded` first: an encoding error returns the
+        // buffer too.
+        let mut out = Encoded {
+            buf,
+            len,
+            home: self.0.clone(),
+        };
+        msg.wire_encode(&mut out.buf[..len])?;
+        Ok(out)
+    }
+}
+
+/// A message encoded into a buffer of [`Spares`], which it goes back to
+/// when dropped.
+#[cfg(feature = "zenoh")]
+pub(crate) struct Encoded {
+    buf: Vec<u8>,
+    len: usize,
+    home: Arc<crossbeam_queue::ArrayQueue<Vec<u8>>>,
+}
+
+#[cfg(feature = "zenoh")]
+impl AsRef<[u8]> for Encoded {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+#[cfg(feature = "zenoh")]
+impl Drop for Encoded {
+    fn drop(&mut self) {
+        if self.buf.len() <= self.len.saturating_mul(4) {
+            // Full: the buffer is freed.
+            let _ = self.home.push(std::mem::take(&mut self.buf));
+        }
+    }
+}
+
 // ------------------------------------------------------------------ traits
 
 /// One transport of one context.
@@ -836,5 +902,41 @@ mod tests {
         // Encoded types go through their encoder.
         assert!(Encode::wire_shared(&7u32).is_none());
         assert_eq!(encode_to_vec(&7u32).unwrap(), 7u32.to_le_bytes());
+    }
+
+    #[test]
+    #[cfg(feature = "zenoh")]
+    fn large_encodings_reuse_their_buffers_and_carry_nothing_over() {
+        let spares = Spares::new();
+        let encode = |m: &String| {
+            let len = Encode::wire_len(m).unwrap();
+            spares.encode(m, len).unwrap()
+        };
+        let big = "a".repeat(100_000);
+        let first = encode(&big);
+        assert_eq!(first.as_ref(), &encode_to_vec(&big).unwrap()[..]);
+        let at = first.as_ref().as_ptr();
+        drop(first);
+        // The same buffer again, holding only the new message's bytes.
+        let smaller = "b".repeat(60_000);
+        let second = encode(&smaller);
+        assert_eq!(second.as_ref().as_ptr(), at, "reused");
+        assert_eq!(second.as_ref(), &encode_to_vec(&smaller).unwrap()[..]);
+        // Two in flight at once: the second is a new buffer.
+        let third = encode(&big);
+        assert_ne!(third.as_ref().as_ptr(), at);
+        drop((second, third));
+        // A buffer four times larger than the message that used it is
+        // freed: a small message after a burst of big ones.
+        let tiny = String::from("c");
+        let a = encode(&tiny);
+        let b = encode(&tiny);
+        assert!(a.as_ref().len() < 16 && b.as_ref().len() < 16);
+        drop((a, b));
+        assert!(spares.0.is_empty(), "both oversized buffers were freed");
+        // At most `KEPT` wait.
+        let all: Vec<_> = (0..5).map(|_| encode(&big)).collect();
+        drop(all);
+        assert_eq!(spares.0.len(), Spares::KEPT);
     }
 }

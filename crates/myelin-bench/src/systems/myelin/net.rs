@@ -7,11 +7,14 @@
 //! measuring end, a myelin client, calls it (myelin to myelin: the
 //! request/reply topics). In `myelin-queryable` mode the same server is
 //! called as a ROS 2 client on rmw_zenoh calls it: a raw zenoh `get` on
-//! the service's key expression (its queryable).
+//! the service's key expression (its queryable). In `myelin-image` mode
+//! the ring carries `sensor_msgs/Image`s (CDR, as to and from ROS 2 nodes)
+//! whose pixels are the payload, where `myelin` carries `Blob`s.
 
 use std::path::Path;
 
 use myelin::{Blob, Client, Context, Executor, Publisher, QoS, ServiceType, Subscription};
+use myelin_msgs::sensor_msgs::Image;
 
 use crate::harness::{BenchError, Job, size_label};
 use crate::scenarios::net::{
@@ -20,7 +23,12 @@ use crate::scenarios::net::{
 
 /// myelin's part in the ring: one way of forwarding.
 pub(super) const RING: NetRing = NetRing {
-    modes: &["myelin", "myelin-service", "myelin-queryable"],
+    modes: &[
+        "myelin",
+        "myelin-image",
+        "myelin-service",
+        "myelin-queryable",
+    ],
     stage,
     open,
 };
@@ -67,19 +75,51 @@ fn topic(i: u32) -> String {
     format!("/bench_net/s{i}")
 }
 
+/// A message type the ring carries: made from a payload, read back.
+trait Carried: myelin::Message {
+    fn wrap(payload: &[u8]) -> Self;
+    fn payload(&self) -> &[u8];
+}
+
+impl Carried for Blob {
+    fn wrap(payload: &[u8]) -> Blob {
+        Blob::from(payload)
+    }
+    fn payload(&self) -> &[u8] {
+        self
+    }
+}
+
+/// An RGB image one row high whose pixels are the payload.
+impl Carried for Image {
+    fn wrap(payload: &[u8]) -> Image {
+        Image {
+            height: 1,
+            width: (payload.len() / 3) as u32,
+            encoding: "rgb8".into(),
+            step: payload.len() as u32,
+            data: payload.to_vec(),
+            ..Default::default()
+        }
+    }
+    fn payload(&self) -> &[u8] {
+        &self.data
+    }
+}
+
 /// A node `name` reading ring topic `from` and writing ring topic `to`.
-fn hop(
+fn hop<T: Carried>(
     ctx: &Context,
     name: &str,
     from: u32,
     to: u32,
-) -> Result<(Subscription<Blob>, Publisher<Blob>), BenchError> {
+) -> Result<(Subscription<T>, Publisher<T>), BenchError> {
     let node = ctx.create_node(name).map_err(err)?;
     let out = node
-        .create_publisher::<Blob>(&topic(to), QoS::keep_last(16))
+        .create_publisher::<T>(&topic(to), QoS::keep_last(16))
         .map_err(err)?;
     let sub = node
-        .create_polling_subscription::<Blob>(&topic(from), QoS::keep_last(16), Default::default())
+        .create_polling_subscription::<T>(&topic(from), QoS::keep_last(16), Default::default())
         .map_err(err)?;
     Ok((sub, out))
 }
@@ -130,11 +170,17 @@ fn service_stage(ring: &Ring, total: u64) -> Result<(), BenchError> {
 }
 
 fn stage(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
-    if ring.mode != "myelin" {
-        return service_stage(ring, total);
+    match ring.mode {
+        "myelin" => forward::<Blob>(ring, i, total),
+        "myelin-image" => forward::<Image>(ring, i, total),
+        _ => service_stage(ring, total),
     }
+}
+
+/// Republish every message of `T` this stage reads.
+fn forward<T: Carried>(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
     let ctx = context(&ring.config, ring.domain)?;
-    let (sub, out) = hop(&ctx, &format!("stage{i}"), i, i + 1)?;
+    let (sub, out) = hop::<T>(&ctx, &format!("stage{i}"), i, i + 1)?;
     println!("ready");
     // Messages wait in the subscription's buffer until our
     // publisher has seen the next stage (nothing is sent before).
@@ -142,7 +188,7 @@ fn stage(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
     let mut left = total;
     while left > 0 {
         let m = sub.wait_for_message(WAIT).map_err(err)?;
-        if !is_probe(&m) {
+        if !is_probe(m.payload()) {
             left -= 1;
         }
         out.publish(m.into_owned()).map_err(err)?;
@@ -152,9 +198,9 @@ fn stage(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
 
 /// The measuring end: node `ping` writes position 0 and reads position
 /// `stages`. Fields drop in order: publisher, subscription, context.
-struct End {
-    out: Publisher<Blob>,
-    back: Subscription<Blob>,
+struct End<T: Carried> {
+    out: Publisher<T>,
+    back: Subscription<T>,
     _ctx: Context,
 }
 
@@ -251,8 +297,15 @@ fn open(ring: &Ring, stages: u32) -> OpenedEnd {
             _ctx: ctx,
         }));
     }
+    if ring.mode == "myelin-image" {
+        return end::<Image>(ring, stages);
+    }
+    end::<Blob>(ring, stages)
+}
+
+fn end<T: Carried>(ring: &Ring, stages: u32) -> OpenedEnd {
     let ctx = context(&ring.config, ring.domain)?;
-    let (back, out) = hop(&ctx, "ping", stages, 0)?;
+    let (back, out) = hop::<T>(&ctx, "ping", stages, 0)?;
     wait_for(|| out.subscription_count() > 0 && back.matched_count() > 0)?;
     Ok(Box::new(End {
         out,
@@ -261,18 +314,18 @@ fn open(ring: &Ring, stages: u32) -> OpenedEnd {
     }))
 }
 
-impl RingEnd for End {
+impl<T: Carried> RingEnd for End<T> {
     fn send(&mut self, payload: &[u8]) -> Result<(), BenchError> {
-        self.out.publish(Blob::from(payload)).map_err(err)
+        self.out.publish(T::wrap(payload)).map_err(err)
     }
 
     fn recv(&mut self) -> Result<[u8; 8], BenchError> {
-        seq_of(&self.back.wait_for_message(WAIT).map_err(err)?)
+        seq_of(self.back.wait_for_message(WAIT).map_err(err)?.payload())
     }
 
     fn recv_within(&mut self, wait: std::time::Duration) -> Result<Option<[u8; 8]>, BenchError> {
         match self.back.wait_for_message(wait) {
-            Ok(m) => seq_of(&m).map(Some),
+            Ok(m) => seq_of(m.payload()).map(Some),
             Err(_) => Ok(None),
         }
     }

@@ -21,7 +21,7 @@ use myelin_zenoh::zenoh_ext::{
 use super::{Discovered, Peers, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
 use crate::qos::{Durability, History, Reliability};
 use crate::transport::{
-    Encode, EndpointSpec, PubLink, PubOwner, Refused, SendError, TransportError, Wanted,
+    Encode, EndpointSpec, PubLink, PubOwner, Refused, SendError, Spares, TransportError, Wanted,
     encode_to_vec,
 };
 use crate::wire::SharedBytes;
@@ -78,6 +78,8 @@ pub(super) struct PubNet {
     /// (declared by the first one; `None` inside if that failed, and
     /// they go by `publisher`).
     large: Option<OnceLock<Option<Publisher<'static>>>>,
+    /// Buffers of encoded messages over [`LARGE`], reused.
+    spares: Spares,
 }
 
 impl PubNet {
@@ -169,6 +171,7 @@ impl PubNet {
             last_told: AtomicU64::new(0),
             large: (qos.reliability == Reliability::BestEffort && !keeps_history)
                 .then(OnceLock::new),
+            spares: Spares::new(),
         })
     }
 
@@ -312,12 +315,19 @@ impl PubLink for PubNet {
     }
 
     /// A byte buffer goes out as it is (see [`PubNet::payload`]);
-    /// anything else is encoded into a fresh vector that zenoh then owns.
+    /// anything else is encoded into a vector that zenoh then owns (a
+    /// reused one for a message over one batch).
     fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError> {
-        match msg.wire_shared() {
-            Some(bytes) => self.put(self.payload(&bytes)),
-            None => self.put(encode_to_vec(msg)?),
+        if let Some(bytes) = msg.wire_shared() {
+            return self.put(self.payload(&bytes));
         }
+        let len = msg.wire_len()?;
+        if len > LARGE {
+            // A frame: into a reused buffer (see `Spares`). Below a batch
+            // a fresh vector costs less than the spare list's atomics.
+            return self.put(payload::shared(self.spares.encode(msg, len)?));
+        }
+        self.put(encode_to_vec(msg)?)
     }
 
     fn send_bytes(
