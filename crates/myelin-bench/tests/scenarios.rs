@@ -95,9 +95,9 @@ fn image_delivers_every_frame() {
         frames: 8,
     };
     let recs = run(image::plan(p, &local()).unwrap());
-    // per size: myelin callback, anticipate, inline, waiter; channel; raw
-    // memcpy; and once the raw futex hand-off at the frame rate
-    assert_eq!(recs.len(), 13);
+    // per size: myelin callback, anticipate, busy-poll, inline, waiter;
+    // channel; raw memcpy; and once the raw futex hand-off at the frame rate
+    assert_eq!(recs.len(), 15);
     for r in &recs {
         assert_eq!(r.count, 8, "{} {}", r.system, r.config);
         assert_eq!(r.lost, 0, "{} {}", r.system, r.config);

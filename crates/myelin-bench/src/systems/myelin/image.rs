@@ -1,8 +1,9 @@
 //! myelin in the image pipeline: frames published shared from a camera
 //! node to a viewer node that receives them in an executor callback (the
-//! executor asleep between frames, or anticipating them:
-//! [`IdleWait::Anticipate`]), in an inline callback (inside `publish`), or
-//! in a thread blocked in `wait_for_message`.
+//! executor asleep between frames, anticipating them:
+//! [`IdleWait::Anticipate`], or busy-polling with a camera thread that
+//! spins between frames too: the low-latency mode), in an inline callback
+//! (inside `publish`), or in a thread blocked in `wait_for_message`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,11 +17,13 @@ use crate::harness::{
 };
 use crate::scenarios::image::{Frame, ImageParams, Pool, Samples};
 
-/// The jobs for one frame size: callback, anticipate, inline, waiter.
+/// The jobs for one frame size: callback, anticipate, busy-poll, inline,
+/// waiter.
 pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
     [
         ("callback", Mode::Callback),
         ("anticipate", Mode::Anticipate),
+        ("busy-poll", Mode::BusyPoll),
         ("inline", Mode::Inline),
         ("waiter", Mode::Waiter),
     ]
@@ -38,6 +41,10 @@ enum Mode {
     Callback,
     /// A callback whose executor anticipates the frames.
     Anticipate,
+    /// A callback whose executor never sleeps, and a camera thread that
+    /// spins until each frame is due rather than sleeping: both ends warm,
+    /// a core each.
+    BusyPoll,
     Inline,
     Waiter,
 }
@@ -55,15 +62,17 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         .map_err(|e| setup(&e))?;
     let anticipated = Arc::new(std::sync::Mutex::new(None));
     let (handle, stop, _sub) = match mode {
-        Mode::Callback | Mode::Anticipate => {
+        Mode::Callback | Mode::Anticipate | Mode::BusyPoll => {
             let s = samples.clone();
             let sub = viewer
                 .create_subscription("image_raw", qos, move |f: Arc<Stamped>| s.on_frame(&f))
                 .map_err(|e| setup(&e))?;
             let mut exec = Executor::new();
             exec.add_node(&viewer).map_err(|e| setup(&e))?;
-            if mode == Mode::Anticipate {
-                exec.set_idle_wait(IdleWait::Anticipate);
+            match mode {
+                Mode::Anticipate => exec.set_idle_wait(IdleWait::Anticipate),
+                Mode::BusyPoll => exec.set_idle_wait(IdleWait::BusyPoll),
+                _ => {}
             }
             let stop = exec.stop_handle();
             let a = anticipated.clone();
@@ -110,7 +119,14 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
     let meter = Meter::start();
     let start = Instant::now();
     for seq in 0..total {
-        sleep_until(start + period * (seq as u32 + 1));
+        let due = start + period * (seq as u32 + 1);
+        if mode == Mode::BusyPoll {
+            while Instant::now() < due {
+                std::hint::spin_loop();
+            }
+        } else {
+            sleep_until(due);
+        }
         let frame = pool.next(seq);
         publisher.publish_shared(frame).map_err(|e| setup(&e))?;
     }
@@ -129,6 +145,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
     let mode_name = match mode {
         Mode::Callback => "callback",
         Mode::Anticipate => "anticipate",
+        Mode::BusyPoll => "busy-poll",
         Mode::Inline => "inline",
         Mode::Waiter => "waiter",
     };
