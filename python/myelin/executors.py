@@ -65,8 +65,8 @@ class Executor:
         ``"anticipate"`` (learn the period of periodic work, such as a
         30 Hz camera, sleep until shortly before the next message is due
         and spin until it comes: lower latency for a short spin per
-        period) or ``"busy_poll"`` (never sleep; one core busy). Raises
-        ValueError for another name."""
+        period) or ``"busy_poll"`` (``"busy-poll"`` too: never sleep; one
+        core busy). Raises ValueError for another name."""
         self._exec.set_idle_wait(mode)
 
     def anticipation(self):

@@ -103,7 +103,9 @@ pub trait Message: Clone + Send + Sync + 'static {
         Err(WireError::Local(Self::TYPE_NAME))
     }
 
-    /// Encode into `out` (exactly [`wire_len`](Self::wire_len) bytes).
+    /// Encode into `out` (exactly [`wire_len`](Self::wire_len) bytes),
+    /// writing every byte of it: `out` may hold an earlier message's bytes
+    /// (buffers are reused), so padding must be written too.
     fn wire_encode(&self, out: &mut [u8]) -> Result<(), WireError> {
         let _ = out;
         Err(WireError::Local(Self::TYPE_NAME))

@@ -835,7 +835,7 @@ impl IdleWait {
 
 impl std::fmt::Display for IdleWait {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 

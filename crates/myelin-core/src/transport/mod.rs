@@ -301,7 +301,13 @@ impl<T: Message> Encode for T {
 
 /// Encode into a fresh vector.
 pub(crate) fn encode_to_vec(msg: &dyn Encode) -> Result<Vec<u8>, WireError> {
-    let mut buf = vec![0u8; msg.wire_len()?];
+    encode_to_vec_of(msg, msg.wire_len()?)
+}
+
+/// [`encode_to_vec`] of a message whose `wire_len` is known (computing it
+/// walks the whole message, for CDR).
+pub(crate) fn encode_to_vec_of(msg: &dyn Encode, len: usize) -> Result<Vec<u8>, WireError> {
+    let mut buf = vec![0u8; len];
     msg.wire_encode(&mut buf)?;
     Ok(buf)
 }
@@ -310,7 +316,9 @@ pub(crate) fn encode_to_vec(msg: &dyn Encode) -> Result<Vec<u8>, WireError> {
 /// with them (zenoh drops its payload once it has written it into its
 /// batches): a camera frame encoded into a fresh vector pays for zeroing
 /// it (and the page faults of a fresh allocation) about as much as for
-/// the encoding. At most [`Spares::KEPT`] wait between messages;
+/// the encoding. At most [`Spares::KEPT`] wait between messages (more are
+/// made while more messages are in flight, a transient-local cache's
+/// `depth` among them);
 /// one much larger than the message that used it last (four times) is
 /// freed rather than kept, so a single huge message is not held for ever.
 #[cfg(feature = "zenoh")]
@@ -328,12 +336,14 @@ impl Spares {
     /// Encode `msg` (`len` bytes: its `wire_len`) into a spare buffer, or
     /// a new one if none is free or large enough.
     pub(crate) fn encode(&self, msg: &dyn Encode, len: usize) -> Result<Encoded, WireError> {
-        let mut buf = self.0.pop().unwrap_or_default();
-        if buf.len() < len {
-            // Zeroes only what it adds; a spare's bytes are overwritten by
-            // the encoding (`wire_encode` writes exactly `len`).
-            buf.resize(len, 0);
-        }
+        let buf = match self.0.pop() {
+            // A spare's bytes are overwritten by the encoding
+            // (`wire_encode` writes every one of its `len` bytes).
+            Some(buf) if buf.len() >= len => buf,
+            // None large enough: a new one of the exact size (growing the
+            // spare would copy its stale bytes and round its capacity up).
+            _ => vec![0; len],
+        };
         // Owned by the `Encoded` first: an encoding error returns the
         // buffer too.
         let mut out = Encoded {
@@ -365,7 +375,7 @@ impl AsRef<[u8]> for Encoded {
 #[cfg(feature = "zenoh")]
 impl Drop for Encoded {
     fn drop(&mut self) {
-        if self.buf.len() <= self.len.saturating_mul(4) {
+        if self.buf.capacity() <= self.len.saturating_mul(4) {
             // Full: the buffer is freed.
             let _ = self.home.push(std::mem::take(&mut self.buf));
         }

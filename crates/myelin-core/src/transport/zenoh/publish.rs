@@ -22,7 +22,7 @@ use super::{Discovered, Peers, RemoteGraph, ZenohTransport, endpoint_token, type
 use crate::qos::{Durability, History, Reliability};
 use crate::transport::{
     Encode, EndpointSpec, PubLink, PubOwner, Refused, SendError, Spares, TransportError, Wanted,
-    encode_to_vec,
+    encode_to_vec_of,
 };
 use crate::wire::SharedBytes;
 
@@ -327,7 +327,7 @@ impl PubLink for PubNet {
             // a fresh vector costs less than the spare list's atomics.
             return self.put(payload::shared(self.spares.encode(msg, len)?));
         }
-        self.put(encode_to_vec(msg)?)
+        self.put(encode_to_vec_of(msg, len)?)
     }
 
     fn send_bytes(
