@@ -202,33 +202,55 @@ fn any_type_subscription_and_callbacks_over_zenoh() {
     }
 }
 
+/// A publisher on shared memory and two readers in other contexts of this
+/// process (as other processes of the host): one on shared memory too,
+/// reached by both transports, and one reached by zenoh only. Fields drop
+/// in order: the endpoints, then their contexts.
+#[cfg(feature = "shm")]
+struct ShmAndNet<T: myelin::Message> {
+    publisher: Publisher<T>,
+    by_shm: Subscription<T>,
+    by_net: Subscription<T>,
+    _contexts: [Context; 3],
+}
+
+/// [`ShmAndNet`] on `topic` (keep_all), every endpoint matched.
+#[cfg(feature = "shm")]
+fn shm_and_net<T: myelin::Message>(r: &Router, domain: u32, topic: &str) -> ShmAndNet<T> {
+    let contexts = [
+        ctx(r, domain, true),
+        ctx(r, domain, true),
+        ctx(r, domain, false),
+    ];
+    let publisher = contexts[0]
+        .create_node("p")
+        .unwrap()
+        .create_publisher::<T>(topic, QoS::keep_all())
+        .unwrap();
+    let reader = |c: &Context| {
+        c.create_node("s")
+            .unwrap()
+            .create_polling_subscription::<T>(topic, QoS::keep_all(), Default::default())
+            .unwrap()
+    };
+    let (by_shm, by_net) = (reader(&contexts[1]), reader(&contexts[2]));
+    wait_matched(&publisher, 2);
+    wait_publishers(&by_shm, 1);
+    wait_publishers(&by_net, 1);
+    ShmAndNet {
+        publisher,
+        by_shm,
+        by_net,
+        _contexts: contexts,
+    }
+}
+
 #[test]
 #[cfg(feature = "shm")]
 fn exactly_once_next_to_shared_memory() {
     let r = router("once");
-    // Two shared-memory contexts (as two processes on one host) and one
-    // without: the first two are connected by both transports.
-    let a = ctx(&r, 143, true);
-    let b = ctx(&r, 143, true);
-    let c = ctx(&r, 143, false);
-    let publisher = a
-        .create_node("p")
-        .unwrap()
-        .create_publisher::<Reading>("/once", QoS::keep_all())
-        .unwrap();
-    let sb = b
-        .create_node("s")
-        .unwrap()
-        .create_polling_subscription::<Reading>("/once", QoS::keep_all(), Default::default())
-        .unwrap();
-    let sc = c
-        .create_node("s")
-        .unwrap()
-        .create_polling_subscription::<Reading>("/once", QoS::keep_all(), Default::default())
-        .unwrap();
-    wait_matched(&publisher, 2);
-    wait_publishers(&sb, 1);
-    wait_publishers(&sc, 1);
+    let f = shm_and_net::<Reading>(&r, 143, "/once");
+    let (publisher, sb, sc) = (&f.publisher, &f.by_shm, &f.by_net);
     // Counted once each, whatever the path.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(publisher.subscription_count(), 2);
@@ -241,7 +263,7 @@ fn exactly_once_next_to_shared_memory() {
             })
             .unwrap();
     }
-    for s in [&sb, &sc] {
+    for s in [sb, sc] {
         for seq in 0..20 {
             assert_eq!(s.wait_for_message(LONG).unwrap().seq, seq);
         }
@@ -260,27 +282,8 @@ fn exactly_once_next_to_shared_memory() {
 #[cfg(feature = "shm")]
 fn loaned_bytes_go_to_zenoh_in_place_and_come_back_to_the_pool() {
     let r = router("loaned");
-    let a = ctx(&r, 144, true);
-    let b = ctx(&r, 144, true);
-    let c = ctx(&r, 144, false);
-    let publisher = a
-        .create_node("p")
-        .unwrap()
-        .create_publisher::<myelin::Blob>("/frames", QoS::keep_all())
-        .unwrap();
-    let by_shm = b
-        .create_node("s")
-        .unwrap()
-        .create_polling_subscription::<myelin::Blob>("/frames", QoS::keep_all(), Default::default())
-        .unwrap();
-    let by_net = c
-        .create_node("s")
-        .unwrap()
-        .create_polling_subscription::<myelin::Blob>("/frames", QoS::keep_all(), Default::default())
-        .unwrap();
-    wait_matched(&publisher, 2);
-    wait_publishers(&by_shm, 1);
-    wait_publishers(&by_net, 1);
+    let f = shm_and_net::<myelin::Blob>(&r, 144, "/frames");
+    let publisher = &f.publisher;
     // Larger than a zenoh batch (fragmented) and smaller than one.
     let sizes = [200_000usize, 1000, 70_000, 64];
     for (i, &len) in sizes.iter().enumerate() {
@@ -294,7 +297,7 @@ fn loaned_bytes_go_to_zenoh_in_place_and_come_back_to_the_pool() {
         publisher.shared_memory_in_use() > 0,
         "the loans are chunks of shared memory"
     );
-    for s in [&by_shm, &by_net] {
+    for s in [&f.by_shm, &f.by_net] {
         for (i, &len) in sizes.iter().enumerate() {
             let m = s.wait_for_message(LONG).unwrap();
             assert_eq!(m.len(), len);

@@ -208,16 +208,6 @@ impl PubNet {
         .to_vec()
     }
 
-    /// The payload of bytes that already exist (a byte buffer, a loan):
-    /// read in place, no copy. zenoh lets go of them once it has written
-    /// them into its batches, so a loaned chunk returns to its pool as
-    /// before. A transient-local publisher's cache keeps its last `depth`
-    /// samples: the same ones the publisher's own history keeps, so it
-    /// holds no chunk longer than that history does.
-    fn payload(&self, bytes: &SharedBytes) -> zenoh::bytes::ZBytes {
-        payload::shared(bytes.clone())
-    }
-
     /// Put encoded bytes with their attachment.
     fn put(&self, bytes: impl Into<zenoh::bytes::ZBytes>) -> Result<Refused, SendError> {
         let bytes: zenoh::bytes::ZBytes = bytes.into();
@@ -314,12 +304,12 @@ impl PubLink for PubNet {
         }
     }
 
-    /// A byte buffer goes out as it is (see [`PubNet::payload`]);
-    /// anything else is encoded into a vector that zenoh then owns (a
-    /// reused one for a message over one batch).
+    /// A byte buffer goes out as it is (as loaned bytes do: see
+    /// `send_bytes`); anything else is encoded into a vector that zenoh
+    /// then owns (a reused one for a message over one batch).
     fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError> {
         if let Some(bytes) = msg.wire_shared() {
-            return self.put(self.payload(&bytes));
+            return self.put(payload::shared(bytes));
         }
         let len = msg.wire_len()?;
         if len > LARGE {
@@ -330,11 +320,17 @@ impl PubLink for PubNet {
         self.put(encode_to_vec_of(msg, len)?)
     }
 
+    /// Bytes that already exist (a loan, wherever it lives) are read in
+    /// place, no copy. zenoh lets go of them once it has written them into
+    /// its batches, so a loaned chunk returns to its pool as before. A
+    /// transient-local publisher's cache keeps its last `depth` samples:
+    /// the same ones the publisher's own history keeps, so it holds no
+    /// chunk longer than that history does.
     fn send_bytes(
         &self,
         bytes: &SharedBytes,
         _own: Option<&(dyn Any + Send + Sync)>,
     ) -> Result<Refused, SendError> {
-        self.put(self.payload(bytes))
+        self.put(payload::shared(bytes.clone()))
     }
 }
