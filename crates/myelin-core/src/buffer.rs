@@ -100,6 +100,19 @@ pub(crate) fn from_wire<T: Message>(bytes: SharedBytes) -> Result<Received<T>, W
     T::wire_decode(bytes).map(Received::Owned)
 }
 
+/// A message from bytes lent for the call (a network link's buffers):
+/// plain old data is copied once into an aligned buffer of its own and
+/// viewed there (a large one never moves by value); anything else decodes
+/// from where the bytes lie ([`Message::wire_decode_parts`]: a CDR message
+/// without joining its fragments, a byte buffer copied once).
+pub(crate) fn from_lent<T: Message>(parts: &[&[u8]]) -> Result<Received<T>, WireError> {
+    if T::WIRE == Wire::Pod {
+        let len = parts.iter().map(|p| p.len()).sum();
+        return from_wire(SharedBytes::copy_from_parts(parts.iter().copied(), len));
+    }
+    T::wire_decode_parts(parts).map(Received::Owned)
+}
+
 impl<T: Clone> Received<T> {
     /// The message by value: moves it if owned or if this is the last shared
     /// reference, copies it otherwise.

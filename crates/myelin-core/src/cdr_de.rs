@@ -43,59 +43,244 @@ fn fail<T>(msg: impl Into<String>) -> Result<T> {
 
 /// Decode a CDR message (with its encapsulation header).
 pub(crate) fn from_bytes<T: de::DeserializeOwned>(bytes: &[u8]) -> Result<T> {
-    if bytes.len() < 4 {
+    decode(Slice {
+        data: bytes,
+        pos: 0,
+    })
+}
+
+/// [`from_bytes`] of a message that arrived in `parts` (the fragments of
+/// one message, in order, as a transport reassembled them), read where
+/// they are: a field inside one part is borrowed as from one slice; one
+/// that spans parts (a camera frame's pixels) is gathered once into the
+/// vector the message keeps.
+pub(crate) fn from_parts<T: de::DeserializeOwned>(parts: &[&[u8]]) -> Result<T> {
+    decode(Parts::new(parts))
+}
+
+fn decode<'de, T: de::Deserialize<'de>, S: Input<'de>>(mut src: S) -> Result<T> {
+    if src.remaining() < 4 {
         return fail(format!(
             "{} bytes: shorter than the CDR header",
-            bytes.len()
+            src.remaining()
         ));
     }
-    let le = match (bytes[0], bytes[1]) {
+    let mut head = [0u8; 4];
+    src.read(&mut head);
+    let le = match (head[0], head[1]) {
         (0, 1) => true,
         (0, 0) => false,
         (a, b) => return fail(format!("unknown CDR encapsulation {a:02x} {b:02x}")),
     };
-    let mut d = De {
-        data: &bytes[4..],
-        pos: 0,
-        le,
-    };
+    // Alignment counts from the end of the header.
+    src.restart_offset();
+    let mut d = De { src, le };
     T::deserialize(&mut d)
 }
 
-struct De<'a> {
-    data: &'a [u8],
-    pos: usize,
-    le: bool,
+/// Bytes read from where they lie, or gathered from several parts.
+enum Piece<'de> {
+    Borrowed(&'de [u8]),
+    Owned(Vec<u8>),
 }
 
-impl<'a> De<'a> {
+/// Where the decoder reads: one slice, or the parts of one message. The
+/// decoder checks every length against [`remaining`](Input::remaining)
+/// before it asks for the bytes, so the reads below never run short.
+trait Input<'de> {
+    /// Bytes read since the header (alignment is relative to this).
+    fn offset(&self) -> usize;
+    /// Bytes left.
+    fn remaining(&self) -> usize;
+    /// Count the bytes read so far as the header: offsets start at 0 again.
+    fn restart_offset(&mut self);
+    /// The next `n <= remaining()` bytes.
+    fn bytes(&mut self, n: usize) -> Piece<'de>;
+    /// Fill `out` (`out.len() <= remaining()`) with the next bytes.
+    fn read(&mut self, out: &mut [u8]);
+    /// Pass over the next `n <= remaining()` bytes.
+    fn skip(&mut self, n: usize);
+}
+
+/// One contiguous slice: every piece is borrowed.
+struct Slice<'de> {
+    data: &'de [u8],
+    pos: usize,
+}
+
+impl<'de> Input<'de> for Slice<'de> {
+    #[inline]
+    fn offset(&self) -> usize {
+        self.pos
+    }
+    #[inline]
     fn remaining(&self) -> usize {
         self.data.len() - self.pos
     }
+    fn restart_offset(&mut self) {
+        self.data = &self.data[self.pos..];
+        self.pos = 0;
+    }
+    #[inline]
+    fn bytes(&mut self, n: usize) -> Piece<'de> {
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Piece::Borrowed(s)
+    }
+    #[inline]
+    fn read(&mut self, out: &mut [u8]) {
+        out.copy_from_slice(&self.data[self.pos..self.pos + out.len()]);
+        self.pos += out.len();
+    }
+    #[inline]
+    fn skip(&mut self, n: usize) {
+        self.pos += n;
+    }
+}
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+/// The parts of one message, read in order; empty parts are passed over.
+struct Parts<'de> {
+    /// The parts not yet finished; the first is being read.
+    parts: &'de [&'de [u8]],
+    /// Bytes read of `parts[0]`.
+    at: usize,
+    /// Bytes read since the header.
+    pos: usize,
+    /// Bytes left in all.
+    left: usize,
+}
+
+impl<'de> Parts<'de> {
+    fn new(parts: &'de [&'de [u8]]) -> Parts<'de> {
+        let mut p = Parts {
+            parts,
+            at: 0,
+            pos: 0,
+            left: parts.iter().map(|p| p.len()).sum(),
+        };
+        p.next_part_if_done();
+        p
+    }
+
+    /// What is left of the part being read.
+    fn current(&self) -> &'de [u8] {
+        self.parts.first().map_or(&[], |p| &p[self.at..])
+    }
+
+    /// Move past finished (and empty) parts.
+    fn next_part_if_done(&mut self) {
+        while let Some((first, rest)) = self.parts.split_first()
+            && self.at == first.len()
+        {
+            self.parts = rest;
+            self.at = 0;
+        }
+    }
+
+    /// Advance by `n` bytes, at most what is left of the current part.
+    fn advance(&mut self, n: usize) {
+        self.at += n;
+        self.pos += n;
+        self.left -= n;
+        self.next_part_if_done();
+    }
+}
+
+impl<'de> Input<'de> for Parts<'de> {
+    fn offset(&self) -> usize {
+        self.pos
+    }
+    fn remaining(&self) -> usize {
+        self.left
+    }
+    fn restart_offset(&mut self) {
+        self.pos = 0;
+    }
+    fn bytes(&mut self, n: usize) -> Piece<'de> {
+        let cur = self.current();
+        if n <= cur.len() {
+            self.advance(n);
+            return Piece::Borrowed(&cur[..n]);
+        }
+        // Spans parts: gathered once (the length was checked against the
+        // bytes left, so this allocation is bounded by the message).
+        let mut v = Vec::with_capacity(n);
+        while v.len() < n {
+            let cur = self.current();
+            let k = cur.len().min(n - v.len());
+            v.extend_from_slice(&cur[..k]);
+            self.advance(k);
+        }
+        Piece::Owned(v)
+    }
+    fn read(&mut self, out: &mut [u8]) {
+        let mut done = 0;
+        while done < out.len() {
+            let cur = self.current();
+            let k = cur.len().min(out.len() - done);
+            out[done..done + k].copy_from_slice(&cur[..k]);
+            self.advance(k);
+            done += k;
+        }
+    }
+    fn skip(&mut self, mut n: usize) {
+        while n > 0 {
+            let k = self.current().len().min(n);
+            self.advance(k);
+            n -= k;
+        }
+    }
+}
+
+struct De<S> {
+    src: S,
+    le: bool,
+}
+
+impl<'de, S: Input<'de>> De<S> {
+    #[inline]
+    fn remaining(&self) -> usize {
+        self.src.remaining()
+    }
+
+    /// Fail unless `n` bytes are left.
+    #[inline]
+    fn need(&self, n: usize) -> Result<()> {
         if n > self.remaining() {
             return fail(format!(
                 "needs {n} bytes at offset {}, {} left",
-                self.pos,
+                self.src.offset(),
                 self.remaining()
             ));
         }
-        let s = &self.data[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
+        Ok(())
     }
 
+    #[inline]
+    fn take(&mut self, n: usize) -> Result<Piece<'de>> {
+        self.need(n)?;
+        Ok(self.src.bytes(n))
+    }
+
+    #[inline]
+    fn byte(&mut self) -> Result<u8> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    #[inline]
     fn align(&mut self, n: usize) -> Result<()> {
-        let pad = (n - self.pos % n) % n;
-        self.take(pad).map(|_| ())
+        let pad = (n - self.src.offset() % n) % n;
+        self.need(pad)?;
+        self.src.skip(pad);
+        Ok(())
     }
 
+    #[inline]
     fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
         self.align(N)?;
-        let s = self.take(N)?;
+        self.need(N)?;
         let mut a = [0u8; N];
-        a.copy_from_slice(s);
+        self.src.read(&mut a);
         if !self.le {
             a.reverse();
         }
@@ -113,22 +298,43 @@ impl<'a> De<'a> {
         if n > self.remaining() {
             return fail(format!(
                 "length {n} at offset {} exceeds the {} bytes left",
-                self.pos,
+                self.src.offset(),
                 self.remaining()
             ));
         }
         Ok(n)
     }
 
-    fn string(&mut self) -> Result<&'a str> {
+    /// A string's bytes without their terminating NUL.
+    fn string(&mut self) -> Result<Piece<'de>> {
         let n = self.count()?;
-        let b = self.take(n)?;
-        let b = match b.split_last() {
-            Some((0, s)) => s,
-            Some(_) => return fail("string without its terminating NUL"),
-            None => b,
+        let piece = self.take(n)?;
+        let nul = match &piece {
+            Piece::Borrowed(b) => b.last().copied(),
+            Piece::Owned(v) => v.last().copied(),
         };
-        std::str::from_utf8(b).or_else(|_| fail("string is not UTF-8"))
+        match (nul, piece) {
+            (Some(0), Piece::Borrowed(b)) => Ok(Piece::Borrowed(&b[..n - 1])),
+            (Some(0), Piece::Owned(mut v)) => {
+                v.pop();
+                Ok(Piece::Owned(v))
+            }
+            (Some(_), _) => fail("string without its terminating NUL"),
+            (None, p) => Ok(p),
+        }
+    }
+
+    fn visit_string<V: Visitor<'de>>(&mut self, v: V) -> Result<V::Value> {
+        match self.string()? {
+            Piece::Borrowed(b) => match std::str::from_utf8(b) {
+                Ok(s) => v.visit_borrowed_str(s),
+                Err(_) => fail("string is not UTF-8"),
+            },
+            Piece::Owned(b) => match String::from_utf8(b) {
+                Ok(s) => v.visit_string(s),
+                Err(_) => fail("string is not UTF-8"),
+            },
+        }
     }
 }
 
@@ -143,7 +349,7 @@ macro_rules! prim {
     };
 }
 
-impl<'de> de::Deserializer<'de> for &mut De<'de> {
+impl<'de, S: Input<'de>> de::Deserializer<'de> for &mut De<S> {
     type Error = DeError;
 
     fn deserialize_any<V: Visitor<'de>>(self, _v: V) -> Result<V::Value> {
@@ -151,7 +357,7 @@ impl<'de> de::Deserializer<'de> for &mut De<'de> {
     }
 
     fn deserialize_bool<V: Visitor<'de>>(self, v: V) -> Result<V::Value> {
-        match self.take(1)?[0] {
+        match self.byte()? {
             0 => v.visit_bool(false),
             1 => v.visit_bool(true),
             b => fail(format!("bool byte {b}")),
@@ -159,11 +365,11 @@ impl<'de> de::Deserializer<'de> for &mut De<'de> {
     }
 
     fn deserialize_i8<V: Visitor<'de>>(self, v: V) -> Result<V::Value> {
-        v.visit_i8(self.take(1)?[0] as i8)
+        v.visit_i8(self.byte()? as i8)
     }
 
     fn deserialize_u8<V: Visitor<'de>>(self, v: V) -> Result<V::Value> {
-        v.visit_u8(self.take(1)?[0])
+        v.visit_u8(self.byte()?)
     }
 
     prim! {
@@ -174,20 +380,24 @@ impl<'de> de::Deserializer<'de> for &mut De<'de> {
     }
 
     fn deserialize_char<V: Visitor<'de>>(self, v: V) -> Result<V::Value> {
-        v.visit_char(char::from(self.take(1)?[0]))
+        v.visit_char(char::from(self.byte()?))
     }
 
     fn deserialize_str<V: Visitor<'de>>(self, v: V) -> Result<V::Value> {
-        v.visit_borrowed_str(self.string()?)
+        self.visit_string(v)
     }
 
     fn deserialize_string<V: Visitor<'de>>(self, v: V) -> Result<V::Value> {
-        v.visit_borrowed_str(self.string()?)
+        self.visit_string(v)
     }
 
     fn deserialize_bytes<V: Visitor<'de>>(self, v: V) -> Result<V::Value> {
         let n = self.count()?;
-        v.visit_borrowed_bytes(self.take(n)?)
+        match self.take(n)? {
+            Piece::Borrowed(b) => v.visit_borrowed_bytes(b),
+            // Handed over: a `serde_bytes` field keeps this vector.
+            Piece::Owned(b) => v.visit_byte_buf(b),
+        }
     }
 
     fn deserialize_byte_buf<V: Visitor<'de>>(self, v: V) -> Result<V::Value> {
@@ -280,12 +490,12 @@ impl<'de> de::Deserializer<'de> for &mut De<'de> {
     }
 }
 
-struct Items<'a, 'de> {
-    de: &'a mut De<'de>,
+struct Items<'a, S> {
+    de: &'a mut De<S>,
     left: usize,
 }
 
-impl<'de> de::SeqAccess<'de> for Items<'_, 'de> {
+impl<'de, S: Input<'de>> de::SeqAccess<'de> for Items<'_, S> {
     type Error = DeError;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
@@ -302,7 +512,7 @@ impl<'de> de::SeqAccess<'de> for Items<'_, 'de> {
     }
 }
 
-impl<'de> de::EnumAccess<'de> for &mut De<'de> {
+impl<'de, S: Input<'de>> de::EnumAccess<'de> for &mut De<S> {
     type Error = DeError;
     type Variant = Self;
 
@@ -313,7 +523,7 @@ impl<'de> de::EnumAccess<'de> for &mut De<'de> {
     }
 }
 
-impl<'de> de::VariantAccess<'de> for &mut De<'de> {
+impl<'de, S: Input<'de>> de::VariantAccess<'de> for &mut De<S> {
     type Error = DeError;
 
     fn unit_variant(self) -> Result<()> {
@@ -408,6 +618,85 @@ mod tests {
             let _ = from_bytes::<String>(&bytes);
             let _ = from_bytes::<Vec<u8>>(&bytes);
         }
+
+        #[test]
+        fn parts_cut_anywhere_decode_as_the_whole(
+            name in "\\PC{0,20}", data in proptest::collection::vec(any::<u8>(), 0..300),
+            nested in proptest::collection::vec("[a-z]{0,6}", 0..4),
+            mode in mode(), d in any::<i64>(), f in -1e12f64..1e12,
+            cuts in proptest::collection::vec(0usize..400, 0..12),
+            big_endian in any::<bool>(),
+        ) {
+            let s = Sample {
+                flag: true, a: 7, b: -3, c: 9, d, e: 0.5, f, name, data,
+                points: vec![(1.0, 2.0)], nested, mode, fixed: [1, 2, 3],
+            };
+            let bytes = if big_endian {
+                cdr::serialize::<_, _, cdr::CdrBe>(&s, cdr::Infinite).unwrap()
+            } else {
+                cdr::serialize::<_, _, cdr::CdrLe>(&s, cdr::Infinite).unwrap()
+            };
+            let parts = split(&bytes, &cuts);
+            prop_assert_eq!(from_parts::<Sample>(&parts).unwrap(), s);
+        }
+
+        #[test]
+        fn random_parts_decode_as_their_join_and_never_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..80),
+            cuts in proptest::collection::vec(0usize..80, 0..8),
+        ) {
+            let parts = split(&bytes, &cuts);
+            prop_assert_eq!(
+                from_parts::<Sample>(&parts).ok(),
+                from_bytes::<Sample>(&bytes).ok()
+            );
+            prop_assert_eq!(
+                from_parts::<String>(&parts).ok(),
+                from_bytes::<String>(&bytes).ok()
+            );
+            prop_assert_eq!(
+                from_parts::<Vec<u8>>(&parts).ok(),
+                from_bytes::<Vec<u8>>(&bytes).ok()
+            );
+        }
+    }
+
+    /// `bytes` cut at `cuts` (clamped, in any order; empty parts kept).
+    fn split<'a>(bytes: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+        let mut at: Vec<usize> = cuts.iter().map(|&c| c.min(bytes.len())).collect();
+        at.sort_unstable();
+        let mut parts = Vec::new();
+        let mut from = 0;
+        for c in at.into_iter().chain([bytes.len()]) {
+            parts.push(&bytes[from..c]);
+            from = c;
+        }
+        parts
+    }
+
+    #[test]
+    fn a_frame_across_fragments_is_gathered_into_the_vector_it_keeps() {
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct Frame {
+            id: String,
+            #[serde(with = "serde_bytes")]
+            data: Vec<u8>,
+        }
+        let f = Frame {
+            id: "camera".into(),
+            data: (0..200_000u32).map(|i| i as u8).collect(),
+        };
+        let bytes = cdr::serialize::<_, _, cdr::CdrLe>(&f, cdr::Infinite).unwrap();
+        // zenoh's fragments on TCP: one batch each.
+        let parts: Vec<&[u8]> = bytes.chunks(65_000).collect();
+        assert_eq!(from_parts::<Frame>(&parts).unwrap(), f);
+        // A string cut inside, and the header itself cut.
+        let parts = [&bytes[..2], &bytes[2..9], &bytes[9..]];
+        assert_eq!(from_parts::<Frame>(&parts).unwrap(), f);
+        // Cut short: an error, whatever the parts.
+        let short = [&bytes[..5000], &bytes[5000..100_000]];
+        assert!(from_parts::<Frame>(&short).is_err());
+        assert!(from_parts::<Frame>(&[]).is_err());
     }
 
     #[test]

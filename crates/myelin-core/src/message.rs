@@ -118,6 +118,18 @@ pub trait Message: Clone + Send + Sync + 'static {
         Err(WireError::Local(Self::TYPE_NAME))
     }
 
+    /// Decode from the parts of one message, in order, read where they lie:
+    /// what a network transport hands over (the one slice of its receive
+    /// buffer, or the fragments of a message larger than its batches). The
+    /// default gathers the parts into one buffer and calls
+    /// [`wire_decode`](Self::wire_decode); CDR types decode across the
+    /// parts, gathering only a field that spans two (a camera frame's
+    /// pixels, straight into the vector the message keeps).
+    fn wire_decode_parts(parts: &[&[u8]]) -> Result<Self, WireError> {
+        let len = parts.iter().map(|p| p.len()).sum();
+        Self::wire_decode(SharedBytes::copy_from_parts(parts.iter().copied(), len))
+    }
+
     /// View bytes in place as this type (plain old data only): the
     /// zero-copy path. `None` if the type cannot, or size or alignment do
     /// not fit.
@@ -205,6 +217,9 @@ macro_rules! impl_cdr_message {
                 bytes: $crate::wire::SharedBytes,
             ) -> Result<Self, $crate::wire::WireError> {
                 $crate::wire::cdr_codec::decode(&bytes, Self::TYPE_NAME)
+            }
+            fn wire_decode_parts(parts: &[&[u8]]) -> Result<Self, $crate::wire::WireError> {
+                $crate::wire::cdr_codec::decode_parts(parts, Self::TYPE_NAME)
             }
         }
     };
@@ -295,6 +310,9 @@ macro_rules! builtin_cdr {
                 }
                 fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
                     crate::wire::cdr_codec::decode(&bytes, $name)
+                }
+                fn wire_decode_parts(parts: &[&[u8]]) -> Result<Self, WireError> {
+                    crate::wire::cdr_codec::decode_parts(parts, $name)
                 }
             }
         )*

@@ -544,6 +544,19 @@ pub mod cdr_codec {
             why: e.to_string(),
         })
     }
+
+    /// Deserialise from the parts of one message, in order, where they lie
+    /// (see [`Message::wire_decode_parts`](crate::Message::wire_decode_parts)).
+    pub fn decode_parts<T: serde::de::DeserializeOwned>(
+        parts: &[&[u8]],
+        type_name: &'static str,
+    ) -> Result<T, WireError> {
+        crate::cdr_de::from_parts::<T>(parts).map_err(|e| WireError::Decode {
+            type_name,
+            len: parts.iter().map(|p| p.len()).sum(),
+            why: e.to_string(),
+        })
+    }
 }
 
 /// The [`Message`](crate::Message) methods of a [`Wire::Pod`] type (what

@@ -154,6 +154,9 @@ fn expand(input: DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
             fn wire_decode(bytes: ::myelin::SharedBytes) -> ::core::result::Result<Self, ::myelin::WireError> {
                 ::myelin::wire::cdr_codec::decode(&bytes, <Self as ::myelin::Message>::TYPE_NAME)
             }
+            fn wire_decode_parts(parts: &[&[u8]]) -> ::core::result::Result<Self, ::myelin::WireError> {
+                ::myelin::wire::cdr_codec::decode_parts(parts, <Self as ::myelin::Message>::TYPE_NAME)
+            }
         },
     };
     // A type that names its ROS 2 hash is that ROS type, whatever the Rust

@@ -596,6 +596,9 @@ macro_rules! action_message {
             fn wire_decode(bytes: SharedBytes) -> Result<Self, WireError> {
                 crate::wire::cdr_codec::decode(&bytes, Self::TYPE_NAME)
             }
+            fn wire_decode_parts(parts: &[&[u8]]) -> Result<Self, WireError> {
+                crate::wire::cdr_codec::decode_parts(parts, Self::TYPE_NAME)
+            }
         }
     };
 }

@@ -18,9 +18,8 @@ use crate::events::{
 use crate::message::Message;
 use crate::qos::{QoS, QosPolicy};
 use crate::runtime::NodeInner;
-use crate::transport::{EndpointEvents, SubLink, SubOwner};
+use crate::transport::{Arrived, EndpointEvents, SubLink, SubOwner};
 use crate::waitpoint::WaitPoint;
-use crate::wire::SharedBytes;
 
 use super::Delivery;
 use super::callback::Dispatch;
@@ -693,7 +692,7 @@ impl<T: Message> crate::dispatch::Pump for SubInner<T> {
 impl<T: Message> SubOwner for SubInner<T> {
     fn deliver(
         self: Arc<Self>,
-        bytes: SharedBytes,
+        bytes: Arrived<'_>,
         paced: bool,
         lifetime: Option<std::time::Duration>,
         origin: Origin,
@@ -708,7 +707,11 @@ impl<T: Message> SubOwner for SubInner<T> {
             }
             Some(d) => crate::clock::deadline_ns(self.node.ctx.expiry_now_ns(), d),
         };
-        match crate::buffer::from_wire::<T>(bytes) {
+        let decoded = match bytes {
+            Arrived::Kept(b) => crate::buffer::from_wire::<T>(b),
+            Arrived::Lent(parts) => crate::buffer::from_lent::<T>(parts),
+        };
+        match decoded {
             Ok(msg) if paced => {
                 self.push(msg, expires, origin);
             }

@@ -659,6 +659,18 @@ pub(crate) trait PubOwner: EndpointEvents {
     fn with_history(&self, f: &mut dyn FnMut(&mut History<'_>));
 }
 
+/// A message's bytes as a link hands them to its subscription.
+pub(crate) enum Arrived<'a> {
+    /// In a buffer the message may keep (a shared-memory chunk, read in
+    /// place by plain old data and byte buffers).
+    Kept(SharedBytes),
+    /// In the link's own buffers, lent for the call: the one slice of a
+    /// receive buffer, or the fragments of a large message, in order.
+    /// Decoded where they lie (CDR), or copied once into a buffer the
+    /// message keeps.
+    Lent(&'a [&'a [u8]]),
+}
+
 /// What a subscription's links may ask of it.
 pub(crate) trait SubOwner: EndpointEvents {
     /// A message arrived: decode it and push it into the buffer through the
@@ -680,7 +692,7 @@ pub(crate) trait SubOwner: EndpointEvents {
     /// was sent and received ([`MessageInfo`](crate::MessageInfo)).
     fn deliver(
         self: Arc<Self>,
-        bytes: SharedBytes,
+        bytes: Arrived<'_>,
         paced: bool,
         lifetime: Option<Duration>,
         origin: crate::message_info::Origin,

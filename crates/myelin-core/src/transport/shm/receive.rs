@@ -17,7 +17,7 @@ use super::qos::decode_qos;
 use super::{Discovered, Domain};
 use crate::message_info::Origin;
 use crate::qos::{Durability, QoS, QosPolicy};
-use crate::transport::{EndpointSpec, SubLink, SubOwner, TransportError, TypeInfo};
+use crate::transport::{Arrived, EndpointSpec, SubLink, SubOwner, TransportError, TypeInfo};
 use crate::wire::SharedBytes;
 
 /// The inbox and what the reader needs to hand chunks back.
@@ -199,9 +199,12 @@ impl SubShm {
                             serial,
                             sent_ns: stamp.sent_ns,
                         };
-                        owner
-                            .clone()
-                            .deliver(bytes, true, lifetime(stamp.expires), origin)
+                        owner.clone().deliver(
+                            Arrived::Kept(bytes),
+                            true,
+                            lifetime(stamp.expires),
+                            origin,
+                        )
                     }
                     Err(e) => {
                         tracing::warn!("dropped a message from process {pid}: {e}");

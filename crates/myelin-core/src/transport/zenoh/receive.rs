@@ -21,8 +21,7 @@ use myelin_zenoh::zenoh_ext::{
 
 use super::{Discovered, Peers, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
 use crate::qos::{Durability, QoS, Reliability};
-use crate::transport::{EndpointSpec, SubLink, SubOwner, TransportError};
-use crate::wire::SharedBytes;
+use crate::transport::{Arrived, EndpointSpec, SubLink, SubOwner, TransportError};
 
 /// A subscription's network side.
 pub(super) struct SubNet {
@@ -251,11 +250,25 @@ impl SubLink for SubNet {
                     u64::try_from(att.sequence_number).unwrap_or(0),
                 );
                 let origin = crate::message_info::Origin::Network(Box::new(info));
-                // One copy, also of a message reassembled from fragments
-                // (joining its slices first would be a second).
+                // Lent where zenoh received it: a CDR message is decoded
+                // from its one slice of the receive buffer, or across the
+                // fragments of a large one; anything else is copied once.
                 let payload = s.payload();
+                let mut slices = payload.slices();
+                let (one, many): ([&[u8]; 1], Vec<&[u8]>);
+                let parts: &[&[u8]] = match (slices.next(), slices.next()) {
+                    (None, _) => &[],
+                    (Some(a), None) => {
+                        one = [a];
+                        &one
+                    }
+                    _ => {
+                        many = payload.slices().collect();
+                        &many
+                    }
+                };
                 o.deliver(
-                    SharedBytes::copy_from_parts(payload.slices(), payload.len()),
+                    Arrived::Lent(parts),
                     false,
                     lifespans.lifetime(&att),
                     origin,
