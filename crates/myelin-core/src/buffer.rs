@@ -1,10 +1,10 @@
 //! Per-subscription buffers (one buffer per subscription, as in rclcpp's
 //! intra-process design).
 //!
-//! * keep_last(depth): a lock-free bounded ring
-//!   ([`crossbeam_queue::ArrayQueue`]) pushed with `force_push`, which
-//!   overwrites the oldest element when full; the overwritten one is counted
-//!   as lost.
+//! * keep_last(depth): a lock-free bounded ring ([`myelin_sync::Ring`])
+//!   pushed with `force_push`, which drops the oldest element when full;
+//!   the dropped one is counted as lost. Its indices share one cache line
+//!   (a delivery to a cold subscription misses in fewer lines).
 //! * keep_all: a lock-free unbounded FIFO ([`crossbeam_queue::SegQueue`])
 //!   with an explicit bound (`max_samples`) enforced by a counter; a push over
 //!   the bound is refused and reported.
@@ -15,7 +15,8 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use crossbeam_queue::{ArrayQueue, SegQueue};
+use crossbeam_queue::SegQueue;
+use myelin_sync::Ring;
 use myelin_sync::atomic::{AtomicUsize, Ordering};
 
 use crate::message::Message;
@@ -151,8 +152,10 @@ impl<T> Deref for Received<T> {
 pub(crate) enum Pushed {
     /// Stored, nothing lost.
     Stored,
-    /// Stored, and the oldest message was overwritten (keep_last).
-    Overwrote,
+    /// Stored, and the oldest messages (this many: one, more only when
+    /// other publishers pushed at the same moment) were dropped to make
+    /// room (keep_last).
+    Overwrote(usize),
     /// Refused: keep_all at its resource limit.
     Refused,
     /// Stored beyond keep_all's limit (a message from the network, which
@@ -171,25 +174,30 @@ pub(crate) struct Entry<T> {
 }
 
 pub(crate) enum Buffer<T> {
-    Ring(ArrayQueue<Entry<T>>),
-    Fifo {
-        queue: SegQueue<Entry<T>>,
-        // SYNC: Relaxed is enough: it only bounds the length; the queue's own
-        // synchronisation orders the elements.
-        len: AtomicUsize,
-        limit: usize,
-    },
+    /// keep_last: small, beside the subscription's hot fields.
+    Ring(Ring<Entry<T>>),
+    /// keep_all: behind a pointer (its queue keeps head and tail in lines
+    /// of their own, which would spread the subscription over more lines).
+    Fifo(Box<Fifo<T>>),
+}
+
+pub(crate) struct Fifo<T> {
+    queue: SegQueue<Entry<T>>,
+    // SYNC: Relaxed is enough: it only bounds the length; the queue's own
+    // synchronisation orders the elements.
+    len: AtomicUsize,
+    limit: usize,
 }
 
 impl<T> Buffer<T> {
     pub(crate) fn new(qos: &QoS) -> Self {
         match qos.history {
-            History::KeepLast(_) => Buffer::Ring(ArrayQueue::new(qos.effective_depth())),
-            History::KeepAll => Buffer::Fifo {
+            History::KeepLast(_) => Buffer::Ring(Ring::new(qos.effective_depth())),
+            History::KeepAll => Buffer::Fifo(Box::new(Fifo {
                 queue: SegQueue::new(),
                 len: AtomicUsize::new(0),
                 limit: qos.effective_depth(),
-            },
+            })),
         }
     }
 
@@ -209,10 +217,11 @@ impl<T> Buffer<T> {
     pub(crate) fn push_beyond(&self, item: Entry<T>, cap: usize) -> Pushed {
         match self {
             Buffer::Ring(q) => match q.force_push(item) {
-                None => Pushed::Stored,
-                Some(_old) => Pushed::Overwrote,
+                0 => Pushed::Stored,
+                n => Pushed::Overwrote(n),
             },
-            Buffer::Fifo { queue, len, limit } => {
+            Buffer::Fifo(f) => {
+                let Fifo { queue, len, limit } = &**f;
                 let before = len.fetch_add(1, Ordering::Relaxed);
                 if before >= cap.max(*limit) {
                     len.fetch_sub(1, Ordering::Relaxed);
@@ -232,10 +241,10 @@ impl<T> Buffer<T> {
     pub(crate) fn pop(&self) -> Option<Entry<T>> {
         match self {
             Buffer::Ring(q) => q.pop(),
-            Buffer::Fifo { queue, len, .. } => {
-                let item = queue.pop();
+            Buffer::Fifo(f) => {
+                let item = f.queue.pop();
                 if item.is_some() {
-                    len.fetch_sub(1, Ordering::Relaxed);
+                    f.len.fetch_sub(1, Ordering::Relaxed);
                 }
                 item
             }
@@ -246,21 +255,21 @@ impl<T> Buffer<T> {
     pub(crate) fn is_empty(&self) -> bool {
         match self {
             Buffer::Ring(q) => q.is_empty(),
-            Buffer::Fifo { queue, .. } => queue.is_empty(),
+            Buffer::Fifo(f) => f.queue.is_empty(),
         }
     }
 
     pub(crate) fn len(&self) -> usize {
         match self {
             Buffer::Ring(q) => q.len(),
-            Buffer::Fifo { queue, .. } => queue.len(),
+            Buffer::Fifo(f) => f.queue.len(),
         }
     }
 
     pub(crate) fn limit(&self) -> usize {
         match self {
             Buffer::Ring(q) => q.capacity(),
-            Buffer::Fifo { limit, .. } => *limit,
+            Buffer::Fifo(f) => f.limit,
         }
     }
 
@@ -271,7 +280,7 @@ impl<T> Buffer<T> {
         match self {
             Buffer::Ring(_) => true,
             // The counter, not `SegQueue::len` (which walks its indices).
-            Buffer::Fifo { len, limit, .. } => len.load(Ordering::Relaxed) < *limit,
+            Buffer::Fifo(f) => f.len.load(Ordering::Relaxed) < f.limit,
         }
     }
 
@@ -281,7 +290,7 @@ impl<T> Buffer<T> {
     pub(crate) fn room(&self) -> usize {
         match self {
             Buffer::Ring(q) => q.capacity() - q.len(),
-            Buffer::Fifo { len, limit, .. } => limit.saturating_sub(len.load(Ordering::Relaxed)),
+            Buffer::Fifo(f) => f.limit.saturating_sub(f.len.load(Ordering::Relaxed)),
         }
     }
 }
@@ -303,7 +312,7 @@ mod tests {
         let b = Buffer::new(&QoS::keep_last(2));
         assert_eq!(b.push(e(1)), Pushed::Stored);
         assert_eq!(b.push(e(2)), Pushed::Stored);
-        assert_eq!(b.push(e(3)), Pushed::Overwrote);
+        assert_eq!(b.push(e(3)), Pushed::Overwrote(1));
         assert_eq!(*b.pop().unwrap().msg, 2);
         assert_eq!(*b.pop().unwrap().msg, 3);
         assert!(b.pop().is_none());
@@ -340,7 +349,7 @@ mod tests {
         // keep_last is never stretched: it overwrites, as always.
         let r = Buffer::new(&QoS::keep_last(1));
         assert_eq!(r.push_beyond(e(1), 5), Pushed::Stored);
-        assert_eq!(r.push_beyond(e(2), 5), Pushed::Overwrote);
+        assert_eq!(r.push_beyond(e(2), 5), Pushed::Overwrote(1));
         assert_eq!(r.room(), 0);
     }
 }

@@ -40,7 +40,9 @@
 use std::time::Instant;
 
 mod cells;
+mod ring;
 pub use cells::{RetainCell, TryLock, TryLockGuard};
+pub use ring::Ring;
 
 /// Atomics used by every lock-free structure of myelin: `std`'s normally,
 /// loom's under `cfg(loom)`.

@@ -25,7 +25,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use crossbeam_queue::{ArrayQueue, SegQueue};
+use crossbeam_queue::SegQueue;
+use myelin_sync::Ring;
 use myelin_sync::TryLock;
 use myelin_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -213,8 +214,8 @@ pub(crate) const CAUSED_STREAK: u32 = 64;
 /// thread would; tokio's LIFO slot is the same idea). Order is FIFO within
 /// each part; the ring is served before the overflow.
 pub(crate) struct ReadyQueue {
-    caused: ArrayQueue<Arc<dyn Executable>>,
-    ring: ArrayQueue<Arc<dyn Executable>>,
+    caused: Ring<Arc<dyn Executable>>,
+    ring: Ring<Arc<dyn Executable>>,
     overflow: SegQueue<Arc<dyn Executable>>,
     /// Caused entries popped since an older entry was last put ahead of
     /// caused work. So at most [`CAUSED_STREAK`] caused entries run while
@@ -230,8 +231,8 @@ pub(crate) struct ReadyQueue {
 impl ReadyQueue {
     fn new() -> Self {
         ReadyQueue {
-            caused: ArrayQueue::new(READY_RING),
-            ring: ArrayQueue::new(READY_RING),
+            caused: Ring::new(READY_RING),
+            ring: Ring::new(READY_RING),
             overflow: SegQueue::new(),
             streak: AtomicU32::new(0),
         }

@@ -206,7 +206,7 @@ impl Full {
         match p {
             Pushed::Refused => self.merge(Full::refused(1, limit)),
             Pushed::Panicked => self.panicked = true,
-            Pushed::Stored | Pushed::Overwrote | Pushed::Stretched => {}
+            Pushed::Stored | Pushed::Overwrote(_) | Pushed::Stretched => {}
         }
     }
 }

@@ -469,8 +469,8 @@ impl<T: Message> SubInner<T> {
     fn pushed(self: &Arc<Self>, r: Pushed) -> Pushed {
         match r {
             Pushed::Stored | Pushed::Stretched => {}
-            Pushed::Overwrote => {
-                self.lost.fetch_add(1, Ordering::Relaxed);
+            Pushed::Overwrote(n) => {
+                self.lost.fetch_add(n as u64, Ordering::Relaxed);
             }
             Pushed::Refused | Pushed::Panicked => {
                 self.lost.fetch_add(1, Ordering::Relaxed);
