@@ -152,9 +152,9 @@ impl<T> Deref for Received<T> {
 pub(crate) enum Pushed {
     /// Stored, nothing lost.
     Stored,
-    /// Stored, and the oldest messages (this many: one, more only when
-    /// other publishers pushed at the same moment) were dropped to make
-    /// room (keep_last).
+    /// Stored, and the oldest messages of the full ring were dropped to
+    /// make room (keep_last): this many, one unless other publishers
+    /// filled the room first.
     Overwrote(usize),
     /// Refused: keep_all at its resource limit.
     Refused,

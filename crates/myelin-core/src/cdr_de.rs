@@ -186,6 +186,24 @@ impl<'de> Parts<'de> {
     }
 }
 
+impl<'de> Parts<'de> {
+    /// Pass over the next `n <= remaining()` bytes, handing each piece
+    /// (the part of them in one part) to `each`.
+    fn walk(&mut self, n: usize, mut each: impl FnMut(&'de [u8])) {
+        let mut left = n;
+        while left > 0 {
+            let cur = self.current();
+            let k = cur.len().min(left);
+            // Only reachable if a caller broke `n <= remaining()`: fail
+            // loudly rather than loop for ever.
+            assert!(k > 0, "cdr_de: read past the message's end");
+            each(&cur[..k]);
+            self.advance(k);
+            left -= k;
+        }
+    }
+}
+
 impl<'de> Input<'de> for Parts<'de> {
     fn offset(&self) -> usize {
         self.pos
@@ -205,30 +223,18 @@ impl<'de> Input<'de> for Parts<'de> {
         // Spans parts: gathered once (the length was checked against the
         // bytes left, so this allocation is bounded by the message).
         let mut v = Vec::with_capacity(n);
-        while v.len() < n {
-            let cur = self.current();
-            let k = cur.len().min(n - v.len());
-            v.extend_from_slice(&cur[..k]);
-            self.advance(k);
-        }
+        self.walk(n, |piece| v.extend_from_slice(piece));
         Piece::Owned(v)
     }
     fn read(&mut self, out: &mut [u8]) {
         let mut done = 0;
-        while done < out.len() {
-            let cur = self.current();
-            let k = cur.len().min(out.len() - done);
-            out[done..done + k].copy_from_slice(&cur[..k]);
-            self.advance(k);
-            done += k;
-        }
+        self.walk(out.len(), |piece| {
+            out[done..done + piece.len()].copy_from_slice(piece);
+            done += piece.len();
+        });
     }
-    fn skip(&mut self, mut n: usize) {
-        while n > 0 {
-            let k = self.current().len().min(n);
-            self.advance(k);
-            n -= k;
-        }
+    fn skip(&mut self, n: usize) {
+        self.walk(n, |_| {});
     }
 }
 
@@ -291,8 +297,9 @@ impl<'de, S: Input<'de>> De<S> {
         Ok(u32::from_le_bytes(self.array::<4>()?))
     }
 
-    /// A `u32` count of items of at least one byte each (checked against
-    /// what remains, so a corrupt count cannot make us loop or allocate).
+    /// A `u32` count of items (checked against the bytes that remain: a
+    /// corrupt count cannot make us loop or allocate beyond the message;
+    /// CDR has no zero-sized elements, so a true count never exceeds it).
     fn count(&mut self) -> Result<usize> {
         let n = self.u32()? as usize;
         if n > self.remaining() {

@@ -26,14 +26,45 @@ mod cell {
     }
 }
 
-/// Wait a moment for another thread's step (loom must be told, or it
-/// would explore the spin for ever).
+/// Waiting for another thread's step (a push writing the slot it claimed,
+/// a pop reading out the one it claimed): spin a few times, doubling, then
+/// give the core away, so a waiter never spins through the time slice of
+/// a preempted thread it waits for (with `SCHED_FIFO` threads sharing a
+/// core, that slice would never end). Under loom every wait yields (loom
+/// must be told, or it explores the spin for ever).
+struct Backoff(u32);
+
+impl Backoff {
+    /// Spins before the first yield: 1 + 2 + ... + 32.
+    const SPIN_ROUNDS: u32 = 6;
+
+    fn new() -> Backoff {
+        Backoff(0)
+    }
+
+    #[inline]
+    fn snooze(&mut self) {
+        #[cfg(loom)]
+        loom::thread::yield_now();
+        #[cfg(not(loom))]
+        if self.0 < Self::SPIN_ROUNDS {
+            for _ in 0..1u32 << self.0 {
+                std::hint::spin_loop();
+            }
+            self.0 += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// How many values lie between `head` and a `tail` read before it:
+/// `None` when that tail is stale (a later push and pop moved the head
+/// past it; the head never passes the current tail).
 #[inline]
-fn spin() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    std::hint::spin_loop();
+fn held(tail: usize, head: usize) -> Option<usize> {
+    let n = tail.wrapping_sub(head);
+    ((n as isize) >= 0).then_some(n)
 }
 
 struct Slot<T> {
@@ -103,12 +134,21 @@ unsafe impl<T: Send> Send for Ring<T> {}
 unsafe impl<T: Send> Sync for Ring<T> {}
 
 impl<T> Ring<T> {
-    /// A ring holding at most `depth` values (at least 1).
+    /// A ring holding at most `depth` values (at least 1), with
+    /// `depth.next_power_of_two()` slots (at least 2) allocated now.
+    ///
+    /// # Panics
+    ///
+    /// If `depth` is above `usize::MAX / 2 + 1` (no power of two holds
+    /// it); callers bound it far lower (a QoS depth is at most 2^20).
     pub fn new(depth: usize) -> Ring<T> {
         let depth = depth.max(1);
         // At least two slots: with one, "holds the value of position p"
         // (p + 1) and "free for position p + 1" would be the same stamp.
-        let len = depth.next_power_of_two().max(2);
+        let len = depth
+            .checked_next_power_of_two()
+            .expect("a ring's depth fits a power of two")
+            .max(2);
         let slots = (0..len)
             .map(|i| Slot {
                 stamp: AtomicUsize::new(i),
@@ -134,6 +174,7 @@ impl<T> Ring<T> {
     #[inline]
     pub fn push(&self, value: T) -> Result<(), T> {
         let lap = self.mask + 1;
+        let mut backoff = Backoff::new();
         let mut tail = self.tail.load(Ordering::SeqCst);
         loop {
             let slot = &self.slots[tail & self.mask];
@@ -141,10 +182,15 @@ impl<T> Ring<T> {
             let stamp = slot.stamp.load(Ordering::SeqCst);
             if stamp == tail {
                 // Free for this position; full at the depth (which may be
-                // less than the slot count).
-                let head = self.head.load(Ordering::SeqCst);
-                if tail.wrapping_sub(head) >= self.depth {
-                    return Err(value);
+                // less than the slot count), judged against the head read
+                // now: a tail that went stale meanwhile is read again.
+                match held(tail, self.head.load(Ordering::SeqCst)) {
+                    None => {
+                        tail = self.tail.load(Ordering::SeqCst);
+                        continue;
+                    }
+                    Some(n) if n >= self.depth => return Err(value),
+                    Some(_) => {}
                 }
                 match self.tail.compare_exchange(
                     tail,
@@ -164,19 +210,18 @@ impl<T> Ring<T> {
                     }
                     Err(t) => tail = t,
                 }
-            } else if stamp.wrapping_add(lap) == tail.wrapping_add(1) {
+            } else {
                 // The slot still holds the value of one lap ago (the ring
                 // holds as many values as it has slots): full, unless a pop
-                // has claimed that value and is reading it out (wait for
-                // it, rather than report a full ring that is not).
-                if self.head.load(Ordering::SeqCst).wrapping_add(lap) == tail {
+                // has claimed that value and is reading it out. Otherwise
+                // another producer took this position. Either way, wait
+                // and look again.
+                if stamp.wrapping_add(lap) == tail.wrapping_add(1)
+                    && self.head.load(Ordering::SeqCst).wrapping_add(lap) == tail
+                {
                     return Err(value);
                 }
-                spin();
-                tail = self.tail.load(Ordering::SeqCst);
-            } else {
-                // Another producer took this position: look again.
-                spin();
+                backoff.snooze();
                 tail = self.tail.load(Ordering::SeqCst);
             }
         }
@@ -184,8 +229,8 @@ impl<T> Ring<T> {
 
     /// Add `value` at the back, dropping the oldest values to make room
     /// (keep_last). Returns how many were dropped: 0 or 1, more only when
-    /// other threads pushed into the room made at the same time (each drop
-    /// still made room for a value that was pushed).
+    /// other producers filled the room a drop made before this push took
+    /// it. Every drop is of the oldest value of a full ring.
     #[inline]
     pub fn force_push(&self, mut value: T) -> usize {
         let mut dropped = 0;
@@ -194,7 +239,7 @@ impl<T> Ring<T> {
                 Ok(()) => return dropped,
                 Err(v) => {
                     value = v;
-                    if self.pop().is_some() {
+                    if self.take(true).is_some() {
                         dropped += 1;
                     }
                 }
@@ -205,12 +250,28 @@ impl<T> Ring<T> {
     /// Take the oldest value, or `None` if there is none.
     #[inline]
     pub fn pop(&self) -> Option<T> {
+        self.take(false)
+    }
+
+    /// Take the oldest value; with `only_if_full`, only while the ring
+    /// holds `depth` values (a consumer may have made room since a push
+    /// found it full, and the value then stays).
+    #[inline]
+    fn take(&self, only_if_full: bool) -> Option<T> {
         let lap = self.mask + 1;
+        let mut backoff = Backoff::new();
         let mut head = self.head.load(Ordering::SeqCst);
         loop {
             let slot = &self.slots[head & self.mask];
             // SYNC: pairs with the Release store in `push`.
             let stamp = slot.stamp.load(Ordering::SeqCst);
+            if only_if_full
+                && held(self.tail.load(Ordering::SeqCst), head).is_some_and(|n| n < self.depth)
+            {
+                // Room (judged at `head`: the tail only grows, so a CAS
+                // from this head below happens while still full).
+                return None;
+            }
             if stamp == head.wrapping_add(1) {
                 match self.head.compare_exchange(
                     head,
@@ -229,18 +290,14 @@ impl<T> Ring<T> {
                     }
                     Err(h) => head = h,
                 }
-            } else if stamp == head {
+            } else {
                 // Not written yet: empty, unless a push has claimed the
-                // position and is writing it (wait for it, a few
-                // instructions, as a `Mutex` holder would be waited for).
-                if self.tail.load(Ordering::SeqCst) == head {
+                // position and is writing it. Otherwise another consumer
+                // took this position. Either way, wait and look again.
+                if stamp == head && self.tail.load(Ordering::SeqCst) == head {
                     return None;
                 }
-                spin();
-                head = self.head.load(Ordering::SeqCst);
-            } else {
-                // Another consumer took this position: look again.
-                spin();
+                backoff.snooze();
                 head = self.head.load(Ordering::SeqCst);
             }
         }
@@ -254,14 +311,10 @@ impl<T> Ring<T> {
 
     /// Values held (at a moment: others may push and pop meanwhile).
     pub fn len(&self) -> usize {
-        loop {
-            let tail = self.tail.load(Ordering::SeqCst);
-            let head = self.head.load(Ordering::SeqCst);
-            // A consistent pair: tail unchanged while head was read.
-            if self.tail.load(Ordering::SeqCst) == tail {
-                return tail.wrapping_sub(head).min(self.depth);
-            }
-        }
+        // The head first: the tail read after it is at or past it.
+        let head = self.head.load(Ordering::SeqCst);
+        let tail = self.tail.load(Ordering::SeqCst);
+        tail.wrapping_sub(head).min(self.depth)
     }
 }
 
@@ -302,6 +355,14 @@ mod tests {
     }
 
     #[test]
+    fn a_tail_read_before_the_head_passed_it_is_stale_not_full() {
+        assert_eq!(held(6, 5), Some(1));
+        assert_eq!(held(5, 5), Some(0));
+        assert_eq!(held(5, 6), None, "a stale tail, not usize::MAX held");
+        assert_eq!(held(1, usize::MAX), Some(2), "across the wrap");
+    }
+
+    #[test]
     fn values_left_in_the_ring_are_dropped_with_it() {
         let marker = Arc::new(());
         let r = Ring::new(3);
@@ -313,22 +374,27 @@ mod tests {
         assert_eq!(Arc::strong_count(&marker), 1);
     }
 
-    /// Four producers overwrite, two consumers pop: every value is either
-    /// popped once or counted as dropped once, each producer's values come
-    /// out in its order, and the ring never holds more than its depth.
-    #[test]
-    fn producers_and_consumers_lose_nothing_uncounted() {
-        const PER: usize = 20_000;
-        let r = Arc::new(Ring::new(5));
+    /// `producers` threads each overwrite-push `per` values (`value(p, i)`,
+    /// calling `check` after each push) while two consumers pop until the
+    /// producers are done and the ring is empty. Returns what each consumer
+    /// popped, in its order, and how many values were dropped.
+    fn race<T: Send + 'static>(
+        ring: Ring<T>,
+        producers: usize,
+        per: usize,
+        value: fn(usize, usize) -> T,
+        check: fn(&Ring<T>),
+    ) -> (Vec<Vec<T>>, usize) {
+        let r = Arc::new(ring);
         let dropped = Arc::new(AtomicUsize::new(0));
         let done = Arc::new(AtomicUsize::new(0));
-        let producers: Vec<_> = (0..4)
+        let pushers: Vec<_> = (0..producers)
             .map(|p| {
                 let (r, d, done) = (r.clone(), dropped.clone(), done.clone());
                 std::thread::spawn(move || {
-                    for i in 0..PER {
-                        d.fetch_add(r.force_push((p, i)), Ordering::Relaxed);
-                        assert!(r.len() <= 5);
+                    for i in 0..per {
+                        d.fetch_add(r.force_push(value(p, i)), Ordering::Relaxed);
+                        check(&r);
                     }
                     done.fetch_add(1, Ordering::SeqCst);
                 })
@@ -342,7 +408,7 @@ mod tests {
                     loop {
                         match r.pop() {
                             Some(v) => got.push(v),
-                            None if done.load(Ordering::SeqCst) == 4 && r.is_empty() => {
+                            None if done.load(Ordering::SeqCst) == producers && r.is_empty() => {
                                 return got;
                             }
                             None => std::thread::yield_now(),
@@ -351,11 +417,38 @@ mod tests {
                 })
             })
             .collect();
-        for p in producers {
+        for p in pushers {
             p.join().unwrap();
         }
-        let mut popped: Vec<Vec<(usize, usize)>> =
-            consumers.into_iter().map(|c| c.join().unwrap()).collect();
+        let popped = consumers.into_iter().map(|c| c.join().unwrap()).collect();
+        (popped, dropped.load(Ordering::Relaxed))
+    }
+
+    /// A ring that is never full (more room than values ever pushed) never
+    /// drops one, however producers and consumers race: a push must not
+    /// take a stale view of the ring for a full one, nor `force_push` drop
+    /// a value while a consumer makes room.
+    #[test]
+    fn a_ring_with_room_drops_nothing_under_races() {
+        const PER: usize = 20_000;
+        let (popped, dropped) = race(Ring::new(3 * PER + 1), 3, PER, |p, i| p * PER + i, |_| {});
+        assert_eq!(dropped, 0, "dropped with room to spare");
+        assert_eq!(popped.iter().map(Vec::len).sum::<usize>(), 3 * PER);
+    }
+
+    /// Four producers overwrite, two consumers pop: every value is either
+    /// popped once or counted as dropped once, each producer's values come
+    /// out in its order, and the ring never holds more than its depth.
+    #[test]
+    fn producers_and_consumers_lose_nothing_uncounted() {
+        const PER: usize = 20_000;
+        let (mut popped, dropped) = race(
+            Ring::new(5),
+            4,
+            PER,
+            |p, i| (p, i),
+            |r| assert!(r.len() <= 5),
+        );
         for got in &popped {
             for p in 0..4 {
                 let mine: Vec<usize> = got.iter().filter(|v| v.0 == p).map(|v| v.1).collect();
@@ -363,7 +456,7 @@ mod tests {
             }
         }
         let total: usize = popped.iter().map(Vec::len).sum();
-        assert_eq!(total + dropped.load(Ordering::Relaxed), 4 * PER);
+        assert_eq!(total + dropped, 4 * PER);
         let mut all: Vec<_> = popped.drain(..).flatten().collect();
         all.sort_unstable();
         all.dedup();

@@ -341,3 +341,48 @@ fn ring_two_overwrites_race() {
         assert!(ring.pop().is_none());
     });
 }
+
+/// A ring with room never refuses a push, even to a producer whose view
+/// of the tail went stale while another pushed and a consumer popped
+/// (the head then past the tail it read).
+#[test]
+fn ring_with_room_takes_every_push() {
+    use myelin_sync::Ring;
+    loom::model(|| {
+        let ring = Arc::new(Ring::new(2));
+        let (a, b, c) = (ring.clone(), ring.clone(), ring.clone());
+        let p1 = loom::thread::spawn(move || a.push(1).is_ok());
+        let p2 = loom::thread::spawn(move || b.push(2).is_ok());
+        let consumer = loom::thread::spawn(move || c.pop());
+        assert!(p1.join().unwrap(), "push 1 refused with room");
+        assert!(p2.join().unwrap(), "push 2 refused with room");
+        let _ = consumer.join().unwrap();
+    });
+}
+
+/// An overwrite drops the oldest only while the ring is full: once a
+/// consumer has made room, the overwrite keeps what is there.
+#[test]
+fn ring_overwrite_drops_only_from_a_full_ring() {
+    use myelin_sync::Ring;
+    loom::model(|| {
+        let ring = Arc::new(Ring::new(2));
+        ring.push(1).unwrap();
+        ring.push(2).unwrap();
+        let (w, r) = (ring.clone(), ring.clone());
+        let producer = loom::thread::spawn(move || w.force_push(3));
+        let consumer = loom::thread::spawn(move || r.pop());
+        let dropped = producer.join().unwrap();
+        let popped = consumer.join().unwrap();
+        if popped == Some(1) {
+            // 1 left by the consumer's hand, so the ring had room for 3
+            // beside 2, unless 1 was still there when the producer looked.
+            let rest: Vec<u32> = std::iter::from_fn(|| ring.pop()).collect();
+            assert_eq!(dropped + rest.len(), 2, "{rest:?}");
+            assert_eq!(rest.last(), Some(&3));
+            if dropped == 1 {
+                panic!("2 dropped after the consumer made room: {rest:?}");
+            }
+        }
+    });
+}

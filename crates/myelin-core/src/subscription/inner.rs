@@ -496,8 +496,13 @@ impl<T: Message> SubInner<T> {
             expires,
             origin,
         };
-        if self.buffer.push(entry) != Pushed::Stored {
-            self.lost.fetch_add(1, Ordering::Relaxed);
+        let lost = match self.buffer.push(entry) {
+            Pushed::Stored | Pushed::Stretched => 0,
+            Pushed::Overwrote(n) => n as u64,
+            Pushed::Refused | Pushed::Panicked => 1,
+        };
+        if lost > 0 {
+            self.lost.fetch_add(lost, Ordering::Relaxed);
         }
     }
 
