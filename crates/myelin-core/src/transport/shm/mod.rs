@@ -160,6 +160,28 @@ const ORPHAN_GRACE: Duration = Duration::from_secs(2);
 /// Pool files of dropped publishers, with when they were dropped.
 static ORPHANS: Mutex<Vec<(std::path::PathBuf, Instant)>> = Mutex::new(Vec::new());
 
+/// How long an endpoint that is leaving (dropped, or its process exiting)
+/// waits, in all, for state another thread holds: a leaving publisher for
+/// its connections, a leaving subscription for a pass that is releasing
+/// pools handed to it. Bounded: at exit, the holder may be the thread that
+/// is exiting.
+const LEAVE_WAIT: Duration = Duration::from_millis(500);
+
+/// Lock `m`, waiting until `until` at most (a poisoned lock is taken: the
+/// state it guards stays consistent between statements).
+fn lock_before<T>(m: &Mutex<T>, until: Instant) -> Option<std::sync::MutexGuard<'_, T>> {
+    loop {
+        match m.try_lock() {
+            Ok(g) => return Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
 /// Remove `path` once [`ORPHAN_GRACE`] has passed (on a discovery pass;
 /// if this process exits first, the survivors' sweep removes it).
 fn orphan(path: &std::path::Path) {

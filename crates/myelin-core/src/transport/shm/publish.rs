@@ -4,7 +4,7 @@
 
 use std::any::Any;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use myelin_shm::pool::{MAX_CHUNK, PoolWriter};
 use myelin_shm::wake::WakeTable;
 
 use super::qos::{decode_qos, is_any_info};
-use super::{Discovered, Domain, remote_wake_table};
+use super::{Discovered, Domain, LEAVE_WAIT, lock_before, remote_wake_table};
 use crate::clock::Pacer;
 use crate::qos::{Durability, History, QoS};
 use crate::transport::{
@@ -235,6 +235,10 @@ pub(super) struct PubShm {
     /// [`hand_off`](Self::hand_off)); decided once. Shared with the pools'
     /// at-exit rule ([`ExitRule`]).
     handed_off: Arc<OnceLock<bool>>,
+    /// Set as the publisher starts leaving ([`hand_off`](Self::hand_off)):
+    /// a publish on another thread stops waiting for room and lends no
+    /// more chunks, so the connections are free to be asked.
+    leaving: AtomicBool,
 }
 
 impl PubShm {
@@ -269,6 +273,7 @@ impl PubShm {
                 .map_or(0, |l| u64::try_from(l.as_nanos()).unwrap_or(u64::MAX)),
             last_assert: AtomicU64::new(myelin_shm::monotonic_ns()),
             handed_off: Arc::new(OnceLock::new()),
+            leaving: AtomicBool::new(false),
         })
     }
 
@@ -334,9 +339,19 @@ impl PubShm {
         // `max_blocking_time` in all.
         let mut pacer = None;
         for c in self.conns.load().iter() {
+            // A publish racing its publisher's exit (on another thread)
+            // reaches no reader in another process: the pools may be gone
+            // before a reader maps them. Checked again under the lock:
+            // `hand_off` sets the flag before it takes the connections.
+            if self.leaving.load(Ordering::SeqCst) {
+                break;
+            }
             let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
             if c.closed {
                 continue;
+            }
+            if self.leaving.load(Ordering::SeqCst) {
+                break;
             }
             let pushed = loop {
                 self.drain_returns(&mut c);
@@ -351,7 +366,10 @@ impl PubShm {
                         // The reader drains at its own pace; make sure it is
                         // awake. A reader that died frees no room: stop.
                         c.signal();
-                        if !pacer.pause() || !myelin_shm::process_alive(c.writer.subscriber_pid()) {
+                        if !pacer.pause()
+                            || self.leaving.load(Ordering::SeqCst)
+                            || !myelin_shm::process_alive(c.writer.subscriber_pid())
+                        {
                             break pushed;
                         }
                     }
@@ -702,12 +720,18 @@ impl PubShm {
             let conns = self.conns.load();
             let mut behind = Vec::new();
             let mut unsure = false;
+            // A discovery pass or a publish on another thread may hold a
+            // connection for a moment (at exit, other threads still run);
+            // waiting for it keeps the answer sure. A publish stops
+            // waiting for room once it sees `leaving`, and takes no
+            // connection after it; the wait is bounded all the same.
+            self.leaving.store(true, Ordering::SeqCst);
+            let until = std::time::Instant::now() + LEAVE_WAIT;
             for c in conns.iter() {
-                match c.try_lock() {
-                    Ok(g) if !g.closed && g.writer.pending() => behind.push(g),
-                    Ok(_) => {}
-                    // Held by a publish right now.
-                    Err(_) => unsure = true,
+                match lock_before(c, until) {
+                    Some(g) if !g.closed && g.writer.pending() => behind.push(g),
+                    Some(_) => {}
+                    None => unsure = true,
                 }
             }
             if behind.is_empty() {
