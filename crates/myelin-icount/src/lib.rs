@@ -28,7 +28,18 @@
 //!   instructions for two builds of the same source, each stable to a few
 //!   instructions over repeated runs;
 //! * `cdr encode Image` / `cdr decode Image`: a 64x48 `rgb8`
-//!   `sensor_msgs/Image` (9,216 bytes of pixels) to and from CDR.
+//!   `sensor_msgs/Image` (9,216 bytes of pixels) to and from CDR;
+//! * `cold lines x10`: not instructions but **cache lines missed per
+//!   delivery** when one publish reaches 10 subscriptions of an executor
+//!   whose memory went cold (an executor that slept 10 ms between ticks:
+//!   what a 100 Hz fan-out pays). Each operation first writes a 4 MiB
+//!   buffer (evicting everything from callgrind's simulated 32 KiB L1 and
+//!   1 MiB last-level cache), then publishes and drains the executor; a
+//!   second run with the sweep alone is subtracted. The figure is lines
+//!   of code and data missed in the last level, per delivery (the
+//!   publish's and the turn's own lines shared among the ten). Reported,
+//!   not gated: it moves with where the allocator places objects, which
+//!   unrelated changes can shift by a line.
 //!
 //! glibc picks `memcpy` and friends by CPU (AVX2, ERMS, ...), which would
 //! make counts differ between machines; the children run with those
@@ -114,6 +125,7 @@ pub const WORKLOADS: &[&str] = &[
     "zenoh publish 64B",
     "cdr encode Image",
     "cdr decode Image",
+    COLD,
 ];
 
 /// The workloads, in the order they run (without the `zenoh` feature, the
@@ -124,12 +136,35 @@ pub const WORKLOADS: &[&str] = &[
     "shm loan+take 64B",
     "cdr encode Image",
     "cdr decode Image",
+    COLD,
 ];
+
+/// The cold-cache workload: cache lines missed per delivery (see the
+/// module docs).
+pub const COLD: &str = "cold lines x10";
+
+/// Subscriptions the cold workload's publish reaches.
+const COLD_SUBS: u64 = 10;
+
+/// Operations of the cold workload (each sweeps 4 MiB first).
+const COLD_ITERS: u64 = 200;
+
+/// Set in the cold workload's second run: the sweep alone.
+const SWEEP_ONLY_ENV: &str = "MYELIN_ICOUNT_SWEEP_ONLY";
 
 /// Workloads whose count is a function of the code alone (single-threaded
 /// paths), and so gated.
 pub fn gated(workload: &str) -> bool {
-    workload != "zenoh publish 64B"
+    not_gated_because(workload).is_none()
+}
+
+/// Why a workload is reported but not gated.
+fn not_gated_because(workload: &str) -> Option<&'static str> {
+    match workload {
+        "zenoh publish 64B" => Some("interleaves with zenoh's thread"),
+        COLD => Some("lines per delivery; moves with allocation"),
+        _ => None,
+    }
 }
 
 /// Operations counted per workload.
@@ -254,6 +289,57 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
             }
             myelin_icount_region(&mut op, iters);
             check(sum.load(Ordering::Relaxed) > 0, name)
+        }
+        COLD => {
+            let ctx = quiet()
+                .domain_id(d)
+                .shared_memory(false)
+                .network(false)
+                .build()
+                .map_err(err)?;
+            let node = ctx.create_node("icount").map_err(err)?;
+            let p = node
+                .create_publisher::<Icount64>("/icount", QoS::keep_last(10))
+                .map_err(err)?;
+            let sum = Arc::new(AtomicU64::new(0));
+            let mut subs = Vec::new();
+            for _ in 0..COLD_SUBS {
+                let s2 = sum.clone();
+                subs.push(
+                    node.create_subscription::<Icount64, _>(
+                        "/icount",
+                        QoS::keep_last(10),
+                        move |m: Icount64| {
+                            s2.fetch_add(m.seq, Ordering::Relaxed);
+                        },
+                    )
+                    .map_err(err)?,
+                );
+            }
+            let mut exec = Executor::new();
+            exec.add_node(&node).map_err(err)?;
+            let sweep_only = std::env::var_os(SWEEP_ONLY_ENV).is_some();
+            // Twice the simulated last-level cache and more: every line
+            // the operation touched before is gone.
+            let mut sweep = vec![0u8; 4 << 20];
+            let mut seq = 0;
+            let mut op = || {
+                for i in (0..sweep.len()).step_by(64) {
+                    sweep[i] = sweep[i].wrapping_add(1);
+                }
+                std::hint::black_box(&mut sweep);
+                if sweep_only {
+                    return;
+                }
+                seq += 1;
+                let _ = p.publish(msg(seq));
+                while exec.spin_some().unwrap_or(0) > 0 {}
+            };
+            for _ in 0..warm {
+                op();
+            }
+            myelin_icount_region(&mut op, iters);
+            check(sweep_only || sum.load(Ordering::Relaxed) > 0, name)
         }
         "shm loan+take 64B" => {
             let shm = || {
@@ -428,56 +514,116 @@ pub fn valgrind_available() -> Result<(), String> {
 /// `progress` hears a line per workload.
 pub fn run(mut progress: impl FnMut(&str)) -> Result<Vec<IcountRow>, IcountError> {
     valgrind_available().map_err(IcountError::Valgrind)?;
-    let exe = std::env::current_exe()?;
     let shm_dir = private_dir()?;
-    let mut rows = Vec::new();
-    for &name in WORKLOADS {
-        progress(&format!(
-            "{name}: counting {ITERS} operations under callgrind"
-        ));
-        let out = std::env::temp_dir().join(format!(
-            "myelin_icount_{}_{}.out",
-            std::process::id(),
-            rows.len()
-        ));
-        let result = Command::new("valgrind")
-            .args([
-                "--tool=callgrind",
-                "--collect-atstart=no",
-                "--toggle-collect=myelin_icount_region",
-            ])
-            .arg(format!("--callgrind-out-file={}", out.display()))
-            .arg(&exe)
-            .env(ENV, format!("{name},{ITERS}"))
-            .env("MYELIN_SHM_DIR", &shm_dir)
-            .env("MYELIN_LOG", "error")
-            // The baseline x86-64 string functions on every machine.
-            .env(
-                "GLIBC_TUNABLES",
-                "glibc.cpu.hwcaps=-AVX2,-AVX,-ERMS,-FSRM,-AVX512F,-AVX512VL,-AVX512BW,-EVEX,-BMI1,-BMI2,-LZCNT,-MOVBE,-RTM,-SSE4_1,-SSE4_2,-SSSE3,-POPCNT",
-            )
-            .output()?;
-        let text = std::fs::read_to_string(&out).unwrap_or_default();
-        let _ = std::fs::remove_file(&out);
-        if !result.status.success() {
-            let _ = std::fs::remove_dir_all(&shm_dir);
-            return Err(err(format!(
-                "{name}: the workload failed under valgrind: {}{}",
-                String::from_utf8_lossy(&result.stdout).trim(),
-                tail(&String::from_utf8_lossy(&result.stderr), 12)
-            )));
-        }
-        let instructions = summary(&text)
-            .ok_or_else(|| err(format!("{name}: no summary in callgrind's output")))?;
-        rows.push(IcountRow {
-            workload: name.to_string(),
-            iters: ITERS,
-            instructions,
-            per_op: instructions as f64 / ITERS as f64,
-        });
-    }
+    let rows = WORKLOADS
+        .iter()
+        .map(|&name| {
+            if name == COLD {
+                progress(&format!(
+                    "{name}: simulating the caches over {COLD_ITERS} operations, twice"
+                ));
+                cold_row(&shm_dir)
+            } else {
+                progress(&format!(
+                    "{name}: counting {ITERS} operations under callgrind"
+                ));
+                let counts = callgrind(name, ITERS, &shm_dir, false)?;
+                let instructions = counts.event("Ir").ok_or_else(|| no_summary(name))?;
+                Ok(IcountRow {
+                    workload: name.to_string(),
+                    iters: ITERS,
+                    instructions,
+                    per_op: instructions as f64 / ITERS as f64,
+                })
+            }
+        })
+        .collect::<Result<Vec<_>, _>>();
     let _ = std::fs::remove_dir_all(&shm_dir);
-    Ok(rows)
+    rows
+}
+
+/// The cold workload's row: `iters` is the deliveries counted,
+/// `instructions` the lines they missed (with the sweep's own misses
+/// taken out), `per_op` lines per delivery.
+fn cold_row(shm_dir: &Path) -> Result<IcountRow, IcountError> {
+    let missed = |sweep_only| -> Result<u64, IcountError> {
+        let c = callgrind(COLD, COLD_ITERS, shm_dir, sweep_only)?;
+        ["ILmr", "DLmr", "DLmw"]
+            .iter()
+            .map(|e| c.event(e))
+            .sum::<Option<u64>>()
+            .ok_or_else(|| no_summary(COLD))
+    };
+    let lines = missed(false)?.saturating_sub(missed(true)?);
+    let deliveries = COLD_ITERS * COLD_SUBS;
+    Ok(IcountRow {
+        workload: COLD.to_string(),
+        iters: deliveries,
+        instructions: lines,
+        per_op: lines as f64 / deliveries as f64,
+    })
+}
+
+fn no_summary(name: &str) -> IcountError {
+    err(format!("{name}: no summary in callgrind's output"))
+}
+
+/// Run workload `name` for `iters` operations in a child process under
+/// callgrind (with its cache simulation when `name` is [`COLD`]); returns
+/// the counted region's event totals.
+fn callgrind(
+    name: &str,
+    iters: u64,
+    shm_dir: &Path,
+    sweep_only: bool,
+) -> Result<Counts, IcountError> {
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let out = std::env::temp_dir().join(format!(
+        "myelin_icount_{}_{}.out",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut cmd = Command::new("valgrind");
+    cmd.args([
+        "--tool=callgrind",
+        "--collect-atstart=no",
+        "--toggle-collect=myelin_icount_region",
+    ]);
+    if name == COLD {
+        // Fixed cache geometry (not the host's): the same lines miss on
+        // every machine.
+        cmd.args([
+            "--cache-sim=yes",
+            "--I1=32768,8,64",
+            "--D1=32768,8,64",
+            "--LL=1048576,16,64",
+        ]);
+    }
+    if sweep_only {
+        cmd.env(SWEEP_ONLY_ENV, "1");
+    }
+    let result = cmd
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(std::env::current_exe()?)
+        .env(ENV, format!("{name},{iters}"))
+        .env("MYELIN_SHM_DIR", shm_dir)
+        .env("MYELIN_LOG", "error")
+        // The baseline x86-64 string functions on every machine.
+        .env(
+            "GLIBC_TUNABLES",
+            "glibc.cpu.hwcaps=-AVX2,-AVX,-ERMS,-FSRM,-AVX512F,-AVX512VL,-AVX512BW,-EVEX,-BMI1,-BMI2,-LZCNT,-MOVBE,-RTM,-SSE4_1,-SSE4_2,-SSSE3,-POPCNT",
+        )
+        .output()?;
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let _ = std::fs::remove_file(&out);
+    if !result.status.success() {
+        return Err(err(format!(
+            "{name}: the workload failed under valgrind: {}{}",
+            String::from_utf8_lossy(&result.stdout).trim(),
+            tail(&String::from_utf8_lossy(&result.stderr), 12)
+        )));
+    }
+    Ok(Counts::parse(&text))
 }
 
 /// A private shared-memory directory for the workloads (nothing else's
@@ -501,12 +647,39 @@ fn tail(s: &str, n: usize) -> String {
     out
 }
 
-/// The `summary:` (or `totals:`) line of a callgrind output file.
-fn summary(text: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("summary:"))
-        .or_else(|| text.lines().find_map(|l| l.strip_prefix("totals:")))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+/// The event totals of a callgrind output file: its `events:` line names
+/// them, its `summary:` (or `totals:`) line counts them.
+struct Counts {
+    names: Vec<String>,
+    values: Vec<u64>,
+}
+
+impl Counts {
+    fn parse(text: &str) -> Counts {
+        let line = |key: &str| text.lines().find_map(|l| l.strip_prefix(key));
+        let names = line("events:")
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
+        let values = line("summary:")
+            .or_else(|| line("totals:"))
+            .map(|l| {
+                l.split_whitespace()
+                    .filter_map(|v| v.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Counts { names, values }
+    }
+
+    /// The total of `event` (`Ir`, `DLmr`, ...). callgrind leaves out
+    /// trailing zero counts, so an event it named and did not count is 0.
+    fn event(&self, event: &str) -> Option<u64> {
+        if self.values.is_empty() {
+            return None;
+        }
+        let i = self.names.iter().position(|n| n == event)?;
+        Some(self.values.get(i).copied().unwrap_or(0))
+    }
 }
 
 /// How a row compares with the baseline.
@@ -646,7 +819,10 @@ pub fn render(rows: &[IcountRow], baseline: Option<&Baseline>, tolerance: f64) -
             Some(Verdict::New) => ("-".to_string(), "new: not in the baseline".into()),
             Some(Verdict::NotGated(x)) => (
                 format!("{x:.3}"),
-                "not gated (interleaves with zenoh's thread)".into(),
+                format!(
+                    "not gated ({})",
+                    not_gated_because(&r.workload).unwrap_or("reported only")
+                ),
             ),
         };
         out.push_str(&format!(
@@ -719,8 +895,36 @@ mod tests {
 
     #[test]
     fn callgrind_summary_lines_are_read() {
-        assert_eq!(summary("events: Ir\nsummary: 1634450\n"), Some(1634450));
-        assert_eq!(summary("events: Ir\ntotals: 42\n"), Some(42));
-        assert_eq!(summary("events: Ir\n"), None);
+        let ir = |text: &str| Counts::parse(text).event("Ir");
+        assert_eq!(ir("events: Ir\nsummary: 1634450\n"), Some(1634450));
+        assert_eq!(ir("events: Ir\ntotals: 42\n"), Some(42));
+        assert_eq!(ir("events: Ir\n"), None);
+        // The cache simulation's events, found by name; an event left
+        // out at the end of the line counted nothing.
+        let c = Counts::parse(
+            "events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\nsummary: 100 40 30 2 9 4 1 7 3\n",
+        );
+        assert_eq!(
+            (c.event("ILmr"), c.event("DLmr"), c.event("DLmw")),
+            (Some(1), Some(7), Some(3))
+        );
+        assert_eq!(c.event("Bogus"), None);
+        let short = Counts::parse("events: Ir ILmr DLmr DLmw\nsummary: 100 5\n");
+        assert_eq!(
+            (short.event("ILmr"), short.event("DLmw")),
+            (Some(5), Some(0))
+        );
+    }
+
+    #[test]
+    fn the_cold_workload_is_reported_not_gated() {
+        assert!(!gated(COLD) && !gated("zenoh publish 64B") && gated("dispatch 64B"));
+        let base: Baseline = [(COLD.to_string(), 8.0)].into();
+        assert_eq!(
+            compare(&[row(COLD, 12.0)], &base, 0.05),
+            vec![Verdict::NotGated(1.5)]
+        );
+        assert!(gate(&[row(COLD, 12.0)], &base, 0.05).is_ok());
+        assert!(render(&[row(COLD, 12.0)], Some(&base), 0.05).contains("lines per delivery"));
     }
 }
