@@ -243,10 +243,19 @@ impl WakeSlot {
     /// them), or `None` when nothing was signalled.
     #[inline]
     pub fn take_lanes(&self) -> Option<Lanes> {
-        let p = self.table.pending(self.idx);
-        // SYNC: the cheap load first; the swap (SeqCst, pairs with the store
-        // in `signal`) only when set.
-        if p.load(Ordering::Relaxed) == 0 || p.swap(0, Ordering::SeqCst) == 0 {
+        // SYNC: the cheap load first (an executor looks at every turn, and
+        // nothing is pending almost always); the swap (SeqCst, pairs with
+        // the store in `signal`) only when set, out of line.
+        if self.table.pending(self.idx).load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.take_marked()
+    }
+
+    /// [`take_lanes`](Self::take_lanes) once `pending` was seen set.
+    #[inline(never)]
+    fn take_marked(&self) -> Option<Lanes> {
+        if self.table.pending(self.idx).swap(0, Ordering::SeqCst) == 0 {
             return None;
         }
         let mut lanes = Lanes::default();

@@ -20,8 +20,12 @@ pub struct RetainCell<T> {
     /// Points into one of `retained`, or is null.
     // SYNC: Release store in `set` pairs with the Acquire load in `get`.
     current: AtomicPtr<T>,
-    /// Every value ever stored; never shrinks while the cell lives.
-    retained: Mutex<Vec<Arc<T>>>,
+    /// Every value ever stored; never shrinks while the cell lives. Behind
+    /// a pointer: only `set` and `get_arc` (rare) touch it, and the cell
+    /// sits among its owner's per-message fields (a subscription's first
+    /// cache lines), where 32 bytes of lock and vector would push a field
+    /// the hot path reads into another line.
+    retained: Box<Mutex<Vec<Arc<T>>>>,
 }
 
 impl<T> RetainCell<T> {
@@ -29,7 +33,7 @@ impl<T> RetainCell<T> {
     pub fn new() -> Self {
         RetainCell {
             current: AtomicPtr::new(std::ptr::null_mut()),
-            retained: Mutex::new(Vec::new()),
+            retained: Box::new(Mutex::new(Vec::new())),
         }
     }
 

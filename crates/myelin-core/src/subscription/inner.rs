@@ -59,10 +59,13 @@ pub(crate) struct SubInner<T> {
     pub(super) target: RetainCell<ExecShared>,
     pub(crate) node: Arc<NodeInner>,
     callback: Option<TryLock<Dispatch<T>>>,
+    pub(crate) buffer: Buffer<T>,
+    // Written only when a message is lost, or with a deadline: after the
+    // buffer, so that the fields above fit two lines (with the `Arc`'s
+    // counts ahead of them).
     pub(super) lost: AtomicU64,
     /// Messages pushed (counted only with a deadline).
     received_count: AtomicU64,
-    pub(crate) buffer: Buffer<T>,
     pub(crate) id: u64,
     pub(crate) gid: crate::Gid,
     pub(crate) topic: String,
