@@ -41,13 +41,17 @@ pub enum Received<T> {
 }
 
 /// A plain-old-data message viewed in place in bytes it keeps alive.
+///
+/// Only the view and the bytes' owner are kept (24 bytes): a buffer entry
+/// holding one fits a cache line with its stamp and origin.
 pub struct InPlace<T> {
     ptr: *const T,
-    bytes: SharedBytes,
+    owner: Arc<dyn Send + Sync>,
 }
 
-// SAFETY: `ptr` points into `bytes`, which is `Send + Sync` and immutable;
-// handing out `&T` across threads needs `T: Sync`, moving needs `T: Send`.
+// SAFETY: `ptr` points into bytes that `owner` keeps alive, immutable
+// while any view of them lives (see `SharedBytes`); handing out `&T`
+// across threads needs `T: Sync`, moving needs `T: Send`.
 unsafe impl<T: Send + Sync> Send for InPlace<T> {}
 // SAFETY: as above.
 unsafe impl<T: Sync> Sync for InPlace<T> {}
@@ -57,12 +61,24 @@ impl<T: Message> InPlace<T> {
     /// size and alignment fit).
     pub fn new(bytes: SharedBytes) -> Option<InPlace<T>> {
         let ptr = T::wire_view(&bytes)? as *const T;
-        Some(InPlace { ptr, bytes })
+        Some(InPlace {
+            ptr,
+            owner: bytes.into_owner(),
+        })
     }
 
-    /// The bytes the message is read from.
-    pub fn bytes(&self) -> &SharedBytes {
-        &self.bytes
+    /// The bytes the message is read from (its `size_of::<T>()` bytes).
+    pub fn bytes(&self) -> SharedBytes {
+        // SAFETY: `T::wire_view` accepted exactly these bytes (plain old
+        // data views take `size_of::<T>()` bytes), inside what `owner`
+        // keeps alive and unmodified.
+        unsafe {
+            SharedBytes::from_raw_parts(
+                self.ptr as *const u8,
+                std::mem::size_of::<T>(),
+                self.owner.clone(),
+            )
+        }
     }
 }
 
@@ -70,9 +86,9 @@ impl<T> Deref for InPlace<T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: `ptr` came from `T::wire_view(&bytes)` (size and alignment
-        // checked, `T` valid for any bit pattern), and `bytes` keeps the
-        // memory alive and unmodified for our lifetime; `SharedBytes`'s
-        // pointer does not move when it does.
+        // checked, `T` valid for any bit pattern), and `owner` keeps that
+        // memory alive and unmodified for our lifetime (the bytes never
+        // move while their owner lives).
         unsafe { &*self.ptr }
     }
 }
@@ -80,7 +96,7 @@ impl<T> Deref for InPlace<T> {
 impl<T> std::fmt::Debug for InPlace<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InPlace")
-            .field("len", &self.bytes.len())
+            .field("len", &std::mem::size_of::<T>())
             .finish()
     }
 }
@@ -351,5 +367,21 @@ mod tests {
         assert_eq!(r.push_beyond(e(1), 5), Pushed::Stored);
         assert_eq!(r.push_beyond(e(2), 5), Pushed::Overwrote(1));
         assert_eq!(r.room(), 0);
+    }
+}
+
+#[cfg(test)]
+mod layout {
+    use super::*;
+    use crate::message_info::Origin;
+
+    /// A small message's buffer entry, with the ring's 8-byte stamp, fits
+    /// one cache line (a delivery to a cold subscription misses one line
+    /// for the slot, not two).
+    #[test]
+    fn a_small_message_entry_fits_a_line_with_its_stamp() {
+        assert_eq!(std::mem::size_of::<Origin>(), 16);
+        assert!(std::mem::size_of::<Received<u64>>() <= 32);
+        assert!(std::mem::size_of::<Entry<u64>>() + 8 <= 64);
     }
 }

@@ -48,9 +48,9 @@ pub struct MessageInfo {
 }
 
 /// Where a buffered message came from, as compact as a buffer entry can
-/// carry it (24 bytes: a subscription's buffer moves it with every
-/// message): the [`MessageInfo`] is made of it only for a reader that
-/// asks.
+/// carry it (16 bytes: a subscription's buffer moves it with every
+/// message, and a small message's entry then fits one cache line): the
+/// [`MessageInfo`] is made of it only for a reader that asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Origin {
     /// A publisher of this context, in-process: its gid's serial (low 24
@@ -59,20 +59,48 @@ pub(crate) enum Origin {
     Local(u32),
     /// A publisher on this shared-memory island (shared memory).
     #[cfg_attr(not(feature = "shm"), allow(dead_code))]
-    Island {
-        pid: u32,
-        /// The gid's serial (24 bits).
-        serial: u32,
-        /// When it was sent (ns since the epoch; 0: unknown).
-        sent_ns: i64,
-    },
+    Island(Island),
     /// Anything else (the network): everything, boxed (the network path
     /// allocates per message anyway).
     #[cfg_attr(not(feature = "zenoh"), allow(dead_code))]
     Network(Box<MessageInfo>),
 }
 
+/// A publisher on this shared-memory island and when it sent: 16 bytes,
+/// one of them a niche that tells [`Origin`]'s variants apart (so the
+/// enum takes no tag of its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Island {
+    /// When it was sent (ns since the epoch; 0: unknown).
+    sent_ns: i64,
+    pid: u32,
+    /// The gid's serial (24 bits, little-endian).
+    serial: [u8; 3],
+    _niche: Niche,
+}
+
+/// A byte that is always 0: the other 255 values are free for the
+/// compiler to tag [`Origin`]'s other variants with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Niche {
+    Zero = 0,
+}
+
 impl Origin {
+    /// A message of process `pid`'s publisher with gid serial `serial`
+    /// (its low 24 bits), sent at `sent_ns` (0: unknown).
+    #[cfg_attr(not(feature = "shm"), allow(dead_code))]
+    pub(crate) const fn island(pid: u32, serial: u32, sent_ns: i64) -> Origin {
+        let [a, b, c, _] = serial.to_le_bytes();
+        Origin::Island(Island {
+            sent_ns,
+            pid,
+            serial: [a, b, c],
+            _niche: Niche::Zero,
+        })
+    }
+
     /// The [`Origin::Local`] word of a publisher of this context with
     /// this gid.
     pub(crate) const fn local_word(gid: Gid) -> u32 {
@@ -90,12 +118,18 @@ impl Origin {
                 seq: 0,
                 intra: true,
             },
-            Origin::Island {
+            Origin::Island(Island {
                 pid,
-                serial,
+                serial: [a, b, c],
                 sent_ns,
-            } => MessageInfo::remote(
-                crate::gid::myelin_gid(crate::gid::island_key(), pid, u64::from(serial), true),
+                ..
+            }) => MessageInfo::remote(
+                crate::gid::myelin_gid(
+                    crate::gid::island_key(),
+                    pid,
+                    u64::from(u32::from_le_bytes([a, b, c, 0])),
+                    true,
+                ),
                 sent_ns,
                 0,
                 0,
@@ -188,13 +222,18 @@ mod tests {
         assert!(l.from_intra_process());
         assert_eq!(l.source_timestamp(), None);
         assert_eq!(l.publisher_gid(), g);
-        let s = Origin::Island {
-            pid: 77,
-            serial: 5,
-            sent_ns: 12,
-        }
-        .info(1);
+        let s = Origin::island(77, 0x0a_0b0c, 12).info(1);
         assert_eq!(s.publisher_gid().pid(), Some(77));
+        assert_eq!(
+            s.publisher_gid(),
+            Gid(crate::gid::myelin_gid(
+                crate::gid::island_key(),
+                77,
+                0x0a_0b0c,
+                true
+            )),
+            "the serial's 24 bits survive the packing"
+        );
         assert_eq!(s.source_timestamp(), Some(12));
         assert!(!s.from_intra_process());
     }

@@ -80,7 +80,7 @@ macro_rules! signatures {
         {
             const WANTS_OWNERSHIP: bool = $owns;
             fn into_dispatch(mut self) -> Dispatch<T> {
-                Dispatch(Kind::Plain(Box::new(move |$r| self($convert))))
+                Dispatch(Box::new(move |$r, _: &Origin, _| self($convert)))
             }
         }
 
@@ -89,7 +89,7 @@ macro_rules! signatures {
         {
             const WANTS_OWNERSHIP: bool = $owns;
             fn into_dispatch(mut self) -> Dispatch<T> {
-                Dispatch(Kind::WithInfo(Box::new(move |$r, info: &MessageInfo| self($convert, info))))
+                Dispatch(Box::new(move |$r, origin: &Origin, pid| self($convert, &origin.info(pid))))
             }
         }
     };
@@ -107,37 +107,27 @@ signatures!(ByArc, ByArcWithInfo, false, |r| r.into_shared(), Arc<T>);
 signatures!(ByRef, ByRefWithInfo, false, |r| &r, &'a T);
 signatures!(ByReceived, ByReceivedWithInfo, false, |r| r, Received<T>);
 
-/// A type-erased subscription callback (what the executor calls).
-pub struct Dispatch<T>(Kind<T>);
+/// A type-erased subscription callback (what the executor calls): one
+/// boxed closure of the message, its origin and the context's pid (a
+/// callback that wants the [`MessageInfo`] makes it of those; one that
+/// does not ignores them). One pointer pair, so that the subscription's
+/// fields a delivery reads stay within two cache lines.
+pub struct Dispatch<T>(Call<T>);
 
-/// A callback of the message alone.
-type Plain<T> = Box<dyn FnMut(Received<T>) + Send>;
-/// A callback of the message and its [`MessageInfo`].
-type WithInfo<T> = Box<dyn FnMut(Received<T>, &MessageInfo) + Send>;
-
-enum Kind<T> {
-    Plain(Plain<T>),
-    /// Wants the [`MessageInfo`]: made for it from the message's origin.
-    WithInfo(WithInfo<T>),
-}
+/// The message, where it came from, and the pid for [`Origin::info`].
+type Call<T> = Box<dyn FnMut(Received<T>, &Origin, u32) + Send>;
 
 impl<T> Dispatch<T> {
     /// Run the callback on a message from `origin` (`pid`: the
     /// subscription's context's, for [`Origin::info`]).
     #[inline]
     pub(crate) fn call(&mut self, msg: Received<T>, origin: &Origin, pid: u32) {
-        match &mut self.0 {
-            Kind::Plain(f) => f(msg),
-            Kind::WithInfo(f) => f(msg, &origin.info(pid)),
-        }
+        (self.0)(msg, origin, pid)
     }
 }
 
 impl<T> std::fmt::Debug for Dispatch<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self.0 {
-            Kind::Plain(_) => "Dispatch(msg)",
-            Kind::WithInfo(_) => "Dispatch(msg, info)",
-        })
+        f.write_str("Dispatch")
     }
 }

@@ -194,11 +194,7 @@ impl SubShm {
                 };
                 match self.read(r, i, pid, pub_id, generation, d) {
                     Ok(bytes) => {
-                        let origin = Origin::Island {
-                            pid,
-                            serial,
-                            sent_ns: stamp.sent_ns,
-                        };
+                        let origin = Origin::island(pid, serial, stamp.sent_ns);
                         owner.clone().deliver(
                             Arrived::Kept(bytes),
                             true,
