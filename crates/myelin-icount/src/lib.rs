@@ -39,7 +39,13 @@
 //!   of code and data missed in the last level, per delivery (the
 //!   publish's and the turn's own lines shared among the ten). Reported,
 //!   not gated: it moves with where the allocator places objects, which
-//!   unrelated changes can shift by a line.
+//!   unrelated changes can shift by a line;
+//! * `cold timers x10`: the same for timers: cache lines missed per timer
+//!   firing when ten timers of ten nodes on one executor come due
+//!   together after the sweep (the fixed part of a 100 Hz fan-out tick).
+//!   Their period is 1 ns, so that each is due at every turn under
+//!   valgrind; each firing therefore also counts missed periods (a
+//!   counter a timer at its rate does not write).
 //!
 //! glibc picks `memcpy` and friends by CPU (AVX2, ERMS, ...), which would
 //! make counts differ between machines; the children run with those
@@ -126,6 +132,7 @@ pub const WORKLOADS: &[&str] = &[
     "cdr encode Image",
     "cdr decode Image",
     COLD,
+    COLD_TIMERS,
 ];
 
 /// The workloads, in the order they run (without the `zenoh` feature, the
@@ -137,13 +144,25 @@ pub const WORKLOADS: &[&str] = &[
     "cdr encode Image",
     "cdr decode Image",
     COLD,
+    COLD_TIMERS,
 ];
 
 /// The cold-cache workload: cache lines missed per delivery (see the
 /// module docs).
 pub const COLD: &str = "cold lines x10";
 
-/// Subscriptions the cold workload's publish reaches.
+/// The cold-cache workload of timers: cache lines missed per timer
+/// firing, ten timers of ten nodes due at once (see the module docs).
+pub const COLD_TIMERS: &str = "cold timers x10";
+
+/// Whether `workload` counts cache lines (with callgrind's cache
+/// simulation), not instructions.
+pub fn counts_lines(workload: &str) -> bool {
+    workload == COLD || workload == COLD_TIMERS
+}
+
+/// Subscriptions the cold workload's publish reaches, and timers that
+/// fire in each operation of the cold timer workload.
 const COLD_SUBS: u64 = 10;
 
 /// Operations of the cold workload (each sweeps 4 MiB first).
@@ -163,6 +182,7 @@ fn not_gated_because(workload: &str) -> Option<&'static str> {
     match workload {
         "zenoh publish 64B" => Some("interleaves with zenoh's thread"),
         COLD => Some("lines per delivery; moves with allocation"),
+        COLD_TIMERS => Some("lines per firing; moves with allocation"),
         _ => None,
     }
 }
@@ -324,10 +344,7 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
             let mut sweep = vec![0u8; 4 << 20];
             let mut seq = 0;
             let mut op = || {
-                for i in (0..sweep.len()).step_by(64) {
-                    sweep[i] = sweep[i].wrapping_add(1);
-                }
-                std::hint::black_box(&mut sweep);
+                evict(&mut sweep);
                 if sweep_only {
                     return;
                 }
@@ -340,6 +357,46 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
             }
             myelin_icount_region(&mut op, iters);
             check(sweep_only || sum.load(Ordering::Relaxed) > 0, name)
+        }
+        COLD_TIMERS => {
+            let ctx = quiet()
+                .domain_id(d)
+                .shared_memory(false)
+                .network(false)
+                .build()
+                .map_err(err)?;
+            let fired = Arc::new(AtomicU64::new(0));
+            let mut exec = Executor::new();
+            let mut keep = Vec::new();
+            for k in 0..COLD_SUBS {
+                let node = ctx.create_node(&format!("icount_{k}")).map_err(err)?;
+                let f = fired.clone();
+                // A period far below one operation under valgrind: due at
+                // every turn.
+                let timer = node
+                    .create_timer(Duration::from_nanos(1), move || {
+                        f.fetch_add(1, Ordering::Relaxed);
+                    })
+                    .map_err(err)?;
+                exec.add_node(&node).map_err(err)?;
+                keep.push((node, timer));
+            }
+            let sweep_only = std::env::var_os(SWEEP_ONLY_ENV).is_some();
+            let mut sweep = vec![0u8; 4 << 20];
+            let mut op = || {
+                evict(&mut sweep);
+                if !sweep_only {
+                    let _ = exec.spin_some();
+                }
+            };
+            for _ in 0..warm {
+                op();
+            }
+            let before = fired.load(Ordering::Relaxed);
+            myelin_icount_region(&mut op, iters);
+            let n = fired.load(Ordering::Relaxed) - before;
+            // Every timer fired in every operation (the row divides by it).
+            check(sweep_only || n == iters * COLD_SUBS, name)
         }
         "shm loan+take 64B" => {
             let shm = || {
@@ -476,6 +533,15 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
     }
 }
 
+/// Write one byte of every line of `sweep` (4 MiB): every line an
+/// operation touched before leaves callgrind's simulated caches.
+fn evict(sweep: &mut [u8]) {
+    for i in (0..sweep.len()).step_by(64) {
+        sweep[i] = sweep[i].wrapping_add(1);
+    }
+    std::hint::black_box(sweep);
+}
+
 fn check(ok: bool, name: &str) -> Result<(), IcountError> {
     if ok {
         Ok(())
@@ -518,11 +584,11 @@ pub fn run(mut progress: impl FnMut(&str)) -> Result<Vec<IcountRow>, IcountError
     let rows = WORKLOADS
         .iter()
         .map(|&name| {
-            if name == COLD {
+            if counts_lines(name) {
                 progress(&format!(
                     "{name}: simulating the caches over {COLD_ITERS} operations, twice"
                 ));
-                cold_row(&shm_dir)
+                cold_row(name, &shm_dir)
             } else {
                 progress(&format!(
                     "{name}: counting {ITERS} operations under callgrind"
@@ -542,22 +608,22 @@ pub fn run(mut progress: impl FnMut(&str)) -> Result<Vec<IcountRow>, IcountError
     rows
 }
 
-/// The cold workload's row: `iters` is the deliveries counted,
-/// `instructions` the lines they missed (with the sweep's own misses
-/// taken out), `per_op` lines per delivery.
-fn cold_row(shm_dir: &Path) -> Result<IcountRow, IcountError> {
+/// A cold workload's row: `iters` is the deliveries (or timer firings)
+/// counted, `instructions` the lines they missed (with the sweep's own
+/// misses taken out), `per_op` lines per delivery (firing).
+fn cold_row(name: &str, shm_dir: &Path) -> Result<IcountRow, IcountError> {
     let missed = |sweep_only| -> Result<u64, IcountError> {
-        let c = callgrind(COLD, COLD_ITERS, shm_dir, sweep_only)?;
+        let c = callgrind(name, COLD_ITERS, shm_dir, sweep_only)?;
         ["ILmr", "DLmr", "DLmw"]
             .iter()
             .map(|e| c.event(e))
             .sum::<Option<u64>>()
-            .ok_or_else(|| no_summary(COLD))
+            .ok_or_else(|| no_summary(name))
     };
     let lines = missed(false)?.saturating_sub(missed(true)?);
     let deliveries = COLD_ITERS * COLD_SUBS;
     Ok(IcountRow {
-        workload: COLD.to_string(),
+        workload: name.to_string(),
         iters: deliveries,
         instructions: lines,
         per_op: lines as f64 / deliveries as f64,
@@ -569,7 +635,7 @@ fn no_summary(name: &str) -> IcountError {
 }
 
 /// Run workload `name` for `iters` operations in a child process under
-/// callgrind (with its cache simulation when `name` is [`COLD`]); returns
+/// callgrind (with its cache simulation when it [counts lines](counts_lines)); returns
 /// the counted region's event totals.
 fn callgrind(
     name: &str,
@@ -589,7 +655,7 @@ fn callgrind(
         "--collect-atstart=no",
         "--toggle-collect=myelin_icount_region",
     ]);
-    if name == COLD {
+    if counts_lines(name) {
         // Fixed cache geometry (not the host's): the same lines miss on
         // every machine.
         cmd.args([
