@@ -46,7 +46,7 @@ pub enum Received<T> {
 /// holding one fits a cache line with its stamp and origin.
 pub struct InPlace<T> {
     ptr: *const T,
-    owner: Arc<dyn Send + Sync>,
+    _owner: Arc<dyn Send + Sync>,
 }
 
 // SAFETY: `ptr` points into bytes that `owner` keeps alive, immutable
@@ -63,22 +63,8 @@ impl<T: Message> InPlace<T> {
         let ptr = T::wire_view(&bytes)? as *const T;
         Some(InPlace {
             ptr,
-            owner: bytes.into_owner(),
+            _owner: bytes.into_owner(),
         })
-    }
-
-    /// The bytes the message is read from (its `size_of::<T>()` bytes).
-    pub fn bytes(&self) -> SharedBytes {
-        // SAFETY: `T::wire_view` accepted exactly these bytes (plain old
-        // data views take `size_of::<T>()` bytes), inside what `owner`
-        // keeps alive and unmodified.
-        unsafe {
-            SharedBytes::from_raw_parts(
-                self.ptr as *const u8,
-                std::mem::size_of::<T>(),
-                self.owner.clone(),
-            )
-        }
     }
 }
 

@@ -81,24 +81,6 @@ impl SharedBytes {
         self._owner
     }
 
-    /// The `len` bytes at `ptr`, kept alive by `owner`.
-    ///
-    /// # Safety
-    ///
-    /// `ptr..ptr + len` must lie in memory that `owner` keeps alive and
-    /// unmodified while it lives (as a `SharedBytes`'s own parts do).
-    pub(crate) unsafe fn from_raw_parts(
-        ptr: *const u8,
-        len: usize,
-        owner: Arc<dyn Send + Sync>,
-    ) -> SharedBytes {
-        SharedBytes {
-            ptr,
-            len,
-            _owner: owner,
-        }
-    }
-
     /// Bytes copied into a fresh heap buffer aligned to 16 bytes (so POD
     /// types up to that alignment can be viewed in place).
     pub fn copy_from(bytes: &[u8]) -> SharedBytes {

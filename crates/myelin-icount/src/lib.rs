@@ -356,7 +356,14 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
                 op();
             }
             myelin_icount_region(&mut op, iters);
-            check(sweep_only || sum.load(Ordering::Relaxed) > 0, name)
+            // Every subscription got every message (the row divides by
+            // the deliveries): COLD_SUBS times the sum of the seqs sent,
+            // 1 to warm + iters.
+            let sent: u64 = (1..=warm + iters).sum();
+            check(
+                sweep_only || sum.load(Ordering::Relaxed) == COLD_SUBS * sent,
+                name,
+            )
         }
         COLD_TIMERS => {
             let ctx = quiet()
@@ -620,7 +627,15 @@ fn cold_row(name: &str, shm_dir: &Path) -> Result<IcountRow, IcountError> {
             .sum::<Option<u64>>()
             .ok_or_else(|| no_summary(name))
     };
-    let lines = missed(false)?.saturating_sub(missed(true)?);
+    let (with, sweep) = (missed(false)?, missed(true)?);
+    // Fewer with the work than without it: something other than the work
+    // changed between the runs; no figure rather than a wrong one (a 0
+    // would also make the saved baseline unreadable).
+    let lines = with.checked_sub(sweep).filter(|&n| n > 0).ok_or_else(|| {
+        err(format!(
+            "{name}: {with} lines missed with the work, {sweep} without"
+        ))
+    })?;
     let deliveries = COLD_ITERS * COLD_SUBS;
     Ok(IcountRow {
         workload: name.to_string(),
@@ -728,11 +743,9 @@ impl Counts {
             .unwrap_or_default();
         let values = line("summary:")
             .or_else(|| line("totals:"))
-            .map(|l| {
-                l.split_whitespace()
-                    .filter_map(|v| v.parse().ok())
-                    .collect()
-            })
+            // A token that is not a count leaves no values (rather than
+            // shifting the later ones onto the wrong events).
+            .and_then(|l| l.split_whitespace().map(|v| v.parse().ok()).collect())
             .unwrap_or_default();
         Counts { names, values }
     }
@@ -979,6 +992,12 @@ mod tests {
         assert_eq!(
             (short.event("ILmr"), short.event("DLmw")),
             (Some(5), Some(0))
+        );
+        let garbled = Counts::parse("events: Ir ILmr DLmr\nsummary: 100 x 7\n");
+        assert_eq!(
+            garbled.event("DLmr"),
+            None,
+            "no count moved onto another event"
         );
     }
 

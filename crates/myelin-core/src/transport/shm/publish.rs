@@ -339,19 +339,18 @@ impl PubShm {
         // `max_blocking_time` in all.
         let mut pacer = None;
         for c in self.conns.load().iter() {
-            // A publish racing its publisher's exit (on another thread)
-            // reaches no reader in another process: the pools may be gone
-            // before a reader maps them. Checked again under the lock:
-            // `hand_off` sets the flag before it takes the connections.
-            if self.leaving.load(Ordering::SeqCst) {
-                break;
-            }
             let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
             if c.closed {
                 continue;
             }
+            // A publish racing its publisher's exit (on another thread)
+            // reaches no reader in another process: the pools may be gone
+            // before a reader maps them. Each reader counts it lost, never
+            // a silent gap. Checked under the lock: `hand_off` sets the
+            // flag before it takes the connections.
             if self.leaving.load(Ordering::SeqCst) {
-                break;
+                c.writer.count_lost();
+                continue;
             }
             let pushed = loop {
                 self.drain_returns(&mut c);
@@ -563,7 +562,12 @@ impl PubShm {
             };
             for c in &targets {
                 let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
-                if c.closed || c.writer.push_stamped(desc, stamp, self.keep_last) == Pushed::Full {
+                // Leaving: its pools may be gone before this reader maps
+                // them (see `send_chunk`).
+                if c.closed
+                    || self.leaving.load(Ordering::SeqCst)
+                    || c.writer.push_stamped(desc, stamp, self.keep_last) == Pushed::Full
+                {
                     continue;
                 }
                 chunk.lease.pool.retain(chunk.lease.chunk);
