@@ -275,69 +275,21 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
     let d = domain(11);
     match name {
         "dispatch 64B" => {
-            let ctx = quiet()
-                .domain_id(d)
-                .shared_memory(false)
-                .network(false)
-                .build()
-                .map_err(err)?;
-            let node = ctx.create_node("icount").map_err(err)?;
-            let p = node
-                .create_publisher::<Icount64>("/icount", QoS::keep_last(10))
-                .map_err(err)?;
-            let sum = Arc::new(AtomicU64::new(0));
-            let s2 = sum.clone();
-            let _s = node
-                .create_subscription::<Icount64, _>(
-                    "/icount",
-                    QoS::keep_last(10),
-                    move |m: Icount64| {
-                        s2.fetch_add(m.seq, Ordering::Relaxed);
-                    },
-                )
-                .map_err(err)?;
-            let mut exec = Executor::new();
-            exec.add_node(&node).map_err(err)?;
+            let mut rig = InProcess::new(d, 1)?;
             let mut seq = 0;
             let mut op = || {
                 seq += 1;
-                let _ = p.publish(msg(seq));
-                let _ = exec.spin_some();
+                let _ = rig.publisher.publish(msg(seq));
+                let _ = rig.exec.spin_some();
             };
             for _ in 0..warm {
                 op();
             }
             myelin_icount_region(&mut op, iters);
-            check(sum.load(Ordering::Relaxed) > 0, name)
+            check(rig.sum.load(Ordering::Relaxed) > 0, name)
         }
         COLD => {
-            let ctx = quiet()
-                .domain_id(d)
-                .shared_memory(false)
-                .network(false)
-                .build()
-                .map_err(err)?;
-            let node = ctx.create_node("icount").map_err(err)?;
-            let p = node
-                .create_publisher::<Icount64>("/icount", QoS::keep_last(10))
-                .map_err(err)?;
-            let sum = Arc::new(AtomicU64::new(0));
-            let mut subs = Vec::new();
-            for _ in 0..COLD_SUBS {
-                let s2 = sum.clone();
-                subs.push(
-                    node.create_subscription::<Icount64, _>(
-                        "/icount",
-                        QoS::keep_last(10),
-                        move |m: Icount64| {
-                            s2.fetch_add(m.seq, Ordering::Relaxed);
-                        },
-                    )
-                    .map_err(err)?,
-                );
-            }
-            let mut exec = Executor::new();
-            exec.add_node(&node).map_err(err)?;
+            let mut rig = InProcess::new(d, COLD_SUBS)?;
             let sweep_only = std::env::var_os(SWEEP_ONLY_ENV).is_some();
             // Twice the simulated last-level cache and more: every line
             // the operation touched before is gone.
@@ -349,8 +301,8 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
                     return;
                 }
                 seq += 1;
-                let _ = p.publish(msg(seq));
-                while exec.spin_some().unwrap_or(0) > 0 {}
+                let _ = rig.publisher.publish(msg(seq));
+                while rig.exec.spin_some().unwrap_or(0) > 0 {}
             };
             for _ in 0..warm {
                 op();
@@ -361,17 +313,12 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
             // 1 to warm + iters.
             let sent: u64 = (1..=warm + iters).sum();
             check(
-                sweep_only || sum.load(Ordering::Relaxed) == COLD_SUBS * sent,
+                sweep_only || rig.sum.load(Ordering::Relaxed) == COLD_SUBS * sent,
                 name,
             )
         }
         COLD_TIMERS => {
-            let ctx = quiet()
-                .domain_id(d)
-                .shared_memory(false)
-                .network(false)
-                .build()
-                .map_err(err)?;
+            let ctx = local_context(d)?;
             let fired = Arc::new(AtomicU64::new(0));
             let mut exec = Executor::new();
             let mut keep = Vec::new();
@@ -537,6 +484,61 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
             Ok(())
         }
         other => Err(err(format!("no workload {other:?}"))),
+    }
+}
+
+/// A context of its own on domain `d`, without shared memory or network.
+fn local_context(d: u32) -> Result<Context, IcountError> {
+    quiet()
+        .domain_id(d)
+        .shared_memory(false)
+        .network(false)
+        .build()
+        .map_err(err)
+}
+
+/// An in-process rig: a keep_last(10) publisher of `/icount` and
+/// subscriptions on one node, each adding the messages' `seq` to `sum`,
+/// and an executor running the node.
+struct InProcess {
+    publisher: myelin::Publisher<Icount64>,
+    exec: Executor,
+    sum: Arc<AtomicU64>,
+    _subs: Vec<myelin::Subscription<Icount64>>,
+    _ctx: Context,
+}
+
+impl InProcess {
+    /// The rig on domain `d` with `subs` subscriptions.
+    fn new(d: u32, subs: u64) -> Result<InProcess, IcountError> {
+        let ctx = local_context(d)?;
+        let node = ctx.create_node("icount").map_err(err)?;
+        let publisher = node
+            .create_publisher::<Icount64>("/icount", QoS::keep_last(10))
+            .map_err(err)?;
+        let sum = Arc::new(AtomicU64::new(0));
+        let subscriptions = (0..subs)
+            .map(|_| {
+                let s2 = sum.clone();
+                node.create_subscription::<Icount64, _>(
+                    "/icount",
+                    QoS::keep_last(10),
+                    move |m: Icount64| {
+                        s2.fetch_add(m.seq, Ordering::Relaxed);
+                    },
+                )
+                .map_err(err)
+            })
+            .collect::<Result<_, _>>()?;
+        let mut exec = Executor::new();
+        exec.add_node(&node).map_err(err)?;
+        Ok(InProcess {
+            publisher,
+            exec,
+            sum,
+            _subs: subscriptions,
+            _ctx: ctx,
+        })
     }
 }
 

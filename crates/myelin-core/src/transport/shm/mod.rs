@@ -167,17 +167,22 @@ static ORPHANS: Mutex<Vec<(std::path::PathBuf, Instant)>> = Mutex::new(Vec::new(
 /// is exiting.
 const LEAVE_WAIT: Duration = Duration::from_millis(500);
 
-/// Lock `m`, waiting until `until` at most (a poisoned lock is taken: the
-/// state it guards stays consistent between statements).
-fn lock_before<T>(m: &Mutex<T>, until: Instant) -> Option<std::sync::MutexGuard<'_, T>> {
+/// Lock `m`, waiting as `pacer` does (it spins, yields, then sleeps, up
+/// to its deadline); `None` once the deadline passed. A poisoned lock is
+/// taken: the state it guards stays consistent between statements.
+fn lock_within<'a, T>(
+    m: &'a Mutex<T>,
+    pacer: &mut crate::clock::Pacer,
+) -> Option<std::sync::MutexGuard<'a, T>> {
     loop {
         match m.try_lock() {
             Ok(g) => return Some(g),
             Err(std::sync::TryLockError::Poisoned(e)) => return Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < until => {
-                std::thread::sleep(Duration::from_micros(200));
+            Err(std::sync::TryLockError::WouldBlock) => {
+                if !pacer.pause() {
+                    return None;
+                }
             }
-            Err(std::sync::TryLockError::WouldBlock) => return None,
         }
     }
 }

@@ -18,7 +18,7 @@ use myelin_shm::pool::{MAX_CHUNK, PoolWriter};
 use myelin_shm::wake::WakeTable;
 
 use super::qos::{decode_qos, is_any_info};
-use super::{Discovered, Domain, LEAVE_WAIT, lock_before, remote_wake_table};
+use super::{Discovered, Domain, LEAVE_WAIT, lock_within, remote_wake_table};
 use crate::clock::Pacer;
 use crate::qos::{Durability, History, QoS};
 use crate::transport::{
@@ -730,9 +730,9 @@ impl PubShm {
             // waiting for room once it sees `leaving`, and takes no
             // connection after it; the wait is bounded all the same.
             self.leaving.store(true, Ordering::SeqCst);
-            let until = std::time::Instant::now() + LEAVE_WAIT;
+            let mut pacer = Pacer::new(LEAVE_WAIT);
             for c in conns.iter() {
-                match lock_before(c, until) {
+                match lock_within(c, &mut pacer) {
                     Some(g) if !g.closed && g.writer.pending() => behind.push(g),
                     Some(_) => {}
                     None => unsure = true,

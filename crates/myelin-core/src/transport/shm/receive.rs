@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use myelin_shm::changes::{Change, EndpointKey};
 use myelin_shm::endpoint::{EndpointInfo, EndpointKind, Found};
@@ -14,7 +14,7 @@ use myelin_shm::process_alive;
 use myelin_shm::{NeededAtExit, SegmentName};
 
 use super::qos::decode_qos;
-use super::{Discovered, Domain, LEAVE_WAIT, lock_before};
+use super::{Discovered, Domain, LEAVE_WAIT, lock_within};
 use crate::message_info::Origin;
 use crate::qos::{Durability, QoS, QosPolicy};
 use crate::transport::{Arrived, EndpointSpec, SubLink, SubOwner, TransportError, TypeInfo};
@@ -501,7 +501,7 @@ impl SubShm {
         // (it takes the flag under this lock, then removes files): at exit
         // that thread is cut short when this one returns, so let it finish
         // first (a file was left half released).
-        let _pass = lock_before(&self.readers, Instant::now() + LEAVE_WAIT);
+        let _pass = lock_within(&self.readers, &mut crate::clock::Pacer::new(LEAVE_WAIT));
         let inbox = &self.inbox.inbox;
         inbox.leave();
         for i in 0..inbox.connections() {
