@@ -31,11 +31,14 @@ mod cell {
 /// give the core away, so a waiter never spins through the time slice of
 /// a preempted thread it waits for (with `SCHED_FIFO` threads sharing a
 /// core, that slice would never end). Under loom every wait yields (loom
-/// must be told, or it explores the spin for ever).
+/// must be told, or it explores the spin for ever), so the count is
+/// unused there.
+#[cfg_attr(loom, allow(dead_code))]
 struct Backoff(u32);
 
 impl Backoff {
     /// Spins before the first yield: 1 + 2 + ... + 32.
+    #[cfg_attr(loom, allow(dead_code))]
     const SPIN_ROUNDS: u32 = 6;
 
     fn new() -> Backoff {

@@ -1,6 +1,8 @@
 //! loom model of the executor wake-up protocol: a producer publishes work and
 //! notifies; a consumer that found nothing goes to sleep. No interleaving may
-//! leave the consumer asleep with work pending (a lost wake-up).
+//! leave the consumer asleep with work pending (a lost wake-up): the model's
+//! futex wait blocks until the word changes, so a lost wake-up spins for
+//! ever and loom fails the test.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p myelin-sync --test loom --release`.
 #![cfg(loom)]
@@ -40,6 +42,37 @@ fn no_lost_wakeup_two_producers() {
         }
         let out = event.wait_while(|| work.load(Ordering::SeqCst) < 2, None);
         assert!(out.is_ready());
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+}
+
+/// The executor's path: a push into a ring (its `SeqCst`
+/// compare-and-swap is the work) announced with `notify_one_if_waiting`,
+/// which skips the epoch increment when nobody waits. Two producers, one
+/// consumer that sleeps until the ring holds both.
+#[test]
+fn notify_if_waiting_after_a_ring_push_loses_no_wakeup() {
+    loom::model(|| {
+        let event = Arc::new(Event::new(Scope::Process));
+        let ring = Arc::new(myelin_sync::Ring::new(2));
+        let mut handles = Vec::new();
+        for v in 0..2u32 {
+            let (e, r) = (event.clone(), ring.clone());
+            handles.push(loom::thread::spawn(move || {
+                assert!(r.push(v).is_ok());
+                e.notify_one_if_waiting();
+            }));
+        }
+        let mut got = 0;
+        while got < 2 {
+            let out = event.wait_while(|| ring.is_empty(), None);
+            assert!(out.is_ready());
+            while ring.pop().is_some() {
+                got += 1;
+            }
+        }
         for h in handles {
             h.join().unwrap();
         }

@@ -238,18 +238,26 @@ impl ReadyQueue {
         }
     }
 
+    /// Queue `e`; `true` when it went into the ring (a `SeqCst`
+    /// compare-and-swap), `false` into the overflow queue.
     #[inline]
-    pub(crate) fn push(&self, e: Arc<dyn Executable>) {
-        if let Err(e) = self.ring.push(e) {
-            self.overflow.push(e);
+    pub(crate) fn push(&self, e: Arc<dyn Executable>) -> bool {
+        match self.ring.push(e) {
+            Ok(()) => true,
+            Err(e) => {
+                self.overflow.push(e);
+                false
+            }
         }
     }
 
-    /// Queue work a callback of this executor caused (full: as any other).
+    /// Queue work a callback of this executor caused (full: as any other);
+    /// `true` as for [`push`](Self::push).
     #[inline]
-    fn push_caused(&self, e: Arc<dyn Executable>) {
-        if let Err(e) = self.caused.push(e) {
-            self.push(e);
+    fn push_caused(&self, e: Arc<dyn Executable>) -> bool {
+        match self.caused.push(e) {
+            Ok(()) => true,
+            Err(e) => self.push(e),
         }
     }
 
@@ -412,12 +420,20 @@ impl ExecShared {
             c.get()
                 .is_some_and(|c| c.exec == me && c.entity != Arc::as_ptr(&e) as *const () as usize)
         });
-        if caused {
-            self.ready.push_caused(e);
+        let in_ring = if caused {
+            self.ready.push_caused(e)
         } else {
-            self.ready.push(e);
+            self.ready.push(e)
+        };
+        // A push into either ring is a SeqCst compare-and-swap that the
+        // waiters' `ready.is_empty()` reads with SeqCst loads, so nobody
+        // waiting costs one load; the overflow queue's is not, so it
+        // announces with the epoch increment.
+        if in_ring {
+            self.event.notify_one_if_waiting();
+        } else {
+            self.event.notify_one();
         }
-        self.event.notify_one();
     }
 
     /// Drain `p` whenever a remote wake-up marks the lane it is given;

@@ -115,6 +115,21 @@ impl WakeEvent {
         }
     }
 
+    /// [`notify_one`](Self::notify_one) after work that is a `SeqCst`
+    /// read-modify-write the waiters' check reads with `SeqCst` loads (a
+    /// push into a ready ring): no epoch increment when nobody waits (see
+    /// [`Event::notify_one_if_waiting`]).
+    #[inline]
+    pub(crate) fn notify_one_if_waiting(&self) {
+        match self {
+            WakeEvent::Local(e) => e.notify_one_if_waiting(),
+            #[cfg(feature = "shm")]
+            WakeEvent::Shm(s) => s.event().notify_one_if_waiting(),
+            #[cfg(feature = "shm")]
+            WakeEvent::Polled(e, _) => e.notify_one_if_waiting(),
+        }
+    }
+
     pub(crate) fn wait_while(
         &self,
         #[allow(unused_mut)] mut idle: impl FnMut() -> bool,
