@@ -8,7 +8,7 @@
 
 #![cfg(feature = "shm")]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -147,6 +147,26 @@ fn child_role() {
             println!("full after {seq}");
             let _ = std::io::stdin().read_line(&mut line);
             std::process::exit(0);
+        }
+        "sub_inline_exit" => {
+            // Exits the process from inside an inline callback: the thread
+            // that calls `exit` is the one draining the inbox (it holds the
+            // subscription's reader state). Logs on, so that a leave that
+            // gave up waiting says so on stderr.
+            myelin::init_logging();
+            let _s = node
+                .create_subscription_with(
+                    "stamps",
+                    QoS::keep_all(),
+                    SubscriptionOptions::inline(),
+                    |m: Stamp| {
+                        println!("got {}", m.seq);
+                        std::process::exit(0);
+                    },
+                )
+                .unwrap();
+            println!("ready");
+            let _ = std::io::stdin().read_line(&mut line);
         }
         "sub_late" => {
             // Reads only when told, then leaves at once (no time for a
@@ -686,6 +706,53 @@ fn a_pool_left_while_a_publish_waits_still_goes_with_its_reader() {
         Vec::<String>::new(),
         "the reader removes the pool it was left"
     );
+}
+
+/// A process that exits from inside an inline callback of a subscription
+/// fed through shared memory: the exiting thread holds that
+/// subscription's reader state, so its exit rule must not wait for it
+/// (it used to wait its whole bound, 500 ms per such subscription, then
+/// leave without it; now a leave that gives up waiting says so).
+#[test]
+fn exit_from_an_inline_callback_does_not_wait_for_itself() {
+    let domain = 165;
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
+        .env(ROLE, "sub_inline_exit")
+        .env("MYELIN_SHM_DOMAIN", domain.to_string())
+        .env("MYELIN_SHM_COUNT", "0")
+        .env("MYELIN_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child exited early");
+    }
+    let c = ctx(domain);
+    let node = c.create_node("feeder").unwrap();
+    let p = node
+        .create_publisher::<Stamp>("stamps", QoS::keep_all())
+        .unwrap();
+    wait_matched(&p, 1);
+    p.publish(Stamp { seq: 7, value: 0.0 }).unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("got 7"), "{rest}");
+    let st = child.wait().unwrap();
+    assert!(st.success(), "{st}");
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!err.contains("gave up waiting"), "{err}");
 }
 
 fn myelin_shm_dir() -> std::path::PathBuf {

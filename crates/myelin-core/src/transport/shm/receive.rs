@@ -125,6 +125,8 @@ impl SubShm {
     fn pump_inner(&self, check_dead: bool, exited: &[u32]) {
         let Some(owner) = self.owner() else { return };
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        // Inline callbacks run below, in this thread, under the lock.
+        let _held = Holding::enter(self);
         let mut lost = 0;
         let mut counted = false;
         let mut freed = false;
@@ -501,7 +503,28 @@ impl SubShm {
         // (it takes the flag under this lock, then removes files): at exit
         // that thread is cut short when this one returns, so let it finish
         // first (a file was left half released).
-        let _pass = lock_within(&self.readers, &mut crate::clock::Pacer::new(LEAVE_WAIT));
+        // This thread may be the pass itself: `exit` called by an inline
+        // callback the pass runs. Waiting for it would wait out the bound
+        // for nothing (the pass resumes only after us); its state is as
+        // consistent as between two messages.
+        if Holding::is(self) {
+            return self.give_back();
+        }
+        let pass = lock_within(&self.readers, &mut crate::clock::Pacer::new(LEAVE_WAIT));
+        if pass.is_none() {
+            tracing::warn!(
+                topic = %self.topic,
+                "shared memory: a leaving subscription gave up waiting {LEAVE_WAIT:?} for \
+                 another thread's pass over its inbox; pools handed to it may stay until \
+                 the dead-process sweep"
+            );
+        }
+        self.give_back();
+    }
+
+    /// [`leave`](Self::leave) once no other thread's pass is releasing a
+    /// hand-off.
+    fn give_back(&self) {
         let inbox = &self.inbox.inbox;
         inbox.leave();
         for i in 0..inbox.connections() {
@@ -512,6 +535,57 @@ impl SubShm {
                 myelin_shm::pool::release_handed_off(self.dom.id, pid, pub_id);
             }
         }
+    }
+}
+
+/// The subscriptions whose reader state this thread holds (passes over
+/// their inboxes, which run inline callbacks; they nest when a callback
+/// drains another subscription), so that a subscription's exit rule, run
+/// by this thread when a callback calls `exit`, does not wait for itself.
+struct Holding;
+
+/// Passes one thread can be inside of at once and still be recognised
+/// (deeper ones are not: their exit rule waits, as before).
+const HOLDING_DEPTH: usize = 4;
+
+thread_local! {
+    // Plain `Copy` cells, no destructor: `exit` destroys a thread's
+    // locals that have one before it runs the exit rules that read this.
+    static HOLDING: std::cell::Cell<(usize, [*const SubShm; HOLDING_DEPTH])> =
+        const { std::cell::Cell::new((0, [std::ptr::null(); HOLDING_DEPTH])) };
+}
+
+impl Holding {
+    /// Mark `sub` held by this thread until the result is dropped.
+    fn enter(sub: &SubShm) -> Holding {
+        HOLDING.with(|h| {
+            let (depth, mut held) = h.get();
+            if let Some(slot) = held.get_mut(depth) {
+                *slot = sub;
+            }
+            h.set((depth + 1, held));
+        });
+        Holding
+    }
+
+    /// Whether this thread holds `sub`'s reader state (addresses are
+    /// compared; none is read through).
+    fn is(sub: &SubShm) -> bool {
+        HOLDING.with(|h| {
+            let (depth, held) = h.get();
+            held[..depth.min(HOLDING_DEPTH)]
+                .iter()
+                .any(|&p| std::ptr::eq(p, sub))
+        })
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        HOLDING.with(|h| {
+            let (depth, held) = h.get();
+            h.set((depth.saturating_sub(1), held));
+        });
     }
 }
 
