@@ -3,6 +3,7 @@
 //! that turn a descriptor into bytes read in place.
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -78,6 +79,10 @@ pub(super) struct SubShm {
     /// then only this tells discovery to watch it (and so to remove the
     /// pool it left behind for this reader).
     writers: Mutex<Vec<u32>>,
+    /// The thread inside a pass over the inbox ([`this_thread`]; 0: none),
+    /// which runs inline callbacks under `readers`: an exit rule run by
+    /// that thread (a callback called `exit`) must not wait for itself.
+    pass_thread: std::sync::atomic::AtomicUsize,
 }
 
 impl SubShm {
@@ -110,6 +115,7 @@ impl SubShm {
             owner: OnceLock::new(),
             repairs: std::sync::atomic::AtomicU64::new(0),
             writers: Mutex::new(Vec::new()),
+            pass_thread: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -126,7 +132,7 @@ impl SubShm {
         let Some(owner) = self.owner() else { return };
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         // Inline callbacks run below, in this thread, under the lock.
-        let _held = Holding::enter(self);
+        self.pass_thread.store(this_thread(), Ordering::Relaxed);
         let mut lost = 0;
         let mut counted = false;
         let mut freed = false;
@@ -227,6 +233,7 @@ impl SubShm {
                 freed = true;
             }
         }
+        self.pass_thread.store(0, Ordering::Relaxed);
         drop(readers);
         if freed {
             // A publisher shut out while every block was taken tries
@@ -507,7 +514,11 @@ impl SubShm {
         // callback the pass runs. Waiting for it would wait out the bound
         // for nothing (the pass resumes only after us); its state is as
         // consistent as between two messages.
-        if Holding::is(self) {
+        // SYNC: Relaxed: only this thread's own store can make it equal
+        // (another live thread's number is never ours). A pass that
+        // panicked leaves its number behind; that thread then skips the
+        // wait at its exit (the release-cut-short case, after a panic).
+        if self.pass_thread.load(Ordering::Relaxed) == this_thread() {
             return self.give_back();
         }
         let pass = lock_within(&self.readers, &mut crate::clock::Pacer::new(LEAVE_WAIT));
@@ -538,55 +549,14 @@ impl SubShm {
     }
 }
 
-/// The subscriptions whose reader state this thread holds (passes over
-/// their inboxes, which run inline callbacks; they nest when a callback
-/// drains another subscription), so that a subscription's exit rule, run
-/// by this thread when a callback calls `exit`, does not wait for itself.
-struct Holding;
-
-/// Passes one thread can be inside of at once and still be recognised
-/// (deeper ones are not: their exit rule waits, as before).
-const HOLDING_DEPTH: usize = 4;
-
-thread_local! {
-    // Plain `Copy` cells, no destructor: `exit` destroys a thread's
-    // locals that have one before it runs the exit rules that read this.
-    static HOLDING: std::cell::Cell<(usize, [*const SubShm; HOLDING_DEPTH])> =
-        const { std::cell::Cell::new((0, [std::ptr::null(); HOLDING_DEPTH])) };
-}
-
-impl Holding {
-    /// Mark `sub` held by this thread until the result is dropped.
-    fn enter(sub: &SubShm) -> Holding {
-        HOLDING.with(|h| {
-            let (depth, mut held) = h.get();
-            if let Some(slot) = held.get_mut(depth) {
-                *slot = sub;
-            }
-            h.set((depth + 1, held));
-        });
-        Holding
+/// This thread, as a number no other live thread has: the address of a
+/// thread-local (no destructor: `exit` destroys a thread's locals that
+/// have one before it runs the exit rules that ask this).
+fn this_thread() -> usize {
+    thread_local! {
+        static MARK: u8 = const { 0 };
     }
-
-    /// Whether this thread holds `sub`'s reader state (addresses are
-    /// compared; none is read through).
-    fn is(sub: &SubShm) -> bool {
-        HOLDING.with(|h| {
-            let (depth, held) = h.get();
-            held[..depth.min(HOLDING_DEPTH)]
-                .iter()
-                .any(|&p| std::ptr::eq(p, sub))
-        })
-    }
-}
-
-impl Drop for Holding {
-    fn drop(&mut self) {
-        HOLDING.with(|h| {
-            let (depth, held) = h.get();
-            h.set((depth.saturating_sub(1), held));
-        });
-    }
+    MARK.with(|m| m as *const u8 as usize)
 }
 
 /// A subscription's inbox at exit.
