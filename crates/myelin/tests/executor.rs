@@ -92,6 +92,89 @@ fn a_message_wakes_a_sleeping_executor_on_another_thread() {
     assert_eq!(*got.lock().unwrap(), (0..1000).collect::<Vec<_>>());
 }
 
+/// Many sleep / wake-up turns from several threads at once: each thread
+/// publishes one message on its own topic and waits for its callback
+/// before the next, so the executor goes to sleep between nearly every
+/// message while other threads' pushes race its sleep. A lost wake-up
+/// (the push announced without waking a sleeper that missed it) leaves a
+/// thread waiting: it fails after 30 s, however slow the machine.
+#[test]
+fn a_sleeping_executor_hears_every_ping_from_several_threads() {
+    pings_from_several_threads(&ctx());
+}
+
+/// As above with shared memory on: the executor sleeps on its slot of the
+/// process's wake-up table (the futex word other processes signal).
+#[test]
+fn a_sleeping_executor_on_the_shared_wake_table_hears_every_ping() {
+    let ctx = Context::builder()
+        .handle_signals(false)
+        .shared_memory(true)
+        .network(false)
+        .domain_id(171)
+        .build()
+        .unwrap();
+    pings_from_several_threads(&ctx);
+}
+
+fn pings_from_several_threads(ctx: &Context) {
+    const THREADS: u64 = 4;
+    const PINGS: u64 = 2000;
+    let node = ctx.create_node("n").unwrap();
+    let mut subs = Vec::new();
+    let mut pubs = Vec::new();
+    let seen: Vec<Arc<std::sync::atomic::AtomicU64>> = (0..THREADS)
+        .map(|_| Arc::new(std::sync::atomic::AtomicU64::new(0)))
+        .collect();
+    for (t, s) in seen.iter().enumerate() {
+        let s = s.clone();
+        subs.push(
+            node.create_subscription(&format!("ping_{t}"), QoS::keep_all(), move |m: u64| {
+                s.store(m, std::sync::atomic::Ordering::SeqCst)
+            })
+            .unwrap(),
+        );
+        pubs.push(
+            node.create_publisher::<u64>(&format!("ping_{t}"), QoS::keep_all())
+                .unwrap(),
+        );
+    }
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    let stop = exec.stop_handle();
+    let spinner = std::thread::spawn(move || exec.spin());
+    let producers: Vec<_> = pubs
+        .into_iter()
+        .zip(seen.iter().cloned())
+        .map(|(p, s)| {
+            std::thread::spawn(move || {
+                for i in 1..=PINGS {
+                    // Now and then a pause, so that the executor is asleep
+                    // (not between two looks) when the next ping comes.
+                    if i % 4 == 0 {
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    p.publish(i).unwrap();
+                    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                    while s.load(std::sync::atomic::Ordering::SeqCst) != i {
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "ping {i} was never handled"
+                        );
+                        std::thread::yield_now();
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    stop.stop();
+    spinner.join().unwrap().unwrap();
+    drop(subs);
+}
+
 #[test]
 fn timers_fire_at_their_period_and_stop_with_the_executor() {
     let ctx = ctx();
