@@ -159,7 +159,10 @@ impl Event {
     /// do that consumer's `SeqCst` loads in `idle`, which see the work. If
     /// it sees one, the epoch moves and the futex wakes as in `notify_one`.
     /// With weaker work (a `Release` store, a lock-free queue whose
-    /// emptiness check is not `SeqCst`) use `notify_one`.
+    /// emptiness check is not `SeqCst`) use `notify_one`. Nor is it for
+    /// consumers that read [`epoch`](SharedEvent::epoch) and wait while it
+    /// is unchanged without being counted in `waiters`: nothing moves the
+    /// epoch for them.
     ///
     /// ```
     /// use myelin_sync::atomic::{AtomicU32, Ordering};
@@ -282,11 +285,14 @@ fn sleep(epoch: &AtomicU32, private: bool, seen: u32, timeout: Option<std::time:
 
 #[cfg(loom)]
 fn sleep(epoch: &AtomicU32, _private: bool, seen: u32, timeout: Option<std::time::Duration>) {
-    // loom cannot model a futex. Without a timeout the model blocks as the
-    // kernel does: until the word differs from `seen`, read with a
-    // read-modify-write (the latest value, as the kernel's atomic compare
-    // reads it), yielding meanwhile. A lost wake-up then spins for ever,
-    // which loom reports. With a timeout, one yield stands for it.
+    // loom cannot model a futex. Without a timeout the model blocks until
+    // the word differs from `seen`, read with a read-modify-write (the
+    // latest value, as the kernel's atomic compare reads it), yielding
+    // meanwhile: a wake-up lost because the word never moved spins for
+    // ever, which loom reports. Not modelled: a sleeper the word moved
+    // for but no futex wake reached (`wake` is a no-op here), which
+    // `notify` and `notify_one` guard by waking whenever `waiters` is
+    // not zero. With a timeout, one yield stands for the wait.
     if timeout.is_some() {
         if epoch.load(Ordering::SeqCst) == seen {
             loom::thread::yield_now();

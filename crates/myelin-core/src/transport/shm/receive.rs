@@ -132,7 +132,7 @@ impl SubShm {
         let Some(owner) = self.owner() else { return };
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         // Inline callbacks run below, in this thread, under the lock.
-        self.pass_thread.store(this_thread(), Ordering::Relaxed);
+        let pass = PassMark::enter(&self.pass_thread);
         let mut lost = 0;
         let mut counted = false;
         let mut freed = false;
@@ -233,7 +233,7 @@ impl SubShm {
                 freed = true;
             }
         }
-        self.pass_thread.store(0, Ordering::Relaxed);
+        drop(pass);
         drop(readers);
         if freed {
             // A publisher shut out while every block was taken tries
@@ -505,7 +505,7 @@ impl SubShm {
     /// left are released (it maps no more of them; messages it holds keep
     /// their mappings), and publishers leaving from now on keep its share
     /// themselves.
-    fn leave(&self) {
+    fn leave(&self, at_exit: bool) {
         // A pass on another thread may be releasing a hand-off right now
         // (it takes the flag under this lock, then removes files): at exit
         // that thread is cut short when this one returns, so let it finish
@@ -515,20 +515,28 @@ impl SubShm {
         // for nothing (the pass resumes only after us); its state is as
         // consistent as between two messages.
         // SYNC: Relaxed: only this thread's own store can make it equal
-        // (another live thread's number is never ours). A pass that
-        // panicked leaves its number behind; that thread then skips the
-        // wait at its exit (the release-cut-short case, after a panic).
+        // (another live thread's number is never ours; a pass clears its
+        // number even when it unwinds).
         if self.pass_thread.load(Ordering::Relaxed) == this_thread() {
             return self.give_back();
         }
         let pass = lock_within(&self.readers, &mut crate::clock::Pacer::new(LEAVE_WAIT));
         if pass.is_none() {
-            tracing::warn!(
-                topic = %self.topic,
-                "shared memory: a leaving subscription gave up waiting {LEAVE_WAIT:?} for \
-                 another thread's pass over its inbox; pools handed to it may stay until \
-                 the dead-process sweep"
+            let why = format!(
+                "shared memory: a leaving subscription of {:?} gave up waiting {LEAVE_WAIT:?} \
+                 for another thread's pass over its inbox; pools handed to it may stay until \
+                 the dead-process sweep",
+                self.topic
             );
+            if at_exit {
+                // Not `tracing` in an exit rule: its formatter keeps a
+                // thread-local buffer that `exit` may have destroyed
+                // already, and a panic here (an `atexit` handler) aborts.
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "WARN {why}");
+            } else {
+                tracing::warn!("{why}");
+            }
         }
         self.give_back();
     }
@@ -559,6 +567,25 @@ fn this_thread() -> usize {
     MARK.with(|m| m as *const u8 as usize)
 }
 
+/// A subscription's [`SubShm::pass_thread`] set to this thread until
+/// dropped (also when the pass unwinds: thread numbers are reused once a
+/// thread is gone, so a stale one could match another thread later).
+struct PassMark<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> PassMark<'a> {
+    fn enter(mark: &'a std::sync::atomic::AtomicUsize) -> PassMark<'a> {
+        // SYNC: Relaxed: read only by this thread (see `SubShm::leave`).
+        mark.store(this_thread(), Ordering::Relaxed);
+        PassMark(mark)
+    }
+}
+
+impl Drop for PassMark<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
+}
+
 /// A subscription's inbox at exit.
 struct SubExitRule(Weak<SubShm>);
 
@@ -567,7 +594,7 @@ impl NeededAtExit for SubExitRule {
     /// dropped subscription gave them back already).
     fn needed(&self) -> bool {
         if let Some(sub) = self.0.upgrade() {
-            sub.leave();
+            sub.leave(true);
         }
         false
     }
@@ -578,7 +605,7 @@ impl Drop for SubShm {
         // The inbox itself may live on while its last messages are in
         // use; its name goes now, so no publisher connects any more.
         self.inbox.inbox.unlink();
-        self.leave();
+        self.leave(false);
         self.dom.announce(Change::Removed, &self.key);
     }
 }
