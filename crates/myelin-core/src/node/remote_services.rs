@@ -454,12 +454,12 @@ impl<Resp: Message> Responder<Resp> for NetResponder<Resp> {
 pub(crate) fn request_handler<Req: Message, Resp: Message>(
     server: Weak<crate::service::ServiceInner<Req, Resp>>,
 ) -> crate::transport::RequestHandler {
-    Arc::new(move |bytes, raw| {
+    Arc::new(move |parts, raw| {
         let Some(s) = server.upgrade() else {
             raw.reply(Err("the service is gone".into()));
             return;
         };
-        match Req::wire_decode(bytes) {
+        match Req::wire_decode_parts(parts) {
             Ok(req) => {
                 let id = raw.request_id().unwrap_or_default();
                 s.submit_remote(
@@ -503,11 +503,20 @@ impl<Req: Message, Resp: Message> RemoteCalls<Req, Resp> for NetCalls<Req, Resp>
             tracing::warn!("request to {service:?}: {e}");
             CallError::ServiceUnavailable(service.to_string())
         })?;
-        match self.raw.call(bytes, id, deadline) {
-            Ok(answer) => Resp::wire_decode(answer).map_err(|e| {
-                tracing::warn!("reply from {service:?}: {e}");
-                CallError::ServiceUnavailable(service.to_string())
-            }),
+        let mut decoded = None;
+        let sent = self.raw.call(bytes, id, deadline, &mut |parts| {
+            decoded = Some(Resp::wire_decode_parts(parts));
+        });
+        match sent {
+            Ok(()) => match decoded {
+                Some(Ok(r)) => Ok(r),
+                Some(Err(e)) => {
+                    tracing::warn!("reply from {service:?}: {e}");
+                    Err(CallError::ServiceUnavailable(service.to_string()))
+                }
+                // A transport that said Ok without an answer: as gone.
+                None => Err(CallError::ServiceUnavailable(service.to_string())),
+            },
             Err(RawCallError::Timeout) => Err(CallError::Timeout {
                 service: service.to_string(),
                 timeout,

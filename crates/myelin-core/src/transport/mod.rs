@@ -455,7 +455,8 @@ pub(crate) trait Transport: Send + Sync {
 
     /// Serve a service (`spec.topic` is the service name, `spec.ty` the
     /// service type) to callers this transport reaches: `handler` gets
-    /// each request's encoded bytes and a [`RawReply`] for the answer. The
+    /// each request's encoded bytes, lent for the call (in the parts the
+    /// network delivered them in), and a [`RawReply`] for the answer. The
     /// guard withdraws the service when dropped; `None` when this
     /// transport carries no services of its own.
     fn service_server(
@@ -476,8 +477,11 @@ pub(crate) trait Transport: Send + Sync {
     }
 }
 
-/// What a transport calls with each request for a served service.
-pub(crate) type RequestHandler = Arc<dyn Fn(SharedBytes, Box<dyn RawReply>) + Send + Sync>;
+/// What a transport calls with each request for a served service: the
+/// request's bytes, lent for the call in the parts they arrived in (a
+/// large one in its network fragments: decoded across them, never joined
+/// first).
+pub(crate) type RequestHandler = Arc<dyn Fn(&[&[u8]], Box<dyn RawReply>) + Send + Sync>;
 
 /// The way back to the caller of one request (called at most once;
 /// dropped unanswered, the caller learns the service is gone).
@@ -495,14 +499,16 @@ pub(crate) trait RawReply: Send {
 pub(crate) trait RawCalls: Send + Sync {
     /// Whether a server is there now.
     fn ready(&self) -> bool;
-    /// Send the encoded request to one server; its encoded answer, or why
+    /// Send the encoded request to one server and hand its encoded answer
+    /// to `answer`, lent for the call in the parts it arrived in; or why
     /// there is none by `deadline`.
     fn call(
         &self,
         request: Vec<u8>,
         id: crate::gid::RequestId,
         deadline: std::time::Instant,
-    ) -> Result<SharedBytes, RawCallError>;
+        answer: &mut dyn FnMut(&[&[u8]]),
+    ) -> Result<(), RawCallError>;
 }
 
 /// Why a [`RawCalls::call`] has no answer.

@@ -38,6 +38,7 @@ use std::time::Duration;
 use crate::gid;
 use myelin_zenoh::names;
 use myelin_zenoh::token::{EntityKind, Token, TokenQos, TopicInfo};
+use myelin_zenoh::zenoh::bytes::ZBytes;
 use myelin_zenoh::zenoh::liveliness::LivelinessToken;
 use myelin_zenoh::zenoh::pubsub::Subscriber;
 use myelin_zenoh::zenoh::sample::{Sample, SampleKind};
@@ -961,6 +962,18 @@ fn wait_for_link(
             return false;
         }
         std::thread::sleep(every);
+    }
+}
+
+/// Call `f` with `payload`'s bytes as the slices zenoh holds them in:
+/// one slice of its receive buffer for a message that fit one batch, or
+/// the fragments of a larger one (no vector for the common single slice).
+fn with_parts<R>(payload: &ZBytes, f: impl FnOnce(&[&[u8]]) -> R) -> R {
+    let mut slices = payload.slices();
+    match (slices.next(), slices.next()) {
+        (None, _) => f(&[]),
+        (Some(a), None) => f(&[a]),
+        _ => f(&payload.slices().collect::<Vec<_>>()),
     }
 }
 

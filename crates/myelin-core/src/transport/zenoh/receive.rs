@@ -253,26 +253,14 @@ impl SubLink for SubNet {
                 // Lent where zenoh received it: a CDR message is decoded
                 // from its one slice of the receive buffer, or across the
                 // fragments of a large one; anything else is copied once.
-                let payload = s.payload();
-                let mut slices = payload.slices();
-                let (one, many): ([&[u8]; 1], Vec<&[u8]>);
-                let parts: &[&[u8]] = match (slices.next(), slices.next()) {
-                    (None, _) => &[],
-                    (Some(a), None) => {
-                        one = [a];
-                        &one
-                    }
-                    _ => {
-                        many = payload.slices().collect();
-                        &many
-                    }
-                };
-                o.deliver(
-                    Arrived::Lent(parts),
-                    false,
-                    lifespans.lifetime(&att),
-                    origin,
-                );
+                super::with_parts(s.payload(), |parts| {
+                    o.deliver(
+                        Arrived::Lent(parts),
+                        false,
+                        lifespans.lifetime(&att),
+                        origin,
+                    )
+                });
             }
         };
         let builder = self

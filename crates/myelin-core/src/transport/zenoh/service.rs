@@ -28,11 +28,10 @@ use myelin_zenoh::zenoh::Wait;
 use myelin_zenoh::zenoh::liveliness::LivelinessToken;
 use myelin_zenoh::zenoh::query::{ConsolidationMode, Query, QueryTarget, Queryable};
 
-use super::{Discovered, RemoteGraph, ZenohTransport, endpoint_token, type_chunks};
+use super::{Discovered, RemoteGraph, ZenohTransport, endpoint_token, type_chunks, with_parts};
 use crate::transport::{
     EndpointSpec, RawCallError, RawCalls, RawReply, RequestHandler, TransportError,
 };
-use crate::wire::SharedBytes;
 
 /// The key expression of a service.
 fn service_key(dom: &ZenohTransport, spec: &EndpointSpec<'_>) -> Result<String, TransportError> {
@@ -61,10 +60,6 @@ pub(super) fn serve(
         .declare_queryable(key)
         .complete(true)
         .callback(move |query: Query| {
-            let request = query
-                .payload()
-                .map(|p| SharedBytes::from_vec(p.to_bytes().into_owned()))
-                .unwrap_or_else(|| SharedBytes::from_vec(Vec::new()));
             // rmw_zenoh's attachment; a caller without one still gets an
             // answer (with sequence number 0 and no gid).
             let asked = query
@@ -76,7 +71,12 @@ pub(super) fn serve(
                         None
                     }
                 });
-            handler(request, Box::new(QueryReply { query, asked }));
+            // The request's bytes lent where zenoh received them (a
+            // query without a payload: none).
+            let payload = query.payload().cloned().unwrap_or_default();
+            with_parts(&payload, |parts| {
+                handler(parts, Box::new(QueryReply { query, asked }))
+            });
         })
         .wait()
         .map_err(|e| TransportError::new("declaring the service's queryable", e))?;
@@ -175,7 +175,8 @@ impl RawCalls for ClientNet {
         request: Vec<u8>,
         id: crate::gid::RequestId,
         deadline: Instant,
-    ) -> Result<SharedBytes, RawCallError> {
+        answer: &mut dyn FnMut(&[&[u8]]),
+    ) -> Result<(), RawCallError> {
         // The client's gid and request number (rmw_zenoh's request id; a
         // ROS 2 server keys its pending requests by them).
         let seq = id.seq;
@@ -217,9 +218,8 @@ impl RawCalls for ClientNet {
                         {
                             continue;
                         }
-                        return Ok(SharedBytes::from_vec(
-                            sample.payload().to_bytes().into_owned(),
-                        ));
+                        with_parts(sample.payload(), |parts| answer(parts));
+                        return Ok(());
                     }
                     Err(e) => {
                         return Err(RawCallError::Failed(
