@@ -6,6 +6,11 @@
 //! 1440x1080 RGB frame published shared (no copy, so size must not matter).
 //! Baselines in the same run: a crossbeam-channel send + recv on one thread,
 //! and two back-to-back clock reads (the floor of any timestamped sample).
+//!
+//! The `64B loop` rows time [`LOOP`] hops in a row and record their mean:
+//! no clock read per hop, so differences of a few nanoseconds show (this
+//! VM's clock moves in 10 ns steps, which the P50 of single hops cannot
+//! resolve).
 
 use crate::harness::{BenchError, Job};
 use crate::systems::{self, System};
@@ -47,6 +52,33 @@ impl DispatchParams {
 pub fn plan(p: DispatchParams, systems: &[&System]) -> Result<Vec<Job>, BenchError> {
     p.validate()?;
     Ok(systems::jobs_of(systems, |r| r.dispatch.map(|run| run(p))))
+}
+
+/// Hops per sample of a `64B loop` row.
+pub(crate) const LOOP: u64 = 1000;
+
+/// Time `hop(i)` in runs of [`LOOP`]; one sample per run, its mean per
+/// hop in ns: `n / LOOP` samples (at least 20) after a few warm-up runs.
+pub(crate) fn looped(
+    n: u64,
+    mut hop: impl FnMut(u64) -> Result<(), BenchError>,
+) -> Result<(crate::harness::stats::LatencyRecorder, u64), BenchError> {
+    let runs = (n / LOOP).max(20);
+    let warm_runs = (runs / 20).max(2);
+    let mut rec = crate::harness::stats::LatencyRecorder::new();
+    let mut i = 0;
+    for r in 0..warm_runs + runs {
+        let t0 = std::time::Instant::now();
+        for _ in 0..LOOP {
+            hop(i)?;
+            i += 1;
+        }
+        let mean = t0.elapsed().as_nanos() as u64 / LOOP;
+        if r >= warm_runs {
+            rec.record(mean);
+        }
+    }
+    Ok((rec, i))
 }
 
 /// Warm-up samples before `n` measured ones.

@@ -12,7 +12,7 @@ use crate::harness::stats::LatencyRecorder;
 use crate::harness::{
     BenchError, Job, Meter, Outcome, Stamped, now_ns, period_of, sleep_until, warmup_for,
 };
-use crate::scenarios::dispatch::{DispatchParams, FRAME_1440X1080, Msg64, warm};
+use crate::scenarios::dispatch::{DispatchParams, FRAME_1440X1080, LOOP, Msg64, looped, warm};
 use crate::scenarios::image::{Frame, ImageParams, Pool, Samples};
 use crate::scenarios::relay::{RelayParams, Sink};
 
@@ -28,6 +28,7 @@ fn dispatch_jobs(p: DispatchParams) -> Vec<Job> {
     let n = p.samples;
     vec![
         Job::new("dispatch/channel/64B".into(), move || dispatch_small(n)),
+        Job::new("dispatch/channel/64B loop".into(), move || dispatch_loop(n)),
         Job::new("dispatch/channel/1440x1080 Arc".into(), move || {
             dispatch_frame(n)
         }),
@@ -77,6 +78,34 @@ fn dispatch_small(n: u64) -> Result<Outcome, BenchError> {
         0,
         None,
         vec![],
+    ))
+}
+
+/// A send and a receive, timed [`LOOP`] at a time: the mean per hop.
+fn dispatch_loop(n: u64) -> Result<Outcome, BenchError> {
+    let (tx, rx) = crossbeam_channel::bounded::<Msg64>(1);
+    let meter = Meter::start();
+    let (rec, hops) = looped(n, |i| {
+        tx.send(Msg64 {
+            stamp_ns: i,
+            pad: [i; 7],
+        })
+        .map_err(|e| BenchError::setup("channel", e))?;
+        let m = rx.recv().map_err(|e| BenchError::setup("channel", e))?;
+        std::hint::black_box(m);
+        Ok(())
+    })?;
+    Ok(meter.finish(
+        "dispatch",
+        "channel",
+        "64B loop".into(),
+        rec,
+        hops,
+        0,
+        None,
+        vec![format!(
+            "{LOOP} send + recv in a row per sample; latency = the mean per hop"
+        )],
     ))
 }
 

@@ -12,14 +12,15 @@ use myelin::prelude::*;
 
 use crate::harness::stats::LatencyRecorder;
 use crate::harness::{BenchError, Job, Meter, Outcome, Stamped, now_ns};
-use crate::scenarios::dispatch::{DispatchParams, FRAME_1440X1080, Msg64, warm};
+use crate::scenarios::dispatch::{DispatchParams, FRAME_1440X1080, LOOP, Msg64, looped, warm};
 
 /// The jobs: inline, then per idle count the 64 B value and the frame.
 pub(super) fn jobs(p: DispatchParams) -> Vec<Job> {
     let n = p.samples;
-    let mut jobs = vec![Job::new("dispatch/myelin/64B inline".into(), move || {
-        inline(n)
-    })];
+    let mut jobs = vec![
+        Job::new("dispatch/myelin/64B inline".into(), move || inline(n)),
+        Job::new("dispatch/myelin/64B loop".into(), move || looped_small(n)),
+    ];
     for idle in [0usize, 200] {
         jobs.push(Job::new(
             format!("dispatch/myelin/64B idle={idle}"),
@@ -124,6 +125,49 @@ fn small(n: u64, idle: usize) -> Result<Outcome, BenchError> {
             "same thread: publish(T) then spin_some(); latency = publish call to callback entry"
                 .into(),
         ],
+    ))
+}
+
+/// As `small` with no idle subscriptions, timed [`LOOP`] hops at a time
+/// (no clock read per hop): the mean per hop.
+fn looped_small(n: u64) -> Result<Outcome, BenchError> {
+    let (_ctx, node, _idle) = rig(0)?;
+    let got = Arc::new(AtomicU64::new(0));
+    let g = got.clone();
+    let _sub = node
+        .create_subscription("small", QoS::keep_last(1), move |m: Msg64| {
+            g.fetch_add(m.stamp_ns, Ordering::Relaxed);
+        })
+        .map_err(setup_err)?;
+    let publisher = node
+        .create_publisher::<Msg64>("small", QoS::keep_last(1))
+        .map_err(setup_err)?;
+    let mut exec = Executor::new();
+    exec.add_node(&node).map_err(setup_err)?;
+    let meter = Meter::start();
+    let (rec, hops) = looped(n, |i| {
+        publisher
+            .publish(Msg64 {
+                stamp_ns: i,
+                pad: [i; 7],
+            })
+            .map_err(setup_err)?;
+        exec.spin_some().map_err(setup_err).map(drop)
+    })?;
+    let expected: u64 = (0..hops).sum();
+    let lost = u64::from(got.load(Ordering::Relaxed) != expected);
+    Ok(meter.finish(
+        "dispatch",
+        "myelin",
+        "64B loop".into(),
+        rec,
+        hops,
+        lost,
+        None,
+        vec![format!(
+            "same thread: publish(T) then spin_some(), {LOOP} in a row per sample; \
+             latency = the run's mean per hop (no clock read per hop)"
+        )],
     ))
 }
 
