@@ -7,7 +7,7 @@
 //! Baselines in the same run: a crossbeam-channel send + recv on one thread,
 //! and two back-to-back clock reads (the floor of any timestamped sample).
 //!
-//! The `64B loop` rows time [`LOOP`] hops in a row and record their mean:
+//! The `64B loop` rows time 1000 hops (`LOOP`) in a row and record their mean:
 //! no clock read per hop, so differences of a few nanoseconds show (this
 //! VM's clock moves in 10 ns steps, which the P50 of single hops cannot
 //! resolve).
