@@ -105,6 +105,7 @@ fn a_sleeping_executor_hears_every_ping_from_several_threads() {
 
 /// As above with shared memory on: the executor sleeps on its slot of the
 /// process's wake-up table (the futex word other processes signal).
+#[cfg(feature = "shm")]
 #[test]
 fn a_sleeping_executor_on_the_shared_wake_table_hears_every_ping() {
     let ctx = Context::builder()
