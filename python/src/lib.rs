@@ -3,7 +3,7 @@
 //! The Python modules (`myelin/*.py`) give rclpy's shape; this module holds
 //! the parts that touch the bus: contexts, nodes, publishers,
 //! subscriptions, timers and an executor, with messages as Python objects
-//! encoded by [`codec`]. Every endpoint is a run-time typed endpoint of the
+//! encoded by the `codec` module. Every endpoint is a run-time typed endpoint of the
 //! core (`create_raw_publisher` / `create_raw_subscription`), so Python
 //! and Rust nodes meet on one topic in every process and over the network.
 //!
