@@ -89,30 +89,44 @@ fn stamping_sub<T: Message>(
     .map_err(setup_err)
 }
 
-fn small(n: u64, idle: usize) -> Result<Outcome, BenchError> {
-    let (_ctx, node, _idle) = rig(idle)?;
-    let hit = Arc::new(AtomicU64::new(0));
-    // An owning callback: the message is moved into the buffer, no copy.
-    let h = hit.clone();
-    let _sub = node
-        .create_subscription("small", QoS::keep_last(1), move |_m: Msg64| {
-            h.store(now_ns(), Ordering::Relaxed);
-        })
+/// The 64 B path: an owning subscription on "small" running `cb` (the
+/// message is moved into the buffer, no copy), its publisher, and an
+/// executor with the node.
+fn small_path(
+    node: &Node,
+    cb: impl FnMut(Msg64) + Send + 'static,
+) -> Result<(Subscription<Msg64>, Publisher<Msg64>, Executor), BenchError> {
+    let sub = node
+        .create_subscription("small", QoS::keep_last(1), cb)
         .map_err(setup_err)?;
     let publisher = node
         .create_publisher::<Msg64>("small", QoS::keep_last(1))
         .map_err(setup_err)?;
     let mut exec = Executor::new();
-    exec.add_node(&node).map_err(setup_err)?;
-    let meter = Meter::start();
-    let rec = same_thread(n, &hit, |i| {
-        let m = Msg64 {
+    exec.add_node(node).map_err(setup_err)?;
+    Ok((sub, publisher, exec))
+}
+
+/// One hop of the 64 B path: publish message `i`, run the callback.
+fn small_hop(publisher: &Publisher<Msg64>, exec: &mut Executor, i: u64) -> Result<(), BenchError> {
+    publisher
+        .publish(Msg64 {
             stamp_ns: i,
             pad: [i; 7],
-        };
-        publisher.publish(m).map_err(setup_err)?;
-        exec.spin_some().map_err(setup_err).map(drop)
+        })
+        .map_err(setup_err)?;
+    exec.spin_some().map_err(setup_err).map(drop)
+}
+
+fn small(n: u64, idle: usize) -> Result<Outcome, BenchError> {
+    let (_ctx, node, _idle) = rig(idle)?;
+    let hit = Arc::new(AtomicU64::new(0));
+    let h = hit.clone();
+    let (_sub, publisher, mut exec) = small_path(&node, move |_m: Msg64| {
+        h.store(now_ns(), Ordering::Relaxed);
     })?;
+    let meter = Meter::start();
+    let rec = same_thread(n, &hit, |i| small_hop(&publisher, &mut exec, i))?;
     Ok(meter.finish(
         "dispatch",
         "myelin",
@@ -134,26 +148,11 @@ fn looped_small(n: u64) -> Result<Outcome, BenchError> {
     let (_ctx, node, _idle) = rig(0)?;
     let got = Arc::new(AtomicU64::new(0));
     let g = got.clone();
-    let _sub = node
-        .create_subscription("small", QoS::keep_last(1), move |m: Msg64| {
-            g.fetch_add(m.stamp_ns, Ordering::Relaxed);
-        })
-        .map_err(setup_err)?;
-    let publisher = node
-        .create_publisher::<Msg64>("small", QoS::keep_last(1))
-        .map_err(setup_err)?;
-    let mut exec = Executor::new();
-    exec.add_node(&node).map_err(setup_err)?;
-    let meter = Meter::start();
-    let (rec, hops) = looped(n, |i| {
-        publisher
-            .publish(Msg64 {
-                stamp_ns: i,
-                pad: [i; 7],
-            })
-            .map_err(setup_err)?;
-        exec.spin_some().map_err(setup_err).map(drop)
+    let (_sub, publisher, mut exec) = small_path(&node, move |m: Msg64| {
+        g.fetch_add(m.stamp_ns, Ordering::Relaxed);
     })?;
+    let meter = Meter::start();
+    let (rec, hops) = looped(n, |i| small_hop(&publisher, &mut exec, i))?;
     let expected: u64 = (0..hops).sum();
     let lost = u64::from(got.load(Ordering::Relaxed) != expected);
     Ok(meter.finish(
