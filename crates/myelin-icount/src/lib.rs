@@ -29,6 +29,10 @@
 //!   instructions over repeated runs;
 //! * `cdr encode Image` / `cdr decode Image`: a 64x48 `rgb8`
 //!   `sensor_msgs/Image` (9,216 bytes of pixels) to and from CDR;
+//! * `relay 64B x5`: instructions **per hop** of a five-hop chain on one
+//!   executor (the relay benchmark's single-threaded row): a publish from
+//!   outside, then four callbacks that each publish to the next topic
+//!   (work they cause on their own executor) and a sink;
 //! * `cold lines x10`: not instructions but **cache lines missed per
 //!   delivery** when one publish reaches 10 subscriptions of an executor
 //!   whose memory went cold (an executor that slept 10 ms between ticks:
@@ -46,6 +50,9 @@
 //!   Their period is 1 ns, so that each is due at every turn under
 //!   valgrind; each firing therefore also counts missed periods (a
 //!   counter a timer at its rate does not write).
+//! * `cold relay x5`: the same for the relay chain: cache lines missed
+//!   per hop when a message goes down the five hops after the sweep (a
+//!   1 kHz chain whose executor sleeps between messages).
 //!
 //! glibc picks `memcpy` and friends by CPU (AVX2, ERMS, ...), which would
 //! make counts differ between machines; the children run with those
@@ -131,8 +138,10 @@ pub const WORKLOADS: &[&str] = &[
     "zenoh publish 64B",
     "cdr encode Image",
     "cdr decode Image",
+    RELAY,
     COLD,
     COLD_TIMERS,
+    COLD_RELAY,
 ];
 
 /// The workloads, in the order they run (without the `zenoh` feature, the
@@ -143,8 +152,10 @@ pub const WORKLOADS: &[&str] = &[
     "shm loan+take 64B",
     "cdr encode Image",
     "cdr decode Image",
+    RELAY,
     COLD,
     COLD_TIMERS,
+    COLD_RELAY,
 ];
 
 /// The cold-cache workload: cache lines missed per delivery (see the
@@ -155,10 +166,31 @@ pub const COLD: &str = "cold lines x10";
 /// firing, ten timers of ten nodes due at once (see the module docs).
 pub const COLD_TIMERS: &str = "cold timers x10";
 
+/// A relay chain on one executor: instructions per hop (see the module
+/// docs).
+pub const RELAY: &str = "relay 64B x5";
+
+/// The relay chain's cache lines missed per hop after the sweep.
+pub const COLD_RELAY: &str = "cold relay x5";
+
 /// Whether `workload` counts cache lines (with callgrind's cache
 /// simulation), not instructions.
 pub fn counts_lines(workload: &str) -> bool {
-    workload == COLD || workload == COLD_TIMERS
+    workload == COLD || workload == COLD_TIMERS || workload == COLD_RELAY
+}
+
+/// Hops of the relay workloads: a publish from outside the executor,
+/// then four callbacks that each publish to the next one's topic.
+const RELAY_HOPS: u64 = 5;
+
+/// What one operation of workload `name` counts as: the deliveries (or
+/// firings, or hops) its figure is divided by.
+fn units_per_op(name: &str) -> u64 {
+    match name {
+        COLD | COLD_TIMERS => COLD_SUBS,
+        RELAY | COLD_RELAY => RELAY_HOPS,
+        _ => 1,
+    }
 }
 
 /// Subscriptions the cold workload's publish reaches, and timers that
@@ -183,6 +215,7 @@ fn not_gated_because(workload: &str) -> Option<&'static str> {
         "zenoh publish 64B" => Some("interleaves with zenoh's thread"),
         COLD => Some("lines per delivery; moves with allocation"),
         COLD_TIMERS => Some("lines per firing; moves with allocation"),
+        COLD_RELAY => Some("lines per hop; moves with allocation"),
         _ => None,
     }
 }
@@ -316,6 +349,35 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
                 sweep_only || rig.sum.load(Ordering::Relaxed) == COLD_SUBS * sent,
                 name,
             )
+        }
+        RELAY | COLD_RELAY => {
+            let rig = Relay::new(d)?;
+            let sweep_only = std::env::var_os(SWEEP_ONLY_ENV).is_some();
+            let mut sweep = if name == COLD_RELAY {
+                vec![0u8; 4 << 20]
+            } else {
+                Vec::new()
+            };
+            let (mut exec, publisher) = (rig.exec, &rig.publisher);
+            let mut seq = 0;
+            let mut op = || {
+                evict(&mut sweep);
+                if sweep_only {
+                    return;
+                }
+                seq += 1;
+                let _ = publisher.publish(msg(seq));
+                // `spin_some` leaves what its callbacks cause to the next
+                // call: one call per hop.
+                while exec.spin_some().unwrap_or(0) > 0 {}
+            };
+            for _ in 0..warm {
+                op();
+            }
+            myelin_icount_region(&mut op, iters);
+            // The sink got every message.
+            let sent: u64 = (1..=warm + iters).sum();
+            check(sweep_only || rig.sum.load(Ordering::Relaxed) == sent, name)
         }
         COLD_TIMERS => {
             let ctx = local_context(d)?;
@@ -542,6 +604,57 @@ impl InProcess {
     }
 }
 
+/// A relay chain on one executor: a publisher of `/hop_0`, relays from
+/// `/hop_k` to `/hop_{k+1}`, and a sink on `/hop_4` adding the messages'
+/// `seq` to `sum` (the relay benchmark's single-threaded chain, with the
+/// source outside the executor).
+struct Relay {
+    publisher: myelin::Publisher<Icount64>,
+    exec: Executor,
+    sum: Arc<AtomicU64>,
+    _subs: Vec<myelin::Subscription<Icount64>>,
+    _ctx: Context,
+}
+
+impl Relay {
+    fn new(d: u32) -> Result<Relay, IcountError> {
+        let ctx = local_context(d)?;
+        let node = ctx.create_node("icount").map_err(err)?;
+        let qos = QoS::keep_last(10);
+        let publisher = node
+            .create_publisher::<Icount64>("/hop_0", qos)
+            .map_err(err)?;
+        let sum = Arc::new(AtomicU64::new(0));
+        let mut subs = Vec::new();
+        for k in 0..RELAY_HOPS {
+            let topic = format!("/hop_{k}");
+            let sub = if k + 1 == RELAY_HOPS {
+                let s = sum.clone();
+                node.create_subscription(&topic, qos, move |m: Icount64| {
+                    s.fetch_add(m.seq, Ordering::Relaxed);
+                })
+            } else {
+                let out = node
+                    .create_publisher::<Icount64>(&format!("/hop_{}", k + 1), qos)
+                    .map_err(err)?;
+                node.create_subscription(&topic, qos, move |m: Icount64| {
+                    let _ = out.publish(m);
+                })
+            };
+            subs.push(sub.map_err(err)?);
+        }
+        let mut exec = Executor::new();
+        exec.add_node(&node).map_err(err)?;
+        Ok(Relay {
+            publisher,
+            exec,
+            sum,
+            _subs: subs,
+            _ctx: ctx,
+        })
+    }
+}
+
 /// Write one byte of every line of `sweep` (4 MiB): every line an
 /// operation touched before leaves callgrind's simulated caches.
 fn evict(sweep: &mut [u8]) {
@@ -604,11 +717,12 @@ pub fn run(mut progress: impl FnMut(&str)) -> Result<Vec<IcountRow>, IcountError
                 ));
                 let counts = callgrind(name, ITERS, &shm_dir, false)?;
                 let instructions = counts.event("Ir").ok_or_else(|| no_summary(name))?;
+                let units = ITERS * units_per_op(name);
                 Ok(IcountRow {
                     workload: name.to_string(),
-                    iters: ITERS,
+                    iters: units,
                     instructions,
-                    per_op: instructions as f64 / ITERS as f64,
+                    per_op: instructions as f64 / units as f64,
                 })
             }
         })
@@ -638,7 +752,7 @@ fn cold_row(name: &str, shm_dir: &Path) -> Result<IcountRow, IcountError> {
             "{name}: {with} lines missed with the work, {sweep} without"
         ))
     })?;
-    let deliveries = COLD_ITERS * COLD_SUBS;
+    let deliveries = COLD_ITERS * units_per_op(name);
     Ok(IcountRow {
         workload: name.to_string(),
         iters: deliveries,
@@ -1006,6 +1120,16 @@ mod tests {
     #[test]
     fn the_cold_workload_is_reported_not_gated() {
         assert!(!gated(COLD) && !gated("zenoh publish 64B") && gated("dispatch 64B"));
+        assert!(!gated(COLD_RELAY) && gated(RELAY) && counts_lines(COLD_RELAY));
+        // The relay rows are per hop, the cold ones per delivery.
+        assert_eq!(
+            (
+                units_per_op(RELAY),
+                units_per_op(COLD),
+                units_per_op("dispatch 64B")
+            ),
+            (RELAY_HOPS, COLD_SUBS, 1)
+        );
         let base: Baseline = [(COLD.to_string(), 8.0)].into();
         assert_eq!(
             compare(&[row(COLD, 12.0)], &base, 0.05),
