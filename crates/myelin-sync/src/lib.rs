@@ -283,25 +283,67 @@ fn sleep(epoch: &AtomicU32, private: bool, seen: u32, timeout: Option<std::time:
     let _ = futex::wait(epoch, flags(private), seen, ts.as_ref());
 }
 
+/// The futex under loom: a wake generation per futex word (by address)
+/// behind a mutex and a condition variable. A sleeper compares the word
+/// and takes the generation under the lock, then waits for the
+/// generation to move, as the kernel compares the word and queues the
+/// waiter atomically with respect to wakes. So a wake-up lost because the
+/// word never moved, *or* because it moved with no wake after the
+/// sleeper's compare, leaves the sleeper blocked, which loom reports as a
+/// deadlock. Over-approximated: a wake of one wakes every sleeper on the
+/// word (a lost wake-up that only `n = 1` would cause is not caught).
+#[cfg(loom)]
+mod futex_model {
+    use std::collections::HashMap;
+
+    use loom::sync::{Condvar, Mutex};
+
+    pub(super) struct Futexes {
+        generation: Mutex<HashMap<usize, u64>>,
+        woken: Condvar,
+    }
+
+    loom::lazy_static! {
+        pub(super) static ref FUTEXES: Futexes = Futexes {
+            generation: Mutex::new(HashMap::new()),
+            woken: Condvar::new(),
+        };
+    }
+
+    impl Futexes {
+        /// Block while `word` holds `seen` and no wake on it came after
+        /// the compare (returns at once if it no longer holds `seen`).
+        pub(super) fn wait(&self, word: &super::AtomicU32, seen: u32) {
+            let key = word as *const super::AtomicU32 as usize;
+            let mut g = self.generation.lock().unwrap();
+            if word.load(super::Ordering::SeqCst) != seen {
+                return;
+            }
+            let at = g.get(&key).copied().unwrap_or(0);
+            while g.get(&key).copied().unwrap_or(0) == at {
+                g = self.woken.wait(g).unwrap();
+            }
+        }
+
+        pub(super) fn wake(&self, word: &super::AtomicU32) {
+            let key = word as *const super::AtomicU32 as usize;
+            *self.generation.lock().unwrap().entry(key).or_insert(0) += 1;
+            self.woken.notify_all();
+        }
+    }
+}
+
 #[cfg(loom)]
 fn sleep(epoch: &AtomicU32, _private: bool, seen: u32, timeout: Option<std::time::Duration>) {
-    // loom cannot model a futex. Without a timeout the model blocks until
-    // the word differs from `seen`, read with a read-modify-write (the
-    // latest value, as the kernel's atomic compare reads it), yielding
-    // meanwhile: a wake-up lost because the word never moved spins for
-    // ever, which loom reports. Not modelled: a sleeper the word moved
-    // for but no futex wake reached (`wake` is a no-op here), which
-    // `notify` and `notify_one` guard by waking whenever `waiters` is
-    // not zero. With a timeout, one yield stands for the wait.
+    // With a timeout, one yield stands for the wait (it may end at any
+    // time); without one, the futex model above.
     if timeout.is_some() {
         if epoch.load(Ordering::SeqCst) == seen {
             loom::thread::yield_now();
         }
         return;
     }
-    while epoch.fetch_add(0, Ordering::SeqCst) == seen {
-        loom::thread::yield_now();
-    }
+    futex_model::FUTEXES.wait(epoch, seen);
 }
 
 /// loom models `SeqCst` loads and read-modify-writes as `Acquire` /
@@ -326,7 +368,9 @@ fn wake(epoch: &AtomicU32, private: bool, n: u32) {
 }
 
 #[cfg(loom)]
-fn wake(_epoch: &AtomicU32, _private: bool, _n: u32) {}
+fn wake(epoch: &AtomicU32, _private: bool, _n: u32) {
+    futex_model::FUTEXES.wake(epoch);
+}
 
 /// An [`Event`] for memory shared between processes: two `u32` words and
 /// nothing else, so every bit pattern is a valid value (a hostile or
