@@ -374,6 +374,76 @@ fn work_a_callback_causes_runs_before_older_ready_work() {
     }
 }
 
+/// Threads publish into a two-stage pipeline while its callbacks publish
+/// to the next stage (work they cause on their own executor, which a
+/// single-threaded executor keeps in a queue of its own thread) and the
+/// executor keeps falling asleep: every message goes through both stages
+/// once, each thread's in order.
+#[test]
+fn caused_work_and_messages_from_other_threads_all_get_through() {
+    const THREADS: u64 = 3;
+    const EACH: u64 = 3000;
+    for workers in [0, 2] {
+        let ctx = ctx();
+        let node = ctx.create_node("n").unwrap();
+        let to_b = node.create_publisher::<u64>("b", QoS::keep_all()).unwrap();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let g = got.clone();
+        let _a = node
+            .create_subscription("a", QoS::keep_all(), move |m: u64| {
+                to_b.publish(m).unwrap();
+            })
+            .unwrap();
+        let _b = node
+            .create_subscription("b", QoS::keep_all(), move |m: u64| {
+                g.lock().unwrap().push(m)
+            })
+            .unwrap();
+        let feeders: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let p = node.create_publisher::<u64>("a", QoS::keep_all()).unwrap();
+                std::thread::spawn(move || {
+                    for i in 0..EACH {
+                        if i % 64 == 0 {
+                            std::thread::sleep(Duration::from_micros(300));
+                        }
+                        p.publish(t << 32 | i).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let done = || got.lock().unwrap().len() as u64 == THREADS * EACH;
+        if workers == 0 {
+            let mut exec = Executor::new();
+            exec.add_node(&node).unwrap();
+            exec.spin_until(Duration::from_secs(60), done).unwrap();
+        } else {
+            let mut exec = MultiThreadedExecutor::new(workers);
+            exec.add_node(&node).unwrap();
+            exec.spin_until(Duration::from_secs(60), done).unwrap();
+        }
+        for f in feeders {
+            f.join().unwrap();
+        }
+        let got = got.lock().unwrap();
+        assert_eq!(got.len() as u64, THREADS * EACH, "{workers} workers");
+        for t in 0..THREADS {
+            let mine: Vec<u64> = got
+                .iter()
+                .filter(|&&m| m >> 32 == t)
+                .map(|&m| m & 0xffff_ffff)
+                .collect();
+            // An entity runs one message at a time, whichever worker
+            // takes it: each stage keeps each thread's order.
+            assert_eq!(
+                mine,
+                (0..EACH).collect::<Vec<_>>(),
+                "thread {t}, {workers} workers"
+            );
+        }
+    }
+}
+
 #[test]
 fn spin_some_runs_what_was_ready_and_leaves_what_it_causes_to_the_next_call() {
     let ctx = ctx();

@@ -202,9 +202,110 @@ const READY_RING: usize = 1024;
 /// rest.
 pub(crate) const CAUSED_STREAK: u32 = 64;
 
+/// How many threads run an executor's entries.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Workers {
+    /// One at a time ([`Executor`](crate::Executor): its spins take
+    /// `&mut self`).
+    One,
+    /// Several at once ([`MultiThreadedExecutor`](crate::MultiThreadedExecutor)).
+    Many,
+}
+
+/// Where an entry of caused work went.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pushed {
+    /// The single worker's own queue: nobody to wake (the worker is the
+    /// thread that pushed).
+    Local,
+    /// A ring (a `SeqCst` compare-and-swap, see [`ExecShared::enqueue`]).
+    Ring,
+    /// The overflow queue.
+    Overflow,
+}
+
+/// The queue of caused work: with one worker, a plain queue that only the
+/// worker touches (no atomics: caused work is pushed by the callback the
+/// worker runs, and popped by the worker); with several, a ring any of
+/// them may pop.
+enum Caused {
+    Local(LocalCaused),
+    Shared(Ring<Arc<dyn Executable>>),
+}
+
+/// The single worker's queue of caused work.
+#[derive(Default)]
+struct LocalCaused {
+    queue: std::cell::UnsafeCell<std::collections::VecDeque<Arc<dyn Executable>>>,
+}
+
+// SAFETY: `queue` is only reached through the `unsafe` methods below,
+// whose callers guarantee that one thread at a time does (the executor's
+// one worker, which other threads hand the executor to by moving it).
+unsafe impl Sync for LocalCaused {}
+
+impl LocalCaused {
+    /// # Safety
+    /// Only the executor's worker thread calls the methods of a
+    /// `LocalCaused`, and never while another of them runs on it (none
+    /// calls back into the queue).
+    #[inline]
+    unsafe fn push(&self, e: Arc<dyn Executable>) {
+        // SAFETY: the caller's guarantee: no other reference to `queue` lives.
+        unsafe { (*self.queue.get()).push_back(e) }
+    }
+    /// # Safety
+    /// As [`push`](Self::push).
+    #[inline]
+    unsafe fn pop(&self) -> Option<Arc<dyn Executable>> {
+        // SAFETY: as in `push`.
+        unsafe { (*self.queue.get()).pop_front() }
+    }
+    /// # Safety
+    /// As [`push`](Self::push).
+    #[inline]
+    unsafe fn len(&self) -> usize {
+        // SAFETY: as in `push`.
+        unsafe { (*self.queue.get()).len() }
+    }
+}
+
+impl Caused {
+    // SAFETY (of the `Local` arms below): the ready queue is popped and
+    // measured only by the executor's workers (its turns, `spin_some`,
+    // the idle check of a worker about to sleep, and `Executor::is_idle`,
+    // which takes the executor while no spin runs), so with one worker,
+    // by the one thread that also pushes caused work.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        match self {
+            // SAFETY: see above.
+            Caused::Local(l) => unsafe { l.len() == 0 },
+            Caused::Shared(r) => r.is_empty(),
+        }
+    }
+    #[inline]
+    fn pop(&self) -> Option<Arc<dyn Executable>> {
+        match self {
+            // SAFETY: see above.
+            Caused::Local(l) => unsafe { l.pop() },
+            Caused::Shared(r) => r.pop(),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            // SAFETY: see above.
+            Caused::Local(l) => unsafe { l.len() },
+            Caused::Shared(r) => r.len(),
+        }
+    }
+}
+
 /// The ready queue: a bounded lock-free ring (cheap), with an unbounded
 /// overflow for the rare moment more than [`READY_RING`] entities are ready,
-/// and a ring of *caused* work ahead of both.
+/// and a queue of *caused* work ahead of both (a plain queue of the worker
+/// thread's own for an executor with one worker: no atomics on a
+/// callback-to-callback hop; a ring for several).
 ///
 /// Work is caused when a callback running on this executor makes another
 /// entity of it ready (publishes to its subscription, answers its client):
@@ -214,7 +315,7 @@ pub(crate) const CAUSED_STREAK: u32 = 64;
 /// thread would; tokio's LIFO slot is the same idea). Order is FIFO within
 /// each part; the ring is served before the overflow.
 pub(crate) struct ReadyQueue {
-    caused: Ring<Arc<dyn Executable>>,
+    caused: Caused,
     ring: Ring<Arc<dyn Executable>>,
     overflow: SegQueue<Arc<dyn Executable>>,
     /// Caused entries popped since an older entry was last put ahead of
@@ -229,9 +330,12 @@ pub(crate) struct ReadyQueue {
 }
 
 impl ReadyQueue {
-    fn new() -> Self {
+    fn new(workers: Workers) -> Self {
         ReadyQueue {
-            caused: Ring::new(READY_RING),
+            caused: match workers {
+                Workers::One => Caused::Local(LocalCaused::default()),
+                Workers::Many => Caused::Shared(Ring::new(READY_RING)),
+            },
             ring: Ring::new(READY_RING),
             overflow: SegQueue::new(),
             streak: AtomicU32::new(0),
@@ -254,10 +358,24 @@ impl ReadyQueue {
     /// Queue work a callback of this executor caused (full: as any other);
     /// `true` as for [`push`](Self::push).
     #[inline]
-    fn push_caused(&self, e: Arc<dyn Executable>) -> bool {
-        match self.caused.push(e) {
-            Ok(()) => true,
-            Err(e) => self.push(e),
+    fn push_caused(&self, e: Arc<dyn Executable>) -> Pushed {
+        match &self.caused {
+            Caused::Local(l) => {
+                // SAFETY: caused work is pushed by the thread running this
+                // executor's callback, which for one worker is the worker.
+                unsafe { l.push(e) };
+                Pushed::Local
+            }
+            Caused::Shared(r) => match r.push(e) {
+                Ok(()) => Pushed::Ring,
+                Err(e) => {
+                    if self.push(e) {
+                        Pushed::Ring
+                    } else {
+                        Pushed::Overflow
+                    }
+                }
+            },
         }
     }
 
@@ -390,9 +508,9 @@ pub(crate) struct ExecShared {
 }
 
 impl ExecShared {
-    pub(crate) fn new() -> Arc<Self> {
+    pub(crate) fn new(workers: Workers) -> Arc<Self> {
         Arc::new(ExecShared {
-            ready: ReadyQueue::new(),
+            ready: ReadyQueue::new(workers),
             event: WakeEvent::remote_capable(),
             pumps: PumpLanes::new(),
             idle_wait: AtomicU32::new(IdleWait::Block as u32),
@@ -420,19 +538,22 @@ impl ExecShared {
             c.get()
                 .is_some_and(|c| c.exec == me && c.entity != Arc::as_ptr(&e) as *const () as usize)
         });
-        let in_ring = if caused {
+        let pushed = if caused {
             self.ready.push_caused(e)
+        } else if self.ready.push(e) {
+            Pushed::Ring
         } else {
-            self.ready.push(e)
+            Pushed::Overflow
         };
         // A push into either ring is a SeqCst compare-and-swap that the
         // waiters' `ready.is_empty()` reads with SeqCst loads, so nobody
         // waiting costs one load; the overflow queue's is not, so it
-        // announces with the epoch increment.
-        if in_ring {
-            self.event.notify_one_if_waiting();
-        } else {
-            self.event.notify_one();
+        // announces with the epoch increment. The one worker's own queue
+        // needs no announcement: the worker pushed it.
+        match pushed {
+            Pushed::Local => {}
+            Pushed::Ring => self.event.notify_one_if_waiting(),
+            Pushed::Overflow => self.event.notify_one(),
         }
     }
 
@@ -892,7 +1013,7 @@ impl std::str::FromStr for IdleWait {
 pub(crate) fn inline_pump() -> Option<&'static Arc<ExecShared>> {
     static PUMP: std::sync::OnceLock<Option<Arc<ExecShared>>> = std::sync::OnceLock::new();
     PUMP.get_or_init(|| {
-        let exec = ExecShared::new();
+        let exec = ExecShared::new(Workers::Many);
         let e = exec.clone();
         std::thread::Builder::new()
             .name("myelin-inline".into())

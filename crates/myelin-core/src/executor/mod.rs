@@ -181,7 +181,7 @@ impl Executor {
     /// A new executor with no nodes.
     pub fn new() -> Self {
         Executor {
-            shared: ExecShared::new(),
+            shared: ExecShared::new(crate::dispatch::Workers::One),
             attached: Attachments::new(),
         }
     }

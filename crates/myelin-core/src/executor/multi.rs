@@ -58,7 +58,7 @@ impl MultiThreadedExecutor {
             threads
         };
         MultiThreadedExecutor {
-            shared: ExecShared::new(),
+            shared: ExecShared::new(crate::dispatch::Workers::Many),
             attached: Attachments::new(),
             threads,
         }
