@@ -84,6 +84,12 @@ pub fn run(transport: Transport, case: &'static str, index: u32, test: fn(&Test)
     );
     let domain = transport.first_domain() + index;
     if let Ok(role) = std::env::var(ROLE) {
+        // Over zenoh, warnings on stderr (the parent's): a gossip link
+        // that could not be made is one ("Unable to connect to any
+        // locator of scouted peer").
+        if transport == Transport::Zenoh {
+            myelin::init_logging();
+        }
         let side = Side::in_child(transport, role, domain);
         peer(&side);
         return;
@@ -284,6 +290,9 @@ impl Peer {
         .stderr(Stdio::inherit());
         if let Some(r) = &t.router {
             cmd.env(ZENOH_CONFIG, &r.config);
+            if std::env::var_os("MYELIN_LOG").is_none() {
+                cmd.env("MYELIN_LOG", "warn,zenoh=error,zenoh::net::runtime=warn");
+            }
         }
         if also_shm {
             cmd.env(ALSO_SHM, "1");

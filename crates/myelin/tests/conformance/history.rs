@@ -220,9 +220,24 @@ pub mod transient_local {
                 Default::default(),
             )
             .unwrap();
-        let history: Vec<u64> = (0..5)
-            .map(|_| sub.wait_for_message(crate::harness::LONG).unwrap().seq)
-            .collect();
+        let mut history = Vec::new();
+        while history.len() < 5 {
+            match sub.wait_for_message(crate::harness::LONG) {
+                Ok(m) => history.push(m.seq),
+                // Which half failed: no publisher seen means the two
+                // processes never linked (over zenoh: the peers' direct
+                // link, which gossip makes once); one seen means its
+                // history query went unanswered.
+                Err(e) => panic!(
+                    "{e} after {history:?}; the publisher is {}",
+                    if sub.publisher_count() == 0 {
+                        "not seen: the processes never linked"
+                    } else {
+                        "matched: its history never came"
+                    }
+                ),
+            }
+        }
         assert_eq!(history, vec![7, 8, 9, 10, 11]);
         peer.say("live");
         assert_eq!(sub.wait_for_message(crate::harness::LONG).unwrap().seq, 100);
