@@ -304,6 +304,92 @@ fn ring_push_and_pop_race_on_a_wrapped_ring() {
     });
 }
 
+/// [`Ring::pop_single`] (the head moved by a plain store) against two
+/// producers on a wrapped ring of two slots: every value comes out once,
+/// each producer's in order, and no slot is written while it is read
+/// (loom's cell would report it).
+#[test]
+fn single_consumer_pops_race_two_producers_on_a_wrapped_ring() {
+    use myelin_sync::Ring;
+    loom::model(|| {
+        let ring = Arc::new(Ring::new(2));
+        for v in [10, 11] {
+            ring.push(v).unwrap();
+            // SAFETY: this thread is the only consumer, here and below.
+            assert_eq!(unsafe { ring.pop_single() }, Some(v));
+        }
+        let producers: Vec<_> = [1u32, 3]
+            .into_iter()
+            .map(|first| {
+                let w = ring.clone();
+                loom::thread::spawn(move || {
+                    // Refused only while the ring is full (or looks it).
+                    let a = w.push(first).is_ok();
+                    let b = w.push(first + 1).is_ok();
+                    (a, b)
+                })
+            })
+            .collect();
+        let mut got = Vec::new();
+        // SAFETY: as above.
+        if let Some(v) = unsafe { ring.pop_single() } {
+            got.push(v);
+        }
+        let pushed: Vec<(bool, bool)> = producers.into_iter().map(|p| p.join().unwrap()).collect();
+        // SAFETY: as above.
+        while let Some(v) = unsafe { ring.pop_single() } {
+            got.push(v);
+        }
+        let mut want: Vec<u32> = Vec::new();
+        for (first, (a, b)) in [1u32, 3].into_iter().zip(&pushed) {
+            if *a {
+                want.push(first);
+            }
+            if *b {
+                want.push(first + 1);
+            }
+        }
+        let mut sorted = got.clone();
+        sorted.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(sorted, want, "each pushed value popped once");
+        for first in [1u32, 3] {
+            let mine: Vec<u32> = got
+                .iter()
+                .copied()
+                .filter(|v| (first..=first + 1).contains(v))
+                .collect();
+            assert!(mine.windows(2).all(|w| w[0] < w[1]), "in order: {got:?}");
+        }
+        assert!(ring.is_empty());
+    });
+}
+
+/// A full ring with one consumer: a push that needs the slot
+/// [`Ring::pop_single`] is still reading waits for the read to finish.
+#[test]
+fn ring_push_waits_for_the_single_consumer_reading_its_slot() {
+    use myelin_sync::Ring;
+    loom::model(|| {
+        let ring = Arc::new(Ring::new(2));
+        ring.push(1).unwrap();
+        ring.push(2).unwrap();
+        let w = ring.clone();
+        let producer = loom::thread::spawn(move || w.push(3));
+        // SAFETY: this thread is the only consumer.
+        let popped = unsafe { ring.pop_single() };
+        let pushed = producer.join().unwrap();
+        assert_eq!(popped, Some(1));
+        // SAFETY: as above.
+        let rest: Vec<u32> = std::iter::from_fn(|| unsafe { ring.pop_single() }).collect();
+        match pushed {
+            Ok(()) => assert_eq!(rest, [2, 3]),
+            Err(3) => assert_eq!(rest, [2], "refused only while full"),
+            Err(v) => panic!("gave back {v}"),
+        }
+    });
+}
+
 /// A full ring: a push that needs the slot a pop is still reading waits
 /// for the read to finish (no write into a slot being read, which loom's
 /// cell would report), and is not refused as full once the pop has

@@ -316,6 +316,9 @@ impl Caused {
 /// each part; the ring is served before the overflow.
 pub(crate) struct ReadyQueue {
     caused: Caused,
+    /// One worker pops (`Workers::One`): the ring is popped with
+    /// [`Ring::pop_single`].
+    one_worker: bool,
     ring: Ring<Arc<dyn Executable>>,
     overflow: SegQueue<Arc<dyn Executable>>,
     /// Caused entries popped since an older entry was last put ahead of
@@ -336,6 +339,7 @@ impl ReadyQueue {
                 Workers::One => Caused::Local(LocalCaused::default()),
                 Workers::Many => Caused::Shared(Ring::new(READY_RING)),
             },
+            one_worker: workers == Workers::One,
             ring: Ring::new(READY_RING),
             overflow: SegQueue::new(),
             streak: AtomicU32::new(0),
@@ -387,9 +391,21 @@ impl ReadyQueue {
         // A match, not `or_else`: the compiler stopped inlining that
         // closure's call as the crate grew (+22 instructions per executor
         // turn in the icount gate's dispatch workload).
-        match self.ring.pop() {
+        match self.ring_pop() {
             Some(e) => Some(e),
             None => self.overflow.pop(),
+        }
+    }
+
+    /// The oldest entry of the ring.
+    #[inline]
+    fn ring_pop(&self) -> Option<Arc<dyn Executable>> {
+        if self.one_worker {
+            // SAFETY: the ready ring is popped only by the executor's
+            // workers (see `Caused`), here its one.
+            unsafe { self.ring.pop_single() }
+        } else {
+            self.ring.pop()
         }
     }
 
@@ -415,7 +431,7 @@ impl ReadyQueue {
     pub(crate) fn pop_in_order(&self) -> Option<Arc<dyn Executable>> {
         // Inlined matches, not `pop_older` (kept out of line for the
         // caused path): spin_some pops through here for every entry.
-        match self.ring.pop() {
+        match self.ring_pop() {
             Some(e) => Some(e),
             None => match self.overflow.pop() {
                 Some(e) => Some(e),
@@ -426,7 +442,7 @@ impl ReadyQueue {
 
     #[inline(never)]
     fn pop_older(&self) -> Option<Arc<dyn Executable>> {
-        self.ring.pop().or_else(|| self.overflow.pop())
+        self.ring_pop().or_else(|| self.overflow.pop())
     }
 
     #[inline]
