@@ -114,10 +114,11 @@ struct Slot<T> {
 /// At most `depth` values are held; the oldest is popped first.
 pub struct Ring<T> {
     /// The position of the next pop (the oldest value).
-    // SYNC: SeqCst compare-and-swap; pops, and pushes checking the depth,
-    // load it. SeqCst so that the executors' "queued" flag protocol can
-    // rely on an emptiness check seeing every completed push (see
-    // tests/loom.rs).
+    // SYNC: SeqCst compare-and-swap in `pop` (a `Release` store in
+    // `pop_single`, whose one consumer races no other pop); pops, and
+    // pushes checking the depth, load it. SeqCst so that the executors'
+    // "queued" flag protocol can rely on an emptiness check seeing every
+    // completed push (see tests/loom.rs).
     head: AtomicUsize,
     /// The position of the next push.
     // SYNC: as `head`.

@@ -51,32 +51,43 @@ fn no_lost_wakeup_two_producers() {
 /// The executor's path: a push into a ring (its `SeqCst`
 /// compare-and-swap is the work) announced with `notify_one_if_waiting`,
 /// which skips the epoch increment when nobody waits. Two producers, one
-/// consumer that sleeps until the ring holds both.
+/// consumer that sleeps until the ring holds both; it pops with `pop`
+/// (several workers) or `pop_single` (one).
 #[test]
 fn notify_if_waiting_after_a_ring_push_loses_no_wakeup() {
-    loom::model(|| {
-        let event = Arc::new(Event::new(Scope::Process));
-        let ring = Arc::new(myelin_sync::Ring::new(2));
-        let mut handles = Vec::new();
-        for v in 0..2u32 {
-            let (e, r) = (event.clone(), ring.clone());
-            handles.push(loom::thread::spawn(move || {
-                assert!(r.push(v).is_ok());
-                e.notify_one_if_waiting();
-            }));
-        }
-        let mut got = 0;
-        while got < 2 {
-            let out = event.wait_while(|| ring.is_empty(), None);
-            assert!(out.is_ready());
-            while ring.pop().is_some() {
-                got += 1;
+    for single in [false, true] {
+        loom::model(move || {
+            let event = Arc::new(Event::new(Scope::Process));
+            let ring = Arc::new(myelin_sync::Ring::new(2));
+            let mut handles = Vec::new();
+            for v in 0..2u32 {
+                let (e, r) = (event.clone(), ring.clone());
+                handles.push(loom::thread::spawn(move || {
+                    assert!(r.push(v).is_ok());
+                    e.notify_one_if_waiting();
+                }));
             }
-        }
-        for h in handles {
-            h.join().unwrap();
-        }
-    });
+            let pop = || {
+                if single {
+                    // SAFETY: this thread is the ring's only consumer.
+                    unsafe { ring.pop_single() }
+                } else {
+                    ring.pop()
+                }
+            };
+            let mut got = 0;
+            while got < 2 {
+                let out = event.wait_while(|| ring.is_empty(), None);
+                assert!(out.is_ready());
+                while pop().is_some() {
+                    got += 1;
+                }
+            }
+            for h in handles {
+                h.join().unwrap();
+            }
+        });
+    }
 }
 
 #[test]

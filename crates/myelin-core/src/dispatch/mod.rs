@@ -237,20 +237,27 @@ enum Caused {
 #[derive(Default)]
 struct LocalCaused {
     queue: std::cell::UnsafeCell<std::collections::VecDeque<Arc<dyn Executable>>>,
+    /// Debug builds: set while `push` or `pop` runs, so that a second
+    /// thread reaching the queue at the same time (a broken confinement)
+    /// fails an assertion instead of racing.
+    #[cfg(debug_assertions)]
+    busy: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: `queue` is only reached through the `unsafe` methods below,
-// whose callers guarantee that one thread at a time does (the executor's
-// one worker, which other threads hand the executor to by moving it).
+// whose callers guarantee that it is changed by one thread at a time (the
+// executor's one worker, which other threads hand the executor to by
+// moving it) and never read while it changes.
 unsafe impl Sync for LocalCaused {}
 
 impl LocalCaused {
     /// # Safety
-    /// Only the executor's worker thread calls the methods of a
-    /// `LocalCaused`, and never while another of them runs on it (none
-    /// calls back into the queue).
+    /// Only the executor's worker thread calls `push` and `pop`, one call
+    /// at a time (none calls back into the queue), and no `len` runs
+    /// meanwhile.
     #[inline]
     unsafe fn push(&self, e: Arc<dyn Executable>) {
+        let _g = self.exclusive();
         // SAFETY: the caller's guarantee: no other reference to `queue` lives.
         unsafe { (*self.queue.get()).push_back(e) }
     }
@@ -258,15 +265,45 @@ impl LocalCaused {
     /// As [`push`](Self::push).
     #[inline]
     unsafe fn pop(&self) -> Option<Arc<dyn Executable>> {
+        let _g = self.exclusive();
         // SAFETY: as in `push`.
         unsafe { (*self.queue.get()).pop_front() }
     }
     /// # Safety
-    /// As [`push`](Self::push).
+    /// No `push` or `pop` runs meanwhile (several threads may read the
+    /// length at once: `Executor::is_idle` takes `&Executor`, which no
+    /// spin leaves to anyone else).
     #[inline]
     unsafe fn len(&self) -> usize {
-        // SAFETY: as in `push`.
+        // SAFETY: the caller's guarantee: nothing changes `queue` now.
         unsafe { (*self.queue.get()).len() }
+    }
+
+    /// Debug builds: assert that no other `push` or `pop` runs.
+    #[inline]
+    fn exclusive(&self) -> impl Drop + '_ {
+        struct Busy<'a>(
+            #[cfg(debug_assertions)] &'a std::sync::atomic::AtomicBool,
+            std::marker::PhantomData<&'a ()>,
+        );
+        impl Drop for Busy<'_> {
+            #[inline]
+            fn drop(&mut self) {
+                #[cfg(debug_assertions)]
+                self.0.store(false, std::sync::atomic::Ordering::Release);
+            }
+        }
+        #[cfg(debug_assertions)]
+        {
+            let was = self.busy.swap(true, std::sync::atomic::Ordering::Acquire);
+            assert!(
+                !was,
+                "an executor's caused work reached from two threads at once"
+            );
+            Busy(&self.busy, std::marker::PhantomData)
+        }
+        #[cfg(not(debug_assertions))]
+        Busy(std::marker::PhantomData)
     }
 }
 
