@@ -19,7 +19,7 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
     std::fs::write(
         &tight,
         r#"{ "dispatch 64B": 1.0, "shm loan+take 64B": 1.0, "zenoh publish 64B": 1.0,
-             "cdr encode Image": 1.0, "cdr decode Image": 1.0 }"#,
+             "cdr encode Image": 1.0, "cdr decode Image": 1.0, "relay 64B x5": 1.0 }"#,
     )
     .unwrap();
     let saved = dir.join("saved.json");
@@ -40,11 +40,13 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
     assert!(stdout.contains("GREW"), "{stdout}");
     let saved: std::collections::BTreeMap<String, f64> =
         serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
-    // The five instruction counts and the two cold-cache ones (lines per
-    // delivery and per timer firing).
-    assert_eq!(saved.len(), 7, "{saved:?}");
+    // The six instruction counts and the three cold-cache ones (lines per
+    // delivery, per timer firing and per relay hop).
+    assert_eq!(saved.len(), 9, "{saved:?}");
     assert!(
-        saved.contains_key("cold lines x10") && saved.contains_key("cold timers x10"),
+        saved.contains_key("cold lines x10")
+            && saved.contains_key("cold timers x10")
+            && saved.contains_key("cold relay x5"),
         "{saved:?}"
     );
     assert!(saved.values().all(|&v| v > 1.0), "{saved:?}");
@@ -61,7 +63,8 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(stdout.matches(" ok\n").count(), 4, "{stdout}");
+    // The gated five: dispatch, shm, the two CDR counts and the relay.
+    assert_eq!(stdout.matches(" ok\n").count(), 5, "{stdout}");
     assert!(stdout.contains("not gated"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
