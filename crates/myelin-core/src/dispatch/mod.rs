@@ -396,8 +396,8 @@ impl ReadyQueue {
         }
     }
 
-    /// Queue work a callback of this executor caused (full: as any other);
-    /// `true` as for [`push`](Self::push).
+    /// Queue work a callback of this executor caused (a full ring: as any
+    /// other work); says where it went, which decides the announcement.
     #[inline]
     fn push_caused(&self, e: Arc<dyn Executable>) -> Pushed {
         match &self.caused {
