@@ -321,12 +321,20 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
             myelin_icount_region(&mut op, iters);
             check(rig.sum.load(Ordering::Relaxed) > 0, name)
         }
-        COLD => {
-            let mut rig = InProcess::new(d, COLD_SUBS)?;
+        COLD | RELAY | COLD_RELAY => {
+            // One publish per operation, to ten subscriptions (`COLD`) or
+            // down the relay chain, then the executor until idle
+            // (`spin_some` leaves what its callbacks cause to the next
+            // call: one call per hop).
+            let (mut rig, copies) = if name == COLD {
+                (InProcess::new(d, COLD_SUBS)?, COLD_SUBS)
+            } else {
+                (InProcess::relay(d)?, 1)
+            };
             let sweep_only = std::env::var_os(SWEEP_ONLY_ENV).is_some();
             // Twice the simulated last-level cache and more: every line
-            // the operation touched before is gone.
-            let mut sweep = vec![0u8; 4 << 20];
+            // the operation touched before is gone (counting lines only).
+            let mut sweep = vec![0u8; if counts_lines(name) { 4 << 20 } else { 0 }];
             let mut seq = 0;
             let mut op = || {
                 evict(&mut sweep);
@@ -341,43 +349,13 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
                 op();
             }
             myelin_icount_region(&mut op, iters);
-            // Every subscription got every message (the row divides by
-            // the deliveries): COLD_SUBS times the sum of the seqs sent,
-            // 1 to warm + iters.
+            // Every subscription (the sink) got every message: `copies`
+            // times the sum of the seqs sent, 1 to warm + iters.
             let sent: u64 = (1..=warm + iters).sum();
             check(
-                sweep_only || rig.sum.load(Ordering::Relaxed) == COLD_SUBS * sent,
+                sweep_only || rig.sum.load(Ordering::Relaxed) == copies * sent,
                 name,
             )
-        }
-        RELAY | COLD_RELAY => {
-            let rig = Relay::new(d)?;
-            let sweep_only = std::env::var_os(SWEEP_ONLY_ENV).is_some();
-            let mut sweep = if name == COLD_RELAY {
-                vec![0u8; 4 << 20]
-            } else {
-                Vec::new()
-            };
-            let (mut exec, publisher) = (rig.exec, &rig.publisher);
-            let mut seq = 0;
-            let mut op = || {
-                evict(&mut sweep);
-                if sweep_only {
-                    return;
-                }
-                seq += 1;
-                let _ = publisher.publish(msg(seq));
-                // `spin_some` leaves what its callbacks cause to the next
-                // call: one call per hop.
-                while exec.spin_some().unwrap_or(0) > 0 {}
-            };
-            for _ in 0..warm {
-                op();
-            }
-            myelin_icount_region(&mut op, iters);
-            // The sink got every message.
-            let sent: u64 = (1..=warm + iters).sum();
-            check(sweep_only || rig.sum.load(Ordering::Relaxed) == sent, name)
         }
         COLD_TIMERS => {
             let ctx = local_context(d)?;
@@ -559,9 +537,9 @@ fn local_context(d: u32) -> Result<Context, IcountError> {
         .map_err(err)
 }
 
-/// An in-process rig: a keep_last(10) publisher of `/icount` and
-/// subscriptions on one node, each adding the messages' `seq` to `sum`,
-/// and an executor running the node.
+/// An in-process rig: a keep_last(10) publisher and subscriptions on one
+/// node, the last of them adding the messages' `seq` to `sum`, and an
+/// executor running the node.
 struct InProcess {
     publisher: myelin::Publisher<Icount64>,
     exec: Executor,
@@ -570,88 +548,83 @@ struct InProcess {
     _ctx: Context,
 }
 
+/// The rigs' QoS (publishers and subscriptions).
+const RIG_QOS: QoS = QoS::keep_last(10);
+
 impl InProcess {
-    /// The rig on domain `d` with `subs` subscriptions.
+    /// The rig on domain `d` with `subs` subscriptions of `/icount`, each
+    /// adding to `sum`.
     fn new(d: u32, subs: u64) -> Result<InProcess, IcountError> {
+        InProcess::build(d, "/icount", |node, sum| {
+            (0..subs)
+                .map(|_| {
+                    node.create_subscription("/icount", RIG_QOS, adder(sum))
+                        .map_err(err)
+                })
+                .collect()
+        })
+    }
+
+    /// A relay chain on domain `d`: the publisher on `/hop_0`, relays from
+    /// `/hop_k` to `/hop_{k+1}`, and a sink on `/hop_4` adding to `sum`
+    /// (the relay benchmark's single-threaded chain, with the source
+    /// outside the executor).
+    fn relay(d: u32) -> Result<InProcess, IcountError> {
+        InProcess::build(d, "/hop_0", |node, sum| {
+            (0..RELAY_HOPS)
+                .map(|k| {
+                    let topic = format!("/hop_{k}");
+                    if k + 1 == RELAY_HOPS {
+                        return node
+                            .create_subscription(&topic, RIG_QOS, adder(sum))
+                            .map_err(err);
+                    }
+                    let out = node
+                        .create_publisher::<Icount64>(&format!("/hop_{}", k + 1), RIG_QOS)
+                        .map_err(err)?;
+                    node.create_subscription(&topic, RIG_QOS, move |m: Icount64| {
+                        let _ = out.publish(m);
+                    })
+                    .map_err(err)
+                })
+                .collect()
+        })
+    }
+
+    /// A context and node on domain `d`, the publisher on `topic`, the
+    /// subscriptions `subs` makes, and an executor with the node.
+    fn build(
+        d: u32,
+        topic: &str,
+        subs: impl FnOnce(
+            &myelin::Node,
+            &Arc<AtomicU64>,
+        ) -> Result<Vec<myelin::Subscription<Icount64>>, IcountError>,
+    ) -> Result<InProcess, IcountError> {
         let ctx = local_context(d)?;
         let node = ctx.create_node("icount").map_err(err)?;
         let publisher = node
-            .create_publisher::<Icount64>("/icount", QoS::keep_last(10))
+            .create_publisher::<Icount64>(topic, RIG_QOS)
             .map_err(err)?;
         let sum = Arc::new(AtomicU64::new(0));
-        let subscriptions = (0..subs)
-            .map(|_| {
-                let s2 = sum.clone();
-                node.create_subscription::<Icount64, _>(
-                    "/icount",
-                    QoS::keep_last(10),
-                    move |m: Icount64| {
-                        s2.fetch_add(m.seq, Ordering::Relaxed);
-                    },
-                )
-                .map_err(err)
-            })
-            .collect::<Result<_, _>>()?;
+        let subs = subs(&node, &sum)?;
         let mut exec = Executor::new();
         exec.add_node(&node).map_err(err)?;
         Ok(InProcess {
             publisher,
             exec,
             sum,
-            _subs: subscriptions,
+            _subs: subs,
             _ctx: ctx,
         })
     }
 }
 
-/// A relay chain on one executor: a publisher of `/hop_0`, relays from
-/// `/hop_k` to `/hop_{k+1}`, and a sink on `/hop_4` adding the messages'
-/// `seq` to `sum` (the relay benchmark's single-threaded chain, with the
-/// source outside the executor).
-struct Relay {
-    publisher: myelin::Publisher<Icount64>,
-    exec: Executor,
-    sum: Arc<AtomicU64>,
-    _subs: Vec<myelin::Subscription<Icount64>>,
-    _ctx: Context,
-}
-
-impl Relay {
-    fn new(d: u32) -> Result<Relay, IcountError> {
-        let ctx = local_context(d)?;
-        let node = ctx.create_node("icount").map_err(err)?;
-        let qos = QoS::keep_last(10);
-        let publisher = node
-            .create_publisher::<Icount64>("/hop_0", qos)
-            .map_err(err)?;
-        let sum = Arc::new(AtomicU64::new(0));
-        let mut subs = Vec::new();
-        for k in 0..RELAY_HOPS {
-            let topic = format!("/hop_{k}");
-            let sub = if k + 1 == RELAY_HOPS {
-                let s = sum.clone();
-                node.create_subscription(&topic, qos, move |m: Icount64| {
-                    s.fetch_add(m.seq, Ordering::Relaxed);
-                })
-            } else {
-                let out = node
-                    .create_publisher::<Icount64>(&format!("/hop_{}", k + 1), qos)
-                    .map_err(err)?;
-                node.create_subscription(&topic, qos, move |m: Icount64| {
-                    let _ = out.publish(m);
-                })
-            };
-            subs.push(sub.map_err(err)?);
-        }
-        let mut exec = Executor::new();
-        exec.add_node(&node).map_err(err)?;
-        Ok(Relay {
-            publisher,
-            exec,
-            sum,
-            _subs: subs,
-            _ctx: ctx,
-        })
+/// A callback adding each message's `seq` to `sum`.
+fn adder(sum: &Arc<AtomicU64>) -> impl FnMut(Icount64) + Send + 'static {
+    let sum = sum.clone();
+    move |m: Icount64| {
+        sum.fetch_add(m.seq, Ordering::Relaxed);
     }
 }
 
