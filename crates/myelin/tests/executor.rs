@@ -333,6 +333,20 @@ fn pipeline_beside_a_bystander(node: &Node) -> (Arc<Mutex<Vec<char>>>, Vec<Subsc
     (order, subs)
 }
 
+/// Spin `node` on an `Executor` (`workers` 0) or a `MultiThreadedExecutor`
+/// with that many workers until `done` or `limit`.
+fn spin_until_on(workers: usize, node: &Node, limit: Duration, done: impl Fn() -> bool + Sync) {
+    if workers == 0 {
+        let mut exec = Executor::new();
+        exec.add_node(node).unwrap();
+        exec.spin_until(limit, done).unwrap();
+    } else {
+        let mut exec = MultiThreadedExecutor::new(workers);
+        exec.add_node(node).unwrap();
+        exec.spin_until(limit, done).unwrap();
+    }
+}
+
 #[test]
 fn work_a_callback_causes_runs_before_older_ready_work() {
     for threads in [0, 1] {
@@ -346,9 +360,7 @@ fn work_a_callback_causes_runs_before_older_ready_work() {
         pc.publish(1).unwrap();
         let done = || order.lock().unwrap().len() == 3;
         if threads == 0 {
-            let mut exec = Executor::new();
-            exec.add_node(&node).unwrap();
-            exec.spin_until(Duration::from_secs(30), done).unwrap();
+            spin_until_on(0, &node, Duration::from_secs(30), done);
         } else {
             let mut exec = MultiThreadedExecutor::new(threads);
             exec.add_node(&node).unwrap();
@@ -412,16 +424,9 @@ fn caused_work_and_messages_from_other_threads_all_get_through() {
                 })
             })
             .collect();
-        let done = || got.lock().unwrap().len() as u64 == THREADS * EACH;
-        if workers == 0 {
-            let mut exec = Executor::new();
-            exec.add_node(&node).unwrap();
-            exec.spin_until(Duration::from_secs(60), done).unwrap();
-        } else {
-            let mut exec = MultiThreadedExecutor::new(workers);
-            exec.add_node(&node).unwrap();
-            exec.spin_until(Duration::from_secs(60), done).unwrap();
-        }
+        spin_until_on(workers, &node, Duration::from_secs(60), || {
+            got.lock().unwrap().len() as u64 == THREADS * EACH
+        });
         for f in feeders {
             f.join().unwrap();
         }
