@@ -376,63 +376,45 @@ fn single_consumer_pops_race_two_producers_on_a_wrapped_ring() {
     });
 }
 
-/// A full ring with one consumer: a push that needs the slot
-/// [`Ring::pop_single`] is still reading waits for the read to finish.
-#[test]
-fn ring_push_waits_for_the_single_consumer_reading_its_slot() {
-    use myelin_sync::Ring;
-    loom::model(|| {
-        let ring = Arc::new(Ring::new(2));
-        ring.push(1).unwrap();
-        ring.push(2).unwrap();
-        let w = ring.clone();
-        let producer = loom::thread::spawn(move || w.push(3));
-        // SAFETY: this thread is the only consumer.
-        let popped = unsafe { ring.pop_single() };
-        let pushed = producer.join().unwrap();
-        assert_eq!(popped, Some(1));
-        // SAFETY: as above.
-        let rest: Vec<u32> = std::iter::from_fn(|| unsafe { ring.pop_single() }).collect();
-        match pushed {
-            Ok(()) => assert_eq!(rest, [2, 3]),
-            Err(3) => assert_eq!(rest, [2], "refused only while full"),
-            Err(v) => panic!("gave back {v}"),
-        }
-    });
-}
-
 /// A full ring: a push that needs the slot a pop is still reading waits
 /// for the read to finish (no write into a slot being read, which loom's
 /// cell would report), and is not refused as full once the pop has
-/// claimed the oldest value.
+/// claimed the oldest value. The pop is `pop` (several consumers) or
+/// `pop_single` (one).
 #[test]
 fn ring_push_waits_for_the_pop_reading_its_slot() {
     use myelin_sync::Ring;
-    loom::model(|| {
-        let ring = Arc::new(Ring::new(2));
-        ring.push(1).unwrap();
-        ring.push(2).unwrap();
-        let (r, w) = (ring.clone(), ring.clone());
-        let consumer = loom::thread::spawn(move || r.pop());
-        let producer = loom::thread::spawn(move || w.push(3));
-        let popped = consumer.join().unwrap();
-        let pushed = producer.join().unwrap();
-        assert_eq!(popped, Some(1));
-        let rest: Vec<u32> = std::iter::from_fn(|| ring.pop()).collect();
-        match pushed {
-            Ok(()) => assert_eq!(rest, [2, 3]),
-            Err(3) => assert_eq!(rest, [2], "refused only while full"),
-            Err(v) => panic!("gave back {v}"),
-        }
-    });
+    for single in [false, true] {
+        loom::model(move || {
+            let ring = Arc::new(Ring::new(2));
+            ring.push(1).unwrap();
+            ring.push(2).unwrap();
+            let (r, w) = (ring.clone(), ring.clone());
+            // The consumer thread, then (after the join) this one: one
+            // consumer at a time, as `pop_single` requires.
+            let pop = move |r: &Ring<u32>| {
+                if single {
+                    // SAFETY: one consumer at a time (see above).
+                    unsafe { r.pop_single() }
+                } else {
+                    r.pop()
+                }
+            };
+            let consumer = loom::thread::spawn(move || pop(&r));
+            let producer = loom::thread::spawn(move || w.push(3));
+            let popped = consumer.join().unwrap();
+            let pushed = producer.join().unwrap();
+            assert_eq!(popped, Some(1));
+            let rest: Vec<u32> = std::iter::from_fn(|| pop(&ring)).collect();
+            match pushed {
+                Ok(()) => assert_eq!(rest, [2, 3]),
+                Err(3) => assert_eq!(rest, [2], "refused only while full"),
+                Err(v) => panic!("gave back {v}"),
+            }
+        });
+    }
 }
 
-/// The subscription ring at keep_last(1), full: an overwriting push
-/// races a pop. The old value is popped or counted as dropped, once, and
-/// the new one is kept. (Models with three threads on the ring do not end
-/// in loom: at a pop spinning for a claimed push to be written, loom
-/// explores the schedule that keeps running the other spinner; the
-/// threaded test in the ring's unit tests runs six.)
 #[test]
 fn ring_overwrite_races_a_pop() {
     use myelin_sync::Ring;
