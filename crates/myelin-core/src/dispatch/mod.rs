@@ -257,17 +257,20 @@ impl LocalCaused {
     /// meanwhile.
     #[inline]
     unsafe fn push(&self, e: Arc<dyn Executable>) {
-        let _g = self.exclusive();
+        self.enter();
         // SAFETY: the caller's guarantee: no other reference to `queue` lives.
-        unsafe { (*self.queue.get()).push_back(e) }
+        unsafe { (*self.queue.get()).push_back(e) };
+        self.leave();
     }
     /// # Safety
     /// As [`push`](Self::push).
     #[inline]
     unsafe fn pop(&self) -> Option<Arc<dyn Executable>> {
-        let _g = self.exclusive();
+        self.enter();
         // SAFETY: as in `push`.
-        unsafe { (*self.queue.get()).pop_front() }
+        let e = unsafe { (*self.queue.get()).pop_front() };
+        self.leave();
+        e
     }
     /// # Safety
     /// No `push` or `pop` runs meanwhile (several threads may read the
@@ -279,31 +282,21 @@ impl LocalCaused {
         unsafe { (*self.queue.get()).len() }
     }
 
-    /// Debug builds: assert that no other `push` or `pop` runs.
+    /// Debug builds: a `push` or `pop` starts; none may run already.
     #[inline]
-    fn exclusive(&self) -> impl Drop + '_ {
-        struct Busy<'a>(
-            #[cfg(debug_assertions)] &'a std::sync::atomic::AtomicBool,
-            std::marker::PhantomData<&'a ()>,
-        );
-        impl Drop for Busy<'_> {
-            #[inline]
-            fn drop(&mut self) {
-                #[cfg(debug_assertions)]
-                self.0.store(false, std::sync::atomic::Ordering::Release);
-            }
-        }
+    fn enter(&self) {
         #[cfg(debug_assertions)]
-        {
-            let was = self.busy.swap(true, std::sync::atomic::Ordering::Acquire);
-            assert!(
-                !was,
-                "an executor's caused work reached from two threads at once"
-            );
-            Busy(&self.busy, std::marker::PhantomData)
-        }
-        #[cfg(not(debug_assertions))]
-        Busy(std::marker::PhantomData)
+        assert!(
+            !self.busy.swap(true, std::sync::atomic::Ordering::Acquire),
+            "an executor's caused work reached from two threads at once"
+        );
+    }
+
+    /// Debug builds: the `push` or `pop` is over.
+    #[inline]
+    fn leave(&self) {
+        #[cfg(debug_assertions)]
+        self.busy.store(false, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -352,10 +345,9 @@ impl Caused {
 /// thread would; tokio's LIFO slot is the same idea). Order is FIFO within
 /// each part; the ring is served before the overflow.
 pub(crate) struct ReadyQueue {
+    /// Caused work; its kind also says whether one worker pops the ring
+    /// (`Caused::Local`: then with [`Ring::pop_single`]).
     caused: Caused,
-    /// One worker pops (`Workers::One`): the ring is popped with
-    /// [`Ring::pop_single`].
-    one_worker: bool,
     ring: Ring<Arc<dyn Executable>>,
     overflow: SegQueue<Arc<dyn Executable>>,
     /// Caused entries popped since an older entry was last put ahead of
@@ -376,7 +368,6 @@ impl ReadyQueue {
                 Workers::One => Caused::Local(LocalCaused::default()),
                 Workers::Many => Caused::Shared(Ring::new(READY_RING)),
             },
-            one_worker: workers == Workers::One,
             ring: Ring::new(READY_RING),
             overflow: SegQueue::new(),
             streak: AtomicU32::new(0),
@@ -437,7 +428,7 @@ impl ReadyQueue {
     /// The oldest entry of the ring.
     #[inline]
     fn ring_pop(&self) -> Option<Arc<dyn Executable>> {
-        if self.one_worker {
+        if matches!(self.caused, Caused::Local(_)) {
             // SAFETY: the ready ring is popped only by the executor's
             // workers (see `Caused`), here its one.
             unsafe { self.ring.pop_single() }
