@@ -421,7 +421,22 @@ impl ReadyQueue {
         // turn in the icount gate's dispatch workload).
         match self.ring_pop() {
             Some(e) => Some(e),
-            None => self.overflow.pop(),
+            None => self.overflow_pop(),
+        }
+    }
+
+    /// The oldest entry of the overflow, which is almost always empty:
+    /// its emptiness is two loads, where `SegQueue::pop` of an empty
+    /// queue is a `SeqCst` fence (a locked instruction) and ~30
+    /// instructions. A push racing the look is found at the next one, as
+    /// it would be by a pop that came first; an overflow push always
+    /// wakes a sleeping worker.
+    #[inline]
+    fn overflow_pop(&self) -> Option<Arc<dyn Executable>> {
+        if self.overflow.is_empty() {
+            None
+        } else {
+            self.overflow.pop()
         }
     }
 
@@ -461,7 +476,7 @@ impl ReadyQueue {
         // caused path): spin_some pops through here for every entry.
         match self.ring_pop() {
             Some(e) => Some(e),
-            None => match self.overflow.pop() {
+            None => match self.overflow_pop() {
                 Some(e) => Some(e),
                 None => self.caused.pop(),
             },
@@ -470,7 +485,7 @@ impl ReadyQueue {
 
     #[inline(never)]
     fn pop_older(&self) -> Option<Arc<dyn Executable>> {
-        self.ring_pop().or_else(|| self.overflow.pop())
+        self.ring_pop().or_else(|| self.overflow_pop())
     }
 
     #[inline]
@@ -668,6 +683,15 @@ impl ExecShared {
 
     pub(crate) fn halted(&self) -> bool {
         self.stop.load(Ordering::SeqCst) || self.down.load(Ordering::SeqCst)
+    }
+
+    /// Whether a stop was requested, clearing the request. A load first:
+    /// a spinning executor asks once per callback, and the swap is a
+    /// locked instruction. A stop set just after the load is seen at the
+    /// next look, as one set just after a swap would be.
+    #[inline]
+    pub(crate) fn take_stop(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) && self.stop.swap(false, Ordering::SeqCst)
     }
 
     /// Queue every due timer (if no other worker is doing it right now).

@@ -255,7 +255,7 @@ impl Executor {
     /// (all return `Ok`), or a callback panics (returns the error).
     pub fn spin(&mut self) -> Result<(), SpinError> {
         loop {
-            if self.shared.stop.swap(false, Ordering::SeqCst)
+            if self.shared.take_stop()
                 || self.shared.down.load(Ordering::SeqCst)
             {
                 return Ok(());
@@ -345,7 +345,7 @@ impl Executor {
             total += ran;
             if ran == 0
                 || deadline.is_some_and(|d| Instant::now() >= d)
-                || self.shared.stop.swap(false, Ordering::SeqCst)
+                || self.shared.take_stop()
                 || self.shared.down.load(Ordering::SeqCst)
             {
                 return Ok(total);
@@ -366,7 +366,7 @@ impl Executor {
             if done() {
                 return Ok(true);
             }
-            if self.shared.stop.swap(false, Ordering::SeqCst)
+            if self.shared.take_stop()
                 || self.shared.down.load(Ordering::SeqCst)
                 || Instant::now() >= deadline
             {
