@@ -93,6 +93,7 @@ fn image_delivers_every_frame() {
     let p = ImageParams {
         rate: 200.0,
         frames: 8,
+        fifo: None,
     };
     let recs = run(image::plan(p, &local()).unwrap());
     // per size: myelin callback, anticipate, busy-poll, inline, waiter;

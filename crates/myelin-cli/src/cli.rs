@@ -747,4 +747,9 @@ pub struct BenchArgs {
     /// percent.
     #[arg(long, value_name = "PCT", default_value_t = 5.0)]
     pub tolerance: f64,
+    /// image: also run myelin's executor callback with the executor thread
+    /// under SCHED_FIFO at priority P (`callback fifo` rows; needs root,
+    /// CAP_SYS_NICE or an rtprio limit).
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub rt_priority: Option<u8>,
 }

@@ -221,6 +221,7 @@ pub enum AddNodeError {
 
 /// Spinning stopped with an error.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SpinError {
     /// A user callback panicked. The panic was caught, the entity stays
     /// usable, and spinning stopped so the error is not lost.
@@ -231,6 +232,10 @@ pub enum SpinError {
         /// The panic payload, if it was a string.
         message: String,
     },
+    /// The executor's [`ThreadPolicy`](crate::ThreadPolicy) could not be
+    /// applied to a worker; no callback ran.
+    #[error("executor thread policy: {0}")]
+    ThreadPolicy(#[from] crate::sched::SchedError),
 }
 
 /// Creating a service server or client failed.

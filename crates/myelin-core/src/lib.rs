@@ -60,6 +60,7 @@ pub mod publisher;
 pub mod qos;
 pub mod rcl_interfaces;
 mod runtime;
+pub mod sched;
 pub mod service;
 pub mod subscription;
 pub mod time;
@@ -125,6 +126,7 @@ pub use qos::{
     Durability, History, IncompatibleQosStatus, Liveliness, LivelinessKind, QoS, QosPolicy,
     Reliability,
 };
+pub use sched::{SavedPolicy, SchedError, ThreadPolicy};
 pub use service::{CallError, Client, ResponseFuture, Service, ServiceOptions, ServiceReply};
 pub use subscription::{
     BufferKind, MessageInfo, SharedEventCallback, Subscription, SubscriptionCallback,

@@ -561,6 +561,7 @@ fn a_panicking_callback_is_reported_by_spin_and_the_executor_keeps_working() {
             assert!(entity.contains("/t") && entity.contains("/n"), "{entity}");
             assert_eq!(message, "bad message 1");
         }
+        other => panic!("expected the callback's panic, got {other:?}"),
     }
     exec.spin_until(Duration::from_secs(10), || got.load(Ordering::SeqCst) == 2)
         .unwrap();

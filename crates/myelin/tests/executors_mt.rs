@@ -184,7 +184,9 @@ fn timers_and_subscriptions_run_on_the_multi_threaded_executor_and_panics_stop_i
     let err = exec
         .spin_until(Duration::from_secs(60), || false)
         .unwrap_err();
-    let SpinError::CallbackPanicked { entity, message } = err;
+    let SpinError::CallbackPanicked { entity, message } = err else {
+        panic!("expected the timer's panic, got {err:?}");
+    };
     assert!(entity.contains("timer"), "{entity}");
     assert_eq!(message, "fourth tick");
 }

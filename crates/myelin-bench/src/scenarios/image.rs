@@ -29,6 +29,9 @@ pub struct ImageParams {
     pub rate: f64,
     /// Frames measured per configuration.
     pub frames: u64,
+    /// Also run myelin's executor callback with the executor thread under
+    /// `SCHED_FIFO` at this priority (`callback fifo` rows).
+    pub fifo: Option<u8>,
 }
 
 impl ImageParams {

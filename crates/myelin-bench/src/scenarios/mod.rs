@@ -92,6 +92,7 @@ pub fn suite(quick: bool, systems: &[&System]) -> Result<Vec<Job>, BenchError> {
         image::ImageParams {
             rate: 30.0,
             frames: if quick { 20 } else { 60 },
+            fifo: None,
         },
         systems,
     )?);

@@ -143,6 +143,7 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
             ImageParams {
                 rate: args.rate.unwrap_or(30.0),
                 frames: args.count.unwrap_or(if q { 20 } else { 300 }),
+                fifo: args.rt_priority,
             },
             &sys,
         )?,

@@ -255,9 +255,7 @@ impl Executor {
     /// (all return `Ok`), or a callback panics (returns the error).
     pub fn spin(&mut self) -> Result<(), SpinError> {
         loop {
-            if self.shared.take_stop()
-                || self.shared.down.load(Ordering::SeqCst)
-            {
+            if self.shared.take_stop() || self.shared.down.load(Ordering::SeqCst) {
                 return Ok(());
             }
             self.shared.turn(None, false)?;

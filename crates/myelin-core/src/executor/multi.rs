@@ -1,12 +1,13 @@
 //! The multi-threaded executor.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use super::{Attachments, ExecShared, StopHandle};
 use crate::error::{AddNodeError, SpinError};
 use crate::node::Node;
+use crate::sched::{SavedPolicy, SchedError, ThreadPolicy};
 
 /// An executor with N worker threads over one ready queue. Callback groups
 /// decide what may overlap: a node's default group is mutually exclusive (as
@@ -47,6 +48,8 @@ pub struct MultiThreadedExecutor {
     shared: Arc<ExecShared>,
     attached: Attachments,
     threads: usize,
+    /// Applied to every worker when `spin` starts.
+    policy: ThreadPolicy,
 }
 
 impl MultiThreadedExecutor {
@@ -61,7 +64,35 @@ impl MultiThreadedExecutor {
             shared: ExecShared::new(crate::dispatch::Workers::Many),
             attached: Attachments::new(),
             threads,
+            policy: ThreadPolicy::default(),
         }
+    }
+
+    /// Run every worker under `policy` (CPU affinity, `SCHED_FIFO`): the
+    /// spawned workers from their start, the calling thread while `spin`
+    /// runs (its own scheduling is put back when `spin` returns). Values
+    /// the kernel would refuse outright are refused here; a permission
+    /// the process lacks is found when `spin` starts, which then returns
+    /// [`SpinError::ThreadPolicy`] before any callback runs.
+    ///
+    /// ```
+    /// use myelin_core::{MultiThreadedExecutor, SchedError, ThreadPolicy};
+    /// let mut exec = MultiThreadedExecutor::new(2);
+    /// assert_eq!(
+    ///     exec.set_thread_policy(ThreadPolicy::new().fifo(0)),
+    ///     Err(SchedError::Priority { priority: 0 })
+    /// );
+    /// exec.set_thread_policy(ThreadPolicy::new().cpus([0])).unwrap();
+    /// ```
+    pub fn set_thread_policy(&mut self, policy: ThreadPolicy) -> Result<(), SchedError> {
+        policy.validate()?;
+        self.policy = policy;
+        Ok(())
+    }
+
+    /// The policy of [`set_thread_policy`](Self::set_thread_policy).
+    pub fn thread_policy(&self) -> &ThreadPolicy {
+        &self.policy
     }
 
     /// The number of worker threads.
@@ -139,9 +170,42 @@ impl MultiThreadedExecutor {
                 }
             }
         };
+        // Every worker applies the policy, then all wait for each other:
+        // if one was refused, none runs a callback.
+        let policy = &self.policy;
+        let refused = AtomicBool::new(false);
+        let applied = Barrier::new(self.threads);
+        let prepare = || -> Result<Option<SavedPolicy>, SpinError> {
+            if policy.is_unchanged() {
+                return Ok(None);
+            }
+            policy.apply().map(Some).map_err(|e| {
+                refused.store(true, Ordering::SeqCst);
+                SpinError::ThreadPolicy(e)
+            })
+        };
         let result = std::thread::scope(|s| {
-            let others: Vec<_> = (1..self.threads).map(|_| s.spawn(worker)).collect();
-            let mut first = worker();
+            let others: Vec<_> = (1..self.threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        // A spawned worker's scheduling ends with it.
+                        let mine = prepare();
+                        applied.wait();
+                        match mine {
+                            Err(e) => Err(e),
+                            Ok(_) if refused.load(Ordering::SeqCst) => Ok(()),
+                            Ok(_) => worker(),
+                        }
+                    })
+                })
+                .collect();
+            let mine = prepare();
+            applied.wait();
+            let (mut first, saved) = match mine {
+                Err(e) => (Err(e), None),
+                Ok(saved) if refused.load(Ordering::SeqCst) => (Ok(()), saved),
+                Ok(saved) => (worker(), saved),
+            };
             // The calling worker is done: make sure the others finish too.
             shared.stop.store(true, Ordering::SeqCst);
             shared.event.notify();
@@ -155,6 +219,13 @@ impl MultiThreadedExecutor {
                 if first.is_ok() {
                     first = r;
                 }
+            }
+            // The calling thread is the user's: its scheduling goes back.
+            if let Some(saved) = saved
+                && let Err(e) = saved.restore()
+                && first.is_ok()
+            {
+                first = Err(e.into());
             }
             first
         });

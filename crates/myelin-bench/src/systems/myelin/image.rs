@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use myelin::IdleWait;
 use myelin::prelude::*;
+use myelin::{IdleWait, ThreadPolicy};
 
 use crate::harness::{
     BenchError, Job, Meter, Outcome, Stamped, period_of, rate_label, sleep_until, warmup_for,
@@ -18,7 +18,7 @@ use crate::harness::{
 use crate::scenarios::image::{Frame, ImageParams, Pool, Samples};
 
 /// The jobs for one frame size: callback, anticipate, busy-poll, inline,
-/// waiter.
+/// waiter, and callback fifo when asked for.
 pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
     [
         ("callback", Mode::Callback),
@@ -28,6 +28,7 @@ pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
         ("waiter", Mode::Waiter),
     ]
     .into_iter()
+    .chain(p.fifo.map(|prio| ("callback fifo", Mode::Fifo(prio))))
     .map(|(name, mode)| {
         Job::new(format!("image/myelin/{name} {label}"), move || {
             image(p, label, bytes, mode)
@@ -45,6 +46,9 @@ enum Mode {
     /// spins until each frame is due rather than sleeping: both ends warm,
     /// a core each.
     BusyPoll,
+    /// A callback whose executor thread runs under `SCHED_FIFO` at this
+    /// priority (asleep between frames, as `Callback`).
+    Fifo(u8),
     Inline,
     Waiter,
 }
@@ -62,7 +66,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         .map_err(|e| setup(&e))?;
     let anticipated = Arc::new(std::sync::Mutex::new(None));
     let (handle, stop, _sub) = match mode {
-        Mode::Callback | Mode::Anticipate | Mode::BusyPoll => {
+        Mode::Callback | Mode::Anticipate | Mode::BusyPoll | Mode::Fifo(_) => {
             let s = samples.clone();
             let sub = viewer
                 .create_subscription("image_raw", qos, move |f: Arc<Stamped>| s.on_frame(&f))
@@ -76,10 +80,28 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
             }
             let stop = exec.stop_handle();
             let a = anticipated.clone();
+            let policy = match mode {
+                Mode::Fifo(prio) => ThreadPolicy::new().fifo(prio),
+                _ => ThreadPolicy::new(),
+            };
+            // Refused (no permission): the run fails with the kernel's
+            // answer rather than measuring a normal thread as a real-time
+            // one.
+            let (applied_tx, applied) = std::sync::mpsc::channel();
             let h = std::thread::spawn(move || {
+                let r = policy.apply().map(drop);
+                let ok = r.is_ok();
+                let _ = applied_tx.send(r);
+                if !ok {
+                    return;
+                }
                 let _ = exec.spin();
                 *a.lock().unwrap_or_else(|e| e.into_inner()) = Some(exec.anticipation());
             });
+            if let Ok(Err(e)) = applied.recv() {
+                let _ = h.join();
+                return Err(setup(&e));
+            }
             (h, Some(stop), Some(sub))
         }
         Mode::Inline => {
@@ -146,6 +168,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         Mode::Callback => "callback",
         Mode::Anticipate => "anticipate",
         Mode::BusyPoll => "busy-poll",
+        Mode::Fifo(_) => "callback fifo",
         Mode::Inline => "inline",
         Mode::Waiter => "waiter",
     };

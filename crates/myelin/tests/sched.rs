@@ -1,0 +1,195 @@
+//! Thread policies for the threads that run callbacks: CPU affinity and
+//! `SCHED_FIFO`, as the kernel reports them from inside the callbacks,
+//! and refused clearly (before any callback runs) where the process may
+//! not have them. The refusals run in a child process that gave up root
+//! and its rtprio limit, as an unprivileged robot process would be.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use myelin::prelude::*;
+use myelin::{MultiThreadedExecutor, SchedError, SpinError, ThreadPolicy};
+
+/// Set in the child process that runs [`unprivileged`].
+const ROLE: &str = "MYELIN_SCHED_TEST_UNPRIVILEGED";
+
+fn ctx() -> Context {
+    Context::builder()
+        .handle_signals(false)
+        .shared_memory(false)
+        .build()
+        .unwrap()
+}
+
+/// A node with a subscription that records, for each message, the
+/// policy of the thread its callback ran on; one message published.
+fn recorder(ctx: &Context) -> (Node, Subscription<u32>, Arc<Mutex<Vec<ThreadPolicy>>>) {
+    let node = ctx.create_node("rt").unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let sub = node
+        .create_subscription("/rt", QoS::keep_all(), move |_: u32| {
+            s.lock()
+                .unwrap()
+                .push(ThreadPolicy::of_current_thread().unwrap());
+        })
+        .unwrap();
+    let p = node
+        .create_publisher::<u32>("/rt", QoS::keep_all())
+        .unwrap();
+    p.publish(1).unwrap();
+    (node, sub, seen)
+}
+
+fn root() -> bool {
+    // SAFETY: geteuid(2) has no arguments and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The workers of a multi-threaded executor run on the CPUs they were
+/// given, and the calling thread gets its own affinity back afterwards.
+#[test]
+fn workers_run_on_the_cpus_of_their_policy_and_the_caller_gets_its_own_back() {
+    let before = ThreadPolicy::of_current_thread().unwrap();
+    let last = *before.cpu_set().last().unwrap();
+    let ctx = ctx();
+    let (node, _sub, seen) = recorder(&ctx);
+    let mut exec = MultiThreadedExecutor::new(2);
+    exec.add_node(&node).unwrap();
+    exec.set_thread_policy(ThreadPolicy::new().cpus([last]))
+        .unwrap();
+    let s = seen.clone();
+    assert!(
+        exec.spin_until(Duration::from_secs(30), move || !s
+            .lock()
+            .unwrap()
+            .is_empty())
+            .unwrap()
+    );
+    assert_eq!(seen.lock().unwrap()[0].cpu_set(), &[last]);
+    assert_eq!(ThreadPolicy::of_current_thread().unwrap(), before);
+}
+
+/// With permission (root here), callbacks run under SCHED_FIFO at the
+/// policy's priority, and the calling thread is back to its own class.
+#[test]
+fn workers_run_under_sched_fifo_when_permitted() {
+    if !root() {
+        eprintln!("not root: SCHED_FIFO may be refused here; the refusal has its own test");
+        return;
+    }
+    let before = ThreadPolicy::of_current_thread().unwrap();
+    let ctx = ctx();
+    let (node, _sub, seen) = recorder(&ctx);
+    let mut exec = MultiThreadedExecutor::new(2);
+    exec.add_node(&node).unwrap();
+    exec.set_thread_policy(ThreadPolicy::new().fifo(10))
+        .unwrap();
+    let s = seen.clone();
+    assert!(
+        exec.spin_until(Duration::from_secs(30), move || !s
+            .lock()
+            .unwrap()
+            .is_empty())
+            .unwrap()
+    );
+    assert_eq!(seen.lock().unwrap()[0].fifo_priority(), Some(10));
+    assert_eq!(ThreadPolicy::of_current_thread().unwrap(), before);
+}
+
+/// A policy the process may not have (real-time priority without
+/// permission, a CPU outside its set) stops `spin` before any callback
+/// runs, with an error that says what to do; the message waits, and runs
+/// once the policy is one the process may have.
+#[test]
+fn a_refused_policy_is_an_error_before_any_callback_runs() {
+    if std::env::var_os(ROLE).is_some() {
+        return unprivileged();
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_refused_policy_is_an_error_before_any_callback_runs",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("both refusals held"),
+        "the child did not run its checks:\n{stdout}\n{stderr}"
+    );
+}
+
+fn unprivileged() {
+    if root() {
+        // SAFETY: setresuid(2) to `nobody` with plain integers; glibc
+        // applies it to every thread of the process.
+        assert_eq!(unsafe { libc::setresuid(65534, 65534, 65534) }, 0);
+    }
+    let none = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: setrlimit(2) reads one initialised rlimit; lowering a limit
+    // needs no privilege.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_RTPRIO, &none) }, 0);
+    let before = ThreadPolicy::of_current_thread().unwrap();
+
+    let ctx = ctx();
+    let (node, _sub, seen) = recorder(&ctx);
+    let mut exec = MultiThreadedExecutor::new(2);
+    exec.add_node(&node).unwrap();
+
+    exec.set_thread_policy(ThreadPolicy::new().fifo(10))
+        .unwrap();
+    let s = seen.clone();
+    let r = exec.spin_until(Duration::from_secs(5), move || {
+        !s.lock().unwrap().is_empty()
+    });
+    match &r {
+        Err(SpinError::ThreadPolicy(SchedError::RealtimeDenied { priority: 10, .. })) => {}
+        other => panic!("expected a refusal of SCHED_FIFO, got {other:?}"),
+    }
+    let text = r.unwrap_err().to_string();
+    assert!(
+        text.contains("CAP_SYS_NICE") && text.contains("rtprio"),
+        "{text}"
+    );
+    assert!(seen.lock().unwrap().is_empty(), "a callback ran");
+    assert_eq!(ThreadPolicy::of_current_thread().unwrap(), before);
+
+    // A CPU the process may not use (past every one it has).
+    let beyond = before.cpu_set().last().unwrap() + 1;
+    exec.set_thread_policy(ThreadPolicy::new().cpus([beyond]))
+        .unwrap();
+    let s = seen.clone();
+    let r = exec.spin_until(Duration::from_secs(5), move || {
+        !s.lock().unwrap().is_empty()
+    });
+    match &r {
+        Err(SpinError::ThreadPolicy(SchedError::NoSuchCpu { missing, allowed })) => {
+            assert_eq!(missing, &[beyond]);
+            assert_eq!(allowed.as_slice(), before.cpu_set());
+        }
+        other => panic!("expected CPU {beyond} refused, got {other:?}"),
+    }
+    assert!(seen.lock().unwrap().is_empty(), "a callback ran");
+    assert_eq!(ThreadPolicy::of_current_thread().unwrap(), before);
+
+    // Nothing was lost: with a policy it may have, the message runs.
+    exec.set_thread_policy(ThreadPolicy::new()).unwrap();
+    let s = seen.clone();
+    assert!(
+        exec.spin_until(Duration::from_secs(30), move || !s
+            .lock()
+            .unwrap()
+            .is_empty())
+            .unwrap()
+    );
+    eprintln!("both refusals held");
+}
