@@ -17,7 +17,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run benchmark scenarios side by side with peers and print a table.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Check and repair this host's myelin state (stale shared memory).
     Doctor(DoctorArgs),
     /// Topics of a domain (this host, and other hosts through zenoh): list,
@@ -752,4 +752,10 @@ pub struct BenchArgs {
     /// CAP_SYS_NICE or an rtprio limit).
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(1..=99))]
     pub rt_priority: Option<u8>,
+    /// Hold a CPU wake-up latency request of US microseconds while the
+    /// benchmark runs (/dev/cpu_dma_latency, as cyclictest does; root):
+    /// idle CPUs stay in states they leave that fast (0: they poll), so
+    /// wake-ups measure myelin rather than the idle state's exit.
+    #[arg(long, value_name = "US")]
+    pub cpu_wakeup_latency: Option<u64>,
 }

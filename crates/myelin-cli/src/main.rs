@@ -22,7 +22,7 @@ fn main() {
     // Warnings (a squatted segment, a missing router, ...) on stderr.
     myelin::init_logging();
     let result = match cli.command {
-        cli::Command::Bench(args) => command::bench::run(args),
+        cli::Command::Bench(args) => command::bench::run(*args),
         cli::Command::Doctor(args) => command::doctor::run(args),
         cli::Command::Perf(cmd) => command::perf::run(cmd),
         cli::Command::Topic(cmd) => command::topic::run(cmd),

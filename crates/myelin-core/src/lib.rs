@@ -126,7 +126,7 @@ pub use qos::{
     Durability, History, IncompatibleQosStatus, Liveliness, LivelinessKind, QoS, QosPolicy,
     Reliability,
 };
-pub use sched::{SavedPolicy, SchedError, ThreadPolicy};
+pub use sched::{CpuWakeupLatency, SavedPolicy, SchedError, ThreadPolicy};
 pub use service::{CallError, Client, ResponseFuture, Service, ServiceOptions, ServiceReply};
 pub use subscription::{
     BufferKind, MessageInfo, SharedEventCallback, Subscription, SubscriptionCallback,

@@ -10,6 +10,13 @@
 //! without the permission for it, is a [`SchedError`], never a silent
 //! half-applied policy.
 //!
+//!
+//! [`CpuWakeupLatency`] is the other half of a fast wake-up: an idle CPU
+//! in a deep sleep state (or, in a virtual machine, a halted virtual CPU)
+//! takes tens of microseconds to run the thread a message wakes. While it
+//! is held the kernel keeps idle CPUs in states they leave within the
+//! bound (the PM QoS request cyclictest makes).
+//!
 //! [`Executor`]: crate::Executor
 //! [`MultiThreadedExecutor`]: crate::MultiThreadedExecutor
 //! [`MultiThreadedExecutor::set_thread_policy`]: crate::MultiThreadedExecutor::set_thread_policy
@@ -95,6 +102,24 @@ pub enum SchedError {
         /// The OS error.
         why: String,
     },
+    /// The CPU wake-up latency request was refused.
+    #[error(
+        "cannot hold the CPU wake-up latency: {CPU_DMA_LATENCY}: {why}. The request needs root or write access to {CPU_DMA_LATENCY} (a udev rule: KERNEL==\"cpu_dma_latency\", GROUP=\"realtime\", MODE=\"0660\")"
+    )]
+    CpuLatencyDenied {
+        /// The OS error.
+        why: String,
+    },
+    /// A CPU wake-up latency bound the kernel cannot take (above
+    /// [`MAX_CPU_WAKEUP_LATENCY`]).
+    #[error(
+        "a CPU wake-up latency of {micros} us is out of range: the kernel takes 0 to {} us",
+        MAX_CPU_WAKEUP_LATENCY.as_micros()
+    )]
+    CpuLatencyRange {
+        /// The requested bound in microseconds.
+        micros: u128,
+    },
     /// Another system call failed.
     #[error("{call}: {why}")]
     Os {
@@ -103,6 +128,97 @@ pub enum SchedError {
         /// The OS error.
         why: String,
     },
+}
+
+/// The kernel's CPU latency QoS device: a request lasts while its file is
+/// open.
+pub const CPU_DMA_LATENCY: &str = "/dev/cpu_dma_latency";
+
+/// The largest bound the kernel takes (its "no constraint" default).
+pub const MAX_CPU_WAKEUP_LATENCY: std::time::Duration = std::time::Duration::from_secs(2000);
+
+/// A request to the kernel, held while this value lives, that every CPU
+/// wake up from idle within a bound: idle CPUs stay in shallow states
+/// (with `Duration::ZERO`, they poll) instead of sleeping deeply. A thread
+/// that a message wakes then starts in microseconds instead of paying the
+/// idle state's exit (on this project's 2-CPU VM: a 30 Hz executor
+/// callback 33 -> 8-15 us, a raw futex hand-off 24 -> 5-6 us; see
+/// BENCHMARKS.md, "Idle CPUs: the wake-up latency request").
+///
+/// The cost is power: idle CPUs spin in the kernel instead of sleeping
+/// (on a virtual machine, the host sees the virtual CPUs busy). It shows
+/// in no process's CPU time. The kernel drops the request when the file
+/// closes, also when the process is killed, so nothing outlives it.
+/// Needs root or write access to [`CPU_DMA_LATENCY`].
+///
+/// ```no_run
+/// use myelin_core::CpuWakeupLatency;
+/// use std::time::Duration;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let _awake = CpuWakeupLatency::hold(Duration::ZERO)?;
+/// // ... run the control loop; the request ends with `_awake`.
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct CpuWakeupLatency {
+    _request: std::fs::File,
+    max: std::time::Duration,
+}
+
+impl CpuWakeupLatency {
+    /// Ask that idle CPUs wake within `max` until the returned value is
+    /// dropped. Several requests (of this process or others) combine: the
+    /// smallest holds.
+    pub fn hold(max: std::time::Duration) -> Result<CpuWakeupLatency, SchedError> {
+        use std::io::Write;
+        if max > MAX_CPU_WAKEUP_LATENCY {
+            return Err(SchedError::CpuLatencyRange {
+                micros: max.as_micros(),
+            });
+        }
+        let micros = i32::try_from(max.as_micros()).map_err(|_| SchedError::CpuLatencyRange {
+            micros: max.as_micros(),
+        })?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(CPU_DMA_LATENCY)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::PermissionDenied => {
+                    SchedError::CpuLatencyDenied { why: e.to_string() }
+                }
+                _ => os("open /dev/cpu_dma_latency", e),
+            })?;
+        // Four bytes are taken as a binary s32 (anything else as hex text).
+        file.write_all(&micros.to_ne_bytes())
+            .map_err(|e| os("write /dev/cpu_dma_latency", e))?;
+        Ok(CpuWakeupLatency {
+            _request: file,
+            max,
+        })
+    }
+
+    /// The bound this request asked for.
+    pub fn max(&self) -> std::time::Duration {
+        self.max
+    }
+
+    /// The bound in force now, all requests on the system combined
+    /// ([`MAX_CPU_WAKEUP_LATENCY`]: none). Needs read access to
+    /// [`CPU_DMA_LATENCY`] (root).
+    pub fn in_force() -> Result<std::time::Duration, SchedError> {
+        use std::io::Read;
+        let mut word = [0u8; 4];
+        std::fs::File::open(CPU_DMA_LATENCY)
+            .and_then(|mut f| f.read_exact(&mut word))
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::PermissionDenied => {
+                    SchedError::CpuLatencyDenied { why: e.to_string() }
+                }
+                _ => os("read /dev/cpu_dma_latency", e),
+            })?;
+        let micros = u64::try_from(i32::from_ne_bytes(word)).unwrap_or(0);
+        Ok(std::time::Duration::from_micros(micros))
+    }
 }
 
 /// `0, 2-5` for the CPUs `[0, 2, 3, 4, 5]` (ascending).
@@ -389,6 +505,12 @@ mod tests {
         assert_eq!(
             ThreadPolicy::new().fifo(200).apply().map(drop),
             Err(SchedError::Priority { priority: 200 })
+        );
+        assert_eq!(
+            CpuWakeupLatency::hold(std::time::Duration::from_secs(1 << 40)).map(drop),
+            Err(SchedError::CpuLatencyRange {
+                micros: (1u128 << 40) * 1_000_000
+            })
         );
         let far = ThreadPolicy::new().cpus([1, usize::MAX]).apply().map(drop);
         assert!(

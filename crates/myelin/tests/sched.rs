@@ -8,10 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use myelin::prelude::*;
-use myelin::{MultiThreadedExecutor, SchedError, SpinError, ThreadPolicy};
+use myelin::{CpuWakeupLatency, MultiThreadedExecutor, SchedError, SpinError, ThreadPolicy};
 
 /// Set in the child process that runs [`unprivileged`].
 const ROLE: &str = "MYELIN_SCHED_TEST_UNPRIVILEGED";
+/// Set in the child process that holds a wake-up latency request until
+/// it is killed.
+const HOLDER: &str = "MYELIN_SCHED_TEST_HOLDER";
 
 fn ctx() -> Context {
     Context::builder()
@@ -181,6 +184,15 @@ fn unprivileged() {
     assert!(seen.lock().unwrap().is_empty(), "a callback ran");
     assert_eq!(ThreadPolicy::of_current_thread().unwrap(), before);
 
+    // Without root, the wake-up latency request is refused with the way
+    // to grant it.
+    let denied = CpuWakeupLatency::hold(Duration::ZERO).unwrap_err();
+    assert!(
+        matches!(denied, SchedError::CpuLatencyDenied { .. }),
+        "{denied:?}"
+    );
+    assert!(denied.to_string().contains("udev rule"), "{denied}");
+
     // Nothing was lost: with a policy it may have, the message runs.
     exec.set_thread_policy(ThreadPolicy::new()).unwrap();
     let s = seen.clone();
@@ -192,4 +204,61 @@ fn unprivileged() {
             .unwrap()
     );
     eprintln!("both refusals held");
+}
+
+/// The wake-up latency request holds while its value lives, and the
+/// kernel drops it with the process, also one killed with SIGKILL: no
+/// machine is left polling after a crash.
+#[test]
+fn the_wakeup_latency_request_lasts_while_held_and_dies_with_a_killed_holder() {
+    if let Some(v) = std::env::var_os(HOLDER) {
+        let micros: u64 = v.to_str().unwrap().parse().unwrap();
+        let _held = CpuWakeupLatency::hold(Duration::from_micros(micros)).unwrap();
+        println!("held");
+        std::thread::sleep(Duration::from_secs(600));
+        return;
+    }
+    if !root() {
+        eprintln!("not root: /dev/cpu_dma_latency is root's (the refusal is tested unprivileged)");
+        return;
+    }
+    let before = CpuWakeupLatency::in_force().unwrap();
+    // A bound no other request on this machine is likely to be below.
+    let bound = Duration::from_micros(3);
+    if before <= bound {
+        eprintln!("a request of {before:?} is already in force here; nothing to observe");
+        return;
+    }
+    {
+        let held = CpuWakeupLatency::hold(bound).unwrap();
+        assert_eq!(held.max(), bound);
+        assert_eq!(CpuWakeupLatency::in_force().unwrap(), bound);
+    }
+    assert_eq!(CpuWakeupLatency::in_force().unwrap(), before);
+
+    // A holder killed with SIGKILL.
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "the_wakeup_latency_request_lasts_while_held_and_dies_with_a_killed_holder",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HOLDER, bound.as_micros().to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The harness prints its own lines first; the holder says when.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("held") {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert!(n > 0, "the holder exited before holding");
+    }
+    assert_eq!(CpuWakeupLatency::in_force().unwrap(), bound);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(CpuWakeupLatency::in_force().unwrap(), before);
+    eprintln!("the request ended with its killed holder");
 }

@@ -364,6 +364,7 @@ mod tests {
             git_commit: "abc1234".into(),
             date: "2025-01-31T12:34:56Z".into(),
             hostname: "bench-host".into(),
+            cpu_wakeup_latency: "none".into(),
         }
     }
 

@@ -242,6 +242,10 @@ pub struct MachineInfo {
     pub date: String,
     /// Host name.
     pub hostname: String,
+    /// The CPU wake-up latency request in force (`/dev/cpu_dma_latency`,
+    /// all requests combined): `none`, `N us`, or `unknown` (not
+    /// readable: not root).
+    pub cpu_wakeup_latency: String,
 }
 
 const UNKNOWN: &str = "unknown";
@@ -260,6 +264,11 @@ impl MachineInfo {
             git_commit: git_commit().unwrap_or_else(|| UNKNOWN.into()),
             date: iso8601_utc(SystemTime::now()),
             hostname: hostname().unwrap_or_else(|| UNKNOWN.into()),
+            cpu_wakeup_latency: match myelin::CpuWakeupLatency::in_force() {
+                Ok(d) if d >= myelin::sched::MAX_CPU_WAKEUP_LATENCY => "none".into(),
+                Ok(d) => format!("{} us", d.as_micros()),
+                Err(_) => UNKNOWN.into(),
+            },
         }
     }
 }

@@ -223,6 +223,19 @@ pub(crate) fn write_rows_json(
 
 /// Run `myelin bench`.
 pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    // Held by the parent for the whole run: the request is system-wide,
+    // so it covers the child process of every job too.
+    let _awake = match args.cpu_wakeup_latency {
+        Some(us) if args.job.is_none() => {
+            let held = myelin::CpuWakeupLatency::hold(Duration::from_micros(us))?;
+            eprintln!(
+                "holding the CPU wake-up latency at {us} us ({}): idle CPUs stay in states they leave that fast, at the cost of power",
+                myelin::sched::CPU_DMA_LATENCY
+            );
+            Some(held)
+        }
+        _ => None,
+    };
     if args.scenario == Scenario::Topology {
         return topology(&args);
     }
@@ -320,8 +333,12 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     bar.finish_and_clear();
     let h = &report.header;
+    let awake = match h.cpu_wakeup_latency.as_str() {
+        "none" | "unknown" => String::new(),
+        us => format!("; idle CPUs wake within {us} (a CPU wake-up latency request)"),
+    };
     println!(
-        "myelin bench {:?} on {} ({} cpus), {}, {} at {}; one process per run\n",
+        "myelin bench {:?} on {} ({} cpus), {}, {} at {}; one process per run{awake}\n",
         args.scenario, h.cpu_model, h.nproc, h.kernel, h.rustc, h.git_commit
     );
     println!("{}", myelin_bench::render_legend(&report.records));
