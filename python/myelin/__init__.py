@@ -20,6 +20,7 @@ import threading
 
 from myelin import _myelin
 from myelin._myelin import (
+    CpuWakeupLatency,
     InvalidNameError,
     InvalidParameterValueException,
     InvalidQoSError,
@@ -62,6 +63,7 @@ __all__ = [
     "Executor",
     "SingleThreadedExecutor",
     "MultiThreadedExecutor",
+    "CpuWakeupLatency",
     "MyelinError",
     "InvalidNameError",
     "InvalidQoSError",

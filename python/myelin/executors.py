@@ -161,6 +161,18 @@ class MultiThreadedExecutor(Executor):
     def num_threads(self):
         return self._exec.threads()
 
+    def set_thread_policy(self, *, cpus=None, fifo=None):
+        """Run every worker thread on the CPUs ``cpus`` (an iterable of CPU
+        numbers; None: unchanged) under ``SCHED_FIFO`` at priority ``fifo``
+        (1-99; None: unchanged), a myelin extension. The thread that calls
+        ``spin`` gets its own scheduling back when it returns. A priority
+        outside 1-99 is a ValueError here; a policy the process may not
+        have (no root, ``CAP_SYS_NICE`` or rtprio limit; a CPU outside its
+        set) raises MyelinError when spinning starts, before any callback
+        runs. For a single-threaded executor, set the spinning thread's
+        own policy with ``os.sched_setaffinity`` / ``os.sched_setscheduler``."""
+        self._exec.set_thread_policy(None if cpus is None else [int(c) for c in cpus], fifo)
+
     def spin(self):
         # Workers keep running between callbacks (no stop after each one).
         while self._context.ok():

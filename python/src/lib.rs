@@ -1288,6 +1288,54 @@ impl Executor {
     }
 }
 
+/// A CPU wake-up latency request held until `close()` (or the end of a
+/// `with` block): see `myelin::CpuWakeupLatency`.
+#[pyclass(module = "myelin._myelin")]
+struct CpuWakeupLatency {
+    held: Option<myelin::CpuWakeupLatency>,
+}
+
+#[pymethods]
+impl CpuWakeupLatency {
+    /// Ask that idle CPUs wake within `max_us` microseconds (0: they
+    /// poll). PermissionError without root or write access to
+    /// /dev/cpu_dma_latency, ValueError for a bound the kernel cannot take.
+    #[new]
+    #[pyo3(signature = (max_us=0))]
+    fn new(max_us: u64) -> PyResult<Self> {
+        match myelin::CpuWakeupLatency::hold(Duration::from_micros(max_us)) {
+            Ok(h) => Ok(CpuWakeupLatency { held: Some(h) }),
+            Err(e @ myelin::SchedError::CpuLatencyDenied { .. }) => {
+                Err(pyo3::exceptions::PyPermissionError::new_err(e.to_string()))
+            }
+            Err(e @ myelin::SchedError::CpuLatencyRange { .. }) => {
+                Err(PyValueError::new_err(e.to_string()))
+            }
+            Err(e) => Err(core_error(e)),
+        }
+    }
+
+    /// The bound asked for, in microseconds; None once closed.
+    #[getter]
+    fn max_us(&self) -> Option<u128> {
+        self.held.as_ref().map(|h| h.max().as_micros())
+    }
+
+    /// End the request (again: nothing).
+    fn close(&mut self) {
+        self.held = None;
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&mut self, _exc: &Bound<'_, pyo3::types::PyTuple>) {
+        self.close();
+    }
+}
+
 /// An executor with worker threads: callbacks of different callback
 /// groups may run at once (Python code among them still takes turns on
 /// the GIL; Rust work and waiting overlap).
@@ -1309,6 +1357,25 @@ impl MultiThreadedExecutor {
 
     fn threads(&self) -> usize {
         self.exec.threads()
+    }
+
+    /// Run every worker on `cpus` (None: unchanged) under SCHED_FIFO at
+    /// `fifo` (None: unchanged); see `myelin::ThreadPolicy`. Values the
+    /// kernel refuses outright are a ValueError here; a permission the
+    /// process lacks is a MyelinError when spinning starts, before any
+    /// callback runs.
+    #[pyo3(signature = (cpus=None, fifo=None))]
+    fn set_thread_policy(&mut self, cpus: Option<Vec<usize>>, fifo: Option<u8>) -> PyResult<()> {
+        let mut policy = myelin::ThreadPolicy::new();
+        if let Some(c) = cpus {
+            policy = policy.cpus(c);
+        }
+        if let Some(p) = fifo {
+            policy = policy.fifo(p);
+        }
+        self.exec
+            .set_thread_policy(policy)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     fn add_node(&mut self, node: &Node) -> PyResult<()> {
@@ -1547,6 +1614,7 @@ fn _myelin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Timer>()?;
     m.add_class::<Executor>()?;
     m.add_class::<MultiThreadedExecutor>()?;
+    m.add_class::<CpuWakeupLatency>()?;
     m.add_class::<Service>()?;
     m.add_class::<ServiceReply>()?;
     m.add_class::<Client>()?;

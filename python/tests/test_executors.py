@@ -1,5 +1,7 @@
 """The multi-threaded executor: callbacks of different nodes overlap."""
 
+import os
+import sys
 import threading
 import time
 
@@ -162,3 +164,76 @@ def test_an_unknown_idle_wait_is_refused(ctx):
     ex = SingleThreadedExecutor(context=ctx)
     with pytest.raises(ValueError, match="anticipate"):
         ex.set_idle_wait("sometimes")
+
+
+def _policy_seen(ctx, configure):
+    """Spin a 2-worker executor with a timer that records the CPUs and
+    scheduling class of the thread it ran on; what it saw (or the
+    exception spinning raised)."""
+    node = myelin.create_node("rt", context=ctx)
+    seen = []
+
+    def tick():
+        seen.append((os.sched_getaffinity(0), os.sched_getscheduler(0), os.sched_getparam(0).sched_priority))
+
+    node.create_timer(0.001, tick)
+    ex = MultiThreadedExecutor(num_threads=2, context=ctx)
+    configure(ex)
+    ex.add_node(node)
+    end = time.monotonic() + 30
+    while not seen and time.monotonic() < end:
+        ex.spin_once(timeout_sec=0.1)
+    ex.shutdown()
+    return seen
+
+
+def test_worker_threads_run_on_the_cpus_of_their_policy(ctx):
+    before = os.sched_getaffinity(0)
+    last = max(before)
+    seen = _policy_seen(ctx, lambda ex: ex.set_thread_policy(cpus=[last]))
+    assert seen and seen[0][0] == {last}
+    # The thread that spun gets its own CPUs back.
+    assert os.sched_getaffinity(0) == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_FIFO needs root here")
+def test_worker_threads_run_under_sched_fifo(ctx):
+    seen = _policy_seen(ctx, lambda ex: ex.set_thread_policy(fifo=10))
+    assert seen and seen[0][1:] == (os.SCHED_FIFO, 10)
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+def test_an_absurd_priority_is_refused_at_once(ctx):
+    ex = MultiThreadedExecutor(num_threads=2, context=ctx)
+    with pytest.raises(ValueError, match="1 to 99"):
+        ex.set_thread_policy(fifo=0)
+    with pytest.raises(OverflowError):
+        ex.set_thread_policy(fifo=1000)
+
+
+def test_a_cpu_the_process_lacks_fails_spin_before_any_callback(ctx):
+    beyond = max(os.sched_getaffinity(0)) + 1
+    with pytest.raises(myelin.MyelinError, match=f"CPU {beyond} cannot run this thread"):
+        _policy_seen(ctx, lambda ex: ex.set_thread_policy(cpus=[beyond]))
+
+
+def test_the_cpu_wakeup_latency_request_is_held_inside_its_block():
+    if os.geteuid() != 0:
+        with pytest.raises(PermissionError, match="cpu_dma_latency"):
+            myelin.CpuWakeupLatency(0)
+        return
+
+    def in_force():
+        with open("/dev/cpu_dma_latency", "rb") as f:
+            return int.from_bytes(f.read(4), sys.byteorder, signed=True)
+
+    before = in_force()
+    if before <= 3:
+        pytest.skip(f"a request of {before} us is already in force here")
+    with myelin.CpuWakeupLatency(3) as held:
+        assert held.max_us == 3
+        assert in_force() == 3
+    assert held.max_us is None
+    assert in_force() == before
+    with pytest.raises(ValueError, match="out of range"):
+        myelin.CpuWakeupLatency(10**12)
