@@ -85,9 +85,7 @@ pub enum PerfError {
         waited: Duration,
     },
     /// SCHED_FIFO could not be set.
-    #[error(
-        "--rt-priority {priority}: cannot switch to SCHED_FIFO: {why}. Real-time priority needs root, CAP_SYS_NICE, or an rtprio limit (ulimit -r / /etc/security/limits.conf); run without --rt-priority to measure at normal priority"
-    )]
+    #[error("--rt-priority {priority}: {why}; run without --rt-priority to measure at normal priority")]
     RtPriority {
         /// The requested priority.
         priority: i32,
@@ -113,50 +111,34 @@ fn m(e: impl std::fmt::Display) -> PerfError {
 
 /// Pin the calling thread (and threads it creates later) to `cpu`.
 pub fn set_affinity(cpu: usize) -> Result<(), PerfError> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(PerfError::Affinity {
+    myelin::ThreadPolicy::new()
+        .cpus([cpu])
+        .apply()
+        .map(drop)
+        .map_err(|e| PerfError::Affinity {
             cpu,
-            why: format!("CPU numbers go up to {}", libc::CPU_SETSIZE - 1),
-        });
-    }
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside
-    // it for cpu < CPU_SETSIZE (checked above); sched_setaffinity reads
-    // `size_of::<cpu_set_t>()` bytes of it.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc != 0 {
-        return Err(PerfError::Affinity {
-            cpu,
-            why: std::io::Error::last_os_error().to_string(),
-        });
-    }
-    Ok(())
+            why: e.to_string(),
+        })
 }
 
-/// Switch the calling thread to SCHED_FIFO at `priority` (1..=99).
+/// Switch the calling thread (and threads it creates later) to
+/// SCHED_FIFO at `priority` (1..=99).
 pub fn set_rt_priority(priority: i32) -> Result<(), PerfError> {
-    if !(1..=99).contains(&priority) {
-        return Err(PerfError::InvalidArg {
+    let p = u8::try_from(priority)
+        .ok()
+        .filter(|p| (1..=myelin::sched::MAX_FIFO_PRIORITY).contains(p))
+        .ok_or_else(|| PerfError::InvalidArg {
             flag: "rt-priority",
             reason: format!("{priority}: SCHED_FIFO priorities are 1 to 99"),
-        });
-    }
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
-    // SAFETY: sched_setscheduler(2) on the calling thread (pid 0) with a
-    // valid, initialised sched_param.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-    if rc != 0 {
-        return Err(PerfError::RtPriority {
+        })?;
+    myelin::ThreadPolicy::new()
+        .fifo(p)
+        .apply()
+        .map(drop)
+        .map_err(|e| PerfError::RtPriority {
             priority,
-            why: std::io::Error::last_os_error().to_string(),
-        });
-    }
-    Ok(())
+            why: e.to_string(),
+        })
 }
 
 /// The settings both sides share.

@@ -539,6 +539,10 @@ pub struct PerfCommon {
     /// permission.
     #[arg(long, value_name = "P")]
     pub rt_priority: Option<i32>,
+    /// Hold a CPU wake-up latency request of US microseconds while this
+    /// side runs (/dev/cpu_dma_latency, as cyclictest; root).
+    #[arg(long, value_name = "US")]
+    pub cpu_wakeup_latency: Option<u64>,
     /// Build messages in private memory and let publish copy them (default:
     /// loan them in shared memory).
     #[arg(long)]

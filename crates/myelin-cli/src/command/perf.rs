@@ -39,15 +39,19 @@ fn config(c: &PerfCommon) -> Result<PerfConfig, Box<dyn std::error::Error>> {
     })
 }
 
-/// Pinning and priority first, so every thread created later inherits them.
-fn place(c: &PerfCommon) -> Result<(), PerfError> {
+/// Pinning and priority first, so every thread created later inherits
+/// them; the wake-up latency request, held while the returned value lives.
+fn place(c: &PerfCommon) -> Result<Option<myelin::CpuWakeupLatency>, PerfError> {
     if let Some(cpu) = c.cpu {
         perf::set_affinity(cpu)?;
     }
     if let Some(p) = c.rt_priority {
         perf::set_rt_priority(p)?;
     }
-    Ok(())
+    c.cpu_wakeup_latency
+        .map(|us| myelin::CpuWakeupLatency::hold(Duration::from_micros(us)))
+        .transpose()
+        .map_err(|e| PerfError::Myelin(e.to_string()))
 }
 
 /// Run `myelin perf ...`.
@@ -64,7 +68,7 @@ pub fn run(cmd: PerfCommand) -> Result<(), Box<dyn std::error::Error>> {
                 .into());
             }
             cfg.validate()?;
-            place(&c)?;
+            let _awake = place(&c)?;
             let ctx = myelin::Context::builder()
                 .domain_id(cfg.domain)
                 .shared_memory(true)
@@ -103,7 +107,7 @@ fn ping(a: PingArgs) -> Result<(), Box<dyn std::error::Error>> {
     cfg.match_timeout = seconds("timeout", a.timeout)?;
     cfg.local = a.local;
     cfg.validate()?;
-    place(&a.common)?;
+    let _awake = place(&a.common)?;
     println!(
         "ping: {:?} transport, {:?} wait, {} B, {}, {} s",
         cfg.transport,
