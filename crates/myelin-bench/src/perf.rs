@@ -85,7 +85,9 @@ pub enum PerfError {
         waited: Duration,
     },
     /// SCHED_FIFO could not be set.
-    #[error("--rt-priority {priority}: {why}; run without --rt-priority to measure at normal priority")]
+    #[error(
+        "--rt-priority {priority}: {why}; run without --rt-priority to measure at normal priority"
+    )]
     RtPriority {
         /// The requested priority.
         priority: i32,

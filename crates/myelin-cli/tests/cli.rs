@@ -206,7 +206,8 @@ fn doctor_clean_runs_and_rejects_a_bad_domain() {
     fails_naming(&["doctor", "--domain", "999"], "--domain");
 }
 
-/// `myelin doctor` says which transports a program would use, what is
+/// `myelin doctor` says which transports a program would use, how fast idle
+/// CPUs wake, what is
 /// wrong with MYELIN_TRANSPORT or MYELIN_ZENOH_CONFIG, whether the zenoh
 /// router is there, and how much room shared memory has.
 #[test]
@@ -235,6 +236,20 @@ fn doctor_reports_transports_configuration_and_space() {
         "{plain}"
     );
     assert!(plain.contains(" free of "), "{plain}");
+    // What a wake-up costs here: the idle states, the request in force,
+    // and a real attempt at SCHED_FIFO (granted to root).
+    assert!(plain.contains("idle CPUs: cpuidle driver "), "{plain}");
+    assert!(plain.contains("wake-up latency: "), "{plain}");
+    // SAFETY: geteuid(2) has no arguments and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(
+        plain.contains(if root {
+            "real-time: SCHED_FIFO is granted to this user"
+        } else {
+            "real-time: "
+        }),
+        "{plain}"
+    );
     let typo = doctor(&[("MYELIN_TRANSPORT", "shm,zneoh")]);
     assert!(typo.contains("did you mean zenoh?"), "{typo}");
     assert!(typo.contains("programs started with it fail"), "{typo}");

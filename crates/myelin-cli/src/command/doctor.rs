@@ -10,6 +10,7 @@ pub fn run(args: DoctorArgs) -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("invalid --domain {d}: ROS 2 domain ids are 0 to 232").into());
     }
     transports();
+    wakeups();
     let dir = myelin_shm::segment_dir();
     match myelin_shm::segment_space() {
         Some((free, total)) => println!(
@@ -132,5 +133,69 @@ fn transports() {
         println!(
             "zenoh: nothing listens at {router}: processes on this host still meet over shared memory; start `myelin router` (or rmw_zenohd) to reach other hosts and ROS 2 nodes"
         );
+    }
+}
+
+/// How fast this host can wake a thread a message is for: the idle states
+/// its CPUs may sleep in, the wake-up latency request in force, and
+/// whether this process could run a callback thread under SCHED_FIFO.
+fn wakeups() {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let states: Vec<String> = (0..16)
+        .map_while(|i| {
+            let dir = format!("/sys/devices/system/cpu/cpu0/cpuidle/state{i}");
+            let name = read(&format!("{dir}/name"))?;
+            let exit = read(&format!("{dir}/latency")).unwrap_or_else(|| "?".into());
+            let off = read(&format!("{dir}/disable")).is_some_and(|d| d == "1");
+            Some(format!(
+                "{name} ({exit} us{})",
+                if off { ", disabled" } else { "" }
+            ))
+        })
+        .collect();
+    let driver =
+        read("/sys/devices/system/cpu/cpuidle/current_driver").unwrap_or_else(|| "none".into());
+    println!(
+        "idle CPUs: cpuidle driver {driver}{}{}",
+        if states.is_empty() {
+            String::new()
+        } else {
+            format!(", states {}", states.join(", "))
+        },
+        if driver == "haltpoll" {
+            " (a virtual machine: a halted vCPU takes tens of microseconds to wake, whatever its state says)"
+        } else {
+            ""
+        }
+    );
+    match myelin::CpuWakeupLatency::in_force() {
+        Ok(d) if d >= myelin::sched::MAX_CPU_WAKEUP_LATENCY => println!(
+            "wake-up latency: no request in force (idle CPUs sleep as deep as they like; CpuWakeupLatency or `myelin bench --cpu-wakeup-latency 0` keep them awake)"
+        ),
+        Ok(d) => println!(
+            "wake-up latency: a request of {} us is in force (idle CPUs wake within it)",
+            d.as_micros()
+        ),
+        Err(_) => println!(
+            "wake-up latency: {} is not readable by this user (root's)",
+            myelin::sched::CPU_DMA_LATENCY
+        ),
+    }
+    // A real attempt on a thread of its own, which ends with it.
+    let fifo = std::thread::spawn(|| myelin::ThreadPolicy::new().fifo(1).apply().map(drop))
+        .join()
+        .unwrap_or_else(|_| {
+            Err(myelin::SchedError::Os {
+                call: "probe thread",
+                why: "panicked".into(),
+            })
+        });
+    match fifo {
+        Ok(()) => println!("real-time: SCHED_FIFO is granted to this user (ThreadPolicy::fifo)"),
+        Err(e) => println!("real-time: {e}"),
     }
 }
