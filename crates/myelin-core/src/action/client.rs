@@ -356,12 +356,22 @@ impl<A: ActionType> ClientGoalHandle<A> {
 
     /// Wait for the goal to end and return how (the call waits up to
     /// `timeout` for the server's answer, which comes when the goal ends).
+    /// The feedback callback has run for every feedback that reached this
+    /// process before the answer: all the server published before it
+    /// ended the goal, in this process or over shared memory (over zenoh
+    /// a topic and a reply are not ordered: late feedback may follow).
     pub fn get_result(&self, timeout: Duration) -> Result<GoalResult<A>, ActionError> {
         let r = self
             .client
             .get_result
             .call(GetResultRequest::new(self.info.goal_id.clone()), timeout)?;
         let state = GoalState::from_status(r.status);
+        // Feedback the server published before it sent the result is in
+        // this process by now (over shared memory it was written before
+        // the reply), but the feedback topic's pump thread and this reply
+        // are two paths: run what waits on the topic here, so every such
+        // feedback's callback has run when the result is handed over.
+        self.client.feedback.inner.pump_links();
         self.client.tracked.set_state(&self.info.goal_id, state);
         Ok(GoalResult {
             state,

@@ -254,8 +254,10 @@ impl<T: Message> SubInner<T> {
         }
     }
 
-    /// Drain every pumped link.
-    fn pump_links(&self) {
+    /// Drain every pumped link, waiting for a pass another thread is in
+    /// the middle of (its callbacks run under the link's lock): after
+    /// this, every message that had reached a link has been delivered.
+    pub(crate) fn pump_links(&self) {
         for l in self.links.iter() {
             l.pump();
         }
