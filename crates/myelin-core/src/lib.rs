@@ -133,7 +133,7 @@ pub use subscription::{
     SubscriptionOptions, SubscriptionStream, WaitError,
 };
 pub use time::{Clock, ClockType, Time};
-pub use timer::Timer;
+pub use timer::{Timer, TimerInfo};
 pub use transport::{DiscoveredEndpoint, DiscoveredService, endpoints, shared_memory_enabled};
 pub use waitset::{GuardCondition, WaitSet, WaitSetError, WaitSetReady};
 pub use wire::{

@@ -13,6 +13,9 @@ use crate::dispatch::{ExecShared, Executable, Tick};
 use crate::error::SpinError;
 use crate::runtime::NodeInner;
 
+/// A timer's callback, told when its tick was due.
+pub(crate) type TimerCallback = Box<dyn FnMut(&TimerInfo) + Send>;
+
 pub(crate) struct TimerInner {
     pub(crate) id: u64,
     pub(crate) period: Duration,
@@ -23,7 +26,11 @@ pub(crate) struct TimerInner {
     /// The simulated time when the timer was made (0: before the first
     /// `/clock`, or on steady time): its first period starts there.
     pub(crate) sim_created: i64,
-    callback: Mutex<Box<dyn FnMut() + Send>>,
+    callback: Mutex<TimerCallback>,
+    /// When the queued tick was due (monotonic ns), for its [`TimerInfo`].
+    // SYNC: Relaxed: stored before the entry is pushed to the ready queue
+    // and read after it was popped (the queue orders them).
+    due_ns: AtomicU64,
     cancelled: AtomicBool,
     reset_to: Mutex<Option<Instant>>,
     /// Set when `reset_to` holds a value: the executor checks this flag on
@@ -45,7 +52,9 @@ impl Executable for TimerInner {
         let r = if self.is_cancelled() {
             Ok(())
         } else {
-            self.fire()
+            self.fire(crate::clock::from_mono_ns(
+                self.due_ns.load(Ordering::Relaxed),
+            ))
         };
         self.queued.swap(false, Ordering::SeqCst);
         r
@@ -106,8 +115,13 @@ impl Tick for TimerInner {
         self.cancelled.load(Ordering::Acquire)
     }
 
-    fn mark_queued(&self) -> bool {
-        !self.queued.swap(true, Ordering::SeqCst)
+    fn mark_queued(&self, due: Instant) -> bool {
+        if self.queued.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.due_ns
+            .store(crate::clock::mono_ns(due), Ordering::Relaxed);
+        true
     }
 
     fn note_missed(&self, n: u64) {
@@ -124,7 +138,7 @@ impl TimerInner {
         id: u64,
         period: Duration,
         ros_time: bool,
-        callback: Box<dyn FnMut() + Send>,
+        callback: TimerCallback,
         node: Arc<NodeInner>,
         group: Arc<GroupInner>,
     ) -> Self {
@@ -136,6 +150,7 @@ impl TimerInner {
             sim_created: sim.as_ref().map_or(0, |s| s.now_ns()),
             sim,
             callback: Mutex::new(callback),
+            due_ns: AtomicU64::new(0),
             cancelled: AtomicBool::new(false),
             reset_to: Mutex::new(None),
             reset_pending: AtomicBool::new(false),
@@ -147,16 +162,46 @@ impl TimerInner {
         }
     }
 
-    pub(crate) fn fire(&self) -> Result<(), SpinError> {
+    /// Run the callback for the tick that was due at `expected`.
+    pub(crate) fn fire(&self, expected: Instant) -> Result<(), SpinError> {
         self.fired.fetch_add(1, Ordering::Relaxed);
         let mut cb = self.callback.lock().unwrap_or_else(|e| e.into_inner());
-        catch_unwind(AssertUnwindSafe(&mut *cb)).map_err(|p| SpinError::CallbackPanicked {
+        let info = TimerInfo {
+            expected_call_time: expected,
+            actual_call_time: Instant::now(),
+        };
+        catch_unwind(AssertUnwindSafe(|| cb(&info))).map_err(|p| SpinError::CallbackPanicked {
             entity: format!(
                 "timer ({:?} period) of node {:?}",
                 self.period, self.node.fqn
             ),
             message: crate::dispatch::panic_message(&p),
         })
+    }
+}
+
+/// When a timer's tick was due and when its callback started (rclcpp's
+/// `TimerInfo`), for a callback made with
+/// [`Node::create_timer_with_info`](crate::Node::create_timer_with_info).
+/// `actual_call_time - expected_call_time` is how late the tick ran: the
+/// executor's wake-up and whatever ran before it. When ticks were skipped
+/// because the timer ran late, `expected_call_time` is the last deadline
+/// passed (the one this call stands for). On simulated time both are the
+/// steady instants at which the executor found the tick due and ran it;
+/// [`Timer::call`] gives the moment of the call as the due time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerInfo {
+    /// When the tick was due.
+    pub expected_call_time: Instant,
+    /// When the callback started.
+    pub actual_call_time: Instant,
+}
+
+impl TimerInfo {
+    /// How late the callback started (zero if it ran early).
+    pub fn lateness(&self) -> Duration {
+        self.actual_call_time
+            .saturating_duration_since(self.expected_call_time)
     }
 }
 
@@ -222,7 +267,7 @@ impl Timer {
     /// [`WaitSet`](crate::WaitSet) rather than an executor). A panic is
     /// returned as an error.
     pub fn call(&self) -> Result<(), SpinError> {
-        self.inner.fire()
+        self.inner.fire(Instant::now())
     }
 
     /// How many times the callback ran.

@@ -176,6 +176,79 @@ fn pings_from_several_threads(ctx: &Context) {
     drop(subs);
 }
 
+/// A timer made with `create_timer_with_info` is told when each tick was
+/// due: due times a whole number of periods apart (ticks skipped on a
+/// late run leave gaps of several), never after the callback started;
+/// `Timer::call` runs it with the call's moment as the due time.
+#[test]
+fn a_timer_is_told_when_its_tick_was_due_and_when_it_ran() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let period = Duration::from_millis(3);
+    let infos = Arc::new(Mutex::new(Vec::new()));
+    let i = infos.clone();
+    let timer = node
+        .create_timer_with_info(period, move |info: &myelin::TimerInfo| {
+            i.lock().unwrap().push(*info)
+        })
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    exec.spin_until(Duration::from_secs(30), || infos.lock().unwrap().len() >= 6)
+        .unwrap();
+    let seen = infos.lock().unwrap().clone();
+    for w in seen.windows(2) {
+        let gap = w[1].expected_call_time - w[0].expected_call_time;
+        assert!(gap >= period, "{gap:?}");
+        assert_eq!(
+            gap.as_nanos() % period.as_nanos(),
+            0,
+            "{gap:?} is not whole periods"
+        );
+    }
+    for info in &seen {
+        assert!(info.actual_call_time >= info.expected_call_time, "{info:?}");
+        assert_eq!(
+            info.lateness(),
+            info.actual_call_time - info.expected_call_time
+        );
+    }
+    let before = Instant::now();
+    timer.call().unwrap();
+    let called = *infos.lock().unwrap().last().unwrap();
+    assert!(called.expected_call_time >= before, "{called:?}");
+    assert!(called.actual_call_time >= called.expected_call_time);
+}
+
+/// An executor that sleeps until a timer's deadline asks the kernel to
+/// end that sleep on time: its thread's timer slack is 1 us, not the
+/// default 50 us that would start every tick up to 50 us late.
+#[test]
+fn an_executor_waiting_for_a_timer_sleeps_with_a_tight_timer_slack() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let slack = Arc::new(Mutex::new(Vec::new()));
+    let s = slack.clone();
+    let _timer = node
+        .create_timer(Duration::from_millis(2), move || {
+            // SAFETY: prctl(PR_GET_TIMERSLACK) reads the calling thread's
+            // slack; no memory is passed.
+            let ns = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+            s.lock().unwrap().push(ns);
+        })
+        .unwrap();
+    // A thread of its own, with the default slack until it waits.
+    std::thread::spawn(move || {
+        let mut exec = Executor::new();
+        exec.add_node(&node).unwrap();
+        exec.spin_until(Duration::from_secs(30), || slack.lock().unwrap().len() >= 2)
+            .unwrap();
+        assert_eq!(*slack.lock().unwrap(), [1000, 1000]);
+    })
+    .join()
+    .unwrap();
+}
+
 #[test]
 fn timers_fire_at_their_period_and_stop_with_the_executor() {
     let ctx = ctx();

@@ -185,7 +185,10 @@ impl Anticipation {
 
     /// Make this thread's timed sleeps end on time: the kernel lets a
     /// timer fire up to the thread's *timer slack* late (50 us by
-    /// default), which would eat the window's lead. Set once per thread.
+    /// default), which would eat the window's lead and make timers late.
+    /// Set to 1 us once per thread (an executor's thread, the first time
+    /// it sleeps until a deadline); its other timed sleeps then end on
+    /// time too, at the cost of the kernel coalescing fewer of them.
     pub(crate) fn tighten_timer_slack() {
         thread_local! {
             static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };

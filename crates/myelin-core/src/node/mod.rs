@@ -28,7 +28,7 @@ use crate::subscription::{
     BufferKind, Delivery, SubInner, SubSpec, Subscription, SubscriptionCallback,
     SubscriptionOptions,
 };
-use crate::timer::{Timer, TimerInner};
+use crate::timer::{Timer, TimerInfo, TimerInner};
 use crate::transport::{
     EndpointSpec, NodeIdent, PubLink, PubOwner, SubLink, SubOwner, Transport, TransportError,
     TypeInfo,
@@ -473,7 +473,8 @@ impl Node {
         // under use_sim_time, so a replay at any rate keeps its deadlines);
         // liveliness leases are about the process and stay on steady time.
         let ros_time = policy == QosPolicy::Deadline;
-        self.make_timer(period, &group, ros_time, Box::new(f))
+        let mut f = f;
+        self.make_timer(period, &group, ros_time, Box::new(move |_: &TimerInfo| f()))
             .map_err(|e| match e {
                 CreateTimerError::ZeroPeriod => CreateEndpointError::InvalidQos {
                     topic: topic.to_string(),
@@ -1166,7 +1167,13 @@ impl Node {
         callback: impl FnMut() + Send + 'static,
     ) -> Result<Timer, CreateTimerError> {
         let group = self.inner.default_group.clone();
-        self.make_timer(period, &group, true, Box::new(callback))
+        let mut callback = callback;
+        self.make_timer(
+            period,
+            &group,
+            true,
+            Box::new(move |_: &TimerInfo| callback()),
+        )
     }
 
     /// [`create_timer`](Self::create_timer) in a given callback group.
@@ -1176,7 +1183,43 @@ impl Node {
         group: &CallbackGroup,
         callback: impl FnMut() + Send + 'static,
     ) -> Result<Timer, CreateTimerError> {
-        self.make_timer(period, group, true, Box::new(callback))
+        let mut callback = callback;
+        self.make_timer(
+            period,
+            group,
+            true,
+            Box::new(move |_: &TimerInfo| callback()),
+        )
+    }
+
+    /// [`create_timer`](Self::create_timer) whose callback is told when its
+    /// tick was due and when it started ([`TimerInfo`], rclcpp's
+    /// `TimerInfo` callback): a control loop's lateness, per tick.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// use myelin_core::{Context, Executor, TimerInfo};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let node = ctx.create_node("controller")?;
+    /// let late = Arc::new(Mutex::new(Vec::new()));
+    /// let l = late.clone();
+    /// let _t = node.create_timer_with_info(Duration::from_millis(1), move |info: &TimerInfo| {
+    ///     l.lock().unwrap().push(info.lateness());
+    /// })?;
+    /// let mut exec = Executor::new();
+    /// exec.add_node(&node)?;
+    /// exec.spin_until(Duration::from_secs(10), || late.lock().unwrap().len() >= 3)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn create_timer_with_info(
+        &self,
+        period: Duration,
+        callback: impl FnMut(&TimerInfo) + Send + 'static,
+    ) -> Result<Timer, CreateTimerError> {
+        let group = self.inner.default_group.clone();
+        self.make_timer(period, &group, true, Box::new(callback))
     }
 
     /// A periodic timer on steady time, whatever `/clock` says (rclcpp's
@@ -1188,7 +1231,13 @@ impl Node {
         callback: impl FnMut() + Send + 'static,
     ) -> Result<Timer, CreateTimerError> {
         let group = self.inner.default_group.clone();
-        self.make_timer(period, &group, false, Box::new(callback))
+        let mut callback = callback;
+        self.make_timer(
+            period,
+            &group,
+            false,
+            Box::new(move |_: &TimerInfo| callback()),
+        )
     }
 
     /// [`create_wall_timer`](Self::create_wall_timer) in a given callback
@@ -1199,7 +1248,13 @@ impl Node {
         group: &CallbackGroup,
         callback: impl FnMut() + Send + 'static,
     ) -> Result<Timer, CreateTimerError> {
-        self.make_timer(period, group, false, Box::new(callback))
+        let mut callback = callback;
+        self.make_timer(
+            period,
+            group,
+            false,
+            Box::new(move |_: &TimerInfo| callback()),
+        )
     }
 
     fn make_timer(
@@ -1207,7 +1262,7 @@ impl Node {
         period: Duration,
         group: &CallbackGroup,
         ros_time: bool,
-        callback: Box<dyn FnMut() + Send>,
+        callback: crate::timer::TimerCallback,
     ) -> Result<Timer, CreateTimerError> {
         if period.is_zero() {
             return Err(CreateTimerError::ZeroPeriod);
