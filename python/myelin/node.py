@@ -422,14 +422,27 @@ class Node:
 
     def create_timer(self, timer_period_sec, callback, callback_group=None, clock=None):
         """A timer that calls ``callback()`` every ``timer_period_sec``
-        seconds while an executor spins this node."""
+        seconds while an executor spins this node; a callback that takes
+        one argument gets a :class:`myelin.timer.TimerInfo` (when the tick
+        was due and when it started, on the node's clock), as rclpy's."""
         self._check_live()
         if not callable(callback):
             raise TypeError("callback must be callable")
         if hasattr(timer_period_sec, "nanoseconds"):
             timer_period_sec = timer_period_sec.nanoseconds / 1e9
+        run = _coroutine_aware(callback)
+        with_info = _takes_one_argument(callback)
+        if with_info:
+            from myelin.timer import TimerInfo
+
+            node_clock = self.get_clock()
+            user = run
+
+            def run(lateness_ns):
+                user(TimerInfo._lateness_on(node_clock.now(), lateness_ns))
+
         core = self._node.create_timer(
-            float(timer_period_sec), _coroutine_aware(callback), core_group(callback_group)
+            float(timer_period_sec), run, core_group(callback_group), with_info
         )
         t = Timer(core, callback)
         self._timers.append(t)
@@ -657,3 +670,20 @@ class Node:
 
     def __exit__(self, *exc):
         self.destroy_node()
+
+
+def _takes_one_argument(callback):
+    """Whether ``callback`` must be called with one positional argument
+    (rclpy passes a TimerInfo to such a timer callback)."""
+    import inspect
+
+    try:
+        params = inspect.signature(callback).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    required = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    return len(required) == 1

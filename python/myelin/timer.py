@@ -3,9 +3,33 @@
 ``node.create_timer``'s (:class:`myelin.node.Timer`)."""
 
 from myelin.node import Timer  # noqa: F401
-from myelin.time import Duration
+from myelin.time import Duration, Time
 
-__all__ = ["Rate", "Timer"]
+__all__ = ["Rate", "Timer", "TimerInfo"]
+
+
+class TimerInfo:
+    """What a timer callback that takes one argument is given (rclpy's
+    ``TimerInfo``): ``expected_call_time``, when the tick was due, and
+    ``actual_call_time``, when the callback started, both on the node's
+    clock; their difference is how late the tick ran."""
+
+    __slots__ = ("expected_call_time", "actual_call_time")
+
+    def __init__(self, *, expected_call_time, actual_call_time):
+        self.expected_call_time = expected_call_time
+        self.actual_call_time = actual_call_time
+
+    @classmethod
+    def _lateness_on(cls, actual, lateness_ns):
+        expected = Time(nanoseconds=actual.nanoseconds - lateness_ns, clock_type=actual.clock_type)
+        return cls(expected_call_time=expected, actual_call_time=actual)
+
+    def __repr__(self):
+        return (
+            f"TimerInfo(expected_call_time={self.expected_call_time!r}, "
+            f"actual_call_time={self.actual_call_time!r})"
+        )
 
 
 class Rate:

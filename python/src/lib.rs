@@ -480,26 +480,46 @@ impl Node {
     }
 
     /// A timer that calls `callback` every `period` seconds (in `group`,
-    /// else the node's default group).
-    #[pyo3(signature = (period, callback, group=None))]
+    /// else the node's default group); with `with_info`, as
+    /// `callback(lateness_ns)`.
+    #[pyo3(signature = (period, callback, group=None, with_info=false))]
     fn create_timer(
         &self,
         period: f64,
         callback: Py<PyAny>,
         group: Option<PyRef<'_, CallbackGroup>>,
+        with_info: bool,
     ) -> PyResult<Timer> {
         let period = duration("timer period", period)?;
-        let run = move || {
-            callback_ran();
-            Python::attach(|py| {
-                if let Err(e) = callback.call0(py) {
-                    keep_callback_error(e);
-                }
-            })
-        };
-        let t = match &group {
-            Some(g) => self.node.create_timer_in(period, &g.group, run),
-            None => self.node.create_timer(period, run),
+        let t = if with_info {
+            // The callback gets how late the tick started (ns); the Python
+            // side makes rclpy's TimerInfo of it on the node's clock.
+            let run = move |info: &myelin::TimerInfo| {
+                callback_ran();
+                let late = u64::try_from(info.lateness().as_nanos()).unwrap_or(u64::MAX);
+                Python::attach(|py| {
+                    if let Err(e) = callback.call1(py, (late,)) {
+                        keep_callback_error(e);
+                    }
+                })
+            };
+            match &group {
+                Some(g) => self.node.create_timer_with_info_in(period, &g.group, run),
+                None => self.node.create_timer_with_info(period, run),
+            }
+        } else {
+            let run = move || {
+                callback_ran();
+                Python::attach(|py| {
+                    if let Err(e) = callback.call0(py) {
+                        keep_callback_error(e);
+                    }
+                })
+            };
+            match &group {
+                Some(g) => self.node.create_timer_in(period, &g.group, run),
+                None => self.node.create_timer(period, run),
+            }
         }
         .map_err(core_error)?;
         Ok(Timer { timer: t })

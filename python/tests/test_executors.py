@@ -237,3 +237,28 @@ def test_the_cpu_wakeup_latency_request_is_held_inside_its_block():
     assert in_force() == before
     with pytest.raises(ValueError, match="out of range"):
         myelin.CpuWakeupLatency(10**12)
+
+
+def test_a_timer_callback_that_takes_an_argument_gets_rclpys_timer_info(ctx):
+    from myelin.timer import TimerInfo
+
+    node = myelin.create_node("timed", context=ctx)
+    infos, plain = [], []
+
+    class Controller:
+        def tick(self, info):
+            infos.append(info)
+
+    node.create_timer(0.002, Controller().tick)
+    node.create_timer(0.002, lambda: plain.append(1))
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    end = time.monotonic() + 30
+    while (len(infos) < 3 or not plain) and time.monotonic() < end:
+        ex.spin_once(timeout_sec=0.1)
+    assert len(infos) >= 3 and plain
+    for info in infos:
+        assert isinstance(info, TimerInfo)
+        late = info.actual_call_time.nanoseconds - info.expected_call_time.nanoseconds
+        assert late >= 0
+        assert info.actual_call_time.clock_type == node.get_clock().clock_type

@@ -1222,6 +1222,17 @@ impl Node {
         self.make_timer(period, &group, true, Box::new(callback))
     }
 
+    /// [`create_timer_with_info`](Self::create_timer_with_info) in a given
+    /// callback group.
+    pub fn create_timer_with_info_in(
+        &self,
+        period: Duration,
+        group: &CallbackGroup,
+        callback: impl FnMut(&TimerInfo) + Send + 'static,
+    ) -> Result<Timer, CreateTimerError> {
+        self.make_timer(period, group, true, Box::new(callback))
+    }
+
     /// A periodic timer on steady time, whatever `/clock` says (rclcpp's
     /// `create_wall_timer`): for work paced by the real world (polling a
     /// device, a watchdog) in a node that otherwise follows simulated time.
