@@ -28,6 +28,9 @@ pub const MAX_FIFO_PRIORITY: u8 = 99;
 
 /// CPU affinity and real-time priority for a thread that runs callbacks.
 /// The default changes nothing: the thread keeps what it inherited.
+/// Threads it starts later inherit the policy too (a thread a callback
+/// spawns; myelin's own inline-delivery thread if the first inline
+/// subscription is made from it).
 ///
 /// ```no_run
 /// use myelin_core::{Context, Executor, ThreadPolicy};
@@ -142,7 +145,7 @@ pub const MAX_CPU_WAKEUP_LATENCY: std::time::Duration = std::time::Duration::fro
 /// (with `Duration::ZERO`, they poll) instead of sleeping deeply. A thread
 /// that a message wakes then starts in microseconds instead of paying the
 /// idle state's exit (on this project's 2-CPU VM: a 30 Hz executor
-/// callback 33 -> 8-15 us, a raw futex hand-off 24 -> 5-6 us; see
+/// callback 29 -> 7.7 us P50, a raw futex hand-off 23 -> 6 us; see
 /// BENCHMARKS.md, "Idle CPUs: the wake-up latency request").
 ///
 /// The cost is power: idle CPUs spin in the kernel instead of sleeping
@@ -377,9 +380,10 @@ impl ThreadPolicy {
 
     /// Apply the policy to the calling thread (threads it spawns later
     /// inherit it). Returns what it replaced, for
-    /// [`SavedPolicy::restore`]. On an error nothing is changed: a CPU set
-    /// the kernel narrowed (CPUs outside the process's cpuset, offline)
-    /// is an error too, and undone.
+    /// [`SavedPolicy::restore`]. On an error what it changed is put back
+    /// (the kernel taking back what it just granted): a CPU set the kernel
+    /// narrowed (CPUs outside the process's cpuset, offline) is an error
+    /// too, and undone.
     ///
     /// ```
     /// use myelin_core::ThreadPolicy;
@@ -415,7 +419,13 @@ impl ThreadPolicy {
             }
             // The kernel narrows a mask to the cpuset without a word:
             // read back what it granted.
-            let granted = sched_getaffinity(None).map_err(|e| os("sched_getaffinity", e))?;
+            let granted = match sched_getaffinity(None) {
+                Ok(g) => g,
+                Err(e) => {
+                    let _ = sched_setaffinity(None, &before);
+                    return Err(os("sched_getaffinity", e));
+                }
+            };
             let missing: Vec<usize> = self
                 .cpus
                 .iter()
@@ -447,6 +457,9 @@ impl ThreadPolicy {
                 });
             }
             saved.class = Some(before);
+            // Back under a normal policy later, the kernel gives the thread
+            // the default timer slack again.
+            crate::dispatch::Anticipation::forget_timer_slack();
         }
         Ok(saved)
     }
@@ -474,13 +487,19 @@ impl SavedPolicy {
     /// Put the thread's previous affinity and scheduling class back (on
     /// the thread that applied the policy).
     pub fn restore(self) -> Result<(), SchedError> {
-        if let Some((policy, priority)) = self.class {
-            set_class(policy, priority).map_err(|e| os("sched_setscheduler", e))?;
-        }
-        if let Some(cpus) = &self.cpus {
-            sched_setaffinity(None, cpus).map_err(|e| os("sched_setaffinity", e))?;
-        }
-        Ok(())
+        // Both are tried; the first failure is returned.
+        let class = match self.class {
+            Some((policy, priority)) => {
+                crate::dispatch::Anticipation::forget_timer_slack();
+                set_class(policy, priority).map_err(|e| os("sched_setscheduler", e))
+            }
+            None => Ok(()),
+        };
+        let cpus = match &self.cpus {
+            Some(cpus) => sched_setaffinity(None, cpus).map_err(|e| os("sched_setaffinity", e)),
+            None => Ok(()),
+        };
+        class.and(cpus)
     }
 }
 

@@ -262,3 +262,50 @@ fn the_wakeup_latency_request_lasts_while_held_and_dies_with_a_killed_holder() {
     assert_eq!(CpuWakeupLatency::in_force().unwrap(), before);
     eprintln!("the request ended with its killed holder");
 }
+
+/// Leaving SCHED_FIFO gives a thread the kernel's default timer slack
+/// again; an executor on that thread still sleeps until its timer with a
+/// tight one (it forgets that it had set it).
+#[test]
+fn an_executor_after_sched_fifo_still_sleeps_with_a_tight_timer_slack() {
+    if !root() {
+        eprintln!("not root: SCHED_FIFO may be refused here");
+        return;
+    }
+    let ctx = ctx();
+    let node = ctx.create_node("slack").unwrap();
+    let slack = Arc::new(Mutex::new(Vec::new()));
+    let s = slack.clone();
+    let _timer = node
+        .create_timer(Duration::from_millis(2), move || {
+            // SAFETY: prctl(PR_GET_TIMERSLACK) reads the calling thread's
+            // slack; no memory is passed.
+            s.lock()
+                .unwrap()
+                .push(unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) });
+        })
+        .unwrap();
+    std::thread::spawn(move || {
+        let mut exec = Executor::new();
+        exec.add_node(&node).unwrap();
+        // Tightened by a first wait, then the thread goes real-time and back.
+        exec.spin_until(Duration::from_secs(30), || {
+            !slack.lock().unwrap().is_empty()
+        })
+        .unwrap();
+        ThreadPolicy::new()
+            .fifo(10)
+            .apply()
+            .unwrap()
+            .restore()
+            .unwrap();
+        slack.lock().unwrap().clear();
+        exec.spin_until(Duration::from_secs(30), || {
+            !slack.lock().unwrap().is_empty()
+        })
+        .unwrap();
+        assert_eq!(*slack.lock().unwrap(), [1000]);
+    })
+    .join()
+    .unwrap();
+}

@@ -185,8 +185,9 @@ fn wakeups() {
             myelin::sched::CPU_DMA_LATENCY
         ),
     }
-    // A real attempt on a thread of its own, which ends with it.
-    let fifo = std::thread::spawn(|| myelin::ThreadPolicy::new().fifo(1).apply().map(drop))
+    // A real attempt on a thread of its own, which ends with it, at a
+    // control loop's priority (an rtprio limit may grant less).
+    let fifo = std::thread::spawn(|| myelin::ThreadPolicy::new().fifo(80).apply().map(drop))
         .join()
         .unwrap_or_else(|_| {
             Err(myelin::SchedError::Os {
@@ -195,7 +196,24 @@ fn wakeups() {
             })
         });
     match fifo {
-        Ok(()) => println!("real-time: SCHED_FIFO is granted to this user (ThreadPolicy::fifo)"),
-        Err(e) => println!("real-time: {e}"),
+        Ok(()) => println!(
+            "real-time: SCHED_FIFO is granted to this user (priority 80 tried; ThreadPolicy::fifo)"
+        ),
+        Err(e) => {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit(2) writes one rlimit, which `limit` is.
+            let rc = unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut limit) };
+            if rc == 0 && limit.rlim_cur > 0 {
+                println!(
+                    "real-time: {e} (this user's rtprio limit is {}: priorities up to it work)",
+                    limit.rlim_cur
+                );
+            } else {
+                println!("real-time: {e}");
+            }
+        }
     }
 }

@@ -356,10 +356,12 @@ impl<A: ActionType> ClientGoalHandle<A> {
 
     /// Wait for the goal to end and return how (the call waits up to
     /// `timeout` for the server's answer, which comes when the goal ends).
-    /// The feedback callback has run for every feedback that reached this
-    /// process before the answer: all the server published before it
-    /// ended the goal, in this process or over shared memory (over zenoh
-    /// a topic and a reply are not ordered: late feedback may follow).
+    /// Feedback that reached this process before the answer (all the
+    /// server published before it ended the goal, in this process or over
+    /// shared memory) is delivered before this returns, on this thread if
+    /// the feedback topic's pump thread has not done it yet (waiting at
+    /// most 100 ms for a pass of that thread in progress). Over zenoh a
+    /// topic and a reply are not ordered: late feedback may follow.
     pub fn get_result(&self, timeout: Duration) -> Result<GoalResult<A>, ActionError> {
         let r = self
             .client
@@ -369,9 +371,14 @@ impl<A: ActionType> ClientGoalHandle<A> {
         // Feedback the server published before it sent the result is in
         // this process by now (over shared memory it was written before
         // the reply), but the feedback topic's pump thread and this reply
-        // are two paths: run what waits on the topic here, so every such
-        // feedback's callback has run when the result is handed over.
-        self.client.feedback.inner.pump_links();
+        // are two paths: deliver what waits on the topic here, so its
+        // callbacks have run when the result is handed over. Bounded: a
+        // pump pass that waits for a lock this caller holds is left to
+        // finish later, and from inside a feedback callback nothing waits.
+        self.client
+            .feedback
+            .inner
+            .settle_links(std::time::Duration::from_millis(100));
         self.client.tracked.set_state(&self.info.goal_id, state);
         Ok(GoalResult {
             state,

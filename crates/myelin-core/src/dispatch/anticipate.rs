@@ -190,13 +190,17 @@ impl Anticipation {
     /// it sleeps until a deadline); its other timed sleeps then end on
     /// time too, at the cost of the kernel coalescing fewer of them.
     pub(crate) fn tighten_timer_slack() {
-        thread_local! {
-            static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-        }
-        if !DONE.replace(true) {
+        if !SLACK_TIGHTENED.replace(true) {
             // A failure leaves the default slack: the window opens later.
             let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1_000));
         }
+    }
+
+    /// The kernel set this thread's slack back to its default (it does
+    /// when a thread leaves a real-time policy): tighten it again at the
+    /// next timed sleep.
+    pub(crate) fn forget_timer_slack() {
+        SLACK_TIGHTENED.set(false);
     }
 
     /// Give the window up (after a claim).
@@ -371,4 +375,10 @@ mod tests {
         a.release();
         assert!(a.claim());
     }
+}
+
+thread_local! {
+    /// Whether this thread's timer slack was set to 1 us
+    /// ([`Anticipation::tighten_timer_slack`]).
+    static SLACK_TIGHTENED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

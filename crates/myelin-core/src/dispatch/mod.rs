@@ -31,7 +31,8 @@ use myelin_sync::TryLock;
 use myelin_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 pub use anticipate::Anticipated;
-use anticipate::{Anticipation, Plan, Window};
+pub(crate) use anticipate::Anticipation;
+use anticipate::{Plan, Window};
 
 use crate::clock::{from_mono_ns, mono_ns};
 use crate::error::SpinError;

@@ -201,10 +201,19 @@ impl MultiThreadedExecutor {
                 .collect();
             let mine = prepare();
             applied.wait();
-            let (mut first, saved) = match mine {
-                Err(e) => (Err(e), None),
-                Ok(saved) if refused.load(Ordering::SeqCst) => (Ok(()), saved),
-                Ok(saved) => (worker(), saved),
+            // The calling thread is the user's: its scheduling goes back,
+            // also when `done()` panics out of here.
+            let mut saved = Restore(None);
+            let mut first = match mine {
+                Err(e) => Err(e),
+                Ok(s) => {
+                    saved.0 = s;
+                    if refused.load(Ordering::SeqCst) {
+                        Ok(())
+                    } else {
+                        worker()
+                    }
+                }
             };
             // The calling worker is done: make sure the others finish too.
             shared.stop.store(true, Ordering::SeqCst);
@@ -220,9 +229,8 @@ impl MultiThreadedExecutor {
                     first = r;
                 }
             }
-            // The calling thread is the user's: its scheduling goes back.
-            if let Some(saved) = saved
-                && let Err(e) = saved.restore()
+            if let Some(s) = saved.0.take()
+                && let Err(e) = s.restore()
                 && first.is_ok()
             {
                 first = Err(e.into());
@@ -232,6 +240,17 @@ impl MultiThreadedExecutor {
         shared.stop.store(false, Ordering::SeqCst);
         result?;
         Ok(done())
+    }
+}
+
+/// A thread's scheduling to put back when dropped (an unwinding `spin`).
+struct Restore(Option<SavedPolicy>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            let _ = s.restore();
+        }
     }
 }
 

@@ -254,10 +254,18 @@ impl<T: Message> SubInner<T> {
         }
     }
 
-    /// Drain every pumped link, waiting for a pass another thread is in
-    /// the middle of (its callbacks run under the link's lock): after
-    /// this, every message that had reached a link has been delivered.
-    pub(crate) fn pump_links(&self) {
+    /// Deliver what reached the pumped links from this thread, waiting up
+    /// to `patience` for a pass the pump thread is in the middle of (see
+    /// `SubLink::settle`): never a deadlock, at worst a message the pump
+    /// thread delivers later.
+    pub(crate) fn settle_links(&self, patience: std::time::Duration) {
+        for l in self.links.iter() {
+            l.settle(patience);
+        }
+    }
+
+    /// Drain every pumped link.
+    fn pump_links(&self) {
         for l in self.links.iter() {
             l.pump();
         }

@@ -634,6 +634,13 @@ pub(crate) trait SubLink: Send + Sync {
     fn has_data(&self) -> bool {
         false
     }
+
+    /// [`pump`](Self::pump) from a thread that is not this link's pump,
+    /// waiting at most `patience` for a pass another thread is in the
+    /// middle of (its callbacks run under the link's lock, and one may
+    /// wait for a lock the caller holds): never from inside a pass of
+    /// this thread, never blocking past `patience`.
+    fn settle(&self, _patience: std::time::Duration) {}
 }
 
 /// What any link tells its endpoint, publisher or subscription.

@@ -129,8 +129,18 @@ impl SubShm {
     /// `exited`: known to have exited, though a zombie still looks alive)
     /// are drained and freed.
     fn pump_inner(&self, check_dead: bool, exited: &[u32]) {
+        let readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        self.pump_locked(readers, check_dead, exited);
+    }
+
+    /// [`pump_inner`](Self::pump_inner) with the readers' lock taken.
+    fn pump_locked(
+        &self,
+        mut readers: std::sync::MutexGuard<'_, Vec<ReaderConn>>,
+        check_dead: bool,
+        exited: &[u32],
+    ) {
         let Some(owner) = self.owner() else { return };
-        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         // Inline callbacks run below, in this thread, under the lock.
         let pass = PassMark::enter(&self.pass_thread);
         let mut lost = 0;
@@ -481,6 +491,27 @@ impl SubLink for SubShm {
 
     fn pump(&self) {
         self.pump_inner(false, &[]);
+    }
+
+    fn settle(&self, patience: std::time::Duration) {
+        if self.pass_thread.load(Ordering::Relaxed) == this_thread() {
+            return; // called from a callback of this link's own pass
+        }
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            match self.readers.try_lock() {
+                Ok(g) => return self.pump_locked(g, false, &[]),
+                Err(std::sync::TryLockError::Poisoned(p)) => {
+                    return self.pump_locked(p.into_inner(), false, &[]);
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    if std::time::Instant::now() >= deadline {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(50));
+                }
+            }
+        }
     }
 
     fn has_data(&self) -> bool {
