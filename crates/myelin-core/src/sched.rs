@@ -459,7 +459,7 @@ impl ThreadPolicy {
             saved.class = Some(before);
             // Back under a normal policy later, the kernel gives the thread
             // the default timer slack again.
-            crate::dispatch::Anticipation::forget_timer_slack();
+            crate::clock::forget_timer_slack();
         }
         Ok(saved)
     }
@@ -490,7 +490,7 @@ impl SavedPolicy {
         // Both are tried; the first failure is returned.
         let class = match self.class {
             Some((policy, priority)) => {
-                crate::dispatch::Anticipation::forget_timer_slack();
+                crate::clock::forget_timer_slack();
                 set_class(policy, priority).map_err(|e| os("sched_setscheduler", e))
             }
             None => Ok(()),

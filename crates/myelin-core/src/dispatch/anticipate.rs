@@ -183,26 +183,6 @@ impl Anticipation {
         !self.spinning.swap(true, Ordering::Relaxed)
     }
 
-    /// Make this thread's timed sleeps end on time: the kernel lets a
-    /// timer fire up to the thread's *timer slack* late (50 us by
-    /// default), which would eat the window's lead and make timers late.
-    /// Set to 1 us once per thread (an executor's thread, the first time
-    /// it sleeps until a deadline); its other timed sleeps then end on
-    /// time too, at the cost of the kernel coalescing fewer of them.
-    pub(crate) fn tighten_timer_slack() {
-        if !SLACK_TIGHTENED.replace(true) {
-            // A failure leaves the default slack: the window opens later.
-            let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1_000));
-        }
-    }
-
-    /// The kernel set this thread's slack back to its default (it does
-    /// when a thread leaves a real-time policy): tighten it again at the
-    /// next timed sleep.
-    pub(crate) fn forget_timer_slack() {
-        SLACK_TIGHTENED.set(false);
-    }
-
     /// Give the window up (after a claim).
     pub(crate) fn release(&self) {
         self.spinning.store(false, Ordering::Relaxed);
@@ -375,10 +355,4 @@ mod tests {
         a.release();
         assert!(a.claim());
     }
-}
-
-thread_local! {
-    /// Whether this thread's timer slack was set to 1 us
-    /// ([`Anticipation::tighten_timer_slack`]).
-    static SLACK_TIGHTENED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

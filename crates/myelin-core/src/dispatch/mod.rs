@@ -31,8 +31,7 @@ use myelin_sync::TryLock;
 use myelin_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 pub use anticipate::Anticipated;
-pub(crate) use anticipate::Anticipation;
-use anticipate::{Plan, Window};
+use anticipate::{Anticipation, Plan, Window};
 
 use crate::clock::{from_mono_ns, mono_ns};
 use crate::error::SpinError;
@@ -939,7 +938,7 @@ impl ExecShared {
                             continue;
                         }
                         Plan::SleepUntil(open) => {
-                            Anticipation::tighten_timer_slack();
+                            crate::clock::tighten_timer_slack();
                             let open = from_mono_ns(open);
                             wake_at = Some(wake_at.map_or(open, |w| w.min(open)));
                         }
@@ -953,7 +952,7 @@ impl ExecShared {
                 // kernel may end it up to the thread's timer slack (50 us
                 // by default) late, and a 1 kHz control loop's ticks start
                 // 50 us behind (BENCHMARKS, "Timer ticks on time").
-                Anticipation::tighten_timer_slack();
+                crate::clock::tighten_timer_slack();
             }
             let seen_gen = self.timers_gen.load(Ordering::Acquire);
             self.event.wait_while(
