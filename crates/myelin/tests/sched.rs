@@ -44,6 +44,20 @@ fn recorder(ctx: &Context) -> (Node, Subscription<u32>, Arc<Mutex<Vec<ThreadPoli
     (node, sub, seen)
 }
 
+/// Spin a two-worker executor under `policy` until the recorder's one
+/// message was delivered (or `limit` passed, or spinning failed): what
+/// spinning returned, and the policies the callback saw.
+fn spin_with(
+    exec: &mut MultiThreadedExecutor,
+    seen: &Arc<Mutex<Vec<ThreadPolicy>>>,
+    policy: ThreadPolicy,
+    limit: Duration,
+) -> Result<bool, SpinError> {
+    exec.set_thread_policy(policy).unwrap();
+    let s = seen.clone();
+    exec.spin_until(limit, move || !s.lock().unwrap().is_empty())
+}
+
 fn root() -> bool {
     // SAFETY: geteuid(2) has no arguments and cannot fail.
     unsafe { libc::geteuid() == 0 }
@@ -59,16 +73,8 @@ fn workers_run_on_the_cpus_of_their_policy_and_the_caller_gets_its_own_back() {
     let (node, _sub, seen) = recorder(&ctx);
     let mut exec = MultiThreadedExecutor::new(2);
     exec.add_node(&node).unwrap();
-    exec.set_thread_policy(ThreadPolicy::new().cpus([last]))
-        .unwrap();
-    let s = seen.clone();
-    assert!(
-        exec.spin_until(Duration::from_secs(30), move || !s
-            .lock()
-            .unwrap()
-            .is_empty())
-            .unwrap()
-    );
+    let policy = ThreadPolicy::new().cpus([last]);
+    assert!(spin_with(&mut exec, &seen, policy, Duration::from_secs(30)).unwrap());
     assert_eq!(seen.lock().unwrap()[0].cpu_set(), &[last]);
     assert_eq!(ThreadPolicy::of_current_thread().unwrap(), before);
 }
@@ -86,16 +92,8 @@ fn workers_run_under_sched_fifo_when_permitted() {
     let (node, _sub, seen) = recorder(&ctx);
     let mut exec = MultiThreadedExecutor::new(2);
     exec.add_node(&node).unwrap();
-    exec.set_thread_policy(ThreadPolicy::new().fifo(10))
-        .unwrap();
-    let s = seen.clone();
-    assert!(
-        exec.spin_until(Duration::from_secs(30), move || !s
-            .lock()
-            .unwrap()
-            .is_empty())
-            .unwrap()
-    );
+    let policy = ThreadPolicy::new().fifo(10);
+    assert!(spin_with(&mut exec, &seen, policy, Duration::from_secs(30)).unwrap());
     assert_eq!(seen.lock().unwrap()[0].fifo_priority(), Some(10));
     assert_eq!(ThreadPolicy::of_current_thread().unwrap(), before);
 }
@@ -148,12 +146,12 @@ fn unprivileged() {
     let mut exec = MultiThreadedExecutor::new(2);
     exec.add_node(&node).unwrap();
 
-    exec.set_thread_policy(ThreadPolicy::new().fifo(10))
-        .unwrap();
-    let s = seen.clone();
-    let r = exec.spin_until(Duration::from_secs(5), move || {
-        !s.lock().unwrap().is_empty()
-    });
+    let r = spin_with(
+        &mut exec,
+        &seen,
+        ThreadPolicy::new().fifo(10),
+        Duration::from_secs(5),
+    );
     match &r {
         Err(SpinError::ThreadPolicy(SchedError::RealtimeDenied { priority: 10, .. })) => {}
         other => panic!("expected a refusal of SCHED_FIFO, got {other:?}"),
@@ -168,12 +166,8 @@ fn unprivileged() {
 
     // A CPU the process may not use (past every one it has).
     let beyond = before.cpu_set().last().unwrap() + 1;
-    exec.set_thread_policy(ThreadPolicy::new().cpus([beyond]))
-        .unwrap();
-    let s = seen.clone();
-    let r = exec.spin_until(Duration::from_secs(5), move || {
-        !s.lock().unwrap().is_empty()
-    });
+    let policy = ThreadPolicy::new().cpus([beyond]);
+    let r = spin_with(&mut exec, &seen, policy, Duration::from_secs(5));
     match &r {
         Err(SpinError::ThreadPolicy(SchedError::NoSuchCpu { missing, allowed })) => {
             assert_eq!(missing, &[beyond]);
@@ -194,14 +188,14 @@ fn unprivileged() {
     assert!(denied.to_string().contains("udev rule"), "{denied}");
 
     // Nothing was lost: with a policy it may have, the message runs.
-    exec.set_thread_policy(ThreadPolicy::new()).unwrap();
-    let s = seen.clone();
     assert!(
-        exec.spin_until(Duration::from_secs(30), move || !s
-            .lock()
-            .unwrap()
-            .is_empty())
-            .unwrap()
+        spin_with(
+            &mut exec,
+            &seen,
+            ThreadPolicy::new(),
+            Duration::from_secs(30)
+        )
+        .unwrap()
     );
     eprintln!("both refusals held");
 }
