@@ -236,6 +236,21 @@ pub enum SpinError {
     /// applied to a worker; no callback ran.
     #[error("executor thread policy: {0}")]
     ThreadPolicy(#[from] crate::sched::SchedError),
+    /// The operating system refused a worker thread of a
+    /// [`MultiThreadedExecutor`](crate::MultiThreadedExecutor) (a limit on
+    /// processes or memory); no callback ran.
+    #[error(
+        "the OS refused an executor worker thread ({started} of {wanted} running): {reason} \
+         (check `ulimit -u` and the memory limit, or use fewer threads)"
+    )]
+    WorkerThread {
+        /// The threads that were running, the calling one included.
+        started: usize,
+        /// The executor's thread count.
+        wanted: usize,
+        /// The OS's answer.
+        reason: String,
+    },
 }
 
 /// Creating a service server or client failed.

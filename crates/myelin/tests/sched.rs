@@ -12,6 +12,8 @@ use myelin::{CpuWakeupLatency, MultiThreadedExecutor, SchedError, SpinError, Thr
 
 /// Set in the child process that runs [`unprivileged`].
 const ROLE: &str = "MYELIN_SCHED_TEST_UNPRIVILEGED";
+/// Set in the child process whose thread limit refuses a worker.
+const FEW_THREADS: &str = "MYELIN_SCHED_TEST_FEW_THREADS";
 /// Set in the child process that holds a wake-up latency request until
 /// it is killed.
 const HOLDER: &str = "MYELIN_SCHED_TEST_HOLDER";
@@ -198,6 +200,139 @@ fn unprivileged() {
         .unwrap()
     );
     eprintln!("both refusals held");
+}
+
+/// An executor whose worker thread the OS refuses (the process limit,
+/// `ulimit -u`, reached after one more thread) returns an error from
+/// `spin` instead of panicking or leaving the started workers waiting
+/// for the missing one: the child process finishes, no callback ran, and
+/// a smaller executor then delivers the message.
+#[test]
+fn a_worker_thread_the_os_refuses_is_an_error_not_a_hang() {
+    if std::env::var_os(FEW_THREADS).is_some() {
+        return few_threads();
+    }
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_worker_thread_the_os_refuses_is_an_error_not_a_hang",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(FEW_THREADS, "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A generous bound: the child only hangs if the workers wait forever.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "spin hung on a refused worker thread:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("refused worker held"),
+        "the child did not run its checks:\n{stderr}"
+    );
+}
+
+/// Tasks (threads) whose real user is `uid`, as the kernel counts them
+/// against `RLIMIT_NPROC`.
+fn tasks_of(uid: u32) -> u64 {
+    let mut n = 0;
+    for proc in std::fs::read_dir("/proc").unwrap().flatten() {
+        // Processes only: `self` would count this one twice.
+        if !proc
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        let Ok(tasks) = std::fs::read_dir(proc.path().join("task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+                continue;
+            };
+            let real = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|u| u.parse::<u32>().ok());
+            n += u64::from(real == Some(uid));
+        }
+    }
+    n
+}
+
+fn few_threads() {
+    if root() {
+        // SAFETY: setresuid(2) to `nobody` with plain integers; glibc
+        // applies it to every thread of the process. Root is not held to
+        // RLIMIT_NPROC, so the limit below needs another user.
+        assert_eq!(unsafe { libc::setresuid(65534, 65534, 65534) }, 0);
+    }
+    let ctx = ctx();
+    let (node, _sub, seen) = recorder(&ctx);
+    let mut exec = MultiThreadedExecutor::new(3);
+    exec.add_node(&node).unwrap();
+    // SAFETY: getuid(2) has no arguments and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    // One more task for this user: the first worker starts, the second
+    // is refused.
+    let limit = tasks_of(uid) + 1;
+    let few = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: setrlimit(2) reads one initialised rlimit; lowering a limit
+    // needs no privilege.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &few) }, 0);
+
+    let r = spin_with(
+        &mut exec,
+        &seen,
+        ThreadPolicy::new(),
+        Duration::from_secs(5),
+    );
+    match &r {
+        Err(SpinError::WorkerThread {
+            started: 2,
+            wanted: 3,
+            ..
+        }) => {}
+        other => panic!("expected the third worker refused, got {other:?}"),
+    }
+    assert!(r.unwrap_err().to_string().contains("ulimit -u"));
+    assert!(seen.lock().unwrap().is_empty(), "a callback ran");
+
+    // Nothing was lost: the calling thread alone delivers the message.
+    let mut alone = MultiThreadedExecutor::new(1);
+    drop(exec);
+    alone.add_node(&node).unwrap();
+    assert!(
+        spin_with(
+            &mut alone,
+            &seen,
+            ThreadPolicy::new(),
+            Duration::from_secs(30)
+        )
+        .unwrap()
+    );
+    eprintln!("refused worker held");
 }
 
 /// The wake-up latency request holds while its value lives, and the

@@ -1,7 +1,7 @@
 //! The multi-threaded executor.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Attachments, ExecShared, StopHandle};
@@ -174,7 +174,7 @@ impl MultiThreadedExecutor {
         // if one was refused, none runs a callback.
         let policy = &self.policy;
         let refused = AtomicBool::new(false);
-        let applied = Barrier::new(self.threads);
+        let applied = StartGate::new(self.threads);
         let prepare = || -> Result<Option<SavedPolicy>, SpinError> {
             if policy.is_unchanged() {
                 return Ok(None);
@@ -185,22 +185,43 @@ impl MultiThreadedExecutor {
             })
         };
         let result = std::thread::scope(|s| {
-            let others: Vec<_> = (1..self.threads)
-                .map(|_| {
-                    s.spawn(|| {
+            // A thread the OS refuses (EAGAIN: a process or memory limit)
+            // is an error of this `spin`, not a panic; the workers already
+            // started are let through the gate without it and stop.
+            let mut others = Vec::with_capacity(self.threads - 1);
+            let mut unspawned = None;
+            for i in 1..self.threads {
+                let started = std::thread::Builder::new()
+                    .name(format!("myelin-worker-{i}"))
+                    .spawn_scoped(s, || {
                         // A spawned worker's scheduling ends with it.
                         let mine = prepare();
-                        applied.wait();
+                        applied.arrive();
                         match mine {
                             Err(e) => Err(e),
                             Ok(_) if refused.load(Ordering::SeqCst) => Ok(()),
                             Ok(_) => worker(),
                         }
-                    })
-                })
-                .collect();
-            let mine = prepare();
-            applied.wait();
+                    });
+                match started {
+                    Ok(h) => others.push(h),
+                    Err(e) => {
+                        refused.store(true, Ordering::SeqCst);
+                        applied.withdraw(self.threads - i);
+                        unspawned = Some(SpinError::WorkerThread {
+                            started: i,
+                            wanted: self.threads,
+                            reason: e.to_string(),
+                        });
+                        break;
+                    }
+                }
+            }
+            let mine = match unspawned {
+                Some(e) => Err(e),
+                None => prepare(),
+            };
+            applied.arrive();
             // The calling thread is the user's: its scheduling goes back,
             // also when `done()` panics out of here.
             let mut saved = Restore(None);
@@ -240,6 +261,48 @@ impl MultiThreadedExecutor {
         shared.stop.store(false, Ordering::SeqCst);
         result?;
         Ok(done())
+    }
+}
+
+/// Where the workers of one `spin` wait for each other before the first
+/// callback: a barrier that threads which never started can be taken out
+/// of (`std::sync::Barrier` would keep the started ones waiting for them).
+struct StartGate {
+    /// Threads still to arrive.
+    missing: Mutex<usize>,
+    all_here: Condvar,
+}
+
+impl StartGate {
+    fn new(threads: usize) -> Self {
+        StartGate {
+            missing: Mutex::new(threads),
+            all_here: Condvar::new(),
+        }
+    }
+
+    /// Count this thread in and wait for the rest.
+    fn arrive(&self) {
+        let mut missing = self.missing.lock().unwrap_or_else(|p| p.into_inner());
+        *missing -= 1;
+        if *missing == 0 {
+            self.all_here.notify_all();
+        }
+        while *missing > 0 {
+            missing = self
+                .all_here
+                .wait(missing)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// `n` threads will never arrive.
+    fn withdraw(&self, n: usize) {
+        let mut missing = self.missing.lock().unwrap_or_else(|p| p.into_inner());
+        *missing -= n;
+        if *missing == 0 {
+            self.all_here.notify_all();
+        }
     }
 }
 
