@@ -263,7 +263,7 @@ impl<E: Send + 'static> Executable for EventQueue<E> {
                 message: crate::dispatch::panic_message(&p),
             });
         }
-        self.queued.swap(false, Ordering::SeqCst);
+        self.queued.store(false, Ordering::Release);
         fence(Ordering::SeqCst);
         if !self.queue.is_empty() {
             self.signal();

@@ -42,7 +42,7 @@ pub(crate) struct TimerInner {
     missed: AtomicU64,
     pub(crate) node: Arc<NodeInner>,
     /// Set from the moment a tick is queued until its callback returned.
-    // SYNC: SeqCst swap in `mark_queued`, SeqCst swap(false) in `execute`.
+    // SYNC: SeqCst swap in `mark_queued`, Release store(false) in `execute`.
     queued: AtomicBool,
     group: Arc<GroupInner>,
 }
@@ -56,7 +56,9 @@ impl Executable for TimerInner {
                 self.due_ns.load(Ordering::Relaxed),
             ))
         };
-        self.queued.swap(false, Ordering::SeqCst);
+        // A plain store (no locked instruction): the next `mark_queued`
+        // is a swap, which reads the latest value whatever the order.
+        self.queued.store(false, Ordering::Release);
         r
     }
 

@@ -39,8 +39,8 @@ pub(crate) struct SubInner<T> {
     /// Set from the moment this subscription is put in its executor's ready
     /// queue until its callback has returned: a burst of messages enqueues it
     /// once, and no second worker can run it concurrently.
-    // SYNC: SeqCst swap in `signal` pairs with the SeqCst swap(false) + fence +
-    // re-check at the end of `execute`.
+    // SYNC: SeqCst swap in `signal` pairs with the store(false) + SeqCst
+    // fence + re-check at the end of `execute`.
     queued: AtomicBool,
     /// Deliver in the publisher's thread.
     inline: bool,
@@ -569,7 +569,7 @@ impl<T: Message> SubInner<T> {
     fn signal(self: &Arc<Self>) {
         if self.has_callback {
             if let Some(exec) = self.target.get() {
-                // SYNC: pairs with the swap(false) + fence in `execute`.
+                // SYNC: pairs with the store(false) + fence in `execute`.
                 if !self.queued.swap(true, Ordering::SeqCst) {
                     exec.enqueue(self.clone());
                 }
@@ -668,8 +668,13 @@ impl<T: Message> Executable for SubInner<T> {
         // not signal again: the room the callback just made is filled here.
         self.refill();
         // SYNC: pairs with the swap in `signal`: a push that saw the mark set
-        // did not enqueue us, so re-check after clearing it.
-        self.queued.swap(false, Ordering::SeqCst);
+        // did not enqueue us, so re-check after clearing it. Store, fence,
+        // load (Dekker's pattern): the push's SeqCst write to the buffer
+        // comes before its SeqCst swap, which read the mark before this
+        // store; so the fence comes after that write in the single order
+        // of SeqCst operations, and the check below sees it. One locked
+        // instruction (the fence) where a swap and the fence were two.
+        self.queued.store(false, Ordering::Release);
         fence(Ordering::SeqCst);
         // More messages: back to the end of the (current) executor's queue.
         self.kick();
