@@ -17,7 +17,7 @@
 use std::sync::{Arc, Mutex};
 
 use crossbeam_queue::SegQueue;
-use myelin_sync::atomic::{AtomicBool, Ordering, fence};
+use myelin_sync::atomic::{AtomicBool, Ordering};
 use myelin_sync::{RetainCell, TryLock};
 
 use crate::dispatch::{ExecShared, Executable, GroupInner};
@@ -263,8 +263,7 @@ impl<E: Send + 'static> Executable for EventQueue<E> {
                 message: crate::dispatch::panic_message(&p),
             });
         }
-        self.queued.store(false, Ordering::Release);
-        fence(Ordering::SeqCst);
+        self.queued.swap(false, Ordering::SeqCst);
         if !self.queue.is_empty() {
             self.signal();
         }

@@ -491,9 +491,8 @@ impl<Req: Message, Resp: Message> Executable for ServiceInner<Req, Resp> {
         {
             self.serve(&mut h, r);
         }
-        // SYNC: as in a subscription: clear, then re-check.
-        self.queued.store(false, Ordering::Release);
-        fence(Ordering::SeqCst);
+        // SYNC: as in a subscription: clear (a SeqCst swap), then re-check.
+        self.queued.swap(false, Ordering::SeqCst);
         self.kick();
         Ok(())
     }

@@ -5,7 +5,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering, fence};
+use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use myelin_sync::{RetainCell, TryLock};
 
 use crate::buffer::{Buffer, Entry, Pushed, Received};
@@ -39,8 +39,8 @@ pub(crate) struct SubInner<T> {
     /// Set from the moment this subscription is put in its executor's ready
     /// queue until its callback has returned: a burst of messages enqueues it
     /// once, and no second worker can run it concurrently.
-    // SYNC: SeqCst swap in `signal` pairs with the store(false) + SeqCst
-    // fence + re-check at the end of `execute`.
+    // SYNC: SeqCst swap in `signal` pairs with the SeqCst swap(false) and
+    // re-check at the end of `execute`.
     queued: AtomicBool,
     /// Deliver in the publisher's thread.
     inline: bool,
@@ -569,7 +569,7 @@ impl<T: Message> SubInner<T> {
     fn signal(self: &Arc<Self>) {
         if self.has_callback {
             if let Some(exec) = self.target.get() {
-                // SYNC: pairs with the store(false) + fence in `execute`.
+                // SYNC: pairs with the swap(false) in `execute`.
                 if !self.queued.swap(true, Ordering::SeqCst) {
                     exec.enqueue(self.clone());
                 }
@@ -668,14 +668,14 @@ impl<T: Message> Executable for SubInner<T> {
         // not signal again: the room the callback just made is filled here.
         self.refill();
         // SYNC: pairs with the swap in `signal`: a push that saw the mark set
-        // did not enqueue us, so re-check after clearing it. Store, fence,
-        // load (Dekker's pattern): the push's SeqCst write to the buffer
-        // comes before its SeqCst swap, which read the mark before this
-        // store; so the fence comes after that write in the single order
-        // of SeqCst operations, and the check below sees it. One locked
-        // instruction (the fence) where a swap and the fence were two.
-        self.queued.store(false, Ordering::Release);
-        fence(Ordering::SeqCst);
+        // did not enqueue us, so re-check after clearing it. The clear is
+        // a SeqCst swap and the buffers' `is_empty` loads with SeqCst (our
+        // ring; crossbeam's SegQueue): if the push's swap read the mark
+        // before this clear, the push (a SeqCst write before its swap)
+        // precedes the check below in the single SeqCst order, and the
+        // check sees it. No fence after it (one locked instruction less;
+        // the loom model `queued_flag_protocol_loses_no_message` is this).
+        self.queued.swap(false, Ordering::SeqCst);
         // More messages: back to the end of the (current) executor's queue.
         self.kick();
         result
