@@ -40,8 +40,10 @@
 use std::time::Instant;
 
 mod cells;
+mod lane;
 mod ring;
 pub use cells::{RetainCell, TryLock, TryLockGuard};
+pub use lane::{LaneCell, LaneGuard};
 pub use ring::Ring;
 
 /// Atomics used by every lock-free structure of myelin: `std`'s normally,

@@ -502,3 +502,83 @@ fn ring_overwrite_drops_only_from_a_full_ring() {
         }
     });
 }
+
+/// A value with an index that marks, when dropped, its slot in a shared
+/// array: a reader that finds its value marked used it after its drop.
+struct Marked {
+    id: usize,
+    dropped: Arc<[myelin_sync::atomic::AtomicBool; 3]>,
+}
+
+impl Drop for Marked {
+    fn drop(&mut self) {
+        self.dropped[self.id].store(true, Ordering::SeqCst);
+    }
+}
+
+/// `LaneCell` (a publisher's matched subscriptions): `readers` threads read
+/// the value twice each (one holds the lane, another finds it taken and
+/// clones), while a writer replaces it twice. No reader sees a value that
+/// was dropped, and every replaced value is dropped by the time the cell
+/// is.
+fn lane_cell_model(readers: usize) {
+    use myelin_sync::LaneCell;
+    use myelin_sync::atomic::AtomicBool;
+    loom::model(move || {
+        let dropped = Arc::new([
+            AtomicBool::new(false),
+            AtomicBool::new(false),
+            AtomicBool::new(false),
+        ]);
+        let value = |id| {
+            std::sync::Arc::new(Marked {
+                id,
+                dropped: dropped.clone(),
+            })
+        };
+        let cell = Arc::new(LaneCell::new(value(0)));
+        let (c, v1, v2) = (cell.clone(), value(1), value(2));
+        let writer = loom::thread::spawn(move || {
+            c.store(v1);
+            c.store(v2);
+        });
+        let read = |cell: &LaneCell<Marked>, dropped: &[AtomicBool; 3]| {
+            for _ in 0..2 {
+                cell.with(|v| {
+                    let id = v.id;
+                    assert!(
+                        !dropped[id].load(Ordering::SeqCst),
+                        "value {id} dropped while a reader held it"
+                    );
+                });
+            }
+        };
+        let others: Vec<_> = (1..readers)
+            .map(|_| {
+                let (c, d) = (cell.clone(), dropped.clone());
+                loom::thread::spawn(move || read(&c, &d))
+            })
+            .collect();
+        read(&cell, &dropped);
+        writer.join().unwrap();
+        for o in others {
+            o.join().unwrap();
+        }
+        // The replaced values are gone once nobody reads; the last one
+        // with the cell.
+        drop(cell);
+        for (id, d) in dropped.iter().enumerate() {
+            assert!(d.load(Ordering::SeqCst), "value {id} never dropped");
+        }
+    });
+}
+
+#[test]
+fn lane_cell_one_reader_never_sees_a_dropped_value() {
+    lane_cell_model(1);
+}
+
+#[test]
+fn lane_cell_two_readers_never_see_a_dropped_value() {
+    lane_cell_model(2);
+}

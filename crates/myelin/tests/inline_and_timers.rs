@@ -190,3 +190,95 @@ fn timers_of_equal_period_tick_together_even_when_created_apart() {
         assert_eq!(a.fired() - b.fired(), lead, "the timers drifted apart");
     }
 }
+
+/// A publish reads its matched subscriptions without a reference count
+/// (`LaneCell`); the subscriptions a graph change replaced are dropped at
+/// once, or, if the change came from inside that publish, as it returns:
+/// a dropped subscription's callback (and what it captured) never
+/// outlives the publish that was using it.
+#[test]
+fn a_dropped_subscription_releases_its_callback_at_once_even_mid_publish() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let p = node.create_publisher::<u32>("t", QoS::default()).unwrap();
+    let captured = Arc::new(());
+    let c = captured.clone();
+    let quiet = node
+        .create_subscription_with(
+            "t",
+            QoS::default(),
+            SubscriptionOptions::inline(),
+            move |_: u32| {
+                let _ = &c;
+            },
+        )
+        .unwrap();
+    p.publish(1).unwrap();
+    drop(quiet);
+    assert_eq!(
+        Arc::strong_count(&captured),
+        1,
+        "kept after a drop between publishes"
+    );
+
+    // Now the drop happens inside a publish: an inline callback drops
+    // another subscription of the same topic.
+    let c = captured.clone();
+    let victim = Arc::new(Mutex::new(Some(
+        node.create_subscription_with(
+            "t",
+            QoS::default(),
+            SubscriptionOptions::inline(),
+            move |_: u32| {
+                let _ = &c;
+            },
+        )
+        .unwrap(),
+    )));
+    let v = victim.clone();
+    let _dropper = node
+        .create_subscription_with(
+            "t",
+            QoS::default(),
+            SubscriptionOptions::inline(),
+            move |_: u32| {
+                drop(v.lock().unwrap().take());
+            },
+        )
+        .unwrap();
+    assert_eq!(Arc::strong_count(&captured), 2);
+    p.publish(2).unwrap();
+    assert!(victim.lock().unwrap().is_none());
+    assert_eq!(
+        Arc::strong_count(&captured),
+        1,
+        "kept after the publish it was dropped in"
+    );
+}
+
+/// An inline callback that publishes on the publisher whose publish called
+/// it reads the matched subscriptions outside the lane its caller holds:
+/// no deadlock, every message delivered.
+#[test]
+fn an_inline_callback_may_publish_on_the_publisher_that_called_it() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let p = Arc::new(node.create_publisher::<u32>("t", QoS::keep_all()).unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (s, again) = (seen.clone(), p.clone());
+    let _sub = node
+        .create_subscription_with(
+            "t",
+            QoS::keep_all(),
+            SubscriptionOptions::inline(),
+            move |m: u32| {
+                s.lock().unwrap().push(m);
+                if m < 3 {
+                    again.publish(m + 1).unwrap();
+                }
+            },
+        )
+        .unwrap();
+    p.publish(0).unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2, 3]);
+}

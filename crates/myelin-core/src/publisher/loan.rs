@@ -98,7 +98,7 @@ impl<T: Message> PubInner<T> {
                 }
             }
         }
-        let m = self.matched.load();
+        let m = self.matched.read();
         self.pace(&m);
         for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
             let r =

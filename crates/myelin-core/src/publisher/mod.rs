@@ -20,7 +20,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwap;
+use myelin_sync::LaneCell;
 
 use crate::error::PublishError;
 use crate::events::{
@@ -83,7 +83,7 @@ impl std::fmt::Debug for PublisherOptions {
 /// in this line instead of four.
 #[repr(C, align(64))]
 pub(crate) struct PubInner<T> {
-    pub(crate) matched: ArcSwap<Matched<T>>,
+    pub(crate) matched: LaneCell<Matched<T>>,
     pub(crate) node: Arc<NodeInner>,
     /// Each link's "has a remote reader" flag, read on every publish.
     pub(crate) wanted: Box<[Arc<Wanted>]>,
@@ -175,7 +175,7 @@ impl<T: Message> PubInner<T> {
             .lease
             .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64);
         PubInner {
-            matched: ArcSwap::from_pointee(Matched::default()),
+            matched: LaneCell::default(),
             node,
             wanted: links.iter().map(|l| l.wanted().clone()).collect(),
             origin_word: crate::message_info::Origin::local_word(gid),
@@ -425,7 +425,7 @@ impl<T: Message> Publisher<T> {
         let mut h = p.lock_history();
         // Remote first: local delivery moves the message.
         let remote = p.send_remote(&msg);
-        let m = p.matched.load();
+        let m = p.matched.read();
         p.pace(&m);
         let full = p.deliver_owned(&m, msg, h.as_deref_mut(), exp);
         p.conclude(&m, full, remote)
@@ -447,7 +447,7 @@ impl<T: Message> Publisher<T> {
         let exp = p.on_publish();
         let mut h = p.lock_history();
         let remote = p.send_remote(&msg);
-        let m = p.matched.load();
+        let m = p.matched.read();
         p.pace(&m);
         let full = p.deliver_shared(&m, msg, h.as_deref_mut(), exp);
         p.conclude(&m, full, remote)
@@ -459,7 +459,7 @@ impl<T: Message> Publisher<T> {
     /// offered deadline and asserts liveliness.
     pub fn publish_copy(&self, msg: &T) -> Result<(), PublishError> {
         if !self.inner.keeps_history
-            && self.inner.matched.load().is_empty()
+            && self.inner.matched.with(|m| m.is_empty())
             && self.inner.remote_count() == 0
         {
             self.inner.check_alive()?;
@@ -510,7 +510,7 @@ impl<T: Message> Publisher<T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn subscription_count(&self) -> usize {
-        self.inner.matched.load().len() + self.inner.remote_count()
+        self.inner.matched.with(|m| m.len()) + self.inner.remote_count()
     }
 
     /// How many of the subscriptions this publisher delivers to are in this
@@ -527,7 +527,7 @@ impl<T: Message> Publisher<T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn intra_process_subscription_count(&self) -> usize {
-        self.inner.matched.load().len()
+        self.inner.matched.with(|m| m.len())
     }
 
     /// The fewest free places in the buffer of any subscription in this
@@ -551,13 +551,14 @@ impl<T: Message> Publisher<T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn lowest_available_capacity(&self) -> Option<usize> {
-        let m = self.inner.matched.load();
-        m.owners
-            .iter()
-            .chain(&m.sharers)
-            .chain(&m.values)
-            .map(|s| s.buffer.room())
-            .min()
+        self.inner.matched.with(|m| {
+            m.owners
+                .iter()
+                .chain(&m.sharers)
+                .chain(&m.values)
+                .map(|s| s.buffer.room())
+                .min()
+        })
     }
 
     /// The same as [`subscription_count`](Self::subscription_count), named
