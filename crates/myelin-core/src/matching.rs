@@ -4,7 +4,7 @@
 //! The endpoints of one topic in a context are a [`TopicEntities`], kept in
 //! the context's [`Graph`]. Every change recomputes each publisher's
 //! precomputed, immutable list of matched subscriptions split by buffer
-//! kind ([`Matched`]) and swaps it in atomically ([`arc_swap`]), so
+//! kind ([`Matched`]) and swaps it in atomically (a [`LaneCell`](myelin_sync::LaneCell)), so
 //! `publish` reads it without a lock: the graph's mutex is taken only when
 //! endpoints are created or dropped. QoS incompatibilities are reported to
 //! both sides when an endpoint joins; transient-local history is replayed

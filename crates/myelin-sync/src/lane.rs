@@ -129,15 +129,32 @@ impl<T> LaneCell<T> {
     /// Replace the value. The old one is dropped now if no reader holds
     /// the lane, else when the lane's holder leaves.
     pub fn store(&self, value: Arc<T>) {
-        let old = {
-            let mut current = locked(&self.cold.current);
-            // SYNC: pairs with the lane holder's Acquire load in `with`;
-            // made visible to it through the read-modify-write of `busy`
-            // below. Under the lock: `fast` always matches `current`.
-            self.fast
-                .store(Arc::as_ptr(&value) as *mut T, Ordering::Release);
-            std::mem::replace(&mut *current, value)
-        };
+        let old = self.replace(value);
+        self.release(old);
+    }
+
+    /// Replace the value and return the old one (the cell's own
+    /// reference to it is released as in [`store`](Self::store)).
+    pub fn swap(&self, value: Arc<T>) -> Arc<T> {
+        let old = self.replace(value);
+        let returned = old.clone();
+        self.release(old);
+        returned
+    }
+
+    /// Put `value` in; the old one, which a lane reader may still hold.
+    fn replace(&self, value: Arc<T>) -> Arc<T> {
+        let mut current = locked(&self.cold.current);
+        // SYNC: pairs with the lane holder's Acquire load in `read`; made
+        // visible to it through the read-modify-write of `busy` in
+        // `release`. Under the lock: `fast` always matches `current`.
+        self.fast
+            .store(Arc::as_ptr(&value) as *mut T, Ordering::Release);
+        std::mem::replace(&mut *current, value)
+    }
+
+    /// Let go of the cell's reference to `old`, which it no longer holds.
+    fn release(&self, old: Arc<T>) {
         // A read-modify-write that leaves `busy` as it is: it reads the
         // latest value in `busy`'s order, and a reader's later swap reads
         // ours (or a value after it), which orders our store of `fast`

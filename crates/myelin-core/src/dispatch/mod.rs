@@ -24,11 +24,10 @@ use std::any::Any;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use crossbeam_queue::SegQueue;
-use myelin_sync::Ring;
 use myelin_sync::TryLock;
 use myelin_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use myelin_sync::{LaneCell, Ring};
 
 pub use anticipate::Anticipated;
 use anticipate::{Anticipation, Plan, Window};
@@ -140,7 +139,7 @@ pub(crate) trait Tick: Executable {
 /// and only the pumps behind them are drained.
 pub(crate) struct PumpLanes {
     /// `lanes[l]`: the pumps that share lane `l`.
-    lanes: ArcSwap<Vec<Vec<Weak<dyn Pump>>>>,
+    lanes: LaneCell<Vec<Vec<Weak<dyn Pump>>>>,
     /// Serialises changes (readers never lock).
     change: Mutex<()>,
     next: AtomicU64,
@@ -149,7 +148,7 @@ pub(crate) struct PumpLanes {
 impl PumpLanes {
     pub(crate) fn new() -> Self {
         PumpLanes {
-            lanes: ArcSwap::from_pointee(Vec::new()),
+            lanes: LaneCell::default(),
             change: Mutex::new(()),
             next: AtomicU64::new(0),
         }
@@ -160,7 +159,7 @@ impl PumpLanes {
     pub(crate) fn add(&self, p: Weak<dyn Pump>) -> u32 {
         let _g = self.change.lock().unwrap_or_else(|e| e.into_inner());
         let lane = (self.next.fetch_add(1, Ordering::Relaxed) % u64::from(WakeLanes::COUNT)) as u32;
-        let mut next = (**self.lanes.load()).clone();
+        let mut next = (*self.lanes.read()).clone();
         if next.len() <= lane as usize {
             next.resize_with(lane as usize + 1, Vec::new);
         }
@@ -172,7 +171,7 @@ impl PumpLanes {
 
     pub(crate) fn remove(&self, p: *const ()) {
         let _g = self.change.lock().unwrap_or_else(|e| e.into_inner());
-        let mut next = (**self.lanes.load()).clone();
+        let mut next = (*self.lanes.read()).clone();
         for l in &mut next {
             l.retain(|w| w.strong_count() > 0 && w.as_ptr() as *const () != p);
         }
@@ -181,7 +180,7 @@ impl PumpLanes {
 
     /// Drain the pumps behind the marked lanes.
     pub(crate) fn pump(&self, marked: &WakeLanes) {
-        let lanes = self.lanes.load();
+        let lanes = self.lanes.read();
         for lane in marked.iter() {
             if let Some(pumps) = lanes.get(lane as usize) {
                 for p in pumps.iter().filter_map(Weak::upgrade) {

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use myelin_shm::NeededAtExit;
 use myelin_shm::SegmentName;
 use myelin_shm::changes::{Change, EndpointKey};
@@ -16,6 +15,7 @@ use myelin_shm::endpoint::{Announcement, EndpointInfo, EndpointKind, Found};
 use myelin_shm::inbox::{DEFAULT_CONNECTIONS, Desc, InboxWriter, MAX_CONNECTIONS, Pushed, Stamp};
 use myelin_shm::pool::{MAX_CHUNK, PoolWriter};
 use myelin_shm::wake::WakeTable;
+use myelin_sync::LaneCell;
 
 use super::qos::{decode_qos, is_any_info};
 use super::{Discovered, Domain, LEAVE_WAIT, lock_within, remote_wake_table};
@@ -33,7 +33,7 @@ struct Pools {
     domain: u32,
     id: u64,
     type_hash: u64,
-    list: ArcSwap<Vec<Arc<PoolWriter>>>,
+    list: LaneCell<Vec<Arc<PoolWriter>>>,
     grow: Mutex<()>,
     /// The publisher, which tells whether a pool's file is still needed
     /// when the process exits.
@@ -74,7 +74,7 @@ impl Pools {
             domain,
             id,
             type_hash,
-            list: ArcSwap::from_pointee(Vec::new()),
+            list: LaneCell::default(),
             grow: Mutex::new(()),
             exit_owner: OnceLock::new(),
         }
@@ -83,7 +83,7 @@ impl Pools {
     /// A free chunk of at least `len` bytes from the existing pools, with
     /// its memory reserved (`Err`: the file system is full).
     fn try_alloc(&self, len: usize) -> Result<Option<Chunk>, myelin_shm::ShmError> {
-        for (i, p) in self.list.load().iter().enumerate() {
+        for (i, p) in self.list.read().iter().enumerate() {
             if p.chunk_size() as usize >= len
                 && let Some(c) = p.alloc()
             {
@@ -105,7 +105,7 @@ impl Pools {
     }
 
     fn by_key(&self, key: u32) -> Option<(Arc<PoolWriter>, u32)> {
-        let list = self.list.load();
+        let list = self.list.read();
         let p = list.get((key >> 24) as usize)?;
         Some((p.clone(), key & 0xff_ffff))
     }
@@ -218,7 +218,7 @@ pub(super) struct PubShm {
     /// removal is announced after it happened.
     announce: Option<Announcement>,
     pools: Pools,
-    conns: ArcSwap<Vec<Arc<Mutex<Conn>>>>,
+    conns: LaneCell<Vec<Arc<Mutex<Conn>>>>,
     /// Inboxes already reported as unusable (type, QoS, full).
     refused: Mutex<HashSet<String>>,
     keep_last: bool,
@@ -259,7 +259,7 @@ impl PubShm {
             qos: *spec.qos,
             ty: spec.ty,
             announce: Some(announce),
-            conns: ArcSwap::from_pointee(Vec::new()),
+            conns: LaneCell::default(),
             refused: Mutex::new(HashSet::new()),
             keep_last: matches!(spec.qos.history, History::KeepLast(_)),
             wanted: Arc::default(),
@@ -296,7 +296,7 @@ impl PubShm {
 
     /// Collect every returned chunk.
     fn reclaim(&self) {
-        for c in self.conns.load().iter() {
+        for c in self.conns.read().iter() {
             let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
             self.drain_returns(&mut c);
         }
@@ -338,7 +338,7 @@ impl PubShm {
         // Shared by every paced connection: one publish waits at most
         // `max_blocking_time` in all.
         let mut pacer = None;
-        for c in self.conns.load().iter() {
+        for c in self.conns.read().iter() {
             let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
             if c.closed {
                 continue;
@@ -530,7 +530,7 @@ impl PubShm {
         new_inboxes: &[String],
         history: &mut crate::transport::History<'_>,
     ) {
-        let conns = self.conns.load();
+        let conns = self.conns.read();
         let targets: Vec<_> = conns
             .iter()
             .filter(|c| {
@@ -580,7 +580,7 @@ impl PubShm {
     /// Inboxes of the current connections (to tell new ones apart).
     fn inboxes(&self) -> Vec<String> {
         self.conns
-            .load()
+            .read()
             .iter()
             .map(|c| c.lock().unwrap_or_else(|e| e.into_inner()).inbox.clone())
             .collect()
@@ -636,7 +636,7 @@ impl PubLink for PubShm {
         // SYNC: Relaxed: a timestamp; a connection made concurrently is
         // given the latest once it is stored (`reconnect`).
         self.last_assert.store(now, Ordering::Relaxed);
-        for c in self.conns.load().iter() {
+        for c in self.conns.read().iter() {
             c.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .writer
@@ -656,7 +656,7 @@ impl PubLink for PubShm {
     }
 
     fn connected(&self) -> usize {
-        self.conns.load().len()
+        self.conns.read().len()
     }
 
     #[inline]
@@ -692,7 +692,7 @@ impl PubLink for PubShm {
         self.reclaim();
         self.pools
             .list
-            .load()
+            .read()
             .iter()
             .map(|p| p.count() as usize - p.free_count())
             .sum()
@@ -721,7 +721,7 @@ impl PubShm {
     /// cannot be asked: then the dead-process sweep removes them).
     fn hand_off(&self) -> bool {
         *self.handed_off.get_or_init(|| {
-            let conns = self.conns.load();
+            let conns = self.conns.read();
             let mut behind = Vec::new();
             let mut unsure = false;
             // A discovery pass or a publish on another thread may hold a
@@ -742,7 +742,7 @@ impl PubShm {
                 return unsure;
             }
             let readers = u32::try_from(behind.len()).unwrap_or(u32::MAX);
-            let pools = self.pools.list.load();
+            let pools = self.pools.list.read();
             for p in pools.iter() {
                 p.hand_off(readers);
             }
