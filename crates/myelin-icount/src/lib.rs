@@ -987,16 +987,13 @@ pub fn compare(rows: &[IcountRow], baseline: &Baseline, tolerance: f64) -> Vec<V
     rows.iter()
         .map(|r| match baseline.get(&r.workload) {
             None => Verdict::New,
-            // A path with no locked instruction: any is growth.
-            Some(&b) if b == 0.0 => {
-                if r.per_op == 0.0 {
-                    Verdict::Within(1.0)
-                } else {
-                    Verdict::Grew(f64::INFINITY)
-                }
-            }
             Some(&b) => {
-                let ratio = r.per_op / b;
+                // A path with no locked instruction: any is growth.
+                let ratio = match (b, r.per_op) {
+                    (0.0, 0.0) => 1.0,
+                    (0.0, _) => f64::INFINITY,
+                    _ => r.per_op / b,
+                };
                 if !gated(&r.workload) {
                     Verdict::NotGated(ratio)
                 } else if ratio > 1.0 + tolerance {
