@@ -14,12 +14,16 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
     }
     let dir = std::env::temp_dir().join(format!("myelin_icount_test_{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    // Every workload "used" one instruction per operation before.
+    // Every workload "used" one instruction per operation before, and no
+    // locked one.
     let tight = dir.join("tight.json");
     std::fs::write(
         &tight,
         r#"{ "dispatch 64B": 1.0, "shm loan+take 64B": 1.0, "zenoh publish 64B": 1.0,
-             "cdr encode Image": 1.0, "cdr decode Image": 1.0, "relay 64B x5": 1.0 }"#,
+             "cdr encode Image": 1.0, "cdr decode Image": 1.0, "relay 64B x5": 1.0,
+             "dispatch 64B locked": 0.0, "shm loan+take 64B locked": 0.0,
+             "zenoh publish 64B locked": 0.0, "cdr encode Image locked": 0.0,
+             "cdr decode Image locked": 0.0, "relay 64B x5 locked": 0.0 }"#,
     )
     .unwrap();
     let saved = dir.join("saved.json");
@@ -34,22 +38,31 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "must fail:\n{stdout}\n{stderr}");
     assert!(
-        stderr.contains("instruction counts grew more than 5%") && stderr.contains("dispatch 64B"),
+        stderr.contains("instruction counts grew more than 5%")
+            && stderr.contains("dispatch 64B (")
+            && stderr.contains("dispatch 64B locked (+inf%)"),
         "{stderr}"
     );
     assert!(stdout.contains("GREW"), "{stdout}");
     let saved: std::collections::BTreeMap<String, f64> =
         serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
-    // The six instruction counts and the three cold-cache ones (lines per
-    // delivery, per timer firing and per relay hop).
-    assert_eq!(saved.len(), 9, "{saved:?}");
+    // The six instruction counts, their six locked-instruction counts,
+    // and the three cold-cache ones (lines per delivery, per timer firing
+    // and per relay hop).
+    assert_eq!(saved.len(), 15, "{saved:?}");
     assert!(
         saved.contains_key("cold lines x10")
             && saved.contains_key("cold timers x10")
             && saved.contains_key("cold relay x5"),
         "{saved:?}"
     );
-    assert!(saved.values().all(|&v| v > 1.0), "{saved:?}");
+    assert!(
+        saved
+            .iter()
+            .all(|(k, &v)| v > 1.0 || (k.ends_with(" locked") && v >= 0.0)),
+        "{saved:?}"
+    );
+    assert!(saved["dispatch 64B locked"] >= 1.0, "{saved:?}");
 
     // The run's own counts as the baseline: within the tolerance.
     let out = Command::new(env!("CARGO_BIN_EXE_myelin"))
@@ -63,8 +76,9 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The gated five: dispatch, shm, the two CDR counts and the relay.
-    assert_eq!(stdout.matches(" ok\n").count(), 5, "{stdout}");
+    // The gated five (dispatch, shm, the two CDR counts and the relay),
+    // each with its locked-instruction row.
+    assert_eq!(stdout.matches(" ok\n").count(), 10, "{stdout}");
     assert!(stdout.contains("not gated"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
