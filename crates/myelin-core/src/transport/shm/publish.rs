@@ -104,10 +104,13 @@ impl Pools {
         Ok(None)
     }
 
-    fn by_key(&self, key: u32) -> Option<(Arc<PoolWriter>, u32)> {
-        let list = self.list.read();
-        let p = list.get((key >> 24) as usize)?;
-        Some((p.clone(), key & 0xff_ffff))
+    /// Give the chunk of `key` back to its pool (a key naming no pool, as
+    /// a broken reader may return, is ignored). The pool is used through
+    /// the list's guard: no reference count taken per chunk.
+    fn release_key(&self, key: u32) {
+        if let Some(p) = self.list.read().get((key >> 24) as usize) {
+            p.release(key & 0xff_ffff);
+        }
     }
 
     /// A chunk of at least `len` bytes; `reclaim` is called (to collect
@@ -278,9 +281,7 @@ impl PubShm {
     }
 
     fn release_key(&self, key: u32) {
-        if let Some((p, c)) = self.pools.by_key(key) {
-            p.release(c);
-        }
+        self.pools.release_key(key);
     }
 
     fn drain_returns(&self, c: &mut Conn) {
