@@ -521,19 +521,24 @@ impl Node {
         spec.max_publishers = options.max_publishers;
         let links = self.links::<dyn SubLink>(&spec, |t, spec| t.subscription(spec))?;
         let events = self.event_queue(&options.event_callback, &group, "subscription", &topic);
-        let inner = Arc::new(SubInner::new(SubSpec {
-            id,
-            gid,
-            topic: topic.clone(),
-            qos,
-            delivery,
-            node: self.inner.clone(),
-            callback,
-            inline,
-            group: group.clone(),
-            events,
-            links,
-        }));
+        let inner = Arc::new_cyclic(|me| {
+            SubInner::new(
+                SubSpec {
+                    id,
+                    gid,
+                    topic: topic.clone(),
+                    qos,
+                    delivery,
+                    node: self.inner.clone(),
+                    callback,
+                    inline,
+                    group: group.clone(),
+                    events,
+                    links,
+                },
+                me.clone(),
+            )
+        });
         if !inner.has_callback() {
             // Only polling subscriptions have waiters to wake at shutdown.
             self.inner.ctx.graph.register_waiter(inner.waitpoint());

@@ -3,7 +3,7 @@
 //! and how the executor runs it.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use myelin_sync::{RetainCell, TryLock};
@@ -103,6 +103,12 @@ pub(crate) struct SubInner<T> {
     /// One link per transport that carries this subscription (publishers
     /// in other processes and hosts).
     pub(crate) links: Box<[Arc<dyn SubLink>]>,
+    /// This subscription, for the one path that needs an owned reference:
+    /// queueing it in an executor. A push takes `&self`, so a transport
+    /// delivers without touching the reference count (two locked
+    /// instructions per message); the count moves only when an entry is
+    /// queued, as it did before (an upgrade instead of a clone).
+    me: Weak<SubInner<T>>,
 }
 
 /// Everything a subscription is made of, resolved by the node.
@@ -121,7 +127,9 @@ pub(crate) struct SubSpec<T> {
 }
 
 impl<T: Message> SubInner<T> {
-    pub(crate) fn new(spec: SubSpec<T>) -> Self {
+    /// The subscription `spec` describes; `me` is the `Weak` of the `Arc`
+    /// it goes in (`Arc::new_cyclic`).
+    pub(crate) fn new(spec: SubSpec<T>, me: Weak<SubInner<T>>) -> Self {
         let SubSpec {
             id,
             gid,
@@ -183,6 +191,7 @@ impl<T: Message> SubInner<T> {
             remote_alive: myelin_sync::atomic::AtomicU64::new(0),
             links: links.into_boxed_slice(),
             pumped,
+            me,
         }
     }
 
@@ -402,32 +411,22 @@ impl<T: Message> SubInner<T> {
     }
 
     #[inline]
-    pub(crate) fn push_owned(self: &Arc<Self>, msg: T, expires: u64, origin: Origin) -> Pushed {
+    pub(crate) fn push_owned(&self, msg: T, expires: u64, origin: Origin) -> Pushed {
         self.push(Received::Owned(msg), expires, origin)
     }
 
     #[inline]
-    pub(crate) fn push_received(
-        self: &Arc<Self>,
-        msg: Received<T>,
-        expires: u64,
-        origin: Origin,
-    ) -> Pushed {
+    pub(crate) fn push_received(&self, msg: Received<T>, expires: u64, origin: Origin) -> Pushed {
         self.push(msg, expires, origin)
     }
 
     #[inline]
-    pub(crate) fn push_shared(
-        self: &Arc<Self>,
-        msg: Arc<T>,
-        expires: u64,
-        origin: Origin,
-    ) -> Pushed {
+    pub(crate) fn push_shared(&self, msg: Arc<T>, expires: u64, origin: Origin) -> Pushed {
         self.push(Received::Shared(msg), expires, origin)
     }
 
     #[inline]
-    fn push(self: &Arc<Self>, msg: Received<T>, expires: u64, origin: Origin) -> Pushed {
+    fn push(&self, msg: Received<T>, expires: u64, origin: Origin) -> Pushed {
         let r = self.store(
             Entry {
                 msg,
@@ -457,7 +456,7 @@ impl<T: Message> SubInner<T> {
     /// to [`UNPACED_HEADROOM`] times the limit (at least 1,024 more), past
     /// which it is lost, counted and warned about: memory stays bounded
     /// when a reader stalls for good.
-    fn push_unpaced(self: &Arc<Self>, entry: Entry<T>) -> Pushed {
+    fn push_unpaced(&self, entry: Entry<T>) -> Pushed {
         let limit = self.buffer.limit();
         let cap = limit
             .saturating_mul(UNPACED_HEADROOM)
@@ -484,7 +483,7 @@ impl<T: Message> SubInner<T> {
     /// What follows a push: count what was lost, run an inline callback or
     /// wake whoever waits.
     #[inline]
-    fn pushed(self: &Arc<Self>, r: Pushed) -> Pushed {
+    fn pushed(&self, r: Pushed) -> Pushed {
         match r {
             Pushed::Stored | Pushed::Stretched => {}
             Pushed::Overwrote(n) => {
@@ -566,12 +565,16 @@ impl<T: Message> SubInner<T> {
 
     /// Tell whoever waits that the buffer is not empty.
     #[inline]
-    fn signal(self: &Arc<Self>) {
+    fn signal(&self) {
         if self.has_callback {
             if let Some(exec) = self.target.get() {
                 // SYNC: pairs with the swap(false) in `execute`.
                 if !self.queued.swap(true, Ordering::SeqCst) {
-                    exec.enqueue(self.clone());
+                    // None: the last reference is being dropped; there is
+                    // no callback left to run.
+                    if let Some(me) = self.me.upgrade() {
+                        exec.enqueue(me);
+                    }
                 }
             }
         } else {
@@ -625,7 +628,7 @@ impl<T: Message> SubInner<T> {
 
     /// Called by an executor when this subscription is attached to it: make
     /// sure messages buffered before the attachment are not forgotten.
-    pub(crate) fn kick(self: &Arc<Self>) {
+    pub(crate) fn kick(&self) {
         if !self.buffer.is_empty() {
             if self.inline {
                 if let Some(m) = self.run_inline() {
@@ -724,7 +727,7 @@ impl<T: Message> crate::dispatch::Pump for SubInner<T> {
 
 impl<T: Message> SubOwner for SubInner<T> {
     fn deliver(
-        self: Arc<Self>,
+        &self,
         bytes: Arrived<'_>,
         paced: bool,
         lifetime: Option<std::time::Duration>,

@@ -704,7 +704,7 @@ pub(crate) trait SubOwner: EndpointEvents {
     /// `origin`: its publisher, and what the transport knows of when it
     /// was sent and received ([`MessageInfo`](crate::MessageInfo)).
     fn deliver(
-        self: Arc<Self>,
+        &self,
         bytes: Arrived<'_>,
         paced: bool,
         lifetime: Option<Duration>,

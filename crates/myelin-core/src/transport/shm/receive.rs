@@ -213,12 +213,7 @@ impl SubShm {
                 match self.read(r, i, pid, pub_id, generation, d) {
                     Ok(bytes) => {
                         let origin = Origin::island(pid, serial, stamp.sent_ns);
-                        owner.clone().deliver(
-                            Arrived::Kept(bytes),
-                            true,
-                            lifetime(stamp.expires),
-                            origin,
-                        )
+                        owner.deliver(Arrived::Kept(bytes), true, lifetime(stamp.expires), origin)
                     }
                     Err(e) => {
                         tracing::warn!("dropped a message from process {pid}: {e}");
