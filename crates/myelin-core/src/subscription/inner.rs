@@ -208,7 +208,7 @@ impl<T: Message> SubInner<T> {
             self.waitpoint.event.take_pending();
             for l in self.links.iter() {
                 if l.has_data() {
-                    l.pump();
+                    l.pump(self);
                 }
             }
         }
@@ -222,7 +222,7 @@ impl<T: Message> SubInner<T> {
         if self.pumped && self.qos.history == crate::qos::History::KeepAll {
             for l in self.links.iter() {
                 if l.has_data() {
-                    l.pump();
+                    l.pump(self);
                 }
             }
         }
@@ -269,14 +269,14 @@ impl<T: Message> SubInner<T> {
     /// thread delivers later.
     pub(crate) fn settle_links(&self, patience: std::time::Duration) {
         for l in self.links.iter() {
-            l.settle(patience);
+            l.settle(self, patience);
         }
     }
 
     /// Drain every pumped link.
     fn pump_links(&self) {
         for l in self.links.iter() {
-            l.pump();
+            l.pump(self);
         }
     }
 

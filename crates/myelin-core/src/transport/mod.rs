@@ -627,8 +627,9 @@ pub(crate) trait SubLink: Send + Sync {
     /// waiter's [`wake::WakeEvent::word`]; `None`: nobody sleeps on it).
     fn set_wake(&self, _word: Option<u32>) {}
 
-    /// Move waiting messages into the subscription.
-    fn pump(&self) {}
+    /// Move waiting messages into the subscription, `owner` (the caller:
+    /// alive for the whole pass, so the link takes no reference to it).
+    fn pump(&self, _owner: &dyn SubOwner) {}
 
     /// Whether a message waits to be drained.
     fn has_data(&self) -> bool {
@@ -640,7 +641,7 @@ pub(crate) trait SubLink: Send + Sync {
     /// middle of (its callbacks run under the link's lock, and one may
     /// wait for a lock the caller holds): never from inside a pass of
     /// this thread, never blocking past `patience`.
-    fn settle(&self, _patience: std::time::Duration) {}
+    fn settle(&self, _owner: &dyn SubOwner, _patience: std::time::Duration) {}
 }
 
 /// What any link tells its endpoint, publisher or subscription.

@@ -128,19 +128,19 @@ impl SubShm {
     /// `check_dead` connections (publisher process gone, or in
     /// `exited`: known to have exited, though a zombie still looks alive)
     /// are drained and freed.
-    fn pump_inner(&self, check_dead: bool, exited: &[u32]) {
+    fn pump_inner(&self, owner: &dyn SubOwner, check_dead: bool, exited: &[u32]) {
         let readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        self.pump_locked(readers, check_dead, exited);
+        self.pump_locked(owner, readers, check_dead, exited);
     }
 
     /// [`pump_inner`](Self::pump_inner) with the readers' lock taken.
     fn pump_locked(
         &self,
+        owner: &dyn SubOwner,
         mut readers: std::sync::MutexGuard<'_, Vec<ReaderConn>>,
         check_dead: bool,
         exited: &[u32],
     ) {
-        let Some(owner) = self.owner() else { return };
         // Inline callbacks run below, in this thread, under the lock.
         let pass = PassMark::enter(&self.pass_thread);
         let mut lost = 0;
@@ -424,7 +424,7 @@ impl Discovered for SubShm {
             .map(|f| f.info.pid)
             .chain(exited.iter().copied())
             .collect();
-        self.pump_inner(true, &exited);
+        self.pump_inner(&*owner, true, &exited);
         // Announced publishers with incompatible QoS raise the event here
         // (after the dead ones' blocks were freed: a publisher restarted
         // in their place is not shut out).
@@ -484,20 +484,20 @@ impl SubLink for SubShm {
         self.inbox.inbox.set_wake_slot(word.unwrap_or(u32::MAX));
     }
 
-    fn pump(&self) {
-        self.pump_inner(false, &[]);
+    fn pump(&self, owner: &dyn SubOwner) {
+        self.pump_inner(owner, false, &[]);
     }
 
-    fn settle(&self, patience: std::time::Duration) {
+    fn settle(&self, owner: &dyn SubOwner, patience: std::time::Duration) {
         if self.pass_thread.load(Ordering::Relaxed) == this_thread() {
             return; // called from a callback of this link's own pass
         }
         let deadline = std::time::Instant::now() + patience;
         loop {
             match self.readers.try_lock() {
-                Ok(g) => return self.pump_locked(g, false, &[]),
+                Ok(g) => return self.pump_locked(owner, g, false, &[]),
                 Err(std::sync::TryLockError::Poisoned(p)) => {
-                    return self.pump_locked(p.into_inner(), false, &[]);
+                    return self.pump_locked(owner, p.into_inner(), false, &[]);
                 }
                 Err(std::sync::TryLockError::WouldBlock) => {
                     if std::time::Instant::now() >= deadline {
