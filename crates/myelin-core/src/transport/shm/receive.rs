@@ -27,33 +27,34 @@ struct InboxShared {
     give_back: Mutex<()>,
 }
 
+/// A publisher's pool, mapped, with the inbox its chunks go back
+/// through: what a chunk read in place needs alive, in one reference
+/// count (one locked increment and decrement per message, not two).
+struct MappedPool {
+    pool: PoolReader,
+    inbox: Arc<InboxShared>,
+}
+
 /// A chunk read in place by this process; dropping it gives it back.
 struct ReaderLease {
-    inbox: Arc<InboxShared>,
+    mapped: Arc<MappedPool>,
     conn: usize,
     generation: u32,
     key: u32,
-    _pool: Arc<PoolReader>,
 }
 
 impl Drop for ReaderLease {
     fn drop(&mut self) {
-        let _g = self
-            .inbox
-            .give_back
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let _ = self
-            .inbox
-            .inbox
-            .give_back(self.conn, self.generation, self.key);
+        let inbox = &self.mapped.inbox;
+        let _g = inbox.give_back.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = inbox.inbox.give_back(self.conn, self.generation, self.key);
     }
 }
 
 #[derive(Default)]
 struct ReaderConn {
     claim: Option<(u32, u64, u32)>,
-    pools: Vec<Option<Arc<PoolReader>>>,
+    pools: Vec<Option<Arc<MappedPool>>>,
     lost_seen: u64,
 }
 
@@ -267,7 +268,10 @@ impl SubShm {
             if r.pools.len() <= p {
                 r.pools.resize(p + 1, None);
             }
-            r.pools[p] = Some(Arc::new(pool));
+            r.pools[p] = Some(Arc::new(MappedPool {
+                pool,
+                inbox: self.inbox.clone(),
+            }));
         }
     }
 
@@ -288,21 +292,22 @@ impl SubShm {
         if r.pools[p].is_none() {
             let name = SegmentName::new(self.dom.id, &format!("k_{pid}_{pub_id}_{p}"))
                 .map_err(|e| TransportError::new("naming the publisher's pool", e))?;
-            r.pools[p] = Some(Arc::new(
-                PoolReader::open(&name, self.ty.hash.0)
+            r.pools[p] = Some(Arc::new(MappedPool {
+                pool: PoolReader::open(&name, self.ty.hash.0)
                     .map_err(|e| TransportError::new("opening the publisher's pool", e))?,
-            ));
+                inbox: self.inbox.clone(),
+            }));
         }
-        let pool = r.pools[p].clone().expect("opened above");
-        let ptr = pool
+        let mapped = r.pools[p].clone().expect("opened above");
+        let ptr = mapped
+            .pool
             .chunk(d.chunk, d.len)
             .map_err(|e| TransportError::new("reading a chunk", e))?;
         let lease = Arc::new(ReaderLease {
-            inbox: self.inbox.clone(),
+            mapped,
             conn,
             generation,
             key: d.key(),
-            _pool: pool,
         });
         // SAFETY: `ptr..ptr+len` is inside the pool mapping (checked by
         // `PoolReader::chunk`), which `lease` keeps mapped; the publisher
