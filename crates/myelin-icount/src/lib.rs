@@ -776,11 +776,6 @@ fn callgrind(
         "--tool=callgrind",
         "--collect-atstart=no",
         "--toggle-collect=myelin_icount_region",
-        // Counts per instruction address (to find the locked ones),
-        // written plainly (no name or position compression).
-        "--dump-instr=yes",
-        "--compress-strings=no",
-        "--compress-pos=no",
     ]);
     if counts_lines(name) {
         // Fixed cache geometry (not the host's): the same lines miss on
@@ -790,6 +785,14 @@ fn callgrind(
             "--I1=32768,8,64",
             "--D1=32768,8,64",
             "--LL=1048576,16,64",
+        ]);
+    } else {
+        // Counts per instruction address (to find the locked ones),
+        // written plainly (no name or position compression).
+        cmd.args([
+            "--dump-instr=yes",
+            "--compress-strings=no",
+            "--compress-pos=no",
         ]);
     }
     if sweep_only {
