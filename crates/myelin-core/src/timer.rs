@@ -16,6 +16,12 @@ use crate::runtime::NodeInner;
 /// A timer's callback, told when its tick was due.
 pub(crate) type TimerCallback = Box<dyn FnMut(&TimerInfo) + Send>;
 
+/// A callback that does not ask when its tick was due, as a
+/// [`TimerCallback`].
+pub(crate) fn without_info(mut f: impl FnMut() + Send + 'static) -> TimerCallback {
+    Box::new(move |_: &TimerInfo| f())
+}
+
 pub(crate) struct TimerInner {
     pub(crate) id: u64,
     pub(crate) period: Duration,

@@ -770,11 +770,10 @@ impl ExecShared {
                 // Skip (and count) the deadlines missed, rcl-style.
                 let late = now.duration_since(lt.next_due);
                 let mut missed = (late.as_nanos() / period.as_nanos().max(1)) as u64;
+                let skipped = missed.min(u64::from(u32::MAX - 1)) as u32;
                 // The last deadline passed: the one this tick stands for.
-                let due =
-                    lt.next_due + period.saturating_mul(missed.min(u64::from(u32::MAX - 1)) as u32);
-                lt.next_due +=
-                    period.saturating_mul(missed.min(u64::from(u32::MAX - 1)) as u32 + 1);
+                let due = lt.next_due + period.saturating_mul(skipped);
+                lt.next_due = due + period;
                 if lt.next_due <= now {
                     lt.next_due = now + period;
                 }

@@ -28,7 +28,7 @@ use crate::subscription::{
     BufferKind, Delivery, SubInner, SubSpec, Subscription, SubscriptionCallback,
     SubscriptionOptions,
 };
-use crate::timer::{Timer, TimerInfo, TimerInner};
+use crate::timer::{Timer, TimerInfo, TimerInner, without_info};
 use crate::transport::{
     EndpointSpec, NodeIdent, PubLink, PubOwner, SubLink, SubOwner, Transport, TransportError,
     TypeInfo,
@@ -473,8 +473,7 @@ impl Node {
         // under use_sim_time, so a replay at any rate keeps its deadlines);
         // liveliness leases are about the process and stay on steady time.
         let ros_time = policy == QosPolicy::Deadline;
-        let mut f = f;
-        self.make_timer(period, &group, ros_time, Box::new(move |_: &TimerInfo| f()))
+        self.make_timer(period, &group, ros_time, without_info(f))
             .map_err(|e| match e {
                 CreateTimerError::ZeroPeriod => CreateEndpointError::InvalidQos {
                     topic: topic.to_string(),
@@ -1172,13 +1171,7 @@ impl Node {
         callback: impl FnMut() + Send + 'static,
     ) -> Result<Timer, CreateTimerError> {
         let group = self.inner.default_group.clone();
-        let mut callback = callback;
-        self.make_timer(
-            period,
-            &group,
-            true,
-            Box::new(move |_: &TimerInfo| callback()),
-        )
+        self.make_timer(period, &group, true, without_info(callback))
     }
 
     /// [`create_timer`](Self::create_timer) in a given callback group.
@@ -1188,13 +1181,7 @@ impl Node {
         group: &CallbackGroup,
         callback: impl FnMut() + Send + 'static,
     ) -> Result<Timer, CreateTimerError> {
-        let mut callback = callback;
-        self.make_timer(
-            period,
-            group,
-            true,
-            Box::new(move |_: &TimerInfo| callback()),
-        )
+        self.make_timer(period, group, true, without_info(callback))
     }
 
     /// [`create_timer`](Self::create_timer) whose callback is told when its
@@ -1247,13 +1234,7 @@ impl Node {
         callback: impl FnMut() + Send + 'static,
     ) -> Result<Timer, CreateTimerError> {
         let group = self.inner.default_group.clone();
-        let mut callback = callback;
-        self.make_timer(
-            period,
-            &group,
-            false,
-            Box::new(move |_: &TimerInfo| callback()),
-        )
+        self.make_timer(period, &group, false, without_info(callback))
     }
 
     /// [`create_wall_timer`](Self::create_wall_timer) in a given callback
@@ -1264,13 +1245,7 @@ impl Node {
         group: &CallbackGroup,
         callback: impl FnMut() + Send + 'static,
     ) -> Result<Timer, CreateTimerError> {
-        let mut callback = callback;
-        self.make_timer(
-            period,
-            group,
-            false,
-            Box::new(move |_: &TimerInfo| callback()),
-        )
+        self.make_timer(period, group, false, without_info(callback))
     }
 
     fn make_timer(
