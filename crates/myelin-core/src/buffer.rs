@@ -94,7 +94,8 @@ pub(crate) fn from_wire<T: Message>(bytes: SharedBytes) -> Result<Received<T>, W
         let len = bytes.len();
         return InPlace::new(bytes)
             .map(Received::InPlace)
-            .ok_or(WireError::Decode {
+            // The error (and its message, formatted) only when it happens.
+            .ok_or_else(|| WireError::Decode {
                 type_name: T::TYPE_NAME,
                 len,
                 why: format!("expected {} bytes", std::mem::size_of::<T>()),
