@@ -14,6 +14,7 @@
 //!   type that says nothing): remote endpoints of its topic are not
 //!   connected.
 
+use std::any::Any;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -64,7 +65,7 @@ pub enum WireError {
 pub struct SharedBytes {
     ptr: *const u8,
     len: usize,
-    _owner: Arc<dyn Send + Sync>,
+    _owner: Arc<dyn Any + Send + Sync>,
 }
 
 // SAFETY: the bytes are immutable while any `SharedBytes` refers to them
@@ -77,8 +78,14 @@ unsafe impl Sync for SharedBytes {}
 impl SharedBytes {
     /// What keeps the bytes alive (a view into them stays valid while it
     /// lives).
-    pub(crate) fn into_owner(self) -> Arc<dyn Send + Sync> {
+    pub(crate) fn into_owner(self) -> Arc<dyn Any + Send + Sync> {
         self._owner
+    }
+
+    /// What keeps the bytes alive, by reference: a link that lent them
+    /// recognises its own memory by it (see `PubLink::send_bytes`).
+    pub(crate) fn owner(&self) -> &(dyn Any + Send + Sync) {
+        &*self._owner
     }
 
     /// Bytes copied into a fresh heap buffer aligned to 16 bytes (so POD
@@ -144,7 +151,7 @@ impl SharedBytes {
     pub(crate) unsafe fn from_raw(
         ptr: *const u8,
         len: usize,
-        owner: Arc<dyn Send + Sync>,
+        owner: Arc<dyn Any + Send + Sync>,
     ) -> SharedBytes {
         SharedBytes {
             ptr,

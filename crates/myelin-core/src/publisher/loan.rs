@@ -2,7 +2,6 @@
 //! shared-memory pool) or the heap, filled in place, then published as
 //! typed steps (`loan_uninit()? -> write(v) -> publish()?`).
 
-use std::any::Any;
 use std::sync::Arc;
 
 use super::deliver::Full;
@@ -11,9 +10,6 @@ use crate::error::PublishError;
 use crate::message::Message;
 use crate::transport::LinkLoan;
 use crate::wire::SharedBytes;
-
-/// The link that lent a loan's memory (its index) and its handle.
-type LoanOrigin = (usize, Box<dyn Any + Send + Sync>);
 
 /// Memory for one message, loaned from a transport (shared memory: the
 /// publisher's pool) or, when no link lends memory, the heap.
@@ -51,8 +47,8 @@ impl LoanMem {
     }
 
     /// Hand the memory over to readers: immutable from now on. Returns the
-    /// lending link and its handle, if a link lent it.
-    fn freeze(self, len: usize) -> (SharedBytes, Option<LoanOrigin>) {
+    /// lending link's index, if a link lent it.
+    fn freeze(self, len: usize) -> (SharedBytes, Option<usize>) {
         match self {
             LoanMem::Link(i, m) => {
                 // SAFETY: the loan holds at least `len` bytes, is not
@@ -60,7 +56,7 @@ impl LoanMem {
                 // `keep` keeps it out of the link's free list while the
                 // bytes live.
                 let b = unsafe { SharedBytes::from_raw(m.ptr, len, m.keep) };
-                (b, Some((i, m.handle)))
+                (b, Some(i))
             }
             LoanMem::Heap(v) => {
                 let v = Arc::new(v);
@@ -87,10 +83,7 @@ impl<T: Message> PubInner<T> {
             if !w.get() {
                 continue;
             }
-            let own = match &origin {
-                Some((o, handle)) if *o == i => Some(&**handle),
-                _ => None,
-            };
+            let own = (origin == Some(i)).then(|| bytes.owner());
             match l.send_bytes(&bytes, own) {
                 Ok(r) => full.merge(Full::refused(r.count, r.limit)),
                 Err(e) => {

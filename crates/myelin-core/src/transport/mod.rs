@@ -548,10 +548,9 @@ impl Wanted {
 pub(crate) struct LinkLoan {
     /// Where to write (at least the asked length, 64-byte aligned).
     pub(crate) ptr: *mut u8,
-    /// Keeps the memory valid while any reader holds the bytes.
-    pub(crate) keep: Arc<dyn Send + Sync>,
-    /// The link's own handle, given back to it at send time.
-    pub(crate) handle: Box<dyn Any + Send + Sync>,
+    /// Keeps the memory valid while any reader holds the bytes; given back
+    /// to the link at send time (as `own`), by which it knows its memory.
+    pub(crate) keep: Arc<dyn Any + Send + Sync>,
 }
 
 // SAFETY: `ptr` points into memory that `keep` keeps mapped (and `Send +
@@ -575,8 +574,8 @@ pub(crate) trait PubLink: Send + Sync {
     /// Encode and send a message.
     fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError>;
 
-    /// Send encoded bytes; `own` is this link's handle when the bytes are
-    /// its own loaned memory (then it sends without a copy).
+    /// Send encoded bytes; `own` is the bytes' owner when this link lent
+    /// them (its [`LinkLoan::keep`]: then it sends without a copy).
     fn send_bytes(
         &self,
         bytes: &SharedBytes,

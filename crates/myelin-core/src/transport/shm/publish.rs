@@ -16,6 +16,7 @@ use myelin_shm::inbox::{DEFAULT_CONNECTIONS, Desc, InboxWriter, MAX_CONNECTIONS,
 use myelin_shm::pool::{MAX_CHUNK, PoolWriter};
 use myelin_shm::wake::WakeTable;
 use myelin_sync::LaneCell;
+use rustc_hash::FxHashSet;
 
 use super::qos::{decode_qos, is_any_info};
 use super::{Discovered, Domain, LEAVE_WAIT, lock_within, remote_wake_table};
@@ -42,8 +43,14 @@ struct Pools {
 
 /// One chunk held by this process (a loan, or a local subscriber's view of
 /// a loaned message); the last holder returns it to the pool.
+///
+/// A loan's memory is kept by an `Arc<Lease>` (the bytes' owner), and the
+/// publisher recognises its own memory at send time by that owner
+/// (`send_bytes`): one reference per loan, no second handle.
 struct Lease {
     pool: Arc<PoolWriter>,
+    /// The pool's place in the publisher's list (descriptors name it).
+    pool_idx: u8,
     chunk: u32,
 }
 
@@ -53,20 +60,13 @@ impl Drop for Lease {
     }
 }
 
-/// A chunk taken from a pool.
+/// A chunk taken from a pool, and where it is mapped here. A message
+/// encoded into it is sent and dropped in place (no allocation); a loan
+/// moves the lease into an `Arc` that the message's bytes own.
 struct Chunk {
-    pool_idx: u8,
-    lease: Arc<Lease>,
+    lease: Lease,
     ptr: *mut u8,
 }
-
-// SAFETY: `ptr` points into the pool mapping that `lease` keeps alive; the
-// chunk is written only by the one holder of the loan (or the encoder that
-// allocated it) before it is published, and only read afterwards, so moving
-// or sharing the handle between threads cannot race.
-unsafe impl Send for Chunk {}
-// SAFETY: as above: `&Chunk` gives out only the pointer value.
-unsafe impl Sync for Chunk {}
 
 impl Pools {
     fn new(domain: u32, id: u64, type_hash: u64) -> Pools {
@@ -92,12 +92,12 @@ impl Pools {
                     return Err(e);
                 }
                 return Ok(Some(Chunk {
-                    pool_idx: i as u8,
                     ptr: p.chunk_ptr(c),
-                    lease: Arc::new(Lease {
+                    lease: Lease {
                         pool: p.clone(),
+                        pool_idx: i as u8,
                         chunk: c,
-                    }),
+                    },
                 }));
             }
         }
@@ -184,7 +184,7 @@ struct Conn {
     /// comes or goes: its process counts its publishers).
     key: EndpointKey,
     /// Chunks lent on this connection (in its ring or held by the reader).
-    lent: HashSet<u32>,
+    lent: FxHashSet<u32>,
     wake: Option<Arc<WakeTable>>,
     /// A full inbox makes a publish wait for room (a reliable keep_all
     /// reader of a reliable publisher; see `QoS::waits_for`).
@@ -324,7 +324,7 @@ impl PubShm {
     }
 
     /// Send a chunk to every connected subscription.
-    fn send_chunk(&self, chunk: &Chunk, len: usize) -> Refused {
+    fn send_chunk(&self, chunk: &Lease, len: usize) -> Refused {
         let stamp = Stamp {
             expires: self.expires(self.qos.lifespan),
             sent_ns: crate::clock::realtime_ns(),
@@ -332,7 +332,7 @@ impl PubShm {
         let mut refused = Refused::default();
         let desc = Desc {
             pool: chunk.pool_idx,
-            chunk: chunk.lease.chunk,
+            chunk: chunk.chunk,
             len: len as u32,
         };
         let key = desc.key();
@@ -395,7 +395,7 @@ impl PubShm {
                 }
                 Some(Pushed::Stored) => {}
             }
-            chunk.lease.pool.retain(chunk.lease.chunk);
+            chunk.pool.retain(chunk.chunk);
             c.lent.insert(key);
             c.signal();
         }
@@ -477,7 +477,7 @@ impl PubShm {
                         writer,
                         inbox: f.name.file_name().to_string(),
                         key: f.info.key(),
-                        lent: HashSet::new(),
+                        lent: FxHashSet::default(),
                         closed: false,
                     })));
                 }
@@ -557,7 +557,7 @@ impl PubShm {
                 }
             };
             let desc = Desc {
-                pool: chunk.pool_idx,
+                pool: chunk.lease.pool_idx,
                 chunk: chunk.lease.chunk,
                 len: len as u32,
             };
@@ -663,7 +663,7 @@ impl PubLink for PubShm {
     #[inline]
     fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError> {
         let (chunk, len) = self.encode(msg)?;
-        Ok(self.send_chunk(&chunk, len))
+        Ok(self.send_chunk(&chunk.lease, len))
     }
 
     fn send_bytes(
@@ -671,21 +671,20 @@ impl PubLink for PubShm {
         bytes: &SharedBytes,
         own: Option<&(dyn Any + Send + Sync)>,
     ) -> Result<Refused, SendError> {
-        if let Some(chunk) = own.and_then(|o| o.downcast_ref::<Chunk>()) {
-            return Ok(self.send_chunk(chunk, bytes.len()));
+        if let Some(lease) = own.and_then(|o| o.downcast_ref::<Lease>()) {
+            return Ok(self.send_chunk(lease, bytes.len()));
         }
         let chunk = self.pools.alloc(bytes.len(), || self.reclaim())?;
         // SAFETY: the chunk has at least `bytes.len()` bytes and this
         // process holds its only reference.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), chunk.ptr, bytes.len()) };
-        Ok(self.send_chunk(&chunk, bytes.len()))
+        Ok(self.send_chunk(&chunk.lease, bytes.len()))
     }
 
     fn loan(&self, len: usize) -> Option<Result<LinkLoan, SendError>> {
         Some(self.pools.alloc(len, || self.reclaim()).map(|c| LinkLoan {
             ptr: c.ptr,
-            keep: c.lease.clone(),
-            handle: Box::new(c),
+            keep: Arc::new(c.lease),
         }))
     }
 
