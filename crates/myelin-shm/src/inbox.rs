@@ -44,6 +44,10 @@ const OFF_CONNS: usize = OFF_WAKE_SLOT + 16;
 /// Set when the subscription leaves ([`Inbox::leave`]): a publisher
 /// handing its pools over then takes back the share of this reader.
 const OFF_GONE: usize = OFF_WAKE_SLOT + 20;
+/// Bumped by a publisher after each claim of a connection block: a
+/// reader looks at every block only when this moved since its last look
+/// ([`Inbox::claims`]), and otherwise only at the blocks it found claimed.
+const OFF_CLAIMS: usize = OFF_WAKE_SLOT + 24;
 const CONN_BASE: usize = 4096;
 const CTRL: usize = 256;
 // Connection block fields (relative to the block).
@@ -344,6 +348,18 @@ impl Inbox {
         self.geo.conns
     }
 
+    /// How many times publishers have claimed a connection block of this
+    /// inbox (wrapping): while it has not moved, no block became claimed
+    /// (a block a publisher claims is in its claimed state before the count
+    /// moves). A publisher that claims without counting (a broken one)
+    /// is seen at its reader's next full look, as after a dead-process
+    /// check; the count's value is never trusted beyond "it moved".
+    pub fn claims(&self) -> u64 {
+        // SYNC: Acquire pairs with the publisher's Release increment after
+        // its claim: the claim word's store happens-before.
+        self.seg.atomic_u64(OFF_CLAIMS).load(Ordering::Acquire)
+    }
+
     /// The state of connection block `i` (< [`connections`](Self::connections)).
     pub fn state(&self, i: usize) -> ConnState {
         // SYNC: Acquire pairs with the publisher's Release store of the
@@ -352,6 +368,13 @@ impl Inbox {
             .seg
             .atomic_u64(self.geo.conn(i) + C_CLAIM)
             .load(Ordering::Acquire);
+        // A free block (most of them, on every pass of a reader) costs the
+        // one load.
+        match claim & 0xff {
+            0 => return ConnState::Free,
+            STATE_CLAIMING => return ConnState::Claiming,
+            _ => {}
+        }
         let pid = (claim >> 32) as u32;
         let pub_id = self
             .seg
@@ -362,8 +385,6 @@ impl Inbox {
             .atomic_u32(self.geo.conn(i) + C_GEN)
             .load(Ordering::Relaxed);
         match claim & 0xff {
-            0 => ConnState::Free,
-            STATE_CLAIMING => ConnState::Claiming,
             STATE_ACTIVE => ConnState::Active {
                 pid,
                 pub_id,
@@ -684,6 +705,9 @@ impl InboxWriter {
             // SYNC: Release: the reset above happens-before a reader's
             // Acquire load of the claim word.
             w.store(claim, Ordering::Release);
+            // SYNC: Release, after the claim: a reader that sees the new
+            // count (Acquire, `Inbox::claims`) then sees this block claimed.
+            seg.atomic_u64(OFF_CLAIMS).fetch_add(1, Ordering::Release);
             let wants_history = seg.atomic_u32(OFF_TL).load(Ordering::Relaxed) == 1;
             return Ok(Some(InboxWriter {
                 shadow: vec![0; desc_cap as usize],

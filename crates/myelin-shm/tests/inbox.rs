@@ -212,6 +212,28 @@ fn returns_reach_the_writer_only_for_its_own_generation() {
     assert_eq!(back, vec![d(5).key()]);
 }
 
+/// The claim count moves with every publisher that claims a block, after
+/// its block reads claimed: a reader that saw the count move finds the
+/// new block claimed.
+#[test]
+fn the_claim_count_moves_after_each_claim() {
+    let id = 79;
+    let inbox = Inbox::create_for(DOMAIN, &info(id), 4, 8, 3).unwrap();
+    let name = info(id).key().segment_name(DOMAIN).unwrap();
+    let c0 = inbox.claims();
+    let w1 = InboxWriter::connect(&name, 100, 7).unwrap().expect("room");
+    assert_eq!(inbox.claims(), c0.wrapping_add(1));
+    assert!(matches!(inbox.state(0), ConnState::Active { .. }));
+    let _w2 = InboxWriter::connect(&name, 101, 7).unwrap().expect("room");
+    assert_eq!(inbox.claims(), c0.wrapping_add(2));
+    assert!(matches!(inbox.state(1), ConnState::Active { .. }));
+    // Leaving does not count: the reader finds the block closed where it
+    // already looks.
+    drop(w1);
+    assert_eq!(inbox.claims(), c0.wrapping_add(2));
+    assert!(matches!(inbox.state(0), ConnState::Closed { .. }));
+}
+
 #[test]
 fn a_closed_connection_is_drained_then_freed() {
     let (inbox, mut w, _) = pair(4, 4);

@@ -529,6 +529,66 @@ fn a_damaged_inbox_header_is_rewritten_and_messages_flow_again() {
     }
 }
 
+/// A subscription reads only the connection blocks it found claimed until
+/// the inbox's claim count moves. Another process of the user sets the
+/// count back after a second publisher claimed a block: that publisher's
+/// messages are late at worst (the next full look, at the latest the
+/// discovery pass), never lost; a count set to garbage costs full looks.
+#[test]
+fn a_claim_count_set_back_delays_a_publisher_never_loses_it() {
+    use std::os::unix::fs::FileExt;
+    let Pair { a, _b, p, s } = pair(206, "/claims");
+    p.publish("first".to_string()).unwrap();
+    assert_eq!(*s.wait_for_message(LONG).unwrap(), "first");
+    let inbox = segments("_206_s_")
+        .into_iter()
+        .next()
+        .expect("the subscription's inbox");
+    let dir = std::env::var_os("MYELIN_SHM_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/dev/shm".into());
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join(&inbox))
+        .unwrap();
+    // The count word: after the header (256), the endpoint description
+    // (1024), and the wake slot, capacities, block count and gone flag.
+    const CLAIMS: u64 = 256 + 1024 + 24;
+    let mut before = [0u8; 8];
+    f.read_exact_at(&mut before, CLAIMS).unwrap();
+    let p2 = a
+        .create_node("talker2")
+        .unwrap()
+        .create_publisher::<String>("/claims", QoS::keep_all())
+        .unwrap();
+    let deadline = Instant::now() + LONG;
+    while p2.subscription_count() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the second publisher never matched"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    f.write_all_at(&before, CLAIMS).unwrap();
+    for i in 0..3 {
+        p2.publish(format!("second {i}")).unwrap();
+    }
+    for i in 0..3 {
+        assert_eq!(*s.wait_for_message(LONG).unwrap(), format!("second {i}"));
+    }
+    // Garbage: every pass looks at every block, messages still flow.
+    f.write_all_at(&u64::MAX.to_ne_bytes(), CLAIMS).unwrap();
+    p.publish("third".to_string()).unwrap();
+    p2.publish("fourth".to_string()).unwrap();
+    let mut got = vec![
+        (*s.wait_for_message(LONG).unwrap()).clone(),
+        (*s.wait_for_message(LONG).unwrap()).clone(),
+    ];
+    got.sort();
+    assert_eq!(got, ["fourth", "third"]);
+}
+
 /// The one name anyone can predict, a domain's `graph` file, planted by
 /// someone else (a symlink here; another user's file behaves the same):
 /// this user's processes meet at the next name (`graph_1`) and talk

@@ -58,6 +58,18 @@ struct ReaderConn {
     lost_seen: u64,
 }
 
+/// The reading side of every connection block of the inbox.
+struct Readers {
+    /// One per block.
+    conns: Vec<ReaderConn>,
+    /// The blocks a pass reads: those claimed when every block was last
+    /// looked at, and those this reader had claimed then.
+    live: Vec<usize>,
+    /// The inbox's claim count when every block was last looked at
+    /// (`None`: look at every block on the next pass).
+    looked_at: Option<u64>,
+}
+
 /// The shared-memory side of a subscription.
 pub(super) struct SubShm {
     dom: Domain,
@@ -67,7 +79,7 @@ pub(super) struct SubShm {
     qos: QoS,
     ty: TypeInfo,
     inbox: Arc<InboxShared>,
-    readers: Mutex<Vec<ReaderConn>>,
+    readers: Mutex<Readers>,
     refused: Mutex<HashSet<String>>,
     owner: OnceLock<Weak<dyn SubOwner>>,
     /// Times the inbox header was found damaged and rewritten: the first
@@ -111,7 +123,11 @@ impl SubShm {
                 inbox,
                 give_back: Mutex::new(()),
             }),
-            readers: Mutex::new((0..conns).map(|_| ReaderConn::default()).collect()),
+            readers: Mutex::new(Readers {
+                conns: (0..conns).map(|_| ReaderConn::default()).collect(),
+                live: Vec::new(),
+                looked_at: None,
+            }),
             refused: Mutex::new(HashSet::new()),
             owner: OnceLock::new(),
             repairs: std::sync::atomic::AtomicU64::new(0),
@@ -138,7 +154,7 @@ impl SubShm {
     fn pump_locked(
         &self,
         owner: &dyn SubOwner,
-        mut readers: std::sync::MutexGuard<'_, Vec<ReaderConn>>,
+        mut readers: std::sync::MutexGuard<'_, Readers>,
         check_dead: bool,
         exited: &[u32],
     ) {
@@ -148,7 +164,24 @@ impl SubShm {
         let mut counted = false;
         let mut freed = false;
         let inbox = &self.inbox.inbox;
-        for (i, r) in readers.iter_mut().enumerate() {
+        let Readers {
+            conns,
+            live,
+            looked_at,
+        } = &mut *readers;
+        // Every block only when a publisher claimed one since the last
+        // look (or dead publishers are being checked): a pass otherwise
+        // reads the blocks in use, not all of them.
+        let claims = inbox.claims();
+        if check_dead || *looked_at != Some(claims) {
+            live.clear();
+            live.extend((0..conns.len()).filter(|&i| {
+                conns[i].claim.is_some() || !matches!(inbox.state(i), ConnState::Free)
+            }));
+            *looked_at = Some(claims);
+        }
+        for &i in live.iter() {
+            let r = &mut conns[i];
             let st = inbox.state(i);
             let (pid, pub_id, generation, mut closed) = match st {
                 ConnState::Active {
@@ -162,7 +195,11 @@ impl SubShm {
                     generation,
                 } => (pid, pub_id, generation, true),
                 _ => {
-                    *r = ReaderConn::default();
+                    // Forget a connection that went away (a free block
+                    // this reader never claimed has nothing to forget).
+                    if r.claim.is_some() {
+                        *r = ReaderConn::default();
+                    }
                     continue;
                 }
             };
@@ -238,6 +275,9 @@ impl SubShm {
                 *r = ReaderConn::default();
                 freed = true;
             }
+        }
+        if freed {
+            *looked_at = None;
         }
         drop(pass);
         drop(readers);
