@@ -21,9 +21,24 @@ pub(crate) fn now_ns() -> u64 {
 /// epoch, as ROS 2 stamps messages (0 before 1970, which no host is in).
 #[cfg_attr(not(any(feature = "shm", feature = "zenoh")), allow(dead_code))]
 pub(crate) fn realtime_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    // clock_gettime directly (every shared-memory message is stamped):
+    // `SystemTime::now().duration_since(UNIX_EPOCH)` costs ~90
+    // instructions of checks around the same call. Through libc, as
+    // `myelin_shm::monotonic_ns` (rustix's vDSO lookup faults under
+    // valgrind).
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) writes one timespec through a valid,
+    // exclusive pointer; CLOCK_REALTIME always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    if ts.tv_sec < 0 {
+        return 0;
+    }
+    ts.tv_sec
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec)
 }
 
 /// The deadline `d` after `now`, on a nanosecond clock whose 0 means

@@ -16,7 +16,6 @@ use myelin_shm::inbox::{DEFAULT_CONNECTIONS, Desc, InboxWriter, MAX_CONNECTIONS,
 use myelin_shm::pool::{MAX_CHUNK, PoolWriter};
 use myelin_shm::wake::WakeTable;
 use myelin_sync::LaneCell;
-use rustc_hash::FxHashSet;
 
 use super::qos::{decode_qos, is_any_info};
 use super::{Discovered, Domain, LEAVE_WAIT, lock_within, remote_wake_table};
@@ -176,6 +175,70 @@ impl Pools {
     }
 }
 
+/// The chunks lent on one connection, by key (pool in the top byte, chunk
+/// below): a bit per chunk of each pool, so that recording a publish and
+/// checking a return cost a shift and a mask (a hash set cost ~100
+/// instructions per lookup on every message). A key a reader returns is
+/// untrusted: one naming no lent chunk is simply not in the set.
+#[derive(Default)]
+struct LentSet {
+    /// Per pool, a bit per chunk; grown by `insert` (this process's own
+    /// keys), never by a lookup.
+    bits: Vec<Vec<u64>>,
+    len: usize,
+}
+
+impl LentSet {
+    fn split(key: u32) -> (usize, usize, u64) {
+        let chunk = (key & 0xff_ffff) as usize;
+        ((key >> 24) as usize, chunk / 64, 1 << (chunk % 64))
+    }
+
+    /// Record `key` lent; false if it already was.
+    fn insert(&mut self, key: u32) -> bool {
+        let (pool, word, bit) = Self::split(key);
+        if self.bits.len() <= pool {
+            self.bits.resize_with(pool + 1, Vec::new);
+        }
+        let words = &mut self.bits[pool];
+        if words.len() <= word {
+            words.resize(word + 1, 0);
+        }
+        let fresh = words[word] & bit == 0;
+        words[word] |= bit;
+        self.len += usize::from(fresh);
+        fresh
+    }
+
+    /// Take `key` out; false if it was not lent.
+    fn remove(&mut self, key: u32) -> bool {
+        let (pool, word, bit) = Self::split(key);
+        match self.bits.get_mut(pool).and_then(|w| w.get_mut(word)) {
+            Some(w) if *w & bit != 0 => {
+                *w &= !bit;
+                self.len -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Every key in the set.
+    fn keys(&self) -> impl Iterator<Item = u32> + '_ {
+        self.bits.iter().enumerate().flat_map(|(pool, words)| {
+            words.iter().enumerate().flat_map(move |(w, &bits)| {
+                (0..64)
+                    .filter(move |b| bits & (1 << b) != 0)
+                    .map(move |b| ((pool as u32) << 24) | (w * 64 + b) as u32)
+            })
+        })
+    }
+}
+
 /// A connection to a subscription in another process.
 struct Conn {
     writer: InboxWriter,
@@ -184,7 +247,7 @@ struct Conn {
     /// comes or goes: its process counts its publishers).
     key: EndpointKey,
     /// Chunks lent on this connection (in its ring or held by the reader).
-    lent: FxHashSet<u32>,
+    lent: LentSet,
     wake: Option<Arc<WakeTable>>,
     /// A full inbox makes a publish wait for room (a reliable keep_all
     /// reader of a reliable publisher; see `QoS::waits_for`).
@@ -289,7 +352,7 @@ impl PubShm {
         writer.drain_returns(|key| {
             // Only what was lent on this connection: a broken reader can
             // neither free foreign chunks nor free one twice.
-            if lent.remove(&key) {
+            if lent.remove(key) {
                 self.release_key(key);
             }
         });
@@ -389,7 +452,7 @@ impl PubShm {
                     continue;
                 }
                 Some(Pushed::Replaced(old)) => {
-                    if c.lent.remove(&old.key()) {
+                    if c.lent.remove(old.key()) {
                         self.release_key(old.key());
                     }
                 }
@@ -421,7 +484,7 @@ impl PubShm {
             } else {
                 // Subscriber gone (or crashed): everything lent to it comes
                 // back.
-                for k in std::mem::take(&mut g.lent) {
+                for k in std::mem::take(&mut g.lent).keys() {
                     self.release_key(k);
                 }
                 g.closed = true;
@@ -477,7 +540,7 @@ impl PubShm {
                         writer,
                         inbox: f.name.file_name().to_string(),
                         key: f.info.key(),
-                        lent: FxHashSet::default(),
+                        lent: LentSet::default(),
                         closed: false,
                     })));
                 }
@@ -818,5 +881,42 @@ impl Drop for PubShm {
         }
         drop(self.announce.take());
         self.dom.announce(Change::Removed, &self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LentSet;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    proptest! {
+        /// The bit set answers as a set of keys would: for the keys this
+        /// process lends (a few pools, chunks up to a few thousand) and for
+        /// any key a reader returns (anything at all).
+        #[test]
+        fn lent_set_is_a_set(ops in proptest::collection::vec(
+            (0u8..3, prop_oneof![
+                (0u32..4, 0u32..3000).prop_map(|(p, c)| (p << 24) | c),
+                any::<u32>(),
+            ]),
+            0..400,
+        )) {
+            let mut set = LentSet::default();
+            let mut model = HashSet::new();
+            for (op, key) in ops {
+                let own = (key >> 24) < 4 && (key & 0xff_ffff) < 3000;
+                match op {
+                    0 if own => prop_assert_eq!(set.insert(key), model.insert(key)),
+                    _ => prop_assert_eq!(set.remove(key), model.remove(&key)),
+                }
+                prop_assert_eq!(set.len(), model.len());
+            }
+            let mut keys: Vec<u32> = set.keys().collect();
+            keys.sort_unstable();
+            let mut want: Vec<u32> = model.into_iter().collect();
+            want.sort_unstable();
+            prop_assert_eq!(keys, want);
+        }
     }
 }
