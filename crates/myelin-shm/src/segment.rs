@@ -19,9 +19,11 @@ pub(crate) const KIND_RING: u32 = 1;
 pub(crate) const KIND_POOL: u32 = 2;
 /// A subscription's inbox (kind 3 was the inbox before its connection
 /// blocks carried an expiry per message, kind 8 before they carried a
-/// send time too: an older process's inbox is refused by name rather than
-/// misread).
-pub(crate) const KIND_INBOX: u32 = 9;
+/// send time too, kind 9 before its publishers counted their claims in the
+/// header: an older process's inbox is refused by name rather than
+/// misread, and an older publisher, which would not count its claim,
+/// refuses this one).
+pub(crate) const KIND_INBOX: u32 = 10;
 pub(crate) const KIND_WAKE: u32 = 4;
 pub(crate) const KIND_ANNOUNCE: u32 = 5;
 /// The domain's change counter and change log (kind 6 was the counter

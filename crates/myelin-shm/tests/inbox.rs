@@ -166,7 +166,7 @@ fn a_manual_publisher_is_alive_within_its_lease_of_its_last_assertion() {
 /// so, not misread.
 #[test]
 fn an_inbox_of_another_myelin_version_is_refused_by_name() {
-    for old in [3u32, 8] {
+    for old in [3u32, 8, 9] {
         let (_inbox, _w, name) = pair(41, 2);
         let f = std::fs::OpenOptions::new()
             .write(true)
