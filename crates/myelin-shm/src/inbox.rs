@@ -115,11 +115,18 @@ impl Desc {
     }
 }
 
-/// A connection block: control words, the descriptor ring, the return
-/// ring, then one expiry word and one send-time word per descriptor slot.
+/// A connection block: control words, the descriptor ring, then the
+/// return ring. A descriptor slot is [`SLOT`] bytes: the descriptor, its
+/// expiry word and its send-time word side by side, so that a message's
+/// slot is one cache line for the reader to fetch (two slots per line),
+/// not three.
 fn layout(desc_cap: u32, ret_cap: u32) -> usize {
-    (CTRL + 8 * (3 * desc_cap as usize + ret_cap as usize)).div_ceil(64) * 64
+    (CTRL + SLOT * desc_cap as usize + 8 * ret_cap as usize).div_ceil(64) * 64
 }
+
+/// Bytes per descriptor slot: descriptor, expiry, send time, one spare
+/// word (a power of two: slots never straddle a cache line).
+const SLOT: usize = 32;
 
 /// What a publisher writes beside each descriptor: when the message
 /// expires and when it was sent. Untrusted like everything in the
@@ -178,24 +185,21 @@ impl Geometry {
         CONN_BASE + i * self.stride
     }
     fn desc(&self, i: usize, seq: u64) -> usize {
-        self.conn(i) + CTRL + 8 * (seq % u64::from(self.desc_cap)) as usize
+        self.conn(i) + CTRL + SLOT * (seq % u64::from(self.desc_cap)) as usize
     }
     fn ret(&self, i: usize, seq: u64) -> usize {
         self.conn(i)
             + CTRL
-            + 8 * (self.desc_cap as usize + (seq % u64::from(self.ret_cap)) as usize)
+            + SLOT * self.desc_cap as usize
+            + 8 * (seq % u64::from(self.ret_cap)) as usize
     }
     /// The expiry word beside descriptor slot `seq`.
     fn expiry(&self, i: usize, seq: u64) -> usize {
-        self.conn(i)
-            + CTRL
-            + 8 * (self.desc_cap as usize
-                + self.ret_cap as usize
-                + (seq % u64::from(self.desc_cap)) as usize)
+        self.desc(i, seq) + 8
     }
     /// The send-time word beside descriptor slot `seq`.
     fn sent(&self, i: usize, seq: u64) -> usize {
-        self.expiry(i, seq) + 8 * self.desc_cap as usize
+        self.desc(i, seq) + 16
     }
 }
 
@@ -841,6 +845,16 @@ impl InboxWriter {
         let c = self.geo.conn(self.idx);
         // SYNC: Acquire pairs with the reader's Release store of ret_head.
         let h = self.seg.atomic_u64(c + C_RET_HEAD).load(Ordering::Acquire);
+        let tail = self.seg.atomic_u64(c + C_RET_TAIL);
+        if h == self.ret_tail {
+            // Nothing returned: the tail word (on the line the reader
+            // writes its head to) is rewritten only if someone changed it,
+            // not on every publish.
+            if tail.load(Ordering::Relaxed) != self.ret_tail {
+                tail.store(self.ret_tail, Ordering::Release);
+            }
+            return;
+        }
         let cap = u64::from(self.geo.ret_cap);
         if h.wrapping_sub(self.ret_tail) > cap {
             // Corrupt (or a reset by a broken reader): resynchronise.
@@ -858,9 +872,7 @@ impl InboxWriter {
         }
         // SYNC: Release: our reads of the slots happen-before the reader
         // reuses them.
-        self.seg
-            .atomic_u64(c + C_RET_TAIL)
-            .store(self.ret_tail, Ordering::Release);
+        tail.store(self.ret_tail, Ordering::Release);
     }
 
     /// Whether descriptors this writer pushed are still in the ring (the

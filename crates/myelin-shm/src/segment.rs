@@ -20,7 +20,7 @@ pub(crate) const KIND_POOL: u32 = 2;
 /// A subscription's inbox (kind 3 was the inbox before its connection
 /// blocks carried an expiry per message, kind 8 before they carried a
 /// send time too, kind 9 before its publishers counted their claims in the
-/// header: an older process's inbox is refused by name rather than
+/// header and a descriptor's stamps moved into its slot: an older process's inbox is refused by name rather than
 /// misread, and an older publisher, which would not count its claim,
 /// refuses this one).
 pub(crate) const KIND_INBOX: u32 = 10;
