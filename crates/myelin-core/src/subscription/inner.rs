@@ -205,7 +205,11 @@ impl<T: Message> SubInner<T> {
     #[inline]
     pub(crate) fn pump_now(&self) {
         if self.pumped {
-            self.waitpoint.event.take_pending();
+            // The own slot's `pending` flag is not taken here: nobody reads
+            // it (a waiter sleeps on the slot's epoch and its check pumps
+            // the links itself), and taking it was a locked swap of a line
+            // the publisher writes on every message (a transfer on every
+            // polled take).
             for l in self.links.iter() {
                 if l.has_data() {
                     l.pump(self);

@@ -3,7 +3,7 @@
 //! that turn a descriptor into bytes read in place.
 
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -58,6 +58,9 @@ struct ReaderConn {
     lost_seen: u64,
 }
 
+/// `SubShm::live_claims` before the first look at the blocks.
+const NEVER_LOOKED: u64 = u64::MAX;
+
 /// The reading side of every connection block of the inbox.
 struct Readers {
     /// One per block.
@@ -92,6 +95,13 @@ pub(super) struct SubShm {
     /// then only this tells discovery to watch it (and so to remove the
     /// pool it left behind for this reader).
     writers: Mutex<Vec<u32>>,
+    /// `Readers::live` as a bit per block, for [`SubLink::has_data`] (asked
+    /// on every poll, without the readers' lock): written under the lock
+    /// at each full look, then `live_claims`.
+    live_bits: Box<[AtomicU64]>,
+    /// The claim count of the look `live_bits` come from (`NEVER_LOOKED`
+    /// before the first).
+    live_claims: AtomicU64,
     /// The thread inside a pass over the inbox ([`this_thread`]; 0: none),
     /// which runs inline callbacks under `readers`: an exit rule run by
     /// that thread (a callback called `exit`) must not wait for itself.
@@ -132,6 +142,8 @@ impl SubShm {
             owner: OnceLock::new(),
             repairs: std::sync::atomic::AtomicU64::new(0),
             writers: Mutex::new(Vec::new()),
+            live_bits: (0..conns.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            live_claims: AtomicU64::new(NEVER_LOOKED),
             pass_thread: std::sync::atomic::AtomicUsize::new(0),
         })
     }
@@ -179,6 +191,16 @@ impl SubShm {
                 conns[i].claim.is_some() || !matches!(inbox.state(i), ConnState::Free)
             }));
             *looked_at = Some(claims);
+            for (w, bits) in self.live_bits.iter().enumerate() {
+                let word = live
+                    .iter()
+                    .filter(|&&i| i / 64 == w)
+                    .fold(0u64, |b, &i| b | 1 << (i % 64));
+                bits.store(word, Ordering::Relaxed);
+            }
+            // SYNC: Release after the bits: `has_data` that reads this
+            // count (Acquire) reads these bits or later ones.
+            self.live_claims.store(claims, Ordering::Release);
         }
         for &i in live.iter() {
             let r = &mut conns[i];
@@ -555,7 +577,25 @@ impl SubLink for SubShm {
     }
 
     fn has_data(&self) -> bool {
-        (0..self.inbox.inbox.connections()).any(|i| self.inbox.inbox.has_data(i))
+        let inbox = &self.inbox.inbox;
+        // SYNC: Acquire pairs with the Release store after the bits in
+        // `pump_locked`.
+        let seen = self.live_claims.load(Ordering::Acquire);
+        if seen == NEVER_LOOKED || inbox.claims() != seen {
+            // A block may have been claimed since the last look: ask all.
+            return (0..inbox.connections()).any(|i| inbox.has_data(i));
+        }
+        // Only the blocks in use (a freed one still listed answers no).
+        self.live_bits.iter().enumerate().any(|(w, bits)| {
+            let mut b = bits.load(Ordering::Relaxed);
+            while b != 0 {
+                if inbox.has_data(w * 64 + b.trailing_zeros() as usize) {
+                    return true;
+                }
+                b &= b - 1;
+            }
+            false
+        })
     }
 }
 
