@@ -8,7 +8,7 @@
 //! that connection. So a crashed or hostile reader can leak nothing and free
 //! nothing it was not given.
 
-use std::sync::Mutex;
+use myelin_sync::IndexStack;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::ShmError;
@@ -37,7 +37,6 @@ pub struct PoolWriter {
     chunk_size: u32,
     count: u32,
     stride: usize,
-    refs: Box<[AtomicU32]>,
     /// Shared with the at-exit list (see
     /// [`set_needed_at_exit`](Self::set_needed_at_exit)).
     free: std::sync::Arc<FreeList>,
@@ -57,19 +56,31 @@ impl Drop for PoolWriter {
     }
 }
 
-/// A pool's free chunks (in the publisher's private memory).
+/// A pool's chunks as this process holds them (in its private memory):
+/// the free ones, and the references to each one in use.
 struct FreeList {
-    free: Mutex<Vec<u32>>,
-    count: u32,
+    /// Free chunks: taken and given back with one compare-and-swap each;
+    /// the one given back last is taken first (still in the caches).
+    free: IndexStack,
+    /// References to each chunk (0: free, or being taken right now).
+    refs: Box<[AtomicU32]>,
+}
+
+impl FreeList {
+    /// Chunks with a reference (lent, or written by a publish).
+    fn in_use(&self) -> usize {
+        // SYNC: Acquire, as the last release's AcqRel decrement.
+        self.refs
+            .iter()
+            .filter(|r| r.load(Ordering::Acquire) > 0)
+            .count()
+    }
 }
 
 impl NeededAtExit for FreeList {
     /// A chunk is lent: a reader may not have mapped it yet.
     fn needed(&self) -> bool {
-        // A thread holding the list now is mid-publish: keep the file.
-        self.free
-            .try_lock()
-            .map_or(true, |f| f.len() < self.count as usize)
+        self.in_use() > 0
     }
 }
 
@@ -107,8 +118,8 @@ impl PoolWriter {
             .store(type_hash, Ordering::Relaxed);
         seg.publish_header(KIND_POOL, std::process::id());
         let free = std::sync::Arc::new(FreeList {
-            free: Mutex::new((0..count).rev().collect()),
-            count,
+            free: IndexStack::full(count),
+            refs: (0..count).map(|_| AtomicU32::new(0)).collect(),
         });
         // At this process's exit the file goes only if nothing is lent
         // (unless its owner says better, `set_needed_at_exit`): a reader
@@ -121,7 +132,6 @@ impl PoolWriter {
             chunk_size,
             count,
             stride,
-            refs: (0..count).map(|_| AtomicU32::new(0)).collect(),
             free,
             keep: std::sync::atomic::AtomicBool::new(false),
             reserved: (0..count).map(|_| AtomicU32::new(0)).collect(),
@@ -140,11 +150,7 @@ impl PoolWriter {
 
     /// Chunks currently free.
     pub fn free_count(&self) -> usize {
-        self.free
-            .free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.count as usize - self.free.in_use()
     }
 
     /// Leave the file in place when this pool is dropped (readers still
@@ -187,13 +193,8 @@ impl PoolWriter {
 
     /// Take a free chunk with one reference, or `None` if all are in use.
     pub fn alloc(&self) -> Option<u32> {
-        let idx = self
-            .free
-            .free
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()?;
-        self.refs[idx as usize].store(1, Ordering::Relaxed);
+        let idx = self.free.free.pop()?;
+        self.free.refs[idx as usize].store(1, Ordering::Relaxed);
         Some(idx)
     }
 
@@ -222,21 +223,17 @@ impl PoolWriter {
     pub fn retain(&self, idx: u32) {
         // SYNC: Relaxed, like `Arc::clone`: the caller already holds a
         // reference.
-        self.refs[idx as usize].fetch_add(1, Ordering::Relaxed);
+        self.free.refs[idx as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Drop a reference; the last one returns the chunk to the free list.
     pub fn release(&self, idx: u32) {
         // SYNC: AcqRel, like `Arc::drop`: every use of the chunk
         // happens-before its reuse.
-        let prev = self.refs[idx as usize].fetch_sub(1, Ordering::AcqRel);
+        let prev = self.free.refs[idx as usize].fetch_sub(1, Ordering::AcqRel);
         debug_assert!(prev > 0, "chunk {idx} released too often");
         if prev == 1 {
-            self.free
-                .free
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(idx);
+            self.free.free.push(idx);
         }
     }
 

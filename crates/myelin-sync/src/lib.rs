@@ -42,9 +42,11 @@ use std::time::Instant;
 mod cells;
 mod lane;
 mod ring;
+mod stack;
 pub use cells::{RetainCell, TryLock, TryLockGuard};
 pub use lane::{LaneCell, LaneGuard};
 pub use ring::Ring;
+pub use stack::IndexStack;
 
 /// Atomics used by every lock-free structure of myelin: `std`'s normally,
 /// loom's under `cfg(loom)`.

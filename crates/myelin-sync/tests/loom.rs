@@ -582,3 +582,50 @@ fn lane_cell_one_reader_never_sees_a_dropped_value() {
 fn lane_cell_two_readers_never_see_a_dropped_value() {
     lane_cell_model(2);
 }
+
+/// Two threads each take an index of a two-index stack and give it back
+/// while a third takes twice: no index is ever held by two threads at
+/// once (the ABA case: a pop that read the top, overtaken by a pop and a
+/// push of that index, must not install a stale next index), and every
+/// index comes back.
+#[test]
+fn index_stack_never_hands_one_index_out_twice() {
+    use myelin_sync::IndexStack;
+    use myelin_sync::atomic::AtomicBool;
+    loom::model(|| {
+        let s = Arc::new(IndexStack::full(2));
+        let held: Arc<[AtomicBool; 2]> = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let take = |s: &IndexStack, held: &[AtomicBool; 2]| {
+            let i = s.pop()?;
+            assert!(
+                !held[i as usize].swap(true, Ordering::SeqCst),
+                "index {i} held twice"
+            );
+            Some(i)
+        };
+        let give = |s: &IndexStack, held: &[AtomicBool; 2], i: u32| {
+            held[i as usize].store(false, Ordering::SeqCst);
+            s.push(i);
+        };
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (s, held) = (s.clone(), held.clone());
+                loom::thread::spawn(move || {
+                    if let Some(i) = take(&s, &held) {
+                        give(&s, &held, i);
+                    }
+                })
+            })
+            .collect();
+        let (a, b) = (take(&s, &held), take(&s, &held));
+        for i in [a, b].into_iter().flatten() {
+            give(&s, &held, i);
+        }
+        for w in workers {
+            w.join().unwrap();
+        }
+        let mut all = vec![s.pop(), s.pop(), s.pop()];
+        all.sort_unstable();
+        assert_eq!(all, [None, Some(0), Some(1)]);
+    });
+}
