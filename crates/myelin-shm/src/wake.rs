@@ -200,11 +200,18 @@ impl WakeTable {
         // before the `pending` store it consumed (`take_lanes`).
         self.lane_word(idx, lane as usize / 64)
             .fetch_or(1 << (lane % 64), Ordering::SeqCst);
-        // SYNC: SeqCst, before the event's SeqCst epoch increment: a waiter
-        // that sees the new epoch (or re-checks after registering) sees
-        // `pending`.
-        self.pending(idx).store(1, Ordering::SeqCst);
-        self.event(idx).notify();
+        // SYNC: a SeqCst read-modify-write (not a store), then the event
+        // only if someone waits: every waiter's check reads `pending` with
+        // a SeqCst load or swap after registering (executors, wait sets and
+        // the inline pump: `is_pending`; a polling subscription's
+        // `wait_for_message`: `take_pending`), so either our waiters load
+        // sees it registered and the epoch moves, or its check sees this
+        // swap (and, through it, the messages pushed before). Nobody
+        // waiting, a signal costs no epoch increment (a locked instruction
+        // on every message). Modelled in myelin-sync's loom tests
+        // (`wake_slot_signal_without_epoch_loses_no_wakeup`).
+        self.pending(idx).swap(1, Ordering::SeqCst);
+        self.event(idx).notify_if_waiting();
         Ok(())
     }
 }

@@ -429,6 +429,16 @@ impl SharedEvent {
         self.epoch.load(Ordering::SeqCst)
     }
 
+    /// Wake every waiter if any waits: [`notify`](Self::notify) without
+    /// the locked epoch increment when nobody waits, for a producer whose
+    /// work is a `SeqCst` read-modify-write that every waiter's check reads
+    /// with a `SeqCst` load or read-modify-write (the rule of
+    /// [`Event::notify_one_if_waiting`]).
+    #[inline]
+    pub fn notify_if_waiting(&self) {
+        notify_if_waiting(&self.epoch, &self.waiters, false, i32::MAX as u32);
+    }
+
     /// Wake one waiter if any waits (as [`Event::notify_one_if_waiting`],
     /// whose rule on the producer's work applies).
     #[inline]

@@ -629,3 +629,55 @@ fn index_stack_never_hands_one_index_out_twice() {
         assert_eq!(all, [None, Some(0), Some(1)]);
     });
 }
+
+/// A shared-memory wake slot's signal (`myelin_shm::wake::WakeTable::signal`):
+/// the publisher pushes (a Release store of the ring's head), swaps the
+/// slot's `pending` flag (SeqCst) and increments the epoch only if someone
+/// waits. Both kinds of waiter lose no wake-up: one whose check loads
+/// `pending` (an executor, a wait set) and one whose check takes `pending`
+/// and then looks at the ring itself (a polling subscription's
+/// `wait_for_message`), which must then see the push. (Under loom the
+/// SeqCst fences that stand in for the SeqCst order (loom #180) also
+/// order the ring's own load, so the model would accept a polling check
+/// that skips `pending`; in the real build only the SeqCst accesses are
+/// ordered, which is why `wait_for_message` takes the flag.)
+#[test]
+fn wake_slot_signal_without_epoch_loses_no_wakeup() {
+    use myelin_sync::SharedEvent;
+    for takes in [false, true] {
+        loom::model(move || {
+            let event = Arc::new(SharedEvent::new());
+            let pending = Arc::new(AtomicU32::new(0));
+            let head = Arc::new(AtomicU32::new(0));
+            let producer = {
+                let (e, p, h) = (event.clone(), pending.clone(), head.clone());
+                loom::thread::spawn(move || {
+                    h.store(1, Ordering::Release);
+                    p.swap(1, Ordering::SeqCst);
+                    e.notify_if_waiting();
+                })
+            };
+            if takes {
+                let out = event.wait_while(
+                    || {
+                        if pending.load(Ordering::SeqCst) != 0 {
+                            pending.swap(0, Ordering::SeqCst);
+                        }
+                        head.load(Ordering::Acquire) == 0
+                    },
+                    None,
+                );
+                assert!(out.is_ready());
+            } else {
+                let out = event.wait_while(|| pending.load(Ordering::SeqCst) == 0, None);
+                assert!(out.is_ready());
+                assert_eq!(
+                    head.load(Ordering::Acquire),
+                    1,
+                    "signalled before the push was seen"
+                );
+            }
+            producer.join().unwrap();
+        });
+    }
+}

@@ -280,6 +280,11 @@ impl<T: Message> Subscription<T> {
         let mut got = None;
         wp.event.wait_while(
             || {
+                // The slot's pending flag first (a SeqCst swap): the
+                // publisher's signal wakes only a waiter whose check reads
+                // it (see `WakeTable::signal`); through it, what was pushed
+                // before the signal is visible to the pump.
+                wp.event.take_pending();
                 self.inner.pump_now();
                 got = self.inner.pop_live();
                 got.is_none() && !ctx.is_shut_down() && wp.gone_count() == gone_at_start
