@@ -867,3 +867,64 @@ fn a_detached_loan_is_filled_on_another_thread_and_refused_by_another_publisher(
     assert_eq!(images.shared_memory_in_use(), baseline, "chunk returned");
     assert!(sub.take().is_none(), "nothing was published");
 }
+
+/// A loan whose only readers are in other contexts is sent from the pool
+/// without an owner being made for it (no allocation); one with a reader
+/// in its own context too gets an owner and reaches both. Either way, and
+/// for loans dropped unpublished, every chunk comes back: the pool's use
+/// returns to where it started once the readers dropped their messages.
+#[test]
+fn loans_sent_or_dropped_all_come_back_to_the_pool() {
+    let (a, b) = (ctx(163), ctx(163));
+    let p = a
+        .create_node("lender")
+        .unwrap()
+        .create_publisher::<Blob>("/loans", QoS::keep_last(4))
+        .unwrap();
+    let remote = b
+        .create_node("reader")
+        .unwrap()
+        .create_polling_subscription::<Blob>("/loans", QoS::keep_last(4), Default::default())
+        .unwrap();
+    let deadline = std::time::Instant::now() + LONG;
+    while p.subscription_count() == 0 {
+        assert!(std::time::Instant::now() < deadline, "never matched");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let baseline = p.shared_memory_in_use();
+    for i in 0..20u8 {
+        let mut loan = p.loan_slice(1024).unwrap();
+        loan.fill(i);
+        loan.publish().unwrap();
+        let m = remote.wait_for_message(LONG).unwrap();
+        assert!(m.len() == 1024 && m.iter().all(|x| *x == i), "message {i}");
+        // Dropped unpublished: back to the pool at once.
+        drop(p.loan_slice(1024).unwrap());
+    }
+    // A reader in the lender's own context as well.
+    let local = a
+        .create_node("near")
+        .unwrap()
+        .create_polling_subscription::<Blob>("/loans", QoS::keep_last(4), Default::default())
+        .unwrap();
+    for i in 0..5u8 {
+        let mut loan = p.loan_slice(2048).unwrap();
+        loan.fill(100 + i);
+        loan.publish().unwrap();
+        for s in [&local, &remote] {
+            let m = s.wait_for_message(LONG).unwrap();
+            assert!(m.len() == 2048 && m.iter().all(|x| *x == 100 + i));
+        }
+    }
+    // Returns are collected when the publisher looks (`shared_memory_in_use`
+    // does): wait for the reader's last give-back.
+    let deadline = std::time::Instant::now() + LONG;
+    while p.shared_memory_in_use() > baseline {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} chunks still in use, {baseline} at the start",
+            p.shared_memory_in_use()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

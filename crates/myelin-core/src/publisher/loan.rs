@@ -2,30 +2,85 @@
 //! shared-memory pool) or the heap, filled in place, then published as
 //! typed steps (`loan_uninit()? -> write(v) -> publish()?`).
 
+use std::any::Any;
 use std::sync::Arc;
 
 use super::deliver::Full;
 use super::{PubInner, Publisher};
 use crate::error::PublishError;
 use crate::message::Message;
-use crate::transport::LinkLoan;
+use crate::transport::{Lender, LinkLoan};
 use crate::wire::SharedBytes;
 
 /// Memory for one message, loaned from a transport (shared memory: the
 /// publisher's pool) or, when no link lends memory, the heap.
-enum LoanMem {
-    /// From the link at this index.
-    Link(usize, LinkLoan),
+enum LoanMem<'a> {
+    /// Lent by a link: a pointer and the link's token, no allocation.
+    Lent(Lent<'a>),
+    /// Lent, and owned by an `Arc` the link made (a detached loan, or one
+    /// whose bytes go further than the lending link).
+    Kept(Kept),
     Heap(Vec<u128>),
 }
 
-impl LoanMem {
-    fn new<T: Message>(p: &PubInner<T>, len: usize) -> Result<LoanMem, PublishError> {
+/// A loan of the link at `index`, given back if dropped unpublished.
+struct Lent<'a> {
+    lender: &'a dyn Lender,
+    index: usize,
+    loan: LinkLoan,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        self.lender.unloan(self.loan.token);
+    }
+}
+
+impl<'a> Lent<'a> {
+    /// The loan's parts, no longer given back by this value's drop: the
+    /// caller sends, keeps or gives it back itself.
+    fn take(self) -> (&'a dyn Lender, usize, LinkLoan) {
+        let this = std::mem::ManuallyDrop::new(self);
+        (this.lender, this.index, this.loan)
+    }
+
+    /// The loan as memory its owner keeps alive (the link makes one).
+    fn keep(self) -> Kept {
+        let (lender, index, loan) = self.take();
+        Kept {
+            index,
+            ptr: loan.ptr,
+            keep: lender.keep_loan(loan.token),
+        }
+    }
+}
+
+/// Loaned memory kept alive by `keep` (made by the link at `index`).
+struct Kept {
+    index: usize,
+    ptr: *mut u8,
+    keep: Arc<dyn Any + Send + Sync>,
+}
+
+// SAFETY: `ptr` points into memory that `keep` (`Send + Sync`) keeps
+// mapped, and only the one holder of the loan writes through it before it
+// is published; moving the loan moves that sole writer with it.
+unsafe impl Send for Kept {}
+
+impl<'a> LoanMem<'a> {
+    fn new<T: Message>(p: &'a PubInner<T>, len: usize) -> Result<LoanMem<'a>, PublishError> {
         p.check_alive()?;
-        for (i, l) in p.links.iter().enumerate() {
-            if let Some(loan) = l.loan(len) {
-                return loan
-                    .map(|m| LoanMem::Link(i, m))
+        for (index, l) in p.links.iter().enumerate() {
+            if let Some(lender) = l.lender() {
+                return lender
+                    .loan(len)
+                    .map(|loan| {
+                        LoanMem::Lent(Lent {
+                            lender,
+                            index,
+                            loan,
+                        })
+                    })
                     .map_err(|e| p.send_error(e));
             }
         }
@@ -34,51 +89,88 @@ impl LoanMem {
 
     fn ptr(&mut self) -> *mut u8 {
         match self {
-            LoanMem::Link(_, m) => m.ptr,
+            LoanMem::Lent(l) => l.loan.ptr,
+            LoanMem::Kept(k) => k.ptr,
             LoanMem::Heap(v) => v.as_mut_ptr() as *mut u8,
         }
     }
 
     fn ptr_const(&self) -> *const u8 {
         match self {
-            LoanMem::Link(_, m) => m.ptr as *const u8,
+            LoanMem::Lent(l) => l.loan.ptr as *const u8,
+            LoanMem::Kept(k) => k.ptr as *const u8,
             LoanMem::Heap(v) => v.as_ptr() as *const u8,
+        }
+    }
+
+    /// The loan without a borrow of its link (an owner made for lent
+    /// memory), for a loan that outlives the borrow.
+    fn detached(self) -> LoanMem<'static> {
+        match self {
+            LoanMem::Lent(l) => LoanMem::Kept(l.keep()),
+            LoanMem::Kept(k) => LoanMem::Kept(k),
+            LoanMem::Heap(v) => LoanMem::Heap(v),
         }
     }
 
     /// Hand the memory over to readers: immutable from now on. Returns the
     /// lending link's index, if a link lent it.
     fn freeze(self, len: usize) -> (SharedBytes, Option<usize>) {
-        match self {
-            LoanMem::Link(i, m) => {
-                // SAFETY: the loan holds at least `len` bytes, is not
-                // written after this point (the loan is consumed), and
-                // `keep` keeps it out of the link's free list while the
-                // bytes live.
-                let b = unsafe { SharedBytes::from_raw(m.ptr, len, m.keep) };
-                (b, Some(i))
-            }
+        let k = match self {
+            LoanMem::Lent(l) => l.keep(),
+            LoanMem::Kept(k) => k,
             LoanMem::Heap(v) => {
                 let v = Arc::new(v);
                 let ptr = v.as_ptr() as *const u8;
                 // SAFETY: the vector has at least `len` bytes, is owned by
                 // the Arc and never written again.
-                (unsafe { SharedBytes::from_raw(ptr, len, v) }, None)
+                return (unsafe { SharedBytes::from_raw(ptr, len, v) }, None);
             }
-        }
+        };
+        // SAFETY: the loan holds at least `len` bytes, is not written after
+        // this point (the loan is consumed), and `keep` keeps it out of the
+        // link's free list while the bytes live.
+        let b = unsafe { SharedBytes::from_raw(k.ptr, len, k.keep) };
+        (b, Some(k.index))
     }
 }
 
 impl<T: Message> PubInner<T> {
     /// Publish bytes written into a loan: in place to every subscription
     /// (the lending link sends its own memory, the others copy or encode).
-    fn publish_loaned(&self, mem: LoanMem, len: usize) -> Result<(), PublishError> {
+    fn publish_loaned(&self, mem: LoanMem<'_>, len: usize) -> Result<(), PublishError> {
         self.check_alive()?;
         let exp = self.on_publish();
-        let (bytes, origin) = mem.freeze(len);
         let mut h = self.lock_history();
+        let m = self.matched.read();
         let mut full = Full::default();
         let mut error = None;
+        let local = !(m.owners.is_empty() && m.sharers.is_empty() && m.values.is_empty());
+        let mem = match mem {
+            LoanMem::Lent(l)
+                if h.is_none()
+                    && !local
+                    && (self.wanted.iter().enumerate()).all(|(j, w)| j == l.index || !w.get()) =>
+            {
+                // Nobody but the lending link takes these bytes: it sends
+                // its memory and gives the loan back, and no owner is made
+                // (no allocation, no reference count).
+                let (lender, i, loan) = l.take();
+                if self.wanted[i].get() {
+                    match lender.send_loaned(loan.token, len) {
+                        Ok(r) => full.merge(Full::refused(r.count, r.limit)),
+                        Err(e) => error = Some(self.send_error(e)),
+                    }
+                } else {
+                    lender.unloan(loan.token);
+                }
+                self.pace(&m);
+                self.finish(&m, full)?;
+                return error.map_or(Ok(()), Err);
+            }
+            mem => mem,
+        };
+        let (bytes, origin) = mem.freeze(len);
         for (i, (l, w)) in self.links.iter().zip(self.wanted.iter()).enumerate() {
             if !w.get() {
                 continue;
@@ -91,7 +183,6 @@ impl<T: Message> PubInner<T> {
                 }
             }
         }
-        let m = self.matched.read();
         self.pace(&m);
         for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
             let r =
@@ -121,14 +212,14 @@ impl<T: Message> PubInner<T> {
 /// [`assume_init`](Self::assume_init).
 pub struct LoanUninit<'a, T: Message> {
     publisher: &'a Publisher<T>,
-    mem: LoanMem,
+    mem: LoanMem<'a>,
 }
 
 /// A loaned message ready to be filled in place and published
 /// ([`publish`](Self::publish)). Dropping it unpublished returns the memory.
 pub struct Loan<'a, T: Message> {
     publisher: &'a Publisher<T>,
-    mem: LoanMem,
+    mem: LoanMem<'a>,
 }
 
 impl<T: Message + bytemuck::Pod> Publisher<T> {
@@ -230,7 +321,7 @@ impl BytesMessage for crate::AnyMessage {}
 /// [`publish`](Self::publish).
 pub struct SliceLoan<'a, T: BytesMessage = crate::Blob> {
     publisher: &'a Publisher<T>,
-    mem: LoanMem,
+    mem: LoanMem<'a>,
     len: usize,
 }
 
@@ -303,7 +394,7 @@ impl<'a, T: BytesMessage> SliceLoan<'a, T> {
     pub fn detach(self) -> DetachedSliceLoan<T> {
         DetachedSliceLoan {
             owner: Arc::downgrade(&self.publisher.inner),
-            mem: self.mem,
+            mem: self.mem.detached(),
             len: self.len,
         }
     }
@@ -317,7 +408,7 @@ pub struct DetachedSliceLoan<T: BytesMessage = crate::Blob> {
     /// publisher without keeping it alive, and keeps its address from
     /// being reused by another one while the loan lives).
     owner: std::sync::Weak<PubInner<T>>,
-    mem: LoanMem,
+    mem: LoanMem<'static>,
     len: usize,
 }
 

@@ -544,20 +544,46 @@ impl Wanted {
     }
 }
 
-/// Memory a link lent for a zero-copy publish (see [`PubLink::loan`]).
+/// Memory a link lent for a zero-copy publish (see [`Lender::loan`]):
+/// where to write, and the link's name for it. Plain data: the loan's
+/// holder gives it back ([`Lender::unloan`]), sends it
+/// ([`Lender::send_loaned`]) or turns it into an owner of the bytes
+/// ([`Lender::keep_loan`]), exactly once.
+#[derive(Clone, Copy)]
 pub(crate) struct LinkLoan {
     /// Where to write (at least the asked length, 64-byte aligned).
     pub(crate) ptr: *mut u8,
-    /// Keeps the memory valid while any reader holds the bytes; given back
-    /// to the link at send time (as `own`), by which it knows its memory.
-    pub(crate) keep: Arc<dyn Any + Send + Sync>,
+    /// The link's name for the memory (shared memory: the chunk's key).
+    pub(crate) token: u64,
 }
 
-// SAFETY: `ptr` points into memory that `keep` keeps mapped (and `Send +
-// Sync`), and only the one owner of the loan writes through it before the
-// loan is published; moving the loan to another thread moves that sole
-// writer with it.
+// SAFETY: `ptr` points into memory the lending link keeps mapped while the
+// loan is outstanding, and only the one holder of the loan writes through
+// it before it is published; moving the loan to another thread moves that
+// sole writer with it.
 unsafe impl Send for LinkLoan {}
+
+/// A link that lends memory for zero-copy publishing (shared memory's
+/// pools). A loan costs no allocation: it is a pointer and a token until
+/// something besides this link needs the bytes (a subscription of this
+/// process, the history, another link), and only then
+/// [`keep_loan`](Lender::keep_loan) makes an owner for them.
+pub(crate) trait Lender: Send + Sync {
+    /// Lend memory for a message of `len` bytes.
+    fn loan(&self, len: usize) -> Result<LinkLoan, SendError>;
+
+    /// Send the loaned memory as a `len`-byte message, and give the loan
+    /// back (readers hold their own references).
+    fn send_loaned(&self, token: u64, len: usize) -> Result<Refused, SendError>;
+
+    /// Turn the loan into an owner of its memory (the loan is consumed;
+    /// the memory returns to the link when the owner drops). The link
+    /// knows its memory by this owner in [`PubLink::send_bytes`].
+    fn keep_loan(&self, token: u64) -> Arc<dyn Any + Send + Sync>;
+
+    /// Give back a loan that was not published.
+    fn unloan(&self, token: u64);
+}
 
 /// A publisher's side of one transport.
 pub(crate) trait PubLink: Send + Sync {
@@ -575,16 +601,17 @@ pub(crate) trait PubLink: Send + Sync {
     fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError>;
 
     /// Send encoded bytes; `own` is the bytes' owner when this link lent
-    /// them (its [`LinkLoan::keep`]: then it sends without a copy).
+    /// them (made by its [`Lender::keep_loan`]: then it sends without a
+    /// copy).
     fn send_bytes(
         &self,
         bytes: &SharedBytes,
         own: Option<&(dyn Any + Send + Sync)>,
     ) -> Result<Refused, SendError>;
 
-    /// Lend memory for a zero-copy publish of `len` bytes; `None` when this
-    /// link has no memory to lend (the heap is used).
-    fn loan(&self, _len: usize) -> Option<Result<LinkLoan, SendError>> {
+    /// This link as a lender of memory for zero-copy publishing; `None`
+    /// when it has none to lend (a loan then comes from the heap).
+    fn lender(&self) -> Option<&dyn Lender> {
         None
     }
 

@@ -22,7 +22,7 @@ use super::{Discovered, Domain, LEAVE_WAIT, lock_within, remote_wake_table};
 use crate::clock::Pacer;
 use crate::qos::{Durability, History, QoS};
 use crate::transport::{
-    Encode, EndpointSpec, LinkLoan, PubLink, PubOwner, Refused, SendError, TransportError,
+    Encode, EndpointSpec, Lender, LinkLoan, PubLink, PubOwner, Refused, SendError, TransportError,
     TypeInfo, Wanted,
 };
 use crate::wire::SharedBytes;
@@ -60,11 +60,64 @@ impl Drop for Lease {
 }
 
 /// A chunk taken from a pool, and where it is mapped here. A message
-/// encoded into it is sent and dropped in place (no allocation); a loan
-/// moves the lease into an `Arc` that the message's bytes own.
+/// encoded into it is sent and dropped in place (no allocation).
 struct Chunk {
     lease: Lease,
     ptr: *mut u8,
+}
+
+/// A chunk just taken from pool `pool_idx` (one reference, this
+/// process's), seen through the pool list's guard.
+struct Taken<'a> {
+    pool: &'a Arc<PoolWriter>,
+    pool_idx: u8,
+    chunk: u32,
+    ptr: *mut u8,
+}
+
+impl Taken<'_> {
+    /// Held by a lease (that gives the reference back when dropped).
+    fn into_chunk(self) -> Chunk {
+        Chunk {
+            lease: Lease {
+                pool: self.pool.clone(),
+                pool_idx: self.pool_idx,
+                chunk: self.chunk,
+            },
+            ptr: self.ptr,
+        }
+    }
+}
+
+/// Which chunk of which pool, for `PubShm::send_chunk`.
+#[derive(Clone, Copy)]
+struct ChunkAt<'a> {
+    pool: &'a PoolWriter,
+    pool_idx: u8,
+    chunk: u32,
+}
+
+impl Lease {
+    fn at(&self) -> ChunkAt<'_> {
+        ChunkAt {
+            pool: &self.pool,
+            pool_idx: self.pool_idx,
+            chunk: self.chunk,
+        }
+    }
+}
+
+/// A chunk's key: its pool in the top byte, its index below.
+fn chunk_key(pool_idx: u8, chunk: u32) -> u32 {
+    (u32::from(pool_idx) << 24) | (chunk & 0xff_ffff)
+}
+
+/// Give the chunk of `key` back to its pool in `list` (a key naming no
+/// pool, as a broken reader may return, is ignored).
+fn release_in(list: &[Arc<PoolWriter>], key: u32) {
+    if let Some(p) = list.get((key >> 24) as usize) {
+        p.release(key & 0xff_ffff);
+    }
 }
 
 impl Pools {
@@ -81,7 +134,11 @@ impl Pools {
 
     /// A free chunk of at least `len` bytes from the existing pools, with
     /// its memory reserved (`Err`: the file system is full).
-    fn try_alloc(&self, len: usize) -> Result<Option<Chunk>, myelin_shm::ShmError> {
+    fn try_alloc<R>(
+        &self,
+        len: usize,
+        make: &impl Fn(Taken<'_>) -> R,
+    ) -> Result<Option<R>, myelin_shm::ShmError> {
         for (i, p) in self.list.read().iter().enumerate() {
             if p.chunk_size() as usize >= len
                 && let Some(c) = p.alloc()
@@ -90,14 +147,12 @@ impl Pools {
                     p.release(c);
                     return Err(e);
                 }
-                return Ok(Some(Chunk {
+                return Ok(Some(make(Taken {
+                    pool: p,
+                    pool_idx: i as u8,
+                    chunk: c,
                     ptr: p.chunk_ptr(c),
-                    lease: Lease {
-                        pool: p.clone(),
-                        pool_idx: i as u8,
-                        chunk: c,
-                    },
-                }));
+                })));
             }
         }
         Ok(None)
@@ -107,14 +162,18 @@ impl Pools {
     /// a broken reader may return, is ignored). The pool is used through
     /// the list's guard: no reference count taken per chunk.
     fn release_key(&self, key: u32) {
-        if let Some(p) = self.list.read().get((key >> 24) as usize) {
-            p.release(key & 0xff_ffff);
-        }
+        release_in(&self.list.read(), key);
     }
 
-    /// A chunk of at least `len` bytes; `reclaim` is called (to collect
+    /// A chunk of at least `len` bytes, as `make` makes it of the chunk
+    /// taken (with its one reference); `reclaim` is called (to collect
     /// returned chunks) before a new pool is created.
-    fn alloc(&self, len: usize, reclaim: impl FnOnce()) -> Result<Chunk, SendError> {
+    fn alloc<R>(
+        &self,
+        len: usize,
+        reclaim: impl FnOnce(),
+        make: impl Fn(Taken<'_>) -> R,
+    ) -> Result<R, SendError> {
         let no_memory = |why: TransportError| SendError::NoMemory { len, why };
         if len > MAX_CHUNK as usize {
             return Err(no_memory(TransportError::new(
@@ -123,15 +182,15 @@ impl Pools {
             )));
         }
         let full = |e| no_memory(TransportError::new("reserving a chunk", e));
-        if let Some(c) = self.try_alloc(len).map_err(full)? {
+        if let Some(c) = self.try_alloc(len, &make).map_err(full)? {
             return Ok(c);
         }
         reclaim();
-        if let Some(c) = self.try_alloc(len).map_err(full)? {
+        if let Some(c) = self.try_alloc(len, &make).map_err(full)? {
             return Ok(c);
         }
         let _g = self.grow.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = self.try_alloc(len).map_err(full)? {
+        if let Some(c) = self.try_alloc(len, &make).map_err(full)? {
             return Ok(c);
         }
         let list = self.list.load_full();
@@ -166,7 +225,7 @@ impl Pools {
         let mut next = (*list).clone();
         next.push(pool);
         self.list.store(Arc::new(next));
-        self.try_alloc(len).map_err(full)?.ok_or_else(|| {
+        self.try_alloc(len, &make).map_err(full)?.ok_or_else(|| {
             no_memory(TransportError::new(
                 "allocating a chunk",
                 "a new pool had no free chunk",
@@ -347,29 +406,34 @@ impl PubShm {
         self.pools.release_key(key);
     }
 
-    fn drain_returns(&self, c: &mut Conn) {
+    /// Give back what the reader of `c` returned, to the pools of `list`
+    /// (the caller's guard of the pool list).
+    fn drain_returns(c: &mut Conn, list: &[Arc<PoolWriter>]) {
         let Conn { writer, lent, .. } = c;
         writer.drain_returns(|key| {
             // Only what was lent on this connection: a broken reader can
             // neither free foreign chunks nor free one twice.
             if lent.remove(key) {
-                self.release_key(key);
+                release_in(list, key);
             }
         });
     }
 
     /// Collect every returned chunk.
     fn reclaim(&self) {
+        let list = self.pools.list.read();
         for c in self.conns.read().iter() {
             let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
-            self.drain_returns(&mut c);
+            Self::drain_returns(&mut c, &list);
         }
     }
 
     /// Encode `msg` into a chunk.
     fn encode(&self, msg: &dyn Encode) -> Result<(Chunk, usize), SendError> {
         let len = msg.wire_len()?;
-        let chunk = self.pools.alloc(len, || self.reclaim())?;
+        let chunk = self
+            .pools
+            .alloc(len, || self.reclaim(), |t| t.into_chunk())?;
         // SAFETY: the chunk has at least `len` bytes (alloc contract) and
         // this process holds its only reference, so nobody reads it while
         // we write.
@@ -386,8 +450,9 @@ impl PubShm {
         })
     }
 
-    /// Send a chunk to every connected subscription.
-    fn send_chunk(&self, chunk: &Lease, len: usize) -> Refused {
+    /// Send a chunk to every connected subscription (each gets its own
+    /// reference); `list` is the caller's guard of the pool list.
+    fn send_chunk(&self, list: &[Arc<PoolWriter>], chunk: ChunkAt<'_>, len: usize) -> Refused {
         let stamp = Stamp {
             expires: self.expires(self.qos.lifespan),
             sent_ns: crate::clock::realtime_ns(),
@@ -417,7 +482,7 @@ impl PubShm {
                 continue;
             }
             let pushed = loop {
-                self.drain_returns(&mut c);
+                Self::drain_returns(&mut c, list);
                 // A reader holding all the chunks it may gets nothing more
                 // until it returns some.
                 let pushed = (c.lent.len() < c.writer.max_lent() as usize)
@@ -453,7 +518,7 @@ impl PubShm {
                 }
                 Some(Pushed::Replaced(old)) => {
                     if c.lent.remove(old.key()) {
-                        self.release_key(old.key());
+                        release_in(list, old.key());
                     }
                 }
                 Some(Pushed::Stored) => {}
@@ -726,7 +791,7 @@ impl PubLink for PubShm {
     #[inline]
     fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError> {
         let (chunk, len) = self.encode(msg)?;
-        Ok(self.send_chunk(&chunk.lease, len))
+        Ok(self.send_chunk(&self.pools.list.read(), chunk.lease.at(), len))
     }
 
     fn send_bytes(
@@ -735,20 +800,19 @@ impl PubLink for PubShm {
         own: Option<&(dyn Any + Send + Sync)>,
     ) -> Result<Refused, SendError> {
         if let Some(lease) = own.and_then(|o| o.downcast_ref::<Lease>()) {
-            return Ok(self.send_chunk(lease, bytes.len()));
+            return Ok(self.send_chunk(&self.pools.list.read(), lease.at(), bytes.len()));
         }
-        let chunk = self.pools.alloc(bytes.len(), || self.reclaim())?;
+        let chunk = self
+            .pools
+            .alloc(bytes.len(), || self.reclaim(), |t| t.into_chunk())?;
         // SAFETY: the chunk has at least `bytes.len()` bytes and this
         // process holds its only reference.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), chunk.ptr, bytes.len()) };
-        Ok(self.send_chunk(&chunk.lease, bytes.len()))
+        Ok(self.send_chunk(&self.pools.list.read(), chunk.lease.at(), bytes.len()))
     }
 
-    fn loan(&self, len: usize) -> Option<Result<LinkLoan, SendError>> {
-        Some(self.pools.alloc(len, || self.reclaim()).map(|c| LinkLoan {
-            ptr: c.ptr,
-            keep: Arc::new(c.lease),
-        }))
+    fn lender(&self) -> Option<&dyn Lender> {
+        Some(self)
     }
 
     fn memory_in_use(&self) -> usize {
@@ -759,6 +823,56 @@ impl PubLink for PubShm {
             .iter()
             .map(|p| p.count() as usize - p.free_count())
             .sum()
+    }
+}
+
+impl Lender for PubShm {
+    fn loan(&self, len: usize) -> Result<LinkLoan, SendError> {
+        self.pools.alloc(
+            len,
+            || self.reclaim(),
+            |t| LinkLoan {
+                ptr: t.ptr,
+                token: u64::from(chunk_key(t.pool_idx, t.chunk)),
+            },
+        )
+    }
+
+    fn send_loaned(&self, token: u64, len: usize) -> Result<Refused, SendError> {
+        let key = token as u32;
+        let list = self.pools.list.read();
+        let Some(pool) = list.get((key >> 24) as usize) else {
+            return Err(SendError::Transport(TransportError::new(
+                "sending a loaned chunk",
+                format!("no pool {} (a loan of another publisher?)", key >> 24),
+            )));
+        };
+        let at = ChunkAt {
+            pool,
+            pool_idx: (key >> 24) as u8,
+            chunk: key & 0xff_ffff,
+        };
+        let refused = self.send_chunk(&list, at, len);
+        // The loan's own reference: the readers hold theirs.
+        pool.release(at.chunk);
+        Ok(refused)
+    }
+
+    fn keep_loan(&self, token: u64) -> Arc<dyn std::any::Any + Send + Sync> {
+        let key = token as u32;
+        let list = self.pools.list.read();
+        let pool = list
+            .get((key >> 24) as usize)
+            .expect("a loan's pool stays in its publisher's list");
+        Arc::new(Lease {
+            pool: pool.clone(),
+            pool_idx: (key >> 24) as u8,
+            chunk: key & 0xff_ffff,
+        })
+    }
+
+    fn unloan(&self, token: u64) {
+        self.pools.release_key(token as u32);
     }
 }
 
