@@ -616,6 +616,10 @@ pub struct InboxWriter {
     /// trusted).
     shadow: Vec<u64>,
     head: u64,
+    /// The ring's tail as last read (it only grows): while `head` is less
+    /// than a ring ahead of it, a push has room without reading the tail
+    /// again (a cache line the reader writes).
+    tail_seen: u64,
     ret_tail: u64,
     info: EndpointInfo,
     wants_history: bool,
@@ -721,6 +725,7 @@ impl InboxWriter {
                 generation,
                 claim,
                 head: 0,
+                tail_seen: 0,
                 ret_tail: 0,
                 info,
                 wants_history,
@@ -778,10 +783,15 @@ impl InboxWriter {
         let cap = u64::from(self.geo.desc_cap);
         let tail = self.seg.atomic_u64(c + C_TAIL);
         let mut replaced = None;
-        loop {
+        // Room by the tail read before: the slot to write was read out
+        // before that tail was (whose Acquire load ordered it before us).
+        while self.head.saturating_sub(self.tail_seen) >= cap {
             // SYNC: Acquire pairs with the reader's AcqRel tail CAS: its read
             // of a slot happens-before we overwrite that slot.
             let t = tail.load(Ordering::Acquire);
+            // A tail that went back (a broken reader) is believed as the
+            // writer believed every tail before: room is judged from it.
+            self.tail_seen = t;
             if self.head.saturating_sub(t) < cap {
                 break;
             }
@@ -796,6 +806,7 @@ impl InboxWriter {
                     .atomic_u64(c + C_LOST)
                     .fetch_add(1, Ordering::Relaxed);
                 replaced = Some(Desc::unpack(self.shadow[(t % cap) as usize]));
+                self.tail_seen = t + 1;
                 break;
             }
         }

@@ -481,11 +481,17 @@ impl PubShm {
                 c.writer.count_lost();
                 continue;
             }
+            let max_lent = c.writer.max_lent() as usize;
             let pushed = loop {
-                Self::drain_returns(&mut c, list);
                 // A reader holding all the chunks it may gets nothing more
-                // until it returns some.
-                let pushed = (c.lent.len() < c.writer.max_lent() as usize)
+                // until it returns some. Its returns are otherwise
+                // collected after the message is on its way (below): the
+                // return ring is a line the reader writes, a cache miss
+                // the message need not wait for.
+                if c.lent.len() >= max_lent {
+                    Self::drain_returns(&mut c, list);
+                }
+                let pushed = (c.lent.len() < max_lent)
                     .then(|| c.writer.push_stamped(desc, stamp, self.keep_last));
                 match pushed {
                     None | Some(Pushed::Full) if c.paced => {
@@ -526,6 +532,7 @@ impl PubShm {
             chunk.pool.retain(chunk.chunk);
             c.lent.insert(key);
             c.signal();
+            Self::drain_returns(&mut c, list);
         }
         refused
     }
