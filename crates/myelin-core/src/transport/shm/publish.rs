@@ -40,12 +40,11 @@ struct Pools {
     exit_owner: OnceLock<Arc<dyn NeededAtExit>>,
 }
 
-/// One chunk held by this process (a loan, or a local subscriber's view of
-/// a loaned message); the last holder returns it to the pool.
-///
-/// A loan's memory is kept by an `Arc<Lease>` (the bytes' owner), and the
-/// publisher recognises its own memory at send time by that owner
-/// (`send_bytes`): one reference per loan, no second handle.
+/// One reference to a chunk held by this process (a message being
+/// encoded and sent, or, in an `Arc`, the owner of a loaned message's
+/// bytes that go further than this link: `Lender::keep_loan`); dropping it
+/// gives the reference back. The publisher recognises its own memory at
+/// send time by that owner (`send_bytes`).
 struct Lease {
     pool: Arc<PoolWriter>,
     /// The pool's place in the publisher's list (descriptors name it).
@@ -92,7 +91,7 @@ impl Taken<'_> {
 /// Which chunk of which pool, for `PubShm::send_chunk`.
 #[derive(Clone, Copy)]
 struct ChunkAt<'a> {
-    pool: &'a PoolWriter,
+    pool: &'a Arc<PoolWriter>,
     pool_idx: u8,
     chunk: u32,
 }
@@ -107,16 +106,38 @@ impl Lease {
     }
 }
 
-/// A chunk's key: its pool in the top byte, its index below.
+/// A chunk's key, as descriptors and returns carry it (`Desc::key`): its
+/// pool in the top byte, its index below.
 fn chunk_key(pool_idx: u8, chunk: u32) -> u32 {
-    (u32::from(pool_idx) << 24) | (chunk & 0xff_ffff)
+    Desc {
+        pool: pool_idx,
+        chunk,
+        len: 0,
+    }
+    .key()
+}
+
+/// A key's pool and chunk (the inverse of [`chunk_key`]).
+fn split_key(key: u32) -> (u8, u32) {
+    ((key >> 24) as u8, key & 0xff_ffff)
+}
+
+/// The chunk of `key` in the pools of `list` (`None`: no such pool, as a
+/// key a broken reader returns may name).
+fn chunk_at(list: &[Arc<PoolWriter>], key: u32) -> Option<ChunkAt<'_>> {
+    let (pool_idx, chunk) = split_key(key);
+    list.get(usize::from(pool_idx)).map(|pool| ChunkAt {
+        pool,
+        pool_idx,
+        chunk,
+    })
 }
 
 /// Give the chunk of `key` back to its pool in `list` (a key naming no
-/// pool, as a broken reader may return, is ignored).
+/// pool is ignored).
 fn release_in(list: &[Arc<PoolWriter>], key: u32) {
-    if let Some(p) = list.get((key >> 24) as usize) {
-        p.release(key & 0xff_ffff);
+    if let Some(at) = chunk_at(list, key) {
+        at.pool.release(at.chunk);
     }
 }
 
@@ -249,8 +270,9 @@ struct LentSet {
 
 impl LentSet {
     fn split(key: u32) -> (usize, usize, u64) {
-        let chunk = (key & 0xff_ffff) as usize;
-        ((key >> 24) as usize, chunk / 64, 1 << (chunk % 64))
+        let (pool, chunk) = split_key(key);
+        let chunk = chunk as usize;
+        (usize::from(pool), chunk / 64, 1 << (chunk % 64))
     }
 
     /// Record `key` lent; false if it already was.
@@ -292,7 +314,7 @@ impl LentSet {
             words.iter().enumerate().flat_map(move |(w, &bits)| {
                 (0..64)
                     .filter(move |b| bits & (1 << b) != 0)
-                    .map(move |b| ((pool as u32) << 24) | (w * 64 + b) as u32)
+                    .map(move |b| chunk_key(pool as u8, (w * 64 + b) as u32))
             })
         })
     }
@@ -846,35 +868,27 @@ impl Lender for PubShm {
     }
 
     fn send_loaned(&self, token: u64, len: usize) -> Result<Refused, SendError> {
-        let key = token as u32;
         let list = self.pools.list.read();
-        let Some(pool) = list.get((key >> 24) as usize) else {
+        let Some(at) = chunk_at(&list, token as u32) else {
             return Err(SendError::Transport(TransportError::new(
                 "sending a loaned chunk",
-                format!("no pool {} (a loan of another publisher?)", key >> 24),
+                format!("no pool {} (a loan of another publisher?)", token >> 24),
             )));
-        };
-        let at = ChunkAt {
-            pool,
-            pool_idx: (key >> 24) as u8,
-            chunk: key & 0xff_ffff,
         };
         let refused = self.send_chunk(&list, at, len);
         // The loan's own reference: the readers hold theirs.
-        pool.release(at.chunk);
+        at.pool.release(at.chunk);
         Ok(refused)
     }
 
     fn keep_loan(&self, token: u64) -> Arc<dyn std::any::Any + Send + Sync> {
-        let key = token as u32;
         let list = self.pools.list.read();
-        let pool = list
-            .get((key >> 24) as usize)
-            .expect("a loan's pool stays in its publisher's list");
+        let at =
+            chunk_at(&list, token as u32).expect("a loan's pool stays in its publisher's list");
         Arc::new(Lease {
-            pool: pool.clone(),
-            pool_idx: (key >> 24) as u8,
-            chunk: key & 0xff_ffff,
+            pool: at.pool.clone(),
+            pool_idx: at.pool_idx,
+            chunk: at.chunk,
         })
     }
 

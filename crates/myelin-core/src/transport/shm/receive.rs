@@ -66,11 +66,9 @@ struct Readers {
     /// One per block.
     conns: Vec<ReaderConn>,
     /// The blocks a pass reads: those claimed when every block was last
-    /// looked at, and those this reader had claimed then.
+    /// looked at (at the claim count in `SubShm::live_claims`), and those
+    /// this reader had claimed then.
     live: Vec<usize>,
-    /// The inbox's claim count when every block was last looked at
-    /// (`None`: look at every block on the next pass).
-    looked_at: Option<u64>,
 }
 
 /// The shared-memory side of a subscription.
@@ -99,8 +97,9 @@ pub(super) struct SubShm {
     /// on every poll, without the readers' lock): written under the lock
     /// at each full look, then `live_claims`.
     live_bits: Box<[AtomicU64]>,
-    /// The claim count of the look `live_bits` come from (`NEVER_LOOKED`
-    /// before the first).
+    /// The inbox's claim count when every block was last looked at
+    /// (`NEVER_LOOKED` before the first and after a block was freed: look
+    /// at every block on the next pass). Written under the readers' lock.
     live_claims: AtomicU64,
     /// The thread inside a pass over the inbox ([`this_thread`]; 0: none),
     /// which runs inline callbacks under `readers`: an exit rule run by
@@ -136,7 +135,6 @@ impl SubShm {
             readers: Mutex::new(Readers {
                 conns: (0..conns).map(|_| ReaderConn::default()).collect(),
                 live: Vec::new(),
-                looked_at: None,
             }),
             refused: Mutex::new(HashSet::new()),
             owner: OnceLock::new(),
@@ -176,21 +174,18 @@ impl SubShm {
         let mut counted = false;
         let mut freed = false;
         let inbox = &self.inbox.inbox;
-        let Readers {
-            conns,
-            live,
-            looked_at,
-        } = &mut *readers;
+        let Readers { conns, live } = &mut *readers;
         // Every block only when a publisher claimed one since the last
         // look (or dead publishers are being checked): a pass otherwise
         // reads the blocks in use, not all of them.
         let claims = inbox.claims();
-        if check_dead || *looked_at != Some(claims) {
+        // SYNC: Relaxed: only passes write it, under the readers' lock.
+        let looked_at = self.live_claims.load(Ordering::Relaxed);
+        if check_dead || looked_at == NEVER_LOOKED || looked_at != claims {
             live.clear();
             live.extend((0..conns.len()).filter(|&i| {
                 conns[i].claim.is_some() || !matches!(inbox.state(i), ConnState::Free)
             }));
-            *looked_at = Some(claims);
             for (w, bits) in self.live_bits.iter().enumerate() {
                 let word = live
                     .iter()
@@ -299,7 +294,7 @@ impl SubShm {
             }
         }
         if freed {
-            *looked_at = None;
+            self.live_claims.store(NEVER_LOOKED, Ordering::Relaxed);
         }
         drop(pass);
         drop(readers);
