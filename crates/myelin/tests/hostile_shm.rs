@@ -71,9 +71,7 @@ fn pair(domain: u32, topic: &str) -> Pair {
 #[test]
 fn forged_segments_are_skipped_and_legitimate_peers_still_talk() {
     let domain = 201;
-    let dir = std::env::var_os("MYELIN_SHM_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "/dev/shm".into());
+    let dir = shm_dir();
     let forged = |what: &str| {
         dir.join(format!(
             "myelin_{}_{domain}_{what}_{}_1",
@@ -123,9 +121,7 @@ fn squatted_names_child() {
         return;
     }
     let domain = 206;
-    let dir = std::env::var_os("MYELIN_SHM_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "/dev/shm".into());
+    let dir = shm_dir();
     /// Removes the planted files however the test ends.
     struct Planted(Vec<std::path::PathBuf>);
     impl Drop for Planted {
@@ -307,9 +303,7 @@ fn spawn_holder() -> std::process::Child {
 /// The files of this user in the segment directory whose names contain
 /// `part`.
 fn segments(part: &str) -> std::collections::BTreeSet<String> {
-    let dir = std::env::var_os("MYELIN_SHM_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "/dev/shm".into());
+    let dir = shm_dir();
     let prefix = format!("myelin_{}_", uid());
     std::fs::read_dir(dir)
         .unwrap()
@@ -489,23 +483,36 @@ fn a_clean_exit_leaves_nothing_behind() {
 /// its next discovery pass and rewrites the header: a publisher that
 /// starts afterwards connects and messages flow, instead of the
 /// subscription going silent for good.
+/// Where this user's shared-memory files are (`MYELIN_SHM_DIR`, as the
+/// library reads it, or `/dev/shm`).
+fn shm_dir() -> std::path::PathBuf {
+    std::env::var_os("MYELIN_SHM_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/dev/shm".into())
+}
+
+/// The inbox file of the one subscription in `domain`, open for reading
+/// and writing (as another process of this user could).
+fn open_inbox(domain: u32) -> std::fs::File {
+    let inbox = segments(&format!("_{domain}_s_"))
+        .into_iter()
+        .next()
+        .expect("the subscription's inbox");
+    let dir = shm_dir();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join(&inbox))
+        .unwrap()
+}
+
 #[test]
 fn a_damaged_inbox_header_is_rewritten_and_messages_flow_again() {
     use std::os::unix::fs::FileExt;
     let Pair { a, _b, p, s } = pair(205, "/fragile");
     p.publish("before".to_string()).unwrap();
     assert_eq!(*s.wait_for_message(LONG).unwrap(), "before");
-    let inbox = segments("_205_s_")
-        .into_iter()
-        .next()
-        .expect("the subscription's inbox");
-    let dir = std::env::var_os("MYELIN_SHM_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "/dev/shm".into());
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(dir.join(&inbox))
-        .unwrap();
+    let f = open_inbox(205);
     // The magic (offset 0) and the first bytes of the description.
     f.write_all_at(&[0xAB; 8], 0).unwrap();
     f.write_all_at(&[0xCD; 32], 256).unwrap();
@@ -540,18 +547,7 @@ fn a_claim_count_set_back_delays_a_publisher_never_loses_it() {
     let Pair { a, _b, p, s } = pair(206, "/claims");
     p.publish("first".to_string()).unwrap();
     assert_eq!(*s.wait_for_message(LONG).unwrap(), "first");
-    let inbox = segments("_206_s_")
-        .into_iter()
-        .next()
-        .expect("the subscription's inbox");
-    let dir = std::env::var_os("MYELIN_SHM_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "/dev/shm".into());
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(dir.join(&inbox))
-        .unwrap();
+    let f = open_inbox(206);
     // The count word: after the header (256), the endpoint description
     // (1024), and the wake slot, capacities, block count and gone flag.
     const CLAIMS: u64 = 256 + 1024 + 24;
@@ -597,9 +593,7 @@ fn a_claim_count_set_back_delays_a_publisher_never_loses_it() {
 #[test]
 fn a_squatted_graph_file_is_skipped_for_the_next_name_never_followed() {
     let domain = 207;
-    let dir = std::env::var_os("MYELIN_SHM_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| "/dev/shm".into());
+    let dir = shm_dir();
     let victim = std::env::temp_dir().join(format!("myelin_graph_victim_{}", std::process::id()));
     std::fs::write(&victim, b"precious").unwrap();
     let graph = dir.join(format!("myelin_{}_{domain}_graph", uid()));
