@@ -928,3 +928,95 @@ fn loans_sent_or_dropped_all_come_back_to_the_pool() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A polled `take` from an empty buffer gets a lone message straight from
+/// the inbox (no push into the buffer and pop): it must keep every promise
+/// the buffered path keeps. keep_last(1) returns the newest of several
+/// (the others counted lost), deeper keep_last and keep_all return them
+/// in order without loss (keep_all at `max_samples` 1 too), an expired
+/// lone message is counted and not returned, its info names its
+/// publisher, and a message already buffered from this process comes
+/// first.
+#[test]
+fn a_polled_take_from_an_empty_buffer_keeps_every_qos_promise() {
+    let (a, b) = (ctx(164), ctx(164));
+    let (pn, sn) = (
+        a.create_node("far").unwrap(),
+        b.create_node("near").unwrap(),
+    );
+    let stamp = |seq: u64| Stamp {
+        seq,
+        value: seq as f64,
+    };
+    let pair_with = |topic: &str, sub_qos: QoS, pub_qos: QoS| {
+        let s = sn
+            .create_polling_subscription::<Stamp>(topic, sub_qos, Default::default())
+            .unwrap();
+        let p = pn.create_publisher::<Stamp>(topic, pub_qos).unwrap();
+        wait_matched(&p, 1);
+        wait_publishers(&s, 1);
+        (p, s)
+    };
+    let pair = |topic: &str, qos: QoS| pair_with(topic, qos, qos);
+    let seqs = |s: &Subscription<Stamp>| {
+        std::iter::from_fn(|| s.take().map(|m| m.seq)).collect::<Vec<_>>()
+    };
+
+    // keep_last(1): three waiting, the newest is taken.
+    let (p, s) = pair("/last1", QoS::keep_last(1));
+    for i in 1..=3 {
+        p.publish(stamp(i)).unwrap();
+    }
+    assert_eq!(seqs(&s), [3]);
+    assert_eq!(s.lost(), 2);
+
+    // keep_last(4): one, then two waiting.
+    let (p, s) = pair("/last4", QoS::keep_last(4));
+    p.publish(stamp(1)).unwrap();
+    assert_eq!(seqs(&s), [1]);
+    p.publish(stamp(2)).unwrap();
+    p.publish(stamp(3)).unwrap();
+    assert_eq!(seqs(&s), [2, 3]);
+    assert_eq!(s.lost(), 0);
+
+    // keep_all with room for one, a message from each of two publishers
+    // waiting: the second stays in the inbox until the first is taken.
+    let (p, s) = pair_with("/all", QoS::keep_all().max_samples(1), QoS::keep_all());
+    let p2 = pn
+        .create_publisher::<Stamp>("/all", QoS::keep_all())
+        .unwrap();
+    wait_publishers(&s, 2);
+    wait_matched(&p2, 1);
+    p.publish(stamp(1)).unwrap();
+    p2.publish(stamp(2)).unwrap();
+    let mut got = seqs(&s);
+    got.extend(seqs(&s));
+    got.sort();
+    assert_eq!(got, [1, 2]);
+    assert_eq!(s.lost(), 0);
+
+    // Expired on the way: counted, not handed out.
+    let (p, s) = pair(
+        "/brief",
+        QoS::keep_last(4).lifespan(Duration::from_millis(1)),
+    );
+    p.publish(stamp(1)).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(s.take().is_none());
+    assert_eq!((s.expired(), s.lost()), (1, 1));
+
+    // Its info names the publisher in the other context.
+    let (p, s) = pair("/info", QoS::keep_last(4));
+    p.publish(stamp(7)).unwrap();
+    let (m, info) = s.take_with_info().unwrap();
+    assert_eq!((m.seq, info.publisher_gid()), (7, p.gid()));
+
+    // A message from this context is already buffered: it comes first.
+    let (p, s) = pair("/mixed", QoS::keep_last(4));
+    let local = sn
+        .create_publisher::<Stamp>("/mixed", QoS::keep_last(4))
+        .unwrap();
+    local.publish(stamp(1)).unwrap();
+    p.publish(stamp(2)).unwrap();
+    assert_eq!(seqs(&s), [1, 2]);
+}

@@ -218,6 +218,76 @@ impl<T: Message> SubInner<T> {
         }
     }
 
+    /// The oldest message still within its lifespan, with where it came
+    /// from, after moving what other processes sent (a polling `take`).
+    /// From an empty buffer, a link that holds exactly one message hands
+    /// it over directly ([`SubLink::pump_take`]): the push into the buffer,
+    /// its pop and the wake-up of waiters (nobody else can want a message
+    /// this reader takes now) are skipped, on the path a polled hop
+    /// between processes waits for.
+    #[inline]
+    pub(crate) fn take_now(&self) -> Option<(Received<T>, Origin)> {
+        if self.pumped {
+            let mut empty = self.buffer.is_empty();
+            for l in self.links.iter() {
+                if !l.has_data() {
+                    continue;
+                }
+                if !empty {
+                    l.pump(self);
+                    continue;
+                }
+                if let Some(h) = l.pump_take(self)
+                    && let Some((msg, _)) = self.arrived(Arrived::Kept(h.bytes), h.lifetime)
+                {
+                    if self.counts_received {
+                        self.received_count.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Some((msg, h.origin));
+                }
+                // Two or more went into the buffer (or the one expired).
+                empty = false;
+            }
+        }
+        self.pop_live_from()
+    }
+
+    /// A message as a link hands it over, decoded, with when it expires
+    /// (0: never); `None` when it expired on the way or does not decode
+    /// (counted lost).
+    #[inline]
+    fn arrived(
+        &self,
+        bytes: Arrived<'_>,
+        lifetime: Option<std::time::Duration>,
+    ) -> Option<(Received<T>, u64)> {
+        // On the clock `pop_live` compares with (0: never expires).
+        let expires = match lifetime {
+            None => 0,
+            Some(d) if d.is_zero() => {
+                self.expired.fetch_add(1, Ordering::Relaxed);
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            Some(d) => crate::clock::deadline_ns(self.node.ctx.expiry_now_ns(), d),
+        };
+        let decoded = match bytes {
+            Arrived::Kept(b) => crate::buffer::from_wire::<T>(b),
+            Arrived::Lent(parts) => crate::buffer::from_lent::<T>(parts),
+        };
+        match decoded {
+            Ok(msg) => Some((msg, expires)),
+            Err(e) => {
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "{}: dropping a message from another process: {e}",
+                    self.describe()
+                );
+                None
+            }
+        }
+    }
+
     /// After taking a message: move messages that waited in a pumped link
     /// for room into the buffer (keep_all only: a keep_last buffer never
     /// makes a link wait).
@@ -737,38 +807,17 @@ impl<T: Message> SubOwner for SubInner<T> {
         lifetime: Option<std::time::Duration>,
         origin: Origin,
     ) {
-        // On the clock `pop_live` compares with (0: never expires).
-        let expires = match lifetime {
-            None => 0,
-            Some(d) if d.is_zero() => {
-                self.expired.fetch_add(1, Ordering::Relaxed);
-                self.lost.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            Some(d) => crate::clock::deadline_ns(self.node.ctx.expiry_now_ns(), d),
+        let Some((msg, expires)) = self.arrived(bytes, lifetime) else {
+            return;
         };
-        let decoded = match bytes {
-            Arrived::Kept(b) => crate::buffer::from_wire::<T>(b),
-            Arrived::Lent(parts) => crate::buffer::from_lent::<T>(parts),
-        };
-        match decoded {
-            Ok(msg) if paced => {
-                self.push(msg, expires, origin);
-            }
-            Ok(msg) => {
-                self.push_unpaced(Entry {
-                    msg,
-                    expires,
-                    origin,
-                });
-            }
-            Err(e) => {
-                self.lost.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "{}: dropping a message from another process: {e}",
-                    self.describe()
-                );
-            }
+        if paced {
+            self.push(msg, expires, origin);
+        } else {
+            self.push_unpaced(Entry {
+                msg,
+                expires,
+                origin,
+            });
         }
     }
 

@@ -230,8 +230,7 @@ impl<T: Message> Subscription<T> {
     /// with a callback this competes with the executor; it is meant for
     /// polling subscriptions.
     pub fn take(&self) -> Option<Received<T>> {
-        self.inner.pump_now();
-        self.inner.pop_live()
+        self.inner.take_now().map(|(m, _)| m)
     }
 
     /// [`take`](Self::take), with the message's [`MessageInfo`]: its
@@ -251,9 +250,8 @@ impl<T: Message> Subscription<T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn take_with_info(&self) -> Option<(Received<T>, MessageInfo)> {
-        self.inner.pump_now();
         let pid = self.inner.node.ctx.pid;
-        self.inner.pop_live_from().map(|(m, o)| (m, o.info(pid)))
+        self.inner.take_now().map(|(m, o)| (m, o.info(pid)))
     }
 
     /// This subscription's [`Gid`](crate::Gid), unique among the endpoints
@@ -285,8 +283,7 @@ impl<T: Message> Subscription<T> {
                 // it (see `WakeTable::signal`); through it, what was pushed
                 // before the signal is visible to the pump.
                 wp.event.take_pending();
-                self.inner.pump_now();
-                got = self.inner.pop_live();
+                got = self.inner.take_now().map(|(m, _)| m);
                 got.is_none() && !ctx.is_shut_down() && wp.gone_count() == gone_at_start
             },
             Some(deadline),

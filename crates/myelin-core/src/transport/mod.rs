@@ -657,6 +657,17 @@ pub(crate) trait SubLink: Send + Sync {
     /// alive for the whole pass, so the link takes no reference to it).
     fn pump(&self, _owner: &dyn SubOwner) {}
 
+    /// [`pump`](Self::pump) for a reader that takes a message now from a
+    /// subscription whose buffer it found empty: when the pass finds
+    /// exactly one message, it is handed back instead of delivered (a
+    /// push and a pop of an empty buffer, and the wake-up of nobody,
+    /// saved); two or more are delivered in order as `pump` does, and
+    /// `None` comes back.
+    fn pump_take(&self, owner: &dyn SubOwner) -> Option<Held> {
+        self.pump(owner);
+        None
+    }
+
     /// Whether a message waits to be drained.
     fn has_data(&self) -> bool {
         false
@@ -709,6 +720,14 @@ pub(crate) enum Arrived<'a> {
     /// Decoded where they lie (CDR), or copied once into a buffer the
     /// message keeps.
     Lent(&'a [&'a [u8]]),
+}
+
+/// The one message a [`SubLink::pump_take`] pass found, handed to the
+/// reader directly: what [`SubOwner::deliver`] would have been given.
+pub(crate) struct Held {
+    pub(crate) bytes: SharedBytes,
+    pub(crate) lifetime: Option<Duration>,
+    pub(crate) origin: crate::message_info::Origin,
 }
 
 /// What a subscription's links may ask of it.

@@ -18,7 +18,7 @@ use super::qos::decode_qos;
 use super::{Discovered, Domain, LEAVE_WAIT, lock_within};
 use crate::message_info::Origin;
 use crate::qos::{Durability, QoS, QosPolicy};
-use crate::transport::{Arrived, EndpointSpec, SubLink, SubOwner, TransportError, TypeInfo};
+use crate::transport::{Arrived, EndpointSpec, Held, SubLink, SubOwner, TransportError, TypeInfo};
 use crate::wire::SharedBytes;
 
 /// The inbox and what the reader needs to hand chunks back.
@@ -157,17 +157,21 @@ impl SubShm {
     /// are drained and freed.
     fn pump_inner(&self, owner: &dyn SubOwner, check_dead: bool, exited: &[u32]) {
         let readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        self.pump_locked(owner, readers, check_dead, exited);
+        self.pump_locked(owner, readers, check_dead, exited, false);
     }
 
     /// [`pump_inner`](Self::pump_inner) with the readers' lock taken.
+    /// `take`: the caller takes a message now from an empty buffer, and a
+    /// pass that finds exactly one hands it back instead of delivering it
+    /// ([`SubLink::pump_take`]).
     fn pump_locked(
         &self,
         owner: &dyn SubOwner,
         mut readers: std::sync::MutexGuard<'_, Readers>,
         check_dead: bool,
         exited: &[u32],
-    ) {
+        take: bool,
+    ) -> Option<Held> {
         // Inline callbacks run below, in this thread, under the lock.
         let pass = PassMark::enter(&self.pass_thread);
         let mut lost = 0;
@@ -197,6 +201,11 @@ impl SubShm {
             // count (Acquire) reads these bits or later ones.
             self.live_claims.store(claims, Ordering::Release);
         }
+        // The first message of the pass, held back for a taking reader
+        // while it is the only one; a second sends it into the buffer
+        // ahead of itself, and the pass goes on as for any reader.
+        let mut held: Option<Held> = None;
+        let mut may_hold = take;
         for &i in live.iter() {
             let r = &mut conns[i];
             let st = inbox.state(i);
@@ -249,6 +258,14 @@ impl SubShm {
             let serial = (pub_id & 0xff_ffff) as u32;
             let mut drained = true;
             loop {
+                if let Some(h) = held.take() {
+                    if !inbox.has_data(i) {
+                        held = Some(h);
+                        break;
+                    }
+                    owner.deliver(Arrived::Kept(h.bytes), true, h.lifetime, h.origin);
+                    may_hold = false;
+                }
                 // A full keep_all subscription leaves the rest in the inbox:
                 // the publisher then refuses more (an error it reports, never
                 // a silent drop), and the reader comes back when it has room.
@@ -268,7 +285,16 @@ impl SubShm {
                 match self.read(r, i, pid, pub_id, generation, d) {
                     Ok(bytes) => {
                         let origin = Origin::island(pid, serial, stamp.sent_ns);
-                        owner.deliver(Arrived::Kept(bytes), true, lifetime(stamp.expires), origin)
+                        let lifetime = lifetime(stamp.expires);
+                        if may_hold {
+                            held = Some(Held {
+                                bytes,
+                                lifetime,
+                                origin,
+                            });
+                            continue;
+                        }
+                        owner.deliver(Arrived::Kept(bytes), true, lifetime, origin)
                     }
                     Err(e) => {
                         tracing::warn!("dropped a message from process {pid}: {e}");
@@ -306,6 +332,7 @@ impl SubShm {
         if lost > 0 {
             owner.count_lost(lost);
         }
+        held
     }
 
     /// Map every pool of publisher `pub_id` of process `pid` not mapped
@@ -550,6 +577,11 @@ impl SubLink for SubShm {
         self.pump_inner(owner, false, &[]);
     }
 
+    fn pump_take(&self, owner: &dyn SubOwner) -> Option<Held> {
+        let readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        self.pump_locked(owner, readers, false, &[], true)
+    }
+
     fn settle(&self, owner: &dyn SubOwner, patience: std::time::Duration) {
         if self.pass_thread.load(Ordering::Relaxed) == this_thread() {
             return; // called from a callback of this link's own pass
@@ -557,9 +589,9 @@ impl SubLink for SubShm {
         let deadline = std::time::Instant::now() + patience;
         loop {
             match self.readers.try_lock() {
-                Ok(g) => return self.pump_locked(owner, g, false, &[]),
+                Ok(g) => return drop(self.pump_locked(owner, g, false, &[], false)),
                 Err(std::sync::TryLockError::Poisoned(p)) => {
-                    return self.pump_locked(owner, p.into_inner(), false, &[]);
+                    return drop(self.pump_locked(owner, p.into_inner(), false, &[], false));
                 }
                 Err(std::sync::TryLockError::WouldBlock) => {
                     if std::time::Instant::now() >= deadline {
