@@ -21,6 +21,7 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
         &tight,
         r#"{ "dispatch 64B": 1.0, "shm loan+take 64B": 1.0, "zenoh publish 64B": 1.0,
              "cdr encode Image": 1.0, "cdr decode Image": 1.0, "relay 64B x5": 1.0,
+             "shm idle take": 1.0, "shm idle take locked": 0.0,
              "dispatch 64B locked": 0.0, "shm loan+take 64B locked": 0.0,
              "zenoh publish 64B locked": 0.0, "cdr encode Image locked": 0.0,
              "cdr decode Image locked": 0.0, "relay 64B x5 locked": 0.0 }"#,
@@ -46,10 +47,10 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
     assert!(stdout.contains("GREW"), "{stdout}");
     let saved: std::collections::BTreeMap<String, f64> =
         serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
-    // The six instruction counts, their six locked-instruction counts,
+    // The seven instruction counts, their seven locked-instruction counts,
     // and the three cold-cache ones (lines per delivery, per timer firing
     // and per relay hop).
-    assert_eq!(saved.len(), 15, "{saved:?}");
+    assert_eq!(saved.len(), 17, "{saved:?}");
     assert!(
         saved.contains_key("cold lines x10")
             && saved.contains_key("cold timers x10")
@@ -76,9 +77,9 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The gated five (dispatch, shm, the two CDR counts and the relay),
-    // each with its locked-instruction row.
-    assert_eq!(stdout.matches(" ok\n").count(), 10, "{stdout}");
+    // The gated six (dispatch, the shm loan+take and idle take, the two
+    // CDR counts and the relay), each with its locked-instruction row.
+    assert_eq!(stdout.matches(" ok\n").count(), 12, "{stdout}");
     assert!(stdout.contains("not gated"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,6 +19,9 @@
 //!   one executor turn: `publish` then `spin_some`);
 //! * `shm loan+take 64B`: a loaned publish into shared memory and the
 //!   `take` of it by a polling subscription of another context;
+//! * `shm idle take`: a polled `take` that finds nothing, from a
+//!   subscription whose one publisher (another context) connected and has
+//!   sent nothing yet: what a reader polling a quiet topic pays per poll;
 //! * `zenoh publish 64B` (feature `zenoh`): the publishing thread's part of a publish to a
 //!   subscription of another zenoh session (best effort, so a slow reader
 //!   never makes the writer wait). Reported, not gated: its count depends
@@ -135,6 +138,7 @@ pub enum IcountError {
 pub const WORKLOADS: &[&str] = &[
     "dispatch 64B",
     "shm loan+take 64B",
+    SHM_IDLE,
     "zenoh publish 64B",
     "cdr encode Image",
     "cdr decode Image",
@@ -150,6 +154,7 @@ pub const WORKLOADS: &[&str] = &[
 pub const WORKLOADS: &[&str] = &[
     "dispatch 64B",
     "shm loan+take 64B",
+    SHM_IDLE,
     "cdr encode Image",
     "cdr decode Image",
     RELAY,
@@ -157,6 +162,10 @@ pub const WORKLOADS: &[&str] = &[
     COLD_TIMERS,
     COLD_RELAY,
 ];
+
+/// A polled take that finds nothing, a silent publisher connected (see
+/// the module docs).
+pub const SHM_IDLE: &str = "shm idle take";
 
 /// The cold-cache workload: cache lines missed per delivery (see the
 /// module docs).
@@ -443,6 +452,43 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
             }
             myelin_icount_region(&mut op, iters);
             check(got == warm + iters, name)
+        }
+        SHM_IDLE => {
+            let shm = || {
+                quiet()
+                    .domain_id(d)
+                    .shared_memory(true)
+                    .network(false)
+                    .build()
+                    .map_err(err)
+            };
+            let (a, b) = (shm()?, shm()?);
+            let s = b
+                .create_node("icount_sub")
+                .map_err(err)?
+                .create_polling_subscription::<Icount64>(
+                    "/quiet",
+                    QoS::keep_last(16),
+                    Default::default(),
+                )
+                .map_err(err)?;
+            let p = a
+                .create_node("icount_pub")
+                .map_err(err)?
+                .create_publisher::<Icount64>("/quiet", QoS::keep_last(16))
+                .map_err(err)?;
+            wait(|| p.subscription_count() > 0, name)?;
+            let mut got = 0u64;
+            let mut op = || {
+                if s.take().is_some() {
+                    got += 1;
+                }
+            };
+            for _ in 0..warm {
+                op();
+            }
+            myelin_icount_region(&mut op, iters);
+            check(got == 0, name)
         }
         #[cfg(feature = "zenoh")]
         "zenoh publish 64B" => {

@@ -186,20 +186,7 @@ impl SubShm {
         // SYNC: Relaxed: only passes write it, under the readers' lock.
         let looked_at = self.live_claims.load(Ordering::Relaxed);
         if check_dead || looked_at == NEVER_LOOKED || looked_at != claims {
-            live.clear();
-            live.extend((0..conns.len()).filter(|&i| {
-                conns[i].claim.is_some() || !matches!(inbox.state(i), ConnState::Free)
-            }));
-            for (w, bits) in self.live_bits.iter().enumerate() {
-                let word = live
-                    .iter()
-                    .filter(|&&i| i / 64 == w)
-                    .fold(0u64, |b, &i| b | 1 << (i % 64));
-                bits.store(word, Ordering::Relaxed);
-            }
-            // SYNC: Release after the bits: `has_data` that reads this
-            // count (Acquire) reads these bits or later ones.
-            self.live_claims.store(claims, Ordering::Release);
+            self.look(conns, live, claims);
         }
         // The first message of the pass, held back for a taking reader
         // while it is the only one; a second sends it into the buffer
@@ -333,6 +320,30 @@ impl SubShm {
             owner.count_lost(lost);
         }
         held
+    }
+
+    /// Look at every connection block: `live` becomes the blocks claimed
+    /// now or by this reader before, mirrored in `live_bits`, as of the
+    /// inbox's claim count `claims` (read before the look). Called under
+    /// the readers' lock.
+    fn look(&self, conns: &[ReaderConn], live: &mut Vec<usize>, claims: u64) {
+        let inbox = &self.inbox.inbox;
+        live.clear();
+        live.extend(
+            (0..conns.len()).filter(|&i| {
+                conns[i].claim.is_some() || !matches!(inbox.state(i), ConnState::Free)
+            }),
+        );
+        for (w, bits) in self.live_bits.iter().enumerate() {
+            let word = live
+                .iter()
+                .filter(|&&i| i / 64 == w)
+                .fold(0u64, |b, &i| b | 1 << (i % 64));
+            bits.store(word, Ordering::Relaxed);
+        }
+        // SYNC: Release after the bits: `has_data` that reads this
+        // count (Acquire) reads these bits or later ones.
+        self.live_claims.store(claims, Ordering::Release);
     }
 
     /// Map every pool of publisher `pub_id` of process `pid` not mapped
@@ -608,9 +619,20 @@ impl SubLink for SubShm {
         // SYNC: Acquire pairs with the Release store after the bits in
         // `pump_locked`.
         let seen = self.live_claims.load(Ordering::Acquire);
-        if seen == NEVER_LOOKED || inbox.claims() != seen {
+        let claims = inbox.claims();
+        if seen == NEVER_LOOKED || claims != seen {
             // A block may have been claimed since the last look: ask all.
-            return (0..inbox.connections()).any(|i| inbox.has_data(i));
+            if (0..inbox.connections()).any(|i| inbox.has_data(i)) {
+                return true; // the pump's pass looks again
+            }
+            // A publisher connected and sent nothing yet: no pass would
+            // look again until it does, and every poll would ask all the
+            // blocks. Look now, unless a pass is under way (it will).
+            if let Ok(mut readers) = self.readers.try_lock() {
+                let Readers { conns, live } = &mut *readers;
+                self.look(conns, live, claims);
+            }
+            return false;
         }
         // Only the blocks in use (a freed one still listed answers no).
         self.live_bits.iter().enumerate().any(|(w, bits)| {
