@@ -43,7 +43,9 @@ struct Current {
     exec: usize,
     /// Whether that executor runs callback groups.
     grouped: bool,
-    /// The callback's group (by address).
+    /// The callback's group (by address), when `grouped` (else 0: only a
+    /// grouped executor's groups are asked about, and reading the entity's
+    /// group pointer is a cache miss per callback on a cold executor).
     group: usize,
     /// The entity whose callback it is (by address): its own re-queueing
     /// is not work it caused.
@@ -55,7 +57,7 @@ thread_local! {
 }
 
 /// What this thread is executing, if it is inside an executor's callback:
-/// (executor address, grouped, group address).
+/// (executor address, grouped, group address; 0 when not grouped).
 pub(crate) fn current() -> Option<(usize, bool, usize)> {
     CURRENT.with(|c| c.get().map(|c| (c.exec, c.grouped, c.group)))
 }
@@ -72,7 +74,11 @@ impl Running {
         let me = Current {
             exec: exec as *const ExecShared as usize,
             grouped,
-            group: Arc::as_ptr(e.group()) as usize,
+            group: if grouped {
+                Arc::as_ptr(e.group()) as usize
+            } else {
+                0
+            },
             entity: Arc::as_ptr(e) as *const () as usize,
         };
         Running {
