@@ -91,7 +91,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use myelin::msgs::sensor_msgs;
-use myelin::{Context, Executor, Message, QoS};
+use myelin::{Context, Executor, Message, Publisher, QoS, Subscription};
 use serde::{Deserialize, Serialize};
 
 const ENV: &str = "MYELIN_BENCH_ICOUNT";
@@ -322,6 +322,43 @@ fn quiet() -> myelin::ContextBuilder {
         .type_description_service(false)
 }
 
+/// A keep_last(16) publisher and a polling subscription of one topic in
+/// two shared-memory contexts, connected.
+struct ShmPair {
+    p: Publisher<Icount64>,
+    s: Subscription<Icount64>,
+    _contexts: (Context, Context),
+}
+
+/// The [`ShmPair`] of `topic` in domain `d`.
+fn shm_pair(d: u32, topic: &str, name: &str) -> Result<ShmPair, IcountError> {
+    let shm = || {
+        quiet()
+            .domain_id(d)
+            .shared_memory(true)
+            .network(false)
+            .build()
+            .map_err(err)
+    };
+    let (a, b) = (shm()?, shm()?);
+    let p = a
+        .create_node("icount_pub")
+        .map_err(err)?
+        .create_publisher::<Icount64>(topic, QoS::keep_last(16))
+        .map_err(err)?;
+    let s = b
+        .create_node("icount_sub")
+        .map_err(err)?
+        .create_polling_subscription::<Icount64>(topic, QoS::keep_last(16), Default::default())
+        .map_err(err)?;
+    wait(|| p.subscription_count() > 0, name)?;
+    Ok(ShmPair {
+        p,
+        s,
+        _contexts: (a, b),
+    })
+}
+
 /// Set up `name`, warm it up, then run it `iters` times in the counted
 /// region.
 fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
@@ -415,28 +452,7 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
             check(sweep_only || n == iters * COLD_SUBS, name)
         }
         "shm loan+take 64B" => {
-            let shm = || {
-                quiet()
-                    .domain_id(d)
-                    .shared_memory(true)
-                    .network(false)
-                    .build()
-                    .map_err(err)
-            };
-            let (a, b) = (shm()?, shm()?);
-            let pn = a.create_node("icount_pub").map_err(err)?;
-            let sn = b.create_node("icount_sub").map_err(err)?;
-            let p = pn
-                .create_publisher::<Icount64>("/icount", QoS::keep_last(16))
-                .map_err(err)?;
-            let s = sn
-                .create_polling_subscription::<Icount64>(
-                    "/icount",
-                    QoS::keep_last(16),
-                    Default::default(),
-                )
-                .map_err(err)?;
-            wait(|| p.subscription_count() > 0, name)?;
+            let ShmPair { p, s, _contexts } = shm_pair(d, "/icount", name)?;
             let (mut seq, mut got) = (0, 0u64);
             let mut op = || {
                 seq += 1;
@@ -454,30 +470,11 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
             check(got == warm + iters, name)
         }
         SHM_IDLE => {
-            let shm = || {
-                quiet()
-                    .domain_id(d)
-                    .shared_memory(true)
-                    .network(false)
-                    .build()
-                    .map_err(err)
-            };
-            let (a, b) = (shm()?, shm()?);
-            let s = b
-                .create_node("icount_sub")
-                .map_err(err)?
-                .create_polling_subscription::<Icount64>(
-                    "/quiet",
-                    QoS::keep_last(16),
-                    Default::default(),
-                )
-                .map_err(err)?;
-            let p = a
-                .create_node("icount_pub")
-                .map_err(err)?
-                .create_publisher::<Icount64>("/quiet", QoS::keep_last(16))
-                .map_err(err)?;
-            wait(|| p.subscription_count() > 0, name)?;
+            let ShmPair {
+                p: _p,
+                s,
+                _contexts,
+            } = shm_pair(d, "/quiet", name)?;
             let mut got = 0u64;
             let mut op = || {
                 if s.take().is_some() {
