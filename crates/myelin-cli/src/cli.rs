@@ -744,9 +744,13 @@ pub struct BenchArgs {
     /// per operation); exit non-zero when one grew more than `--tolerance`.
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<std::path::PathBuf>,
-    /// icount: write this run's counts as a baseline.
-    #[arg(long, value_name = "FILE")]
+    /// icount: write this run's counts as a baseline (every workload's:
+    /// not with --workload).
+    #[arg(long, value_name = "FILE", conflicts_with = "workload")]
     pub save_baseline: Option<std::path::PathBuf>,
+    /// icount: count only this workload (repeatable; default: all).
+    #[arg(long, value_name = "NAME")]
+    pub workload: Vec<String>,
     /// icount: how much a count may grow before `--baseline` fails, in
     /// percent.
     #[arg(long, value_name = "PCT", default_value_t = 5.0)]

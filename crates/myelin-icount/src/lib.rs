@@ -124,6 +124,14 @@ pub enum IcountError {
         /// `"<workload> (+x.y%)"` for each that grew.
         grew: Vec<String>,
     },
+    /// A workload asked for by name that this build does not have.
+    #[error("no workload {name:?}; this build has: {}", .known.join(", "))]
+    UnknownWorkload {
+        /// The name asked for.
+        name: String,
+        /// The workloads there are.
+        known: Vec<String>,
+    },
     /// Gated workloads the baseline has no count for: a gate that cannot
     /// compare must not pass.
     #[error("not in the baseline: {} (save a new one: --save-baseline)", .0.join(", "))]
@@ -729,11 +737,34 @@ pub fn valgrind_available() -> Result<(), String> {
 
 /// Count every workload (each in a child process under callgrind);
 /// `progress` hears a line per workload.
-pub fn run(mut progress: impl FnMut(&str)) -> Result<Vec<IcountRow>, IcountError> {
+pub fn run(progress: impl FnMut(&str)) -> Result<Vec<IcountRow>, IcountError> {
+    run_only(&[], progress)
+}
+
+/// [`run`] for the workloads named in `only` (all when it is empty), in
+/// [`WORKLOADS`]' order; a name this build does not have is an error
+/// before anything runs.
+///
+/// ```no_run
+/// let rows = myelin_icount::run_only(&["dispatch 64B".to_string()], |_| {})?;
+/// assert_eq!(rows[0].workload, "dispatch 64B");
+/// # Ok::<(), myelin_icount::IcountError>(())
+/// ```
+pub fn run_only(
+    only: &[String],
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<IcountRow>, IcountError> {
+    if let Some(name) = only.iter().find(|n| !WORKLOADS.contains(&n.as_str())) {
+        return Err(IcountError::UnknownWorkload {
+            name: name.clone(),
+            known: WORKLOADS.iter().map(|w| w.to_string()).collect(),
+        });
+    }
     valgrind_available().map_err(IcountError::Valgrind)?;
     let shm_dir = private_dir()?;
     let rows = WORKLOADS
         .iter()
+        .filter(|&&name| only.is_empty() || only.iter().any(|n| n == name))
         .map(|&name| {
             if counts_lines(name) {
                 progress(&format!(

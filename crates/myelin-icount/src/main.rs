@@ -15,18 +15,22 @@ use std::process::ExitCode;
 
 const USAGE: &str = "\
 usage: myelin-icount [--baseline FILE] [--save-baseline FILE] [--tolerance PCT]
+                     [--workload NAME]...
 
 Counts the instructions of myelin's hot paths under valgrind's callgrind.
   --baseline FILE       compare with this baseline (JSON: workload ->
                         instructions per operation); fail when a count grew
                         past the tolerance
-  --save-baseline FILE  write this run's counts as a baseline
-  --tolerance PCT       how much a count may grow, in percent (default 5)";
+  --save-baseline FILE  write this run's counts as a baseline (all
+                        workloads: not with --workload)
+  --tolerance PCT       how much a count may grow, in percent (default 5)
+  --workload NAME       count only this workload (repeatable; default all)";
 
 struct Args {
     baseline: Option<PathBuf>,
     save: Option<PathBuf>,
     tolerance_pct: f64,
+    only: Vec<String>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -34,6 +38,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
         baseline: None,
         save: None,
         tolerance_pct: 5.0,
+        only: Vec::new(),
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
@@ -46,9 +51,13 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                     .parse()
                     .map_err(|_| format!("--tolerance {v:?}: not a number"))?;
             }
+            "--workload" => args.only.push(value()?),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    if args.save.is_some() && !args.only.is_empty() {
+        return Err("--save-baseline writes every workload's count: not with --workload".into());
     }
     Ok(args)
 }
@@ -81,7 +90,7 @@ fn gate(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(path) => Some(myelin_icount::load_baseline(path)?),
         None => None,
     };
-    let rows = myelin_icount::run(|line| eprintln!("icount: {line}"))?;
+    let rows = myelin_icount::run_only(&args.only, |line| eprintln!("icount: {line}"))?;
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {

@@ -16,7 +16,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     let h = MachineInfo::detect();
-    let rows = icount::run(|line| eprintln!("icount: {line}"))?;
+    let rows = icount::run_only(&args.workload, |line| eprintln!("icount: {line}"))?;
     println!(
         "myelin bench icount on {} ({} cpus), {}, {} at {}; instructions counted by callgrind\n",
         h.cpu_model, h.nproc, h.kernel, h.rustc, h.git_commit
