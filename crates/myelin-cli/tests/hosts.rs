@@ -29,23 +29,23 @@ impl Drop for Proc {
 }
 
 fn bed(n: usize) -> Option<TestBed> {
-    match TestBed::new(n) {
-        Ok(b) => Some(b),
-        Err(e) if myelin_bench::testbed::required() => {
-            panic!(
-                "{e} ({} is set: the bed must come up here)",
-                myelin_bench::testbed::REQUIRE_ENV
-            )
-        }
-        Err(e) => {
-            // libtest hides a passing test's output: the reason also goes
-            // to a file that `.ci/run` prints after the tests.
-            eprintln!("skipped: {e}");
-            let test = std::thread::current().name().unwrap_or("?").to_string();
-            for_ci("testbed-skipped.txt", &format!("{test}: {e}"));
-            None
-        }
+    TestBed::new(n).map_err(|e| skipped(&e)).ok()
+}
+
+/// Why a test that needs network namespaces cannot run here: printed and
+/// kept for CI, or a failure where the bed is required.
+fn skipped(e: &dyn std::fmt::Display) {
+    if myelin_bench::testbed::required() {
+        panic!(
+            "{e} ({} is set: the bed must come up here)",
+            myelin_bench::testbed::REQUIRE_ENV
+        )
     }
+    // libtest hides a passing test's output: the reason also goes to a
+    // file that `.ci/run` prints after the tests.
+    eprintln!("skipped: {e}");
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    for_ci("testbed-skipped.txt", &format!("{test}: {e}"));
 }
 
 /// `myelin router` on host `i` as the README deploys them: with no
@@ -1563,5 +1563,61 @@ fn bench_net_across_hosts_measures_every_system() {
             !left.contains(&theirs),
             "a namespace of the bench's beds was left behind: {left}"
         );
+    }
+}
+
+/// `myelin bench net` (zenoh and myelin, every ring shape) in a network
+/// namespace of its own whose loopback carries 10 Mbit/s (`tc`): a
+/// 256 KiB message is 0.2 s on the link, so whatever zenoh still queues
+/// when a `put` returns takes longer than any fixed grace. Every row
+/// completes with every message back: each stage keeps its session open
+/// until the benchmark has its last reply (a stage that closed it 100 ms
+/// after its last `put` lost that message on this link, every time), and
+/// each ring blocks rather than drops when zenoh's queue is full.
+#[test]
+fn bench_net_on_a_slow_link_brings_every_message_back() {
+    let probe = std::process::Command::new("unshare")
+        .args(["-n", "tc", "qdisc", "show"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        return skipped(&"`unshare -n` with `tc` is not available here");
+    }
+    // Small socket buffers (the kernel's 4 MiB would hold a whole
+    // message, and a closed socket still sends what it holds): the rest
+    // waits in zenoh's own queue, as a 4.6 MB frame does on 1 Gbit/s.
+    let shaped = "ip link set lo up && \
+        sysctl -qw net.ipv4.tcp_wmem='4096 16384 65536' && \
+        sysctl -qw net.ipv4.tcp_rmem='4096 16384 65536' && \
+        tc qdisc add dev lo root tbf rate 10mbit burst 256kb latency 2s && \
+        exec \"$@\"";
+    let out = std::process::Command::new("unshare")
+        .args(["-n", "sh", "-c", shaped, "sh"])
+        .arg(env!("CARGO_BIN_EXE_myelin"))
+        .args(["bench", "net", "--in-process", "--size", "262144"])
+        .args(["--count", "1", "--system", "zenoh", "--system", "myelin"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench net on a slow link failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each system's two pingpongs, its services (zenoh's queryable;
+    // myelin's service and its raw queryable) and two relays, each with
+    // its 11 messages (1 + the warm-up of 10) and none lost.
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("net ") && l.contains("256KiB"))
+        .collect();
+    let nets: Vec<&&str> = rows.iter().filter(|r| !r.contains("late joiner")).collect();
+    assert_eq!(nets.len(), 11, "{text}");
+    for row in nets {
+        let w: Vec<&str> = row.split_whitespace().collect();
+        let at = w.iter().position(|x| *x == "256KiB").unwrap();
+        assert_eq!((w[at + 1], w[at + 2]), ("1", "0"), "{row}");
     }
 }

@@ -25,6 +25,16 @@
 //!   thread through a channel, which republishes (the same threading as
 //!   myelin's).
 //!
+//! Every message of a ring is reliable and blocks its publisher rather
+//! than being dropped when zenoh's queue is full (myelin: reliable
+//! keep_all, which it maps to zenoh's `Block` as rmw_zenoh does; raw
+//! zenoh: `CongestionControl::Block`). A ring has one message in flight,
+//! so a dropped one is not a slower measurement but a stalled run: with
+//! zenoh's default `Drop`, a 4.6 MB frame whose fragments waited longer
+//! than zenoh's fragment drop limit (50 ms) behind a 1 Gbit/s link on a
+//! slow machine was dropped (seen in CI) and the run failed after
+//! [`WAIT`].
+//!
 //! Service modes (ping-pong only, shape `service`): the stage serves an
 //! echo service and the measuring end calls it, once per round trip.
 //!
@@ -64,7 +74,9 @@ pub struct NetRing {
     /// Its ways of forwarding, each a run and its config label.
     pub modes: &'static [&'static str],
     /// A stage process: forward `total` messages from ring position
-    /// `index` to `index + 1`. It says `ready` on stdout once listening.
+    /// `index` to `index + 1`. It says `ready` on stdout once listening,
+    /// and after its last message waits for [`until_released`] before it
+    /// closes its session.
     pub stage: fn(ring: &Ring, index: u32, total: u64) -> Result<(), BenchError>,
     /// The measuring end: publishes to position 0, receives from position
     /// `stages`; returns once both directions are matched.
@@ -423,10 +435,25 @@ fn stage(spec: &str) -> Result<(), BenchError> {
     let (ring, at) = ring_of(system, mode, config, domain, tag)?;
     let i: u32 = index.parse().map_err(err)?;
     let total: u64 = total.parse().map_err(err)?;
-    (ring.stage)(&at, i, total)?;
-    // Let the last message leave before the session closes.
-    std::thread::sleep(Duration::from_millis(100));
-    Ok(())
+    (ring.stage)(&at, i, total)
+}
+
+/// Wait until the benchmark closes this helper's stdin (it does once the
+/// measuring end has every reply, or gave up), at most [`WAIT`]. A stage
+/// calls it after its last message, with its session still open: `put`
+/// returns once a message is queued, and a session closed right after it
+/// lost what zenoh had not written yet (a 4.6 MB frame is 4.6 ms of a
+/// 1 Gbit/s link behind the 1 MiB queue; a fixed 100 ms grace was not
+/// enough on a slow machine: the ring's last message never came back).
+pub(crate) fn until_released() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The reader stays blocked if stdin never closes; the process exits
+    // after the wait all the same.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        let _ = tx.send(());
+    });
+    let _ = rx.recv_timeout(WAIT);
 }
 
 /// Send [`PROBE`]s until one comes back around the ring (the route is

@@ -18,7 +18,8 @@ use myelin_msgs::sensor_msgs::Image;
 
 use crate::harness::{BenchError, Job, size_label};
 use crate::scenarios::net::{
-    NetParams, NetRing, OpenedEnd, Ring, RingEnd, WAIT, err, is_probe, run, seq_of, wait_for,
+    NetParams, NetRing, OpenedEnd, Ring, RingEnd, WAIT, err, is_probe, run, seq_of, until_released,
+    wait_for,
 };
 
 /// myelin's part in the ring: one way of forwarding.
@@ -107,7 +108,9 @@ impl Carried for Image {
     }
 }
 
-/// A node `name` reading ring topic `from` and writing ring topic `to`.
+/// A node `name` reading ring topic `from` and writing ring topic `to`,
+/// reliable keep_all both (zenoh's `Block`: see the module `net`'s
+/// scenario on why a ring never drops).
 fn hop<T: Carried>(
     ctx: &Context,
     name: &str,
@@ -116,10 +119,10 @@ fn hop<T: Carried>(
 ) -> Result<(Subscription<T>, Publisher<T>), BenchError> {
     let node = ctx.create_node(name).map_err(err)?;
     let out = node
-        .create_publisher::<T>(&topic(to), QoS::keep_last(16))
+        .create_publisher::<T>(&topic(to), QoS::keep_all())
         .map_err(err)?;
     let sub = node
-        .create_polling_subscription::<T>(&topic(from), QoS::keep_last(16), Default::default())
+        .create_polling_subscription::<T>(&topic(from), QoS::keep_all(), Default::default())
         .map_err(err)?;
     Ok((sub, out))
 }
@@ -162,8 +165,7 @@ fn service_stage(ring: &Ring, total: u64) -> Result<(), BenchError> {
     let spin = std::thread::spawn(move || exec.spin());
     println!("ready");
     let served = rx.recv_timeout(WAIT * 10).map_err(err);
-    // Let the last reply leave before the context closes.
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    until_released();
     stop.stop();
     let _ = spin.join();
     served
@@ -193,6 +195,7 @@ fn forward<T: Carried>(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError
         }
         out.publish(m.into_owned()).map_err(err)?;
     }
+    until_released();
     Ok(())
 }
 

@@ -11,11 +11,12 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use myelin_zenoh::zenoh::qos::CongestionControl;
 use myelin_zenoh::zenoh::{self, Wait};
 
 use crate::harness::BenchError;
 use crate::scenarios::net::{
-    NetRing, OpenedEnd, Ring, RingEnd, WAIT, err, is_probe, seq_of, wait_for,
+    NetRing, OpenedEnd, Ring, RingEnd, WAIT, err, is_probe, seq_of, until_released, wait_for,
 };
 
 /// zenoh's part in the ring: two ways of forwarding.
@@ -56,6 +57,7 @@ fn stage(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
                 .wait()
                 .map_err(err)?;
             rx.recv_timeout(WAIT * 10).map_err(err)?;
+            until_released();
         }
         "zenoh-queryable" => {
             let s = session(&ring.config)?;
@@ -81,8 +83,7 @@ fn stage(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
                 .map_err(err)?;
             println!("ready");
             rx.recv_timeout(WAIT * 10).map_err(err)?;
-            // Let the last reply leave before the session closes.
-            std::thread::sleep(Duration::from_millis(100));
+            until_released();
         }
         "zenoh-thread" => {
             let (s, out) = stage_session(&ring.config, tag, i)?;
@@ -95,6 +96,7 @@ fn stage(ring: &Ring, i: u32, total: u64) -> Result<(), BenchError> {
                 }
                 out.put(p).wait().map_err(err)?;
             }
+            until_released();
         }
         other => return Err(err(format!("bad kind {other:?}"))),
     }
@@ -110,10 +112,23 @@ fn stage_session(
     i: u32,
 ) -> Result<(zenoh::Session, zenoh::pubsub::Publisher<'static>), BenchError> {
     let s = session(config)?;
-    let out = s.declare_publisher(key(tag, i + 1)).wait().map_err(err)?;
+    let out = publisher(&s, key(tag, i + 1))?;
     println!("ready");
     wait_matching(&out)?;
     Ok((s, out))
+}
+
+/// A ring's publisher: reliable, and blocking rather than dropping when
+/// zenoh's queue is full (as myelin's reliable keep_all; the scenario
+/// says why a ring never drops).
+fn publisher(
+    s: &zenoh::Session,
+    key: String,
+) -> Result<zenoh::pubsub::Publisher<'static>, BenchError> {
+    s.declare_publisher(key)
+        .congestion_control(CongestionControl::Block)
+        .wait()
+        .map_err(err)
 }
 
 /// A subscriber whose callback hands each payload to a channel.
@@ -205,7 +220,7 @@ fn open(ring: &Ring, stages: u32) -> OpenedEnd {
         }));
     }
     let s = session(&ring.config)?;
-    let out = s.declare_publisher(key(&ring.tag, 0)).wait().map_err(err)?;
+    let out = publisher(&s, key(&ring.tag, 0))?;
     let (sub, rx) = channel_subscriber(&s, key(&ring.tag, stages))?;
     wait_matching(&out)?;
     // The last stage's publisher matches our subscriber.
