@@ -240,9 +240,7 @@ impl<T: Message> SubInner<T> {
                 if let Some(h) = l.pump_take(self)
                     && let Some((msg, _)) = self.arrived(Arrived::Kept(h.bytes), h.lifetime)
                 {
-                    if self.counts_received {
-                        self.received_count.fetch_add(1, Ordering::Relaxed);
-                    }
+                    self.count_received();
                     return Some((msg, h.origin));
                 }
                 // Two or more went into the buffer (or the one expired).
@@ -516,10 +514,18 @@ impl<T: Message> SubInner<T> {
     /// to `cap` messages (see [`Buffer::push_beyond`]).
     #[inline]
     fn store(&self, entry: Entry<T>, cap: usize) -> Pushed {
+        self.count_received();
+        self.buffer.push_beyond(entry, cap)
+    }
+
+    /// One more message arrived, for the deadline check (counted only
+    /// when `qos.deadline` is set): a buffered one or one a polled take
+    /// got straight from its link.
+    #[inline]
+    fn count_received(&self) {
         if self.counts_received {
             self.received_count.fetch_add(1, Ordering::Relaxed);
         }
-        self.buffer.push_beyond(entry, cap)
     }
 
     /// Push a message from a transport that gives its publisher no
