@@ -33,7 +33,7 @@
 //! zenoh's default `Drop`, a 4.6 MB frame whose fragments waited longer
 //! than zenoh's fragment drop limit (50 ms) behind a 1 Gbit/s link on a
 //! slow machine was dropped (seen in CI) and the run failed after
-//! [`WAIT`].
+//! 30 s.
 //!
 //! Service modes (ping-pong only, shape `service`): the stage serves an
 //! echo service and the measuring end calls it, once per round trip.
@@ -75,7 +75,7 @@ pub struct NetRing {
     pub modes: &'static [&'static str],
     /// A stage process: forward `total` messages from ring position
     /// `index` to `index + 1`. It says `ready` on stdout once listening,
-    /// and after its last message waits for [`until_released`] before it
+    /// and after its last message waits for `until_released` before it
     /// closes its session.
     pub stage: fn(ring: &Ring, index: u32, total: u64) -> Result<(), BenchError>,
     /// The measuring end: publishes to position 0, receives from position
@@ -442,9 +442,10 @@ fn stage(spec: &str) -> Result<(), BenchError> {
 /// measuring end has every reply, or gave up), at most [`WAIT`]. A stage
 /// calls it after its last message, with its session still open: `put`
 /// returns once a message is queued, and a session closed right after it
-/// lost what zenoh had not written yet (a 4.6 MB frame is 4.6 ms of a
-/// 1 Gbit/s link behind the 1 MiB queue; a fixed 100 ms grace was not
-/// enough on a slow machine: the ring's last message never came back).
+/// lost what zenoh had not written yet (a 4.6 MB frame is 37 ms of a
+/// 1 Gbit/s link, more than the socket's buffer holds; a fixed 100 ms
+/// grace after the close guarded nothing, and on a `tc`-limited link the
+/// ring's last message never came back).
 pub(crate) fn until_released() {
     let (tx, rx) = std::sync::mpsc::channel();
     // The reader stays blocked if stdin never closes; the process exits
