@@ -744,9 +744,9 @@ pub struct BenchArgs {
     /// per operation); exit non-zero when one grew more than `--tolerance`.
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<std::path::PathBuf>,
-    /// icount: write this run's counts as a baseline (every workload's:
-    /// not with --workload).
-    #[arg(long, value_name = "FILE", conflicts_with = "workload")]
+    /// icount: write this run's counts as a baseline; with --workload,
+    /// update those workloads' rows in FILE and keep the others.
+    #[arg(long, value_name = "FILE")]
     pub save_baseline: Option<std::path::PathBuf>,
     /// icount: count only this workload (repeatable; default: all).
     #[arg(long, value_name = "NAME")]

@@ -134,7 +134,7 @@ pub enum IcountError {
     },
     /// Gated workloads the baseline has no count for: a gate that cannot
     /// compare must not pass.
-    #[error("not in the baseline: {} (save a new one: --save-baseline)", .0.join(", "))]
+    #[error("not in the baseline: {} (add them: --save-baseline FILE --workload NAME)", .0.join(", "))]
     NotInBaseline(Vec<String>),
     /// Files around the workloads (output files, the private directory).
     #[error("icount: {0}")]
@@ -1148,9 +1148,31 @@ fn percent(fraction: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// Write the baseline `rows` make to `path` (pretty JSON).
-pub fn save_baseline(path: &Path, rows: &[IcountRow]) -> Result<(), IcountError> {
-    let json = serde_json::to_string_pretty(&baseline_of(rows)).map_err(std::io::Error::other)?;
+/// Write the baseline `rows` make to `path` (pretty JSON). With `update`
+/// (a run of some workloads), the rows of the baseline already in `path`
+/// that this run did not count stay as they were (a missing file starts
+/// empty; a corrupt one is refused, not overwritten); without, `path`
+/// holds this run's rows only.
+///
+/// ```
+/// use myelin_icount::{IcountRow, load_baseline, save_baseline};
+/// let path = std::env::temp_dir().join(format!("icount_doc_{}.json", std::process::id()));
+/// let row = |w: &str, per_op| IcountRow { workload: w.into(), iters: 1, instructions: 1, per_op };
+/// save_baseline(&path, &[row("a", 10.0), row("b", 20.0)], false)?;
+/// save_baseline(&path, &[row("b", 21.0)], true)?;
+/// let b = load_baseline(&path)?;
+/// assert_eq!((b["a"], b["b"]), (10.0, 21.0));
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn save_baseline(path: &Path, rows: &[IcountRow], update: bool) -> Result<(), IcountError> {
+    let mut baseline = if update && path.exists() {
+        load_baseline(path)?
+    } else {
+        Baseline::new()
+    };
+    baseline.extend(baseline_of(rows));
+    let json = serde_json::to_string_pretty(&baseline).map_err(std::io::Error::other)?;
     std::fs::write(path, json + "\n")?;
     Ok(())
 }
@@ -1256,11 +1278,33 @@ mod tests {
         let e = gate(&[row("a", 1000.0), row("c", 5.0)], &base, 0.05).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "not in the baseline: c (save a new one: --save-baseline)"
+            "not in the baseline: c (add them: --save-baseline FILE --workload NAME)"
         );
         assert!(tolerance(5.0).is_ok_and(|t| (t - 0.05).abs() < 1e-12));
         assert!(tolerance(1000.0).is_ok());
         assert!(tolerance(-1.0).is_err() && tolerance(f64::INFINITY).is_err());
+    }
+
+    #[test]
+    fn an_update_keeps_the_rows_it_did_not_count_and_refuses_a_corrupt_file() {
+        let path = std::env::temp_dir().join(format!("icount_update_{}.json", std::process::id()));
+        save_baseline(&path, &[row("a", 10.0), row("b", 20.0)], false).unwrap();
+        save_baseline(&path, &[row("b", 21.0), row("c", 5.0)], true).unwrap();
+        let b = load_baseline(&path).unwrap();
+        assert_eq!(b.len(), 3);
+        assert_eq!((b["a"], b["b"], b["c"]), (10.0, 21.0, 5.0));
+        // Without `update` the file holds the run's rows only.
+        save_baseline(&path, &[row("c", 6.0)], false).unwrap();
+        assert_eq!(load_baseline(&path).unwrap().len(), 1);
+        std::fs::write(&path, "{ not json").unwrap();
+        let e = save_baseline(&path, &[row("a", 1.0)], true).unwrap_err();
+        assert!(e.to_string().contains("not valid"), "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{ not json");
+        // A file that is not there yet starts empty.
+        std::fs::remove_file(&path).unwrap();
+        save_baseline(&path, &[row("a", 1.0)], true).unwrap();
+        assert_eq!(load_baseline(&path).unwrap().len(), 1);
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub fn run(args: &BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         crate::command::bench::write_rows_json(path, &h, &rows)?;
     }
     if let Some(path) = &args.save_baseline {
-        icount::save_baseline(path, &rows)?;
+        icount::save_baseline(path, &rows, !args.workload.is_empty())?;
         println!("baseline written: {}", path.display());
     }
     if let Some(b) = &baseline {
