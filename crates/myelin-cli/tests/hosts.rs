@@ -1572,7 +1572,7 @@ fn bench_net_across_hosts_measures_every_system() {
 /// when a `put` returns takes longer than any fixed grace. Every row
 /// completes with every message back: each stage keeps its session open
 /// until the benchmark has its last reply (a stage that closed it 100 ms
-/// after its last `put` lost that message on this link, every time), and
+/// after its last `put` lost that message here: 8 of the 11 rows failed), and
 /// each ring blocks rather than drops when zenoh's queue is full.
 #[test]
 fn bench_net_on_a_slow_link_brings_every_message_back() {

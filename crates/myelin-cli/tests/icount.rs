@@ -5,7 +5,31 @@
 //! build's; the gate's arithmetic is what is tested here, its numbers in
 //! `.ci/icount.json`, which CI's gate step checks for every workload.)
 
-use std::process::Command;
+use std::process::{Command, Output};
+
+/// `myelin bench icount ARGS...`, run to completion.
+fn icount<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_myelin"))
+        .args(["bench", "icount"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The stdout of a run that must succeed (else its output is the failure).
+fn succeeded(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
 
 #[test]
 fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_baseline() {
@@ -32,14 +56,16 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
     // counts every one in the release build): an instruction count and
     // the cold-cache one, which is reported but not gated.
     let saved = dir.join("saved.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_myelin"))
-        .args(["bench", "icount", "--baseline"])
-        .arg(&tight)
-        .arg("--save-baseline")
-        .arg(&saved)
-        .args(["--workload", "dispatch 64B", "--workload", "cold lines x10"])
-        .output()
-        .unwrap();
+    let out = icount([
+        "--baseline".as_ref(),
+        tight.as_os_str(),
+        "--save-baseline".as_ref(),
+        saved.as_os_str(),
+        "--workload".as_ref(),
+        "dispatch 64B".as_ref(),
+        "--workload".as_ref(),
+        "cold lines x10".as_ref(),
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "must fail:\n{stdout}\n{stderr}");
@@ -73,17 +99,12 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
 
     // Another workload's rows added to the saved baseline; the others
     // stay as they were.
-    let out = Command::new(env!("CARGO_BIN_EXE_myelin"))
-        .args(["bench", "icount", "--workload", "shm idle take"])
-        .arg("--save-baseline")
-        .arg(&saved)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&icount([
+        "--workload".as_ref(),
+        "shm idle take".as_ref(),
+        "--save-baseline".as_ref(),
+        saved.as_os_str(),
+    ]));
     let second = read(&saved);
     assert_eq!(second.len(), 5, "{second:?}");
     assert!(
@@ -94,32 +115,18 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
     );
 
     // The run's own counts as the baseline: within the tolerance.
-    let out = Command::new(env!("CARGO_BIN_EXE_myelin"))
-        .args([
-            "bench",
-            "icount",
-            "--workload",
-            "shm idle take",
-            "--baseline",
-        ])
-        .arg(&saved)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(&icount([
+        "--workload".as_ref(),
+        "shm idle take".as_ref(),
+        "--baseline".as_ref(),
+        saved.as_os_str(),
+    ]));
     // Its count and its locked-instruction row, nothing else.
     assert_eq!(stdout.matches(" ok\n").count(), 2, "{stdout}");
     assert!(!stdout.contains("dispatch"), "{stdout}");
 
     // A workload this build does not have: refused before anything runs.
-    let out = Command::new(env!("CARGO_BIN_EXE_myelin"))
-        .args(["bench", "icount", "--workload", "nope"])
-        .output()
-        .unwrap();
+    let out = icount(["--workload", "nope"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success()
