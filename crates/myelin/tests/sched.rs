@@ -280,10 +280,17 @@ fn tasks_of(uid: u32) -> u64 {
 
 fn few_threads() {
     if root() {
-        // SAFETY: setresuid(2) to `nobody` with plain integers; glibc
-        // applies it to every thread of the process. Root is not held to
-        // RLIMIT_NPROC, so the limit below needs another user.
-        assert_eq!(unsafe { libc::setresuid(65534, 65534, 65534) }, 0);
+        // Root is not held to RLIMIT_NPROC, so the limit below needs
+        // another user, and one no other process runs as: the limit is
+        // counted from the tasks of that user, and a sibling test's child
+        // running as `nobody` meanwhile (`unprivileged`) moved the count
+        // (3 runs in 15 had all three workers start). A uid needs no
+        // entry in /etc/passwd; this one is free unless a process of the
+        // same pid modulo 100,000 runs this test too.
+        let own = 200_000 + std::process::id() % 100_000;
+        // SAFETY: setresuid(2) with plain integers; glibc applies it to
+        // every thread of the process.
+        assert_eq!(unsafe { libc::setresuid(own, own, own) }, 0);
     }
     let ctx = ctx();
     let (node, _sub, seen) = recorder(&ctx);
