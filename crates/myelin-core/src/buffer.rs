@@ -269,6 +269,15 @@ impl<T> Buffer<T> {
         }
     }
 
+    /// Start bringing the slot of the next push into the caches (a keep_last
+    /// ring; keep_all's queue allocates its blocks as it goes).
+    #[inline]
+    pub(crate) fn prefetch_next(&self) {
+        if let Buffer::Ring(q) = self {
+            q.prefetch_next();
+        }
+    }
+
     pub(crate) fn limit(&self) -> usize {
         match self {
             Buffer::Ring(q) => q.capacity(),

@@ -124,6 +124,12 @@ impl<T> Dispatch<T> {
     pub(crate) fn call(&mut self, msg: Received<T>, origin: &Origin, pid: u32) {
         (self.0)(msg, origin, pid)
     }
+
+    /// Where the closure's captured state lives (it never moves: it is
+    /// boxed), as an address to prefetch, never to read through.
+    pub(crate) fn state_addr(&self) -> usize {
+        (&*self.0 as *const (dyn FnMut(Received<T>, &Origin, u32) + Send)).cast::<u8>() as usize
+    }
 }
 
 impl<T> std::fmt::Debug for Dispatch<T> {

@@ -59,11 +59,22 @@ pub(crate) struct SubInner<T> {
     /// The executor to wake (None until the node is added to one). Read on
     /// every message with one load; changes only when the node moves.
     pub(super) target: RetainCell<ExecShared>,
+    /// This subscription, for the one path that needs an owned reference:
+    /// queueing it in an executor (right after `target`, which that path
+    /// reads first). A push takes `&self`, so a transport delivers without
+    /// touching the reference count (two locked instructions per
+    /// message); the count moves only when an entry is queued, as it did
+    /// before (an upgrade instead of a clone).
+    me: Weak<SubInner<T>>,
     pub(crate) node: Arc<NodeInner>,
     /// `None` exactly when `has_callback` is false (the flag answers
     /// without touching the lock).
     callback: TryLock<Option<Dispatch<T>>>,
     pub(crate) buffer: Buffer<T>,
+    /// The address of the callback's captured state (0: no callback),
+    /// which `callback` never replaces: a fan-out prefetches it ahead of
+    /// the callbacks without taking the lock (see [`prefetch`](Self::prefetch)).
+    callback_at: usize,
     // Written only when a message is lost, or with a deadline: after the
     // buffer, so that the fields above fit two lines (with the `Arc`'s
     // counts ahead of them).
@@ -103,12 +114,6 @@ pub(crate) struct SubInner<T> {
     /// One link per transport that carries this subscription (publishers
     /// in other processes and hosts).
     pub(crate) links: Box<[Arc<dyn SubLink>]>,
-    /// This subscription, for the one path that needs an owned reference:
-    /// queueing it in an executor. A push takes `&self`, so a transport
-    /// delivers without touching the reference count (two locked
-    /// instructions per message); the count moves only when an entry is
-    /// queued, as it did before (an upgrade instead of a clone).
-    me: Weak<SubInner<T>>,
 }
 
 /// Everything a subscription is made of, resolved by the node.
@@ -173,6 +178,7 @@ impl<T: Message> SubInner<T> {
             waitpoint,
             inline: inline && callback.is_some(),
             has_callback: callback.is_some(),
+            callback_at: callback.as_ref().map_or(0, Dispatch::state_addr),
             callback: TryLock::new(callback),
             inline_panic: std::sync::Mutex::new(None),
             expired: AtomicU64::new(0),
@@ -479,6 +485,29 @@ impl<T: Message> SubInner<T> {
         let count = || self.local_matched.load(Ordering::Relaxed) + self.remote_publishers() as u32;
         if let Some(st) = self.matched_status.recount(count, self.events.is_some()) {
             self.emit(SubscriptionEvent::Matched(st));
+        }
+    }
+
+    /// Start bringing the lines a delivery reads into the caches: this
+    /// subscription's first lines (its `Arc`'s counts, the flags, the
+    /// executor, the buffer's indices), then with `slot` the buffer's next
+    /// slot and the callback's state, which need those lines to find (see
+    /// the publisher's `Matched::prefetch`).
+    #[inline]
+    pub(crate) fn prefetch(&self, slot: bool) {
+        if slot {
+            self.buffer.prefetch_next();
+            if self.callback_at != 0 {
+                myelin_sync::prefetch(self.callback_at as *const u8);
+            }
+        } else {
+            let at = (self as *const Self).cast::<u8>();
+            // The `Arc`'s counts sit 16 bytes ahead of the value; the
+            // fields a push reads end within its first 120 bytes
+            // (`repr(C)`, see the struct), `callback_at` included.
+            for offset in [-16isize, 48, 112] {
+                myelin_sync::prefetch(at.wrapping_offset(offset));
+            }
         }
     }
 
@@ -876,6 +905,7 @@ mod layout {
                 1,
             ),
             ("target", offset_of!(SubInner<u64>, target), 8),
+            ("me", offset_of!(SubInner<u64>, me), 8),
             ("node", offset_of!(SubInner<u64>, node), 8),
             (
                 "callback",
