@@ -75,7 +75,11 @@ fn fanout_delivers_every_message_to_every_subscription() {
         nodes: None,
     };
     let recs = run(fanout::plan(p, &named(&["myelin"])).unwrap());
-    assert_eq!(recs.len(), 4, "nodes=1, nodes=10, inline nodes=10, nopub");
+    assert_eq!(
+        recs.len(),
+        5,
+        "nodes=1, nodes=10, inline nodes=10, nopub, cold nodes=10"
+    );
     for r in &recs[..3] {
         assert_eq!(r.lost, 0, "{}", r.config);
         assert!(
@@ -86,6 +90,20 @@ fn fanout_delivers_every_message_to_every_subscription() {
         );
     }
     assert!(recs[3].config.starts_with("nopub"));
+    assert_cold_rounds(&recs[4], &p);
+}
+
+/// A cold row: every round's 200 deliveries counted (the first two rounds
+/// not), none lost, the rounds' time per delivery in the CPU column.
+fn assert_cold_rounds(r: &myelin_bench::Record, p: &FanoutParams) {
+    assert!(r.config.contains("cold nodes=10"), "{}", r.config);
+    assert_eq!(
+        (r.count, r.lost),
+        (fanout::cold_rounds(p) * 200, 0),
+        "{}",
+        r.config
+    );
+    assert!(r.cpu_ns_per_msg > 0.0 && r.cpu_percent == 0.0, "{r:?}");
 }
 
 #[test]
@@ -168,11 +186,12 @@ fn zenoh_relay_and_fanout_count_every_message() {
         nodes: None,
     };
     let recs = run(fanout::plan(f, &named(&["zenoh"])).unwrap());
-    assert_eq!(recs.len(), 2);
-    for r in &recs {
+    assert_eq!(recs.len(), 3);
+    for r in &recs[..2] {
         assert_eq!(r.lost, 0, "{}", r.config);
         assert_eq!(r.count, 30 * 200, "{}", r.config);
     }
+    assert_cold_rounds(&recs[2], &f);
 }
 
 #[cfg(feature = "grpc")]

@@ -12,6 +12,18 @@
 //! Reported: CPU% of the process, CPU time per delivered message, and
 //! publish-to-callback latency. zenoh (feature `zenoh`) runs the 10-node
 //! graph in a shared session and in a session per node.
+//!
+//! * `cold nodes=10` (myelin and zenoh's shared session): the 10-node graph
+//!   without the 100 Hz sleep. Before each round the measuring thread reads
+//!   [`COLD_SWEEP`] bytes, which evicts every cache line of the graph, as
+//!   10 ms of other work (or of a VM's neighbours) does between two ticks;
+//!   then each node's two topics are published and their 20 callbacks run
+//!   (myelin: `spin_some` until idle, the order the executor keeps at
+//!   100 Hz; zenoh: inside `put`). No timer and no wake-up are measured, so
+//!   the machine's wake-up cost, which moves 2x between runs on a VM, is
+//!   out of these rows: what is left is what each delivery costs on cold
+//!   memory. `cpu/msg` is the rounds' time (one busy thread) per delivery,
+//!   the sweeps excluded; `cpu%` is not measured.
 
 use std::time::Duration;
 
@@ -23,6 +35,43 @@ use crate::systems::{self, System};
 pub const TOPICS: usize = 20;
 /// Subscriptions per topic.
 pub const SUBS_PER_TOPIC: usize = 10;
+
+/// Bytes read between two rounds of the cold rows: twice a 32 MiB
+/// last-level cache.
+pub const COLD_SWEEP: usize = 64 << 20;
+
+/// Rounds of the cold rows: 50 per second of `--duration` (each round
+/// sweeps [`COLD_SWEEP`] bytes first: a few milliseconds), 20 to 1,000.
+pub fn cold_rounds(p: &FanoutParams) -> u64 {
+    (p.duration.as_secs_f64() * 50.0).clamp(20.0, 1000.0) as u64
+}
+
+/// The memory a cold row reads between rounds: written once, so that its
+/// pages are real (a fresh allocation reads the kernel's one zero page).
+pub(crate) fn cold_sweep_buffer() -> Vec<u8> {
+    (0..COLD_SWEEP).map(|i| i as u8).collect()
+}
+
+/// Read a line in every 64 bytes of `buf`: every line read before is gone
+/// from the caches (see the module docs).
+pub(crate) fn sweep(buf: &[u8]) {
+    let mut acc = 0u8;
+    for i in (0..buf.len()).step_by(64) {
+        acc = acc.wrapping_add(buf[i]);
+    }
+    std::hint::black_box(acc);
+}
+
+/// A cold row's figures: the rounds' time per delivery in the CPU
+/// column (one busy thread), `cpu%` not measured.
+pub(crate) fn cold_cpu(
+    record: &mut crate::harness::report::Record,
+    rounds_ns: u64,
+    deliveries: u64,
+) {
+    record.cpu_percent = 0.0;
+    record.cpu_ns_per_msg = rounds_ns as f64 / deliveries.max(1) as f64;
+}
 
 /// Parameters.
 #[derive(Debug, Clone, Copy)]

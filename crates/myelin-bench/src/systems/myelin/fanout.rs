@@ -2,7 +2,9 @@
 //! one executor thread: 10 nodes (node `k` publishes topics `2k` and
 //! `2k+1` from its own timer and subscribes to all 20), one node holding
 //! every publisher and all 200 subscriptions, 10 nodes with inline
-//! subscriptions, and `nopub` (10 nodes with a timer each and no topics).
+//! subscriptions, and `nopub` (10 nodes with a timer each and no topics);
+//! and the 10-node graph on cold memory (`cold nodes=10`, see the
+//! scenario).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,7 +13,9 @@ use myelin::prelude::*;
 
 use crate::harness::stats::LatencyRecorder;
 use crate::harness::{BenchError, Job, Meter, Outcome, now_ns, period_of, rate_label};
-use crate::scenarios::fanout::{FanoutParams, SUBS_PER_TOPIC, TOPICS};
+use crate::scenarios::fanout::{
+    FanoutParams, SUBS_PER_TOPIC, TOPICS, cold_cpu, cold_rounds, cold_sweep_buffer, sweep,
+};
 
 /// The jobs: `--nodes` (1, 10 or both), inline with 10 nodes, `nopub`.
 pub(super) fn jobs(p: FanoutParams) -> Vec<Job> {
@@ -34,7 +38,65 @@ pub(super) fn jobs(p: FanoutParams) -> Vec<Job> {
         format!("fanout/myelin/nopub {}", rate_label(p.rate)),
         move || nopub(p),
     ));
+    if p.nodes.is_none_or(|n| n == 10) {
+        jobs.push(Job::new("fanout/myelin/cold nodes=10".into(), move || {
+            cold(p)
+        }));
+    }
     jobs
+}
+
+/// The fan-out's nodes and 200 subscriptions, each recording its
+/// messages' latency: with 10 nodes each node subscribes every topic once;
+/// with 1 node it holds all 10 subscriptions of every topic.
+struct Graph {
+    nodes: Vec<Node>,
+    _subs: Vec<Subscription<u64>>,
+    rec: Arc<Mutex<LatencyRecorder>>,
+    delivered: Arc<AtomicU64>,
+}
+
+impl Graph {
+    fn new(ctx: &Context, nodes: usize, opts: SubscriptionOptions) -> Result<Graph, BenchError> {
+        let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
+        let rec = Arc::new(Mutex::new(LatencyRecorder::new()));
+        let delivered = Arc::new(AtomicU64::new(0));
+        let node_list: Vec<Node> = (0..nodes)
+            .map(|k| ctx.create_node(&format!("node_{k}")))
+            .collect::<Result<_, _>>()
+            .map_err(|e| setup(&e))?;
+        let mut subs = Vec::new();
+        for t in 0..TOPICS {
+            for s in 0..SUBS_PER_TOPIC {
+                let (r, d) = (rec.clone(), delivered.clone());
+                subs.push(
+                    node_list[s % nodes]
+                        .create_subscription_with(
+                            &format!("/topic_{t}"),
+                            QoS::default(),
+                            opts.clone(),
+                            move |m: &u64| {
+                                let lat = now_ns().saturating_sub(*m);
+                                r.lock().unwrap_or_else(|e| e.into_inner()).record(lat);
+                                d.fetch_add(1, Ordering::Relaxed);
+                            },
+                        )
+                        .map_err(|e| setup(&e))?,
+                );
+            }
+        }
+        Ok(Graph {
+            nodes: node_list,
+            _subs: subs,
+            rec,
+            delivered,
+        })
+    }
+
+    /// The latencies recorded so far (and a fresh recorder).
+    fn take_latencies(&self) -> LatencyRecorder {
+        std::mem::take(&mut *self.rec.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 fn fanout(p: FanoutParams, nodes: usize, inline: bool) -> Result<Outcome, BenchError> {
@@ -45,35 +107,9 @@ fn fanout(p: FanoutParams, nodes: usize, inline: bool) -> Result<Outcome, BenchE
     };
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
     let ctx = super::local_context()?;
-    let rec = Arc::new(Mutex::new(LatencyRecorder::new()));
-    let delivered = Arc::new(AtomicU64::new(0));
+    let graph = Graph::new(&ctx, nodes, opts)?;
     let published = Arc::new(AtomicU64::new(0));
-    let node_list: Vec<Node> = (0..nodes)
-        .map(|k| ctx.create_node(&format!("node_{k}")))
-        .collect::<Result<_, _>>()
-        .map_err(|e| setup(&e))?;
-    let mut subs = Vec::new();
-    // Subscriptions: with 10 nodes each node subscribes every topic once;
-    // with 1 node it holds all 10 subscriptions of every topic.
-    for t in 0..TOPICS {
-        for s in 0..SUBS_PER_TOPIC {
-            let node = &node_list[s % nodes];
-            let (r, d) = (rec.clone(), delivered.clone());
-            subs.push(
-                node.create_subscription_with(
-                    &format!("/topic_{t}"),
-                    QoS::default(),
-                    opts.clone(),
-                    move |m: &u64| {
-                        let lat = now_ns().saturating_sub(*m);
-                        r.lock().unwrap_or_else(|e| e.into_inner()).record(lat);
-                        d.fetch_add(1, Ordering::Relaxed);
-                    },
-                )
-                .map_err(|e| setup(&e))?,
-            );
-        }
-    }
+    let node_list = &graph.nodes;
     // Publishers and one timer per node.
     let per_node = TOPICS / nodes;
     let mut timers = Vec::new();
@@ -99,7 +135,7 @@ fn fanout(p: FanoutParams, nodes: usize, inline: bool) -> Result<Outcome, BenchE
         );
     }
     let mut exec = Executor::new();
-    for n in &node_list {
+    for n in node_list {
         exec.add_node(n).map_err(|e| setup(&e))?;
     }
     let meter = Meter::start();
@@ -108,9 +144,9 @@ fn fanout(p: FanoutParams, nodes: usize, inline: bool) -> Result<Outcome, BenchE
     drop(timers);
     // Drain what is in flight so nothing counts as lost by accident.
     while exec.spin_some().map_err(|e| setup(&e))? > 0 {}
-    let delivered = delivered.load(Ordering::Relaxed);
+    let delivered = graph.delivered.load(Ordering::Relaxed);
     let expected = published.load(Ordering::Relaxed) * SUBS_PER_TOPIC as u64;
-    let rec = std::mem::take(&mut *rec.lock().unwrap_or_else(|e| e.into_inner()));
+    let rec = graph.take_latencies();
     Ok(meter.finish(
         "fanout",
         "myelin",
@@ -127,6 +163,82 @@ fn fanout(p: FanoutParams, nodes: usize, inline: bool) -> Result<Outcome, BenchE
             "{TOPICS} topics x (1 publisher, {SUBS_PER_TOPIC} subscriptions), one executor thread"
         )],
     ))
+}
+
+/// The 10-node graph on cold memory: per round, a sweep of the caches,
+/// then node by node its two topics published and the executor run until
+/// idle (the order of a 100 Hz tick: each timer's deliveries before the
+/// next timer).
+fn cold(p: FanoutParams) -> Result<Outcome, BenchError> {
+    const NODES: usize = 10;
+    let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
+    let ctx = super::local_context()?;
+    let graph = Graph::new(&ctx, NODES, SubscriptionOptions::default())?;
+    let node_list = &graph.nodes;
+    let per_node = TOPICS / NODES;
+    let pubs: Vec<Vec<Publisher<u64>>> = node_list
+        .iter()
+        .enumerate()
+        .map(|(k, node)| {
+            (0..per_node)
+                .map(|i| {
+                    node.create_publisher::<u64>(
+                        &format!("/topic_{}", k * per_node + i),
+                        QoS::default(),
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| setup(&e))?;
+    let mut exec = Executor::new();
+    for n in node_list {
+        exec.add_node(n).map_err(|e| setup(&e))?;
+    }
+    let buf = cold_sweep_buffer();
+    let mut round = |measure: bool| -> Result<u64, BenchError> {
+        sweep(&buf);
+        let t0 = std::time::Instant::now();
+        for node_pubs in &pubs {
+            for pb in node_pubs {
+                pb.publish(now_ns()).map_err(|e| setup(&e))?;
+            }
+            while exec.spin_some().map_err(|e| setup(&e))? > 0 {}
+        }
+        let ns = t0.elapsed().as_nanos() as u64;
+        if !measure {
+            graph.take_latencies();
+            graph.delivered.store(0, Ordering::Relaxed);
+        }
+        Ok(ns)
+    };
+    // Two rounds to fault everything in, not counted.
+    for _ in 0..2 {
+        round(false)?;
+    }
+    let rounds = cold_rounds(&p);
+    let meter = Meter::start();
+    let mut rounds_ns = 0;
+    for _ in 0..rounds {
+        rounds_ns += round(true)?;
+    }
+    let delivered = graph.delivered.load(Ordering::Relaxed);
+    let expected = rounds * (TOPICS * SUBS_PER_TOPIC) as u64;
+    let rec = graph.take_latencies();
+    let mut out = meter.finish(
+        "fanout",
+        "myelin",
+        "cold nodes=10".into(),
+        rec,
+        delivered,
+        expected.saturating_sub(delivered),
+        None,
+        vec![format!(
+            "{rounds} rounds on cold memory (caches swept before each); cpu/msg: the rounds' time per delivery"
+        )],
+    );
+    cold_cpu(&mut out.record, rounds_ns, delivered);
+    Ok(out)
 }
 
 fn nopub(p: FanoutParams) -> Result<Outcome, BenchError> {

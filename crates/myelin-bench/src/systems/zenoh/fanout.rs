@@ -1,6 +1,7 @@
 //! zenoh in the 20 topics x 10 subscribers CPU-overhead measurement: the
 //! 10-node graph in a shared session and in a session per node, published
-//! from one paced thread.
+//! from one paced thread; and in a shared session on cold memory (`cold
+//! nodes=10`, see the scenario).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,11 +12,14 @@ use zenoh::Wait;
 use super::{self as zp, Sessions};
 use crate::harness::stats::LatencyRecorder;
 use crate::harness::{BenchError, Job, Meter, Outcome, now_ns, period_of, rate_label, sleep_until};
-use crate::scenarios::fanout::{FanoutParams, SUBS_PER_TOPIC, TOPICS};
+use crate::scenarios::fanout::{
+    FanoutParams, SUBS_PER_TOPIC, TOPICS, cold_cpu, cold_rounds, cold_sweep_buffer, sweep,
+};
 
-/// The jobs: one per session arrangement, 10 nodes.
+/// The jobs: one per session arrangement, 10 nodes; the shared session on
+/// cold memory.
 pub(super) fn jobs(p: FanoutParams) -> Vec<Job> {
-    [Sessions::Shared, Sessions::PerNode]
+    let mut jobs: Vec<Job> = [Sessions::Shared, Sessions::PerNode]
         .into_iter()
         .map(|mode| {
             Job::new(
@@ -24,13 +28,19 @@ pub(super) fn jobs(p: FanoutParams) -> Vec<Job> {
                     mode.name(),
                     rate_label(p.rate)
                 ),
-                move || fanout(p, mode),
+                move || fanout(p, mode, false),
             )
         })
-        .collect()
+        .collect();
+    jobs.push(Job::new(
+        format!("fanout/zenoh/{} cold nodes=10", Sessions::Shared.name()),
+        move || fanout(p, Sessions::Shared, true),
+    ));
+    jobs
 }
 
-fn fanout(p: FanoutParams, mode: Sessions) -> Result<Outcome, BenchError> {
+/// `cold`: rounds on cold memory instead of ticks at `p.rate`.
+fn fanout(p: FanoutParams, mode: Sessions, cold: bool) -> Result<Outcome, BenchError> {
     const NODES: usize = 10;
     let err = |e: &dyn std::fmt::Display| BenchError::setup("zenoh", e);
     let sessions = zp::sessions(mode, NODES)?;
@@ -98,16 +108,32 @@ fn fanout(p: FanoutParams, mode: Sessions) -> Result<Outcome, BenchError> {
     let first = tick + 1;
     measure_from.store(first, Ordering::Release);
     let period = period_of(p.rate)?;
-    let ticks = (p.duration.as_secs_f64() * p.rate).round().max(1.0) as u64;
+    let ticks = if cold {
+        cold_rounds(&p)
+    } else {
+        (p.duration.as_secs_f64() * p.rate).round().max(1.0) as u64
+    };
+    let buf = if cold {
+        cold_sweep_buffer()
+    } else {
+        Vec::new()
+    };
+    let mut rounds_ns = 0;
     let meter = Meter::start();
     let start = std::time::Instant::now();
     for k in 0..ticks {
-        sleep_until(start + period * (k as u32 + 1));
+        if cold {
+            sweep(&buf);
+        } else {
+            sleep_until(start + period * (k as u32 + 1));
+        }
+        let t0 = std::time::Instant::now();
         for pb in &pubs {
             pb.put(zp::encode(now_ns(), first + k, 0))
                 .wait()
                 .map_err(|e| err(&e))?;
         }
+        rounds_ns += t0.elapsed().as_nanos() as u64;
     }
     let expected = ticks * (TOPICS * SUBS_PER_TOPIC) as u64;
     let drain = std::time::Instant::now() + Duration::from_secs(5);
@@ -116,16 +142,33 @@ fn fanout(p: FanoutParams, mode: Sessions) -> Result<Outcome, BenchError> {
     }
     let got = delivered.load(Ordering::Relaxed);
     let rec = std::mem::take(&mut *rec.lock().unwrap_or_else(|e| e.into_inner()));
-    let outcome = meter.finish(
+    let config = if cold {
+        format!("{} cold nodes=10", mode.name())
+    } else {
+        format!("{} nodes=10 {}", mode.name(), rate_label(p.rate))
+    };
+    let note = if cold {
+        format!(
+            "{ticks} rounds on cold memory (caches swept before each); cpu/msg: the rounds' time per delivery (callbacks run inside put)"
+        )
+    } else {
+        format!(
+            "{TOPICS} topics x (1 publisher, {SUBS_PER_TOPIC} subscriptions); publisher thread paced"
+        )
+    };
+    let mut outcome = meter.finish(
         "fanout",
         "zenoh",
-        format!("{} nodes=10 {}", mode.name(), rate_label(p.rate)),
+        config,
         rec,
         got,
         expected.saturating_sub(got),
         None,
-        vec![format!("{TOPICS} topics x (1 publisher, {SUBS_PER_TOPIC} subscriptions); publisher thread paced")],
+        vec![note],
     );
+    if cold {
+        cold_cpu(&mut outcome.record, rounds_ns, got);
+    }
     drop(keep);
     drop(pubs);
     drop(sessions);
