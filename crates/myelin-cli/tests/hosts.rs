@@ -1566,6 +1566,17 @@ fn bench_net_across_hosts_measures_every_system() {
     }
 }
 
+/// Whether this machine lets a test shape the loopback of a network
+/// namespace of its own (`unshare -n`, `tc`; root).
+fn can_shape_a_loopback() -> bool {
+    std::process::Command::new("unshare")
+        .args(["-n", "tc", "qdisc", "show"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// `myelin bench net` (zenoh and myelin, every ring shape) in a network
 /// namespace of its own whose loopback carries 10 Mbit/s (`tc`): a
 /// 256 KiB message is 0.2 s on the link, so whatever zenoh still queues
@@ -1576,12 +1587,7 @@ fn bench_net_across_hosts_measures_every_system() {
 /// each ring blocks rather than drops when zenoh's queue is full.
 #[test]
 fn bench_net_on_a_slow_link_brings_every_message_back() {
-    let probe = std::process::Command::new("unshare")
-        .args(["-n", "tc", "qdisc", "show"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
+    if !can_shape_a_loopback() {
         return skipped(&"`unshare -n` with `tc` is not available here");
     }
     // Small socket buffers (the kernel's 4 MiB would hold a whole
@@ -1620,4 +1626,61 @@ fn bench_net_on_a_slow_link_brings_every_message_back() {
         let at = w.iter().position(|x| *x == "256KiB").unwrap();
         assert_eq!((w[at + 1], w[at + 2]), ("1", "0"), "{row}");
     }
+}
+
+/// A talker that publishes a large message once and exits at once
+/// (`myelin topic pub`, zenoh only, through `myelin router`) on a slow
+/// link: the listener gets the whole message. The loopback of a network
+/// namespace of its own carries 1 Mbit/s (`tc`) with TCP buffers of 8 KiB,
+/// so when the talker's context closes, most of the 120 KB still waits in
+/// zenoh's queue; zenoh's close cut it (the listener got nothing, every
+/// time) until the context waited for its peers to take what it sent.
+#[test]
+fn a_talker_that_exits_right_after_a_large_publish_is_heard_on_a_slow_link() {
+    if !can_shape_a_loopback() {
+        return skipped(&"`unshare -n` with `tc` is not available here");
+    }
+    let dir = std::env::temp_dir().join(format!("myelin_exit_talker_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Each wait is for a line a process prints when it is ready (at most
+    // 60 s): no fixed sleep. `topic pub` itself waits for the listener's
+    // subscription before it publishes.
+    let script = r#"
+        set -e
+        ip link set lo up
+        sysctl -qw net.ipv4.tcp_wmem='4096 8192 8192'
+        sysctl -qw net.ipv4.tcp_rmem='4096 8192 8192'
+        tc qdisc add dev lo root tbf rate 1mbit burst 80kb latency 5s
+        M="$1"; D="$2"
+        export MYELIN_LOG=warn MYELIN_TRANSPORT=zenoh
+        ready() { for _ in $(seq 1200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done; echo "never ready: $1" >&2; cat "$1" >&2; exit 1; }
+        MYELIN_TRANSPORT= "$M" router > "$D/router" 2>&1 & R=$!
+        trap 'kill $R 2>/dev/null' EXIT
+        ready "$D/router" listening
+        timeout 30 "$M" topic echo --count 1 /big std_msgs/msg/String > "$D/echo" 2> "$D/echo.err" & E=$!
+        ready "$D/echo.err" echoing
+        "$M" topic pub /big std_msgs/msg/String "data: $(head -c 120000 /dev/zero | tr '\0' a)" > /dev/null
+        wait $E
+        grep -o 'a*' "$D/echo" | awk '{ if (length($0) > m) m = length($0) } END { print "heard", m + 0 }'
+    "#;
+    let out = std::process::Command::new("unshare")
+        .args(["-n", "sh", "-c", script, "sh"])
+        .arg(env!("CARGO_BIN_EXE_myelin"))
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the talker/listener script failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        text.trim(),
+        "heard 120000",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -25,6 +25,7 @@
 //!   whether the context uses shared memory, so a process knows which
 //!   remote endpoints shared memory already serves and counts them once.
 
+mod flush;
 mod publish;
 mod receive;
 mod service;
@@ -882,6 +883,25 @@ impl Drop for ZenohTransport {
         let followed = std::mem::take(self.graph.get_mut().unwrap_or_else(|e| e.into_inner()));
         for s in followed.into_values().filter_map(|t| t.follower) {
             let _ = s.undeclare().wait();
+        }
+        // What zenoh still queues would be cut by the close (see `flush`).
+        let conns = self
+            .session
+            .info()
+            .links()
+            .wait()
+            .filter_map(|l| {
+                let (src, dst) = (l.src().to_string(), l.dst().to_string());
+                Some((flush::tcp_address(&src)?, flush::tcp_address(&dst)?))
+            })
+            .collect();
+        let held = flush::wait_until_sent(&conns);
+        if held > 0 {
+            tracing::warn!(
+                "closing zenoh with {held} bytes its peers have not taken after {:?} (or {:?} without progress): the last messages sent may not arrive",
+                flush::LIMIT,
+                flush::STALLED
+            );
         }
         let _ = self.session.close().wait();
     }
