@@ -97,6 +97,7 @@ fn rematch<T: Message>(ents: &TopicEntities<T>) {
                 }
             }
         }
+        let m = m.sealed();
         p.update_matched(m.len() as u32);
         p.matched.store(Arc::new(m));
     }

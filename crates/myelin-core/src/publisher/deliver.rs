@@ -25,6 +25,10 @@ pub(crate) struct Matched<T> {
     /// (reliable keep_all, with a reliable publisher that may block; see
     /// [`QoS::waits_for`](crate::QoS)).
     pub(crate) paced: Vec<Arc<SubInner<T>>>,
+    /// More than one subscription takes a message: a publish prefetches
+    /// (set by [`sealed`](Self::sealed) when the lists are built, so that
+    /// a publish to one subscription pays one branch for it).
+    fanout: bool,
 }
 
 impl<T> Default for Matched<T> {
@@ -34,6 +38,7 @@ impl<T> Default for Matched<T> {
             sharers: Vec::new(),
             values: Vec::new(),
             paced: Vec::new(),
+            fanout: false,
         }
     }
 }
@@ -46,8 +51,7 @@ impl<T: crate::Message> Matched<T> {
     /// after the other (BENCHMARKS.md, "Fan-out's cold misses, overlapped").
     #[inline]
     pub(crate) fn prefetch(&self) {
-        let n = self.values.len() + self.owners.len() + self.sharers.len();
-        if n < 2 {
+        if !self.fanout {
             return;
         }
         for slot in [false, true] {
@@ -55,6 +59,12 @@ impl<T: crate::Message> Matched<T> {
                 s.prefetch(slot);
             }
         }
+    }
+
+    /// The lists complete: note whether a publish fans out.
+    pub(crate) fn sealed(mut self) -> Self {
+        self.fanout = self.len() >= 2;
+        self
     }
 
     pub(crate) fn is_empty(&self) -> bool {

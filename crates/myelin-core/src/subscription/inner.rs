@@ -493,6 +493,13 @@ impl<T: Message> SubInner<T> {
     /// executor, the buffer's indices), then with `slot` the buffer's next
     /// slot and the callback's state, which need those lines to find (see
     /// the publisher's `Matched::prefetch`).
+    /// Where [`prefetch`](Self::prefetch) asks for lines, from the value's
+    /// start: the `Arc`'s counts sit 16 bytes ahead of it, and the fields
+    /// a push reads (`repr(C)`, see the struct), `callback_at` included,
+    /// end within the allocation's first three lines (the layout test
+    /// checks each field against these).
+    const PREFETCHED: [isize; 3] = [-16, 48, 112];
+
     #[inline]
     pub(crate) fn prefetch(&self, slot: bool) {
         if slot {
@@ -502,10 +509,7 @@ impl<T: Message> SubInner<T> {
             }
         } else {
             let at = (self as *const Self).cast::<u8>();
-            // The `Arc`'s counts sit 16 bytes ahead of the value; the
-            // fields a push reads end within its first 120 bytes
-            // (`repr(C)`, see the struct), `callback_at` included.
-            for offset in [-16isize, 48, 112] {
+            for offset in Self::PREFETCHED {
                 myelin_sync::prefetch(at.wrapping_offset(offset));
             }
         }
@@ -919,6 +923,47 @@ mod layout {
             ),
         ] {
             assert!(ARC_COUNTS + at + len <= 128, "{name} at byte {at}");
+        }
+    }
+
+    /// A fan-out's prefetch asks for the lines every field a push reads
+    /// lies on (taking the allocation to start a line), `callback_at`
+    /// among them: a reordered struct fails here rather than prefetching
+    /// the wrong lines unseen.
+    #[test]
+    fn the_prefetch_asks_for_every_line_a_push_reads() {
+        const ARC_COUNTS: isize = 16;
+        let lines: Vec<isize> = SubInner::<u64>::PREFETCHED
+            .iter()
+            .map(|o| (ARC_COUNTS + o).div_euclid(64))
+            .collect();
+        for (name, at, len) in [
+            ("queued", offset_of!(SubInner<u64>, queued), 1),
+            ("target", offset_of!(SubInner<u64>, target), 8),
+            ("me", offset_of!(SubInner<u64>, me), 8),
+            ("node", offset_of!(SubInner<u64>, node), 8),
+            (
+                "callback",
+                offset_of!(SubInner<u64>, callback),
+                std::mem::size_of::<TryLock<Option<Dispatch<u64>>>>(),
+            ),
+            (
+                "buffer",
+                offset_of!(SubInner<u64>, buffer),
+                std::mem::size_of::<Buffer<u64>>(),
+            ),
+            ("callback_at", offset_of!(SubInner<u64>, callback_at), 8),
+        ] {
+            let (first, last) = (
+                (ARC_COUNTS + at as isize).div_euclid(64),
+                (ARC_COUNTS + (at + len) as isize - 1).div_euclid(64),
+            );
+            for line in first..=last {
+                assert!(
+                    lines.contains(&line),
+                    "{name} at byte {at} is on line {line}, not prefetched"
+                );
+            }
         }
     }
 }
