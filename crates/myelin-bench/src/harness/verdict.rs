@@ -258,6 +258,17 @@ fn check(run: &Run) -> Vec<Checked> {
         run.p90("image", "myelin", "busy-poll 1440x1080"),
         2000.0,
     ));
+    // The bound above is absolute; this machine's own floor for it, two
+    // spinning threads handing one line over at the same rate, is
+    // measured in the same run (BENCHMARKS.md, "The low-latency mode's
+    // floor").
+    out.extend(versus(
+        "image",
+        "low-latency mode at 30 Hz, P90 <= 1.5x a raw hand-off between two spinning threads".into(),
+        run.p90("image", "myelin", "busy-poll 1440x1080"),
+        ("spin", run.p90("image", "raw", "spin-both 30Hz")),
+        1.5,
+    ));
     out
 }
 

@@ -78,16 +78,19 @@ fn relay_processes_jobs(p: RelayParams) -> Vec<Job> {
 
 /// image: one memcpy of the frame, and (once, with the first size) the
 /// futex hand-off between two threads at the frame rate, the floor of an
-/// executor thread woken for each frame.
+/// executor thread woken for each frame, and the hand-off between two
+/// spinning threads, the floor of the low-latency mode.
 fn image_jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
     let mut jobs = vec![Job::new(format!("image/raw/memcpy {label}"), move || {
         memcpy(p, label, bytes)
     })];
     if label == crate::scenarios::image::SIZES[0].0 {
-        jobs.push(Job::new(
-            format!("image/raw/futex-handoff {}", rate_label(p.rate)),
-            move || threads::handoff("image", Handoff::Futex, p.rate, p.frames),
-        ));
+        for mode in [Handoff::Futex, Handoff::SpinBoth] {
+            jobs.push(Job::new(
+                format!("image/raw/{} {}", mode.name(), rate_label(p.rate)),
+                move || threads::handoff("image", mode, p.rate, p.frames),
+            ));
+        }
     }
     jobs
 }
