@@ -891,15 +891,12 @@ mod layout {
     use super::*;
     use std::mem::offset_of;
 
-    /// The fields a delivery reads and writes, with the `Arc`'s two
-    /// counts ahead of them (16 bytes), take 128 bytes at most: two lines
-    /// when the allocation starts a line. `lost` and `received_count` are
-    /// written only when a message is lost or with a deadline, and stay
-    /// out of them.
-    #[test]
-    fn the_fields_every_message_touches_share_two_cache_lines() {
-        const ARC_COUNTS: usize = 16;
-        for (name, at, len) in [
+    /// The `Arc`'s two counts, ahead of the value in its allocation.
+    const ARC_COUNTS: usize = 16;
+
+    /// The fields every delivery reads or writes: name, offset, length.
+    fn hot_fields() -> [(&'static str, usize, usize); 9] {
+        [
             ("queued", offset_of!(SubInner<u64>, queued), 1),
             ("inline", offset_of!(SubInner<u64>, inline), 1),
             ("pumped", offset_of!(SubInner<u64>, pumped), 1),
@@ -921,7 +918,17 @@ mod layout {
                 offset_of!(SubInner<u64>, buffer),
                 std::mem::size_of::<Buffer<u64>>(),
             ),
-        ] {
+        ]
+    }
+
+    /// The fields every message touches, with the `Arc`'s two counts
+    /// ahead of them, take 128 bytes at most: two lines when the
+    /// allocation starts a line. `lost` and `received_count` are written
+    /// only when a message is lost or with a deadline, and stay out of
+    /// them.
+    #[test]
+    fn the_fields_every_message_touches_share_two_cache_lines() {
+        for (name, at, len) in hot_fields() {
             assert!(ARC_COUNTS + at + len <= 128, "{name} at byte {at}");
         }
     }
@@ -932,35 +939,17 @@ mod layout {
     /// the wrong lines unseen.
     #[test]
     fn the_prefetch_asks_for_every_line_a_push_reads() {
-        const ARC_COUNTS: isize = 16;
-        let lines: Vec<isize> = SubInner::<u64>::PREFETCHED
+        let line_of = |at: usize| (ARC_COUNTS + at) / 64;
+        let prefetched: Vec<usize> = SubInner::<u64>::PREFETCHED
             .iter()
-            .map(|o| (ARC_COUNTS + o).div_euclid(64))
+            // Offsets from the value's start: none is before the counts.
+            .map(|&o| (ARC_COUNTS as isize + o) as usize / 64)
             .collect();
-        for (name, at, len) in [
-            ("queued", offset_of!(SubInner<u64>, queued), 1),
-            ("target", offset_of!(SubInner<u64>, target), 8),
-            ("me", offset_of!(SubInner<u64>, me), 8),
-            ("node", offset_of!(SubInner<u64>, node), 8),
-            (
-                "callback",
-                offset_of!(SubInner<u64>, callback),
-                std::mem::size_of::<TryLock<Option<Dispatch<u64>>>>(),
-            ),
-            (
-                "buffer",
-                offset_of!(SubInner<u64>, buffer),
-                std::mem::size_of::<Buffer<u64>>(),
-            ),
-            ("callback_at", offset_of!(SubInner<u64>, callback_at), 8),
-        ] {
-            let (first, last) = (
-                (ARC_COUNTS + at as isize).div_euclid(64),
-                (ARC_COUNTS + (at + len) as isize - 1).div_euclid(64),
-            );
-            for line in first..=last {
+        let callback_at = ("callback_at", offset_of!(SubInner<u64>, callback_at), 8);
+        for (name, at, len) in hot_fields().into_iter().chain([callback_at]) {
+            for line in line_of(at)..=line_of(at + len - 1) {
                 assert!(
-                    lines.contains(&line),
+                    prefetched.contains(&line),
                     "{name} at byte {at} is on line {line}, not prefetched"
                 );
             }
