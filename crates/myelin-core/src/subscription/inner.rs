@@ -488,11 +488,6 @@ impl<T: Message> SubInner<T> {
         }
     }
 
-    /// Start bringing the lines a delivery reads into the caches: this
-    /// subscription's first lines (its `Arc`'s counts, the flags, the
-    /// executor, the buffer's indices), then with `slot` the buffer's next
-    /// slot and the callback's state, which need those lines to find (see
-    /// the publisher's `Matched::prefetch`).
     /// Where [`prefetch`](Self::prefetch) asks for lines, from the value's
     /// start: the `Arc`'s counts sit 16 bytes ahead of it, and the fields
     /// a push reads (`repr(C)`, see the struct), `callback_at` included,
@@ -500,6 +495,11 @@ impl<T: Message> SubInner<T> {
     /// checks each field against these).
     const PREFETCHED: [isize; 3] = [-16, 48, 112];
 
+    /// Start bringing the lines a delivery reads into the caches: this
+    /// subscription's first lines (its `Arc`'s counts, the flags, the
+    /// executor, the buffer's indices), then with `slot` the buffer's next
+    /// slot and the callback's state, which need those lines to find (see
+    /// the publisher's `Matched::prefetch`).
     #[inline]
     pub(crate) fn prefetch(&self, slot: bool) {
         if slot {
