@@ -812,6 +812,79 @@ fn a_busy_polling_executor_runs_callbacks_and_still_stops() {
     assert_eq!(got.load(std::sync::atomic::Ordering::SeqCst), 5050);
 }
 
+/// `Publisher::warm` delivers nothing and loses nothing. A sleeping
+/// executor is not woken by it (its `spin_once` times out with nothing
+/// run); a keep_last(1) subscription keeps its one message; a busy-polling
+/// executor, which a warm has run the subscription's empty path, runs
+/// every message published while another thread warms in a loop, once
+/// each and in order; after shutdown a warm does nothing.
+#[test]
+fn warming_a_publisher_delivers_nothing_and_loses_nothing() {
+    use myelin::IdleWait;
+    use std::sync::atomic::AtomicBool;
+    let ctx = ctx();
+    let node = ctx.create_node("warm").unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    let _sub = node
+        .create_subscription("frames", QoS::keep_all(), move |m: u64| {
+            g.lock().unwrap().push(m);
+        })
+        .unwrap();
+    let last = node
+        .create_polling_subscription::<u64>("frames", QoS::keep_last(1), Default::default())
+        .unwrap();
+    let p = Arc::new(
+        node.create_publisher::<u64>("frames", QoS::keep_all())
+            .unwrap(),
+    );
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    p.publish(0).unwrap();
+    assert!(exec.spin_once(Duration::from_secs(60)).unwrap());
+    for _ in 0..1000 {
+        p.warm();
+    }
+    // Blocking: nothing was queued, so nothing runs.
+    assert!(!exec.spin_once(Duration::from_millis(20)).unwrap());
+    assert_eq!(last.buffered(), 1, "a warm stored nothing over the message");
+
+    exec.set_idle_wait(IdleWait::BusyPoll);
+    let stop = exec.stop_handle();
+    let spinning = std::thread::spawn(move || exec.spin());
+    let warming = Arc::new(AtomicBool::new(true));
+    let warmer = std::thread::spawn({
+        let (p, warming) = (p.clone(), warming.clone());
+        move || {
+            while warming.load(Ordering::Relaxed) {
+                p.warm();
+                std::thread::yield_now();
+            }
+        }
+    });
+    const N: u64 = 2000;
+    for i in 1..=N {
+        p.publish(i).unwrap();
+        if i % 64 == 0 {
+            std::thread::yield_now();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.lock().unwrap().len() < (N + 1) as usize && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    warming.store(false, Ordering::Relaxed);
+    warmer.join().unwrap();
+    stop.stop();
+    spinning.join().unwrap().unwrap();
+    assert_eq!(*got.lock().unwrap(), (0..=N).collect::<Vec<_>>());
+    assert_eq!(last.take().map(|m| *m), Some(N));
+
+    ctx.shutdown();
+    p.warm();
+    assert_eq!(last.buffered(), 0);
+}
+
 /// Anticipating executors, single- and multi-threaded, run every message
 /// of a periodic publisher in order, return from `spin_once` at its
 /// timeout while they anticipate, and stop.

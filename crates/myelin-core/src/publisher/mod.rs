@@ -431,6 +431,54 @@ impl<T: Message> Publisher<T> {
         p.conclude(&m, full, remote)
     }
 
+    /// Warm the path of the next publish without publishing: for the
+    /// low-latency mode at robot rates, called shortly (about 100 us)
+    /// before a frame is due by a camera thread that spins until then.
+    ///
+    /// Between frames 33 ms apart the caches forget the path, and the
+    /// executor's side of it is what costs (BENCHMARKS.md, "Warming the
+    /// path before a frame"): so for each matched subscription whose
+    /// callback runs on a busy-polling executor
+    /// ([`IdleWait::BusyPoll`](crate::IdleWait)), `warm` queues the
+    /// subscription there with nothing in its buffer, and the executor
+    /// runs its path (the ready queue, the callback's lock, the buffer's
+    /// look) up to the callback, which it does not call: there is no
+    /// message. Nothing is stored, no message is counted or lost, and a
+    /// message published meanwhile is delivered as usual. Executors that
+    /// sleep are not woken (that would cost more than it saves); for
+    /// them, and for inline and polling subscriptions, `warm` only brings
+    /// the subscriptions' lines into this thread's caches. Subscriptions
+    /// in other processes are not warmed (their executors are theirs).
+    /// Onload's `ONLOAD_MSG_WARM` is the same idea for a socket send.
+    ///
+    /// A busy-polling executor's
+    /// [`spin_once`](crate::Executor::spin_once) may return `true` for
+    /// a warm's pass (it ran the path, no callback).
+    ///
+    /// ```
+    /// use myelin_core::{Context, QoS};
+    ///
+    /// let ctx = Context::builder().handle_signals(false).build()?;
+    /// let camera = ctx.create_node("camera")?;
+    /// let images = camera.create_publisher::<Vec<u8>>("image", QoS::sensor_data())?;
+    /// let viewer = camera.create_polling_subscription::<Vec<u8>>("image", QoS::sensor_data(), Default::default())?;
+    /// images.warm(); // shortly before the frame is due: nothing is sent
+    /// assert_eq!(viewer.buffered(), 0);
+    /// images.publish(vec![0; 64])?;
+    /// assert_eq!(viewer.buffered(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn warm(&self) {
+        let p = &*self.inner;
+        if p.check_alive().is_err() {
+            return;
+        }
+        let m = p.matched.read();
+        for s in m.values.iter().chain(&m.owners).chain(&m.sharers) {
+            s.warm();
+        }
+    }
+
     /// Publish a boxed message (moves it out of the box).
     #[allow(clippy::boxed_local)] // the API takes what rclcpp users hold: a unique_ptr
     pub fn publish_boxed(&self, msg: Box<T>) -> Result<(), PublishError> {

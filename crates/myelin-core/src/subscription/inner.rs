@@ -515,6 +515,29 @@ impl<T: Message> SubInner<T> {
         }
     }
 
+    /// Warm a delivery to this subscription without delivering (see
+    /// [`Publisher::warm`](crate::Publisher::warm)): bring its lines and
+    /// its buffer's next slot into the calling thread's caches and, when
+    /// its callback runs on a busy-polling executor, queue it there with
+    /// nothing in its buffer: the executor runs its `execute` path, which
+    /// finds no message and calls no callback (as for any entry whose
+    /// message a polled take got first), and a real message arriving
+    /// meanwhile is run as usual (the `queued` protocol of `signal` and
+    /// `execute`). An executor that sleeps is left alone: waking it would
+    /// cost more than warming saves.
+    #[inline]
+    pub(crate) fn warm(&self) {
+        self.prefetch(false);
+        self.prefetch(true);
+        if self.has_callback
+            && !self.inline
+            && let Some(exec) = self.target.get()
+            && exec.idle_wait() == crate::dispatch::IdleWait::BusyPoll
+        {
+            self.signal();
+        }
+    }
+
     #[inline]
     pub(crate) fn push_owned(&self, msg: T, expires: u64, origin: Origin) -> Pushed {
         self.push(Received::Owned(msg), expires, origin)

@@ -2,8 +2,9 @@
 //! node to a viewer node that receives them in an executor callback (the
 //! executor asleep between frames, anticipating them:
 //! [`IdleWait::Anticipate`], or busy-polling with a camera thread that
-//! spins between frames too: the low-latency mode), in an inline callback
-//! (inside `publish`), or in a thread blocked in `wait_for_message`.
+//! spins between frames too and warms the path shortly before each frame:
+//! the low-latency mode), in an inline callback (inside `publish`), or in
+//! a thread blocked in `wait_for_message`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,13 +18,14 @@ use crate::harness::{
 };
 use crate::scenarios::image::{Frame, ImageParams, Pool, Samples};
 
-/// The jobs for one frame size: callback, anticipate, busy-poll, inline,
-/// waiter, and callback fifo when asked for.
+/// The jobs for one frame size: callback, anticipate, busy-poll (warmed
+/// and not), inline, waiter, and callback fifo when asked for.
 pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
     [
         ("callback", Mode::Callback),
         ("anticipate", Mode::Anticipate),
         ("busy-poll", Mode::BusyPoll),
+        ("busy-poll unwarmed", Mode::BusyPollUnwarmed),
         ("inline", Mode::Inline),
         ("waiter", Mode::Waiter),
     ]
@@ -37,15 +39,23 @@ pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
     .collect()
 }
 
+/// How long before a frame is due the low-latency camera warms the path:
+/// long enough for the executor to run the rehearsal and be back to
+/// polling, short enough that little evicts the lines again.
+const WARM_AHEAD: Duration = Duration::from_micros(100);
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
     Callback,
     /// A callback whose executor anticipates the frames.
     Anticipate,
     /// A callback whose executor never sleeps, and a camera thread that
-    /// spins until each frame is due rather than sleeping: both ends warm,
+    /// spins until each frame is due rather than sleeping, and calls
+    /// [`Publisher::warm`] [`WARM_AHEAD`] before it: the low-latency mode,
     /// a core each.
     BusyPoll,
+    /// `BusyPoll` without the warm: what it takes off.
+    BusyPollUnwarmed,
     /// A callback whose executor thread runs under `SCHED_FIFO` at this
     /// priority (asleep between frames, as `Callback`).
     Fifo(u8),
@@ -66,7 +76,11 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         .map_err(|e| setup(&e))?;
     let anticipated = Arc::new(std::sync::Mutex::new(None));
     let (handle, stop, _sub) = match mode {
-        Mode::Callback | Mode::Anticipate | Mode::BusyPoll | Mode::Fifo(_) => {
+        Mode::Callback
+        | Mode::Anticipate
+        | Mode::BusyPoll
+        | Mode::BusyPollUnwarmed
+        | Mode::Fifo(_) => {
             let s = samples.clone();
             let sub = viewer
                 .create_subscription("image_raw", qos, move |f: Arc<Stamped>| s.on_frame(&f))
@@ -75,7 +89,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
             exec.add_node(&viewer).map_err(|e| setup(&e))?;
             match mode {
                 Mode::Anticipate => exec.set_idle_wait(IdleWait::Anticipate),
-                Mode::BusyPoll => exec.set_idle_wait(IdleWait::BusyPoll),
+                Mode::BusyPoll | Mode::BusyPollUnwarmed => exec.set_idle_wait(IdleWait::BusyPoll),
                 _ => {}
             }
             let stop = exec.stop_handle();
@@ -142,10 +156,12 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
     let start = Instant::now();
     for seq in 0..total {
         let due = start + period * (seq as u32 + 1);
-        if mode == Mode::BusyPoll {
-            while Instant::now() < due {
-                std::hint::spin_loop();
+        if let Mode::BusyPoll | Mode::BusyPollUnwarmed = mode {
+            if mode == Mode::BusyPoll {
+                spin_until(due - WARM_AHEAD);
+                publisher.warm();
             }
+            spin_until(due);
         } else {
             sleep_until(due);
         }
@@ -168,6 +184,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         Mode::Callback => "callback",
         Mode::Anticipate => "anticipate",
         Mode::BusyPoll => "busy-poll",
+        Mode::BusyPollUnwarmed => "busy-poll unwarmed",
         Mode::Fifo(_) => "callback fifo",
         Mode::Inline => "inline",
         Mode::Waiter => "waiter",
@@ -200,4 +217,11 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         None,
         notes,
     ))
+}
+
+/// Spin (no sleep, no system call) until `t`.
+fn spin_until(t: Instant) {
+    while Instant::now() < t {
+        std::hint::spin_loop();
+    }
 }
