@@ -822,6 +822,12 @@ impl Publisher {
     fn assert_liveliness(&self) {
         self.publisher.assert_liveliness();
     }
+
+    /// Warm the path of the next publish without publishing (the Rust
+    /// `Publisher::warm`): nothing is delivered.
+    fn warm(&self, py: Python<'_>) {
+        py.detach(|| self.publisher.warm());
+    }
 }
 
 /// A subscription (its callback runs on the executor of its node).

@@ -92,6 +92,20 @@ def test_keep_last_depth_drops_the_oldest(node):
     assert got == ["3", "4"]
 
 
+def test_warm_delivers_nothing(node):
+    got = []
+    node.create_subscription(String, "warm", lambda m: got.append(m.data), 1)
+    pub = node.create_publisher(String, "warm", 10)
+    pub.publish(String(data="kept"))
+    for _ in range(100):
+        pub.warm()
+    ex = SingleThreadedExecutor(context=node.context)
+    ex.add_node(node)
+    for _ in range(5):
+        ex.spin_once(timeout_sec=0.02)
+    assert got == ["kept"]
+
+
 def test_transient_local_reaches_a_late_joiner(node):
     latched = QoSProfile(depth=2, durability=DurabilityPolicy.TRANSIENT_LOCAL)
     pub = node.create_publisher(String, "latched", latched)

@@ -440,9 +440,9 @@ impl<T: Message> Publisher<T> {
     /// path before a frame"): so for each matched subscription whose
     /// callback runs on a busy-polling executor
     /// ([`IdleWait::BusyPoll`](crate::IdleWait)), `warm` queues the
-    /// subscription there with nothing in its buffer, and the executor
+    /// subscription there without adding a message, and the executor
     /// runs its path (the ready queue, the callback's lock, the buffer's
-    /// look) up to the callback, which it does not call: there is no
+    /// look) up to the callback, which it does not call when there is no
     /// message. Nothing is stored, no message is counted or lost, and a
     /// message published meanwhile is delivered as usual. Executors that
     /// sleep are not woken (that would cost more than it saves); for

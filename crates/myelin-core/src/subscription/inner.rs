@@ -518,10 +518,10 @@ impl<T: Message> SubInner<T> {
     /// Warm a delivery to this subscription without delivering (see
     /// [`Publisher::warm`](crate::Publisher::warm)): bring its lines and
     /// its buffer's next slot into the calling thread's caches and, when
-    /// its callback runs on a busy-polling executor, queue it there with
-    /// nothing in its buffer: the executor runs its `execute` path, which
-    /// finds no message and calls no callback (as for any entry whose
-    /// message a polled take got first), and a real message arriving
+    /// its callback runs on a busy-polling executor, queue it there
+    /// without adding a message: the executor runs its `execute` path,
+    /// which with an empty buffer calls no callback (as for any entry
+    /// whose message a polled take got first), and a real message arriving
     /// meanwhile is run as usual (the `queued` protocol of `signal` and
     /// `execute`). An executor that sleeps is left alone: waking it would
     /// cost more than warming saves.

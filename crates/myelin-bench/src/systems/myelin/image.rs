@@ -18,14 +18,14 @@ use crate::harness::{
 };
 use crate::scenarios::image::{Frame, ImageParams, Pool, Samples};
 
-/// The jobs for one frame size: callback, anticipate, busy-poll (warmed
-/// and not), inline, waiter, and callback fifo when asked for.
+/// The jobs for one frame size: callback, anticipate, busy-poll (unwarmed,
+/// then warmed), inline, waiter, and callback fifo when asked for.
 pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
     [
         ("callback", Mode::Callback),
         ("anticipate", Mode::Anticipate),
-        ("busy-poll", Mode::BusyPoll),
         ("busy-poll unwarmed", Mode::BusyPollUnwarmed),
+        ("busy-poll", Mode::BusyPoll),
         ("inline", Mode::Inline),
         ("waiter", Mode::Waiter),
     ]
