@@ -26,7 +26,7 @@ pub mod sys;
 pub mod verdict;
 
 pub use message::{STAMPED_HEADER, Stamped};
-pub use pacing::{now_ns, period_of, sleep_until, warmup_for};
+pub use pacing::{now_ns, period_of, sleep_until, spin_until, warmup_for};
 pub use report::{rate_label, size_label};
 pub(crate) use run::Meter;
 pub use run::{BenchError, Job, Outcome};

@@ -40,6 +40,14 @@ pub fn sleep_until(deadline: Instant) {
     }
 }
 
+/// Spin (no sleep, no system call) until `deadline`: the sending side of
+/// the low-latency rows, which must not be woken.
+pub fn spin_until(deadline: Instant) {
+    while Instant::now() < deadline {
+        std::hint::spin_loop();
+    }
+}
+
 /// The period of a rate, refusing zero and absurd rates (a period of at
 /// most 1000 s keeps every deadline computable).
 pub fn period_of(rate_hz: f64) -> Result<Duration, BenchError> {

@@ -14,7 +14,8 @@ use myelin::prelude::*;
 use myelin::{IdleWait, ThreadPolicy};
 
 use crate::harness::{
-    BenchError, Job, Meter, Outcome, Stamped, period_of, rate_label, sleep_until, warmup_for,
+    BenchError, Job, Meter, Outcome, Stamped, period_of, rate_label, sleep_until, spin_until,
+    warmup_for,
 };
 use crate::scenarios::image::{Frame, ImageParams, Pool, Samples};
 
@@ -217,11 +218,4 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         None,
         notes,
     ))
-}
-
-/// Spin (no sleep, no system call) until `t`.
-fn spin_until(t: Instant) {
-    while Instant::now() < t {
-        std::hint::spin_loop();
-    }
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::harness::stats::LatencyRecorder;
 use crate::harness::{
-    BenchError, Meter, Outcome, now_ns, period_of, rate_label, sleep_until, warmup_for,
+    BenchError, Meter, Outcome, now_ns, period_of, rate_label, sleep_until, spin_until, warmup_for,
 };
 
 /// How the receiving thread waits.
@@ -96,9 +96,7 @@ pub(super) fn handoff(
     for i in 1..=total {
         let due = start + period * i as u32;
         if mode == Handoff::SpinBoth {
-            while Instant::now() < due {
-                std::hint::spin_loop();
-            }
+            spin_until(due);
         } else {
             sleep_until(due);
         }
