@@ -281,12 +281,14 @@ impl Executor {
     /// ```
     /// # use myelin_core::{Context, Executor, QoS};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let ctx = Context::builder().handle_signals(false).build()?;
+    /// # // In-process only: a doctest in another process on the same domain
+    /// # // (they run in parallel) must not add a message to the count.
+    /// # let ctx = Context::builder().handle_signals(false).shared_memory(false).network(false).build()?;
     /// let node = ctx.create_node("loop")?;
-    /// let _sub = node.create_subscription::<u32, _>("/n", QoS::default(), |n: u32| {
+    /// let _sub = node.create_subscription::<u32, _>("/ticks", QoS::default(), |n: u32| {
     ///     println!("{n}");
     /// })?;
-    /// let publisher = node.create_publisher::<u32>("/n", QoS::default())?;
+    /// let publisher = node.create_publisher::<u32>("/ticks", QoS::default())?;
     /// let mut exec = Executor::new();
     /// exec.add_node(&node)?;
     /// publisher.publish(1)?;
@@ -323,10 +325,12 @@ impl Executor {
     /// # use myelin_core::{Context, Executor, QoS};
     /// # use std::time::Duration;
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let ctx = Context::builder().handle_signals(false).build()?;
+    /// # // In-process only: a doctest in another process on the same domain
+    /// # // (they run in parallel) must not add a message to the count.
+    /// # let ctx = Context::builder().handle_signals(false).shared_memory(false).network(false).build()?;
     /// let node = ctx.create_node("drain")?;
-    /// let publisher = node.create_publisher::<u32>("/n", QoS::keep_all())?;
-    /// let _sub = node.create_subscription::<u32, _>("/n", QoS::keep_all(), |_n: u32| {})?;
+    /// let publisher = node.create_publisher::<u32>("/backlog", QoS::keep_all())?;
+    /// let _sub = node.create_subscription::<u32, _>("/backlog", QoS::keep_all(), |_n: u32| {})?;
     /// let mut exec = Executor::new();
     /// exec.add_node(&node)?;
     /// for n in 0..5 {
