@@ -251,17 +251,19 @@ impl<E: Send + 'static> EventQueue<E> {
 }
 
 impl<E: Send + 'static> Executable for EventQueue<E> {
-    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<(), SpinError> {
-        let mut result = Ok(());
+    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<bool, SpinError> {
+        let mut result = Ok(false);
         if self.target.is(exec)
             && let Some(mut cb) = self.callback.try_lock()
             && let Some(e) = self.queue.pop()
-            && let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cb)(e)))
         {
-            result = Err(SpinError::CallbackPanicked {
-                entity: format!("event callback of {}", self.describe),
-                message: crate::dispatch::panic_message(&p),
-            });
+            result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (cb)(e))) {
+                Ok(()) => Ok(true),
+                Err(p) => Err(SpinError::CallbackPanicked {
+                    entity: format!("event callback of {}", self.describe),
+                    message: crate::dispatch::panic_message(&p),
+                }),
+            };
         }
         self.queued.swap(false, Ordering::SeqCst);
         if !self.queue.is_empty() {

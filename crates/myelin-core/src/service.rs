@@ -482,7 +482,8 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
 }
 
 impl<Req: Message, Resp: Message> Executable for ServiceInner<Req, Resp> {
-    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<(), SpinError> {
+    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<bool, SpinError> {
+        let mut served = false;
         if !self.alive.load(Ordering::Acquire) {
             self.fail_pending();
         } else if self.target.is(exec)
@@ -490,11 +491,12 @@ impl<Req: Message, Resp: Message> Executable for ServiceInner<Req, Resp> {
             && let Some(r) = self.queue.pop()
         {
             self.serve(&mut h, r);
+            served = true;
         }
         // SYNC: as in a subscription: clear (a SeqCst swap), then re-check.
         self.queued.swap(false, Ordering::SeqCst);
         self.kick();
-        Ok(())
+        Ok(served)
     }
 
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {

@@ -54,13 +54,14 @@ pub(crate) struct TimerInner {
 }
 
 impl Executable for TimerInner {
-    fn execute(self: Arc<Self>, _exec: &ExecShared) -> Result<(), SpinError> {
+    fn execute(self: Arc<Self>, _exec: &ExecShared) -> Result<bool, SpinError> {
         let r = if self.is_cancelled() {
-            Ok(())
+            Ok(false)
         } else {
             self.fire(crate::clock::from_mono_ns(
                 self.due_ns.load(Ordering::Relaxed),
             ))
+            .map(|()| true)
         };
         // A plain store (no locked instruction): the next `mark_queued`
         // is a swap, which reads the latest value whatever the order.

@@ -885,6 +885,58 @@ fn warming_a_publisher_delivers_nothing_and_loses_nothing() {
     assert_eq!(last.buffered(), 0);
 }
 
+/// A warm's pass on a busy-polling executor is no callback to the
+/// executor's callers: `spin_some` does not count it, `spin_once` keeps
+/// waiting past it (for a real message, or to its timeout).
+#[test]
+fn a_warms_pass_is_not_counted_as_a_callback() {
+    use myelin::IdleWait;
+    let ctx = ctx();
+    let node = ctx.create_node("warm_count").unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    let _sub = node
+        .create_subscription("frames", QoS::keep_all(), move |m: u64| {
+            g.lock().unwrap().push(m);
+        })
+        .unwrap();
+    let p = node
+        .create_publisher::<u64>("frames", QoS::keep_all())
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.set_idle_wait(IdleWait::BusyPoll);
+    exec.add_node(&node).unwrap();
+
+    p.warm();
+    assert_eq!(
+        exec.spin_some().unwrap(),
+        0,
+        "a warm's pass is not a callback"
+    );
+    p.warm();
+    assert!(!exec.spin_once(Duration::from_millis(20)).unwrap());
+
+    // A pass queued ahead of another topic's message: spin_once runs
+    // through it to the message.
+    let g = got.clone();
+    let _other = node
+        .create_subscription("other", QoS::keep_all(), move |m: u64| {
+            g.lock().unwrap().push(m);
+        })
+        .unwrap();
+    let other = node
+        .create_publisher::<u64>("other", QoS::keep_all())
+        .unwrap();
+    p.warm();
+    other.publish(7).unwrap();
+    assert!(exec.spin_once(Duration::from_secs(60)).unwrap());
+    assert_eq!(*got.lock().unwrap(), vec![7]);
+    p.warm();
+    p.publish(8).unwrap();
+    assert_eq!(exec.spin_some().unwrap(), 1);
+    assert_eq!(*got.lock().unwrap(), vec![7, 8]);
+}
+
 /// Anticipating executors, single- and multi-threaded, run every message
 /// of a periodic publisher in order, return from `spin_once` at its
 /// timeout while they anticipate, and stop.

@@ -50,7 +50,8 @@ impl GroupInner {
     /// of them sees the other: either the runner drains (under the lock, so
     /// after the parker pushed), or the parker sees the group free and
     /// retries.
-    pub(crate) fn run(&self, e: Arc<dyn Executable>, exec: &ExecShared) -> Result<(), SpinError> {
+    /// Returns whether a callback ran (`false` when `e` was parked).
+    pub(crate) fn run(&self, e: Arc<dyn Executable>, exec: &ExecShared) -> Result<bool, SpinError> {
         if self.kind == CallbackGroupKind::Reentrant {
             return e.execute(exec);
         }
@@ -63,7 +64,7 @@ impl GroupInner {
             self.has_pending.store(true, Ordering::SeqCst);
             if self.busy.load(Ordering::SeqCst) {
                 pending.push_back(e);
-                return Ok(());
+                return Ok(false);
             }
         }
         let r = e.execute(exec);

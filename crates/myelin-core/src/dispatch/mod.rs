@@ -97,8 +97,11 @@ impl Drop for Running {
 /// Something an executor runs when it is ready.
 pub(crate) trait Executable: Send + Sync {
     /// Run one unit of work (one message or one timer tick), then clear the
-    /// entry's queued mark and re-queue it if more work arrived.
-    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<(), SpinError>;
+    /// entry's queued mark and re-queue it if more work arrived. Returns
+    /// whether a callback ran: an entry can find nothing to do (its message
+    /// taken by a polled take first, a [warm](crate::Publisher::warm)'s
+    /// rehearsal, a cancelled timer, an entity that left this executor).
+    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<bool, SpinError>;
     /// Set (or clear) the executor to notify.
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>);
     /// The entity's callback group.
@@ -835,9 +838,15 @@ impl ExecShared {
         lt.inner.note_missed(missed);
     }
 
-    /// Run one popped entry, marking this thread as inside it.
+    /// Run one popped entry (through its callback group when `grouped`),
+    /// marking this thread as inside it; returns whether a callback ran (a
+    /// busy group parks the entry instead).
     #[inline]
-    pub(crate) fn run_entry(&self, e: Arc<dyn Executable>, grouped: bool) -> Result<(), SpinError> {
+    pub(crate) fn run_entry(
+        &self,
+        e: Arc<dyn Executable>,
+        grouped: bool,
+    ) -> Result<bool, SpinError> {
         let _running = Running::enter(self, grouped, &e);
         if grouped {
             let g = e.group().clone();
@@ -898,8 +907,16 @@ impl ExecShared {
                     }
                 }
                 window.give_up();
-                self.run_entry(e, grouped)?;
-                return Ok(true);
+                if self.run_entry(e, grouped)? {
+                    return Ok(true);
+                }
+                // Nothing ran (a warm's rehearsal, a message a polled take
+                // got first, a parked entry): the turn goes on, unless it
+                // is over.
+                if self.halted() || enough() || deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Ok(false);
+                }
+                continue;
             }
             if self.halted() || enough() {
                 return Ok(false);

@@ -263,7 +263,9 @@ impl Executor {
     }
 
     /// Wait up to `timeout` for one unit of work (a message or a due timer)
-    /// and run it. Returns whether anything ran.
+    /// and run it. Returns whether a callback ran (a pass that found
+    /// nothing to call, such as a [warm](crate::Publisher::warm)'s, does
+    /// not end the wait).
     pub fn spin_once(&mut self, timeout: Duration) -> Result<bool, SpinError> {
         let r = self.shared.turn(Some(Instant::now() + timeout), false);
         self.shared.stop.store(false, Ordering::SeqCst);
@@ -305,8 +307,9 @@ impl Executor {
         for _ in 0..n {
             match self.shared.ready.pop_in_order() {
                 Some(e) => {
-                    self.shared.run_entry(e, false)?;
-                    ran += 1;
+                    if self.shared.run_entry(e, false)? {
+                        ran += 1;
+                    }
                 }
                 None => break,
             }

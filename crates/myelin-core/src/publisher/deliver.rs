@@ -55,7 +55,7 @@ impl<T: crate::Message> Matched<T> {
             return;
         }
         for slot in [false, true] {
-            for s in self.values.iter().chain(&self.owners).chain(&self.sharers) {
+            for s in self.all() {
                 s.prefetch(slot);
             }
         }
@@ -65,6 +65,13 @@ impl<T: crate::Message> Matched<T> {
     pub(crate) fn sealed(mut self) -> Self {
         self.fanout = self.len() >= 2;
         self
+    }
+
+    /// Every matched subscription, whatever its copy rule (`paced` is a
+    /// subset of these).
+    #[inline]
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<SubInner<T>>> {
+        self.owners.iter().chain(&self.sharers).chain(&self.values)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -181,7 +188,7 @@ impl<T: Message> PubInner<T> {
     #[inline]
     pub(super) fn finish(&self, m: &Matched<T>, full: Full) -> Result<(), PublishError> {
         if full.panicked {
-            for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
+            for s in m.all() {
                 if let Some((entity, message)) = s.take_inline_panic() {
                     return Err(PublishError::CallbackPanicked { entity, message });
                 }

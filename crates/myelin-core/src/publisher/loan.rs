@@ -184,7 +184,7 @@ impl<T: Message> PubInner<T> {
             }
         }
         self.pace(&m);
-        for s in m.owners.iter().chain(&m.sharers).chain(&m.values) {
+        for s in m.all() {
             let r =
                 crate::buffer::from_wire::<T>(bytes.clone()).map_err(|e| PublishError::Wire {
                     topic: self.topic.clone(),

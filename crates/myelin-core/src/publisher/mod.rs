@@ -451,9 +451,9 @@ impl<T: Message> Publisher<T> {
     /// in other processes are not warmed (their executors are theirs).
     /// Onload's `ONLOAD_MSG_WARM` is the same idea for a socket send.
     ///
-    /// A busy-polling executor's
-    /// [`spin_once`](crate::Executor::spin_once) may return `true` for
-    /// a warm's pass (it ran the path, no callback).
+    /// A warm's pass is no callback to the executor's callers:
+    /// [`spin_once`](crate::Executor::spin_once) goes on waiting after it,
+    /// and [`spin_some`](crate::Executor::spin_some) does not count it.
     ///
     /// ```
     /// use myelin_core::{Context, QoS};
@@ -474,7 +474,7 @@ impl<T: Message> Publisher<T> {
             return;
         }
         let m = p.matched.read();
-        for s in m.values.iter().chain(&m.owners).chain(&m.sharers) {
+        for s in m.all() {
             s.warm();
         }
     }
@@ -599,14 +599,9 @@ impl<T: Message> Publisher<T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn lowest_available_capacity(&self) -> Option<usize> {
-        self.inner.matched.with(|m| {
-            m.owners
-                .iter()
-                .chain(&m.sharers)
-                .chain(&m.values)
-                .map(|s| s.buffer.room())
-                .min()
-        })
+        self.inner
+            .matched
+            .with(|m| m.all().map(|s| s.buffer.room()).min())
     }
 
     /// The same as [`subscription_count`](Self::subscription_count), named

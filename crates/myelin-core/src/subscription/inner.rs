@@ -785,23 +785,24 @@ impl<T: Message> SubInner<T> {
 }
 
 impl<T: Message> Executable for SubInner<T> {
-    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<(), SpinError> {
-        let mut result = Ok(());
+    fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<bool, SpinError> {
         // Not ours any more (dropped, detached or moved while queued): only
         // hand the queued mark back; `kick` below forwards pending messages.
-        if self.target.is(exec)
+        // No message (a polled take got it first, or a warm's rehearsal):
+        // no call.
+        let called = if self.target.is(exec)
             && self.has_callback
             // `queued` stays set while we run, so this is never contended.
             && let Some(mut guard) = self.callback.try_lock()
             && let Some(cb) = guard.as_mut()
             && let Some((item, origin)) = self.pop_live_from()
-            && let Err(panic) = catch_unwind(AssertUnwindSafe(|| cb.call(item, &origin, self.node.ctx.pid)))
         {
-            result = Err(SpinError::CallbackPanicked {
-                entity: self.describe(),
-                message: crate::dispatch::panic_message(&panic),
-            });
-        }
+            Some(catch_unwind(AssertUnwindSafe(|| {
+                cb.call(item, &origin, self.node.ctx.pid)
+            })))
+        } else {
+            None
+        };
         // A keep_all subscription fed from shared memory stops draining its
         // inbox when its buffer is full, and the publisher, refused, does
         // not signal again: the room the callback just made is filled here.
@@ -817,7 +818,14 @@ impl<T: Message> Executable for SubInner<T> {
         self.queued.swap(false, Ordering::SeqCst);
         // More messages: back to the end of the (current) executor's queue.
         self.kick();
-        result
+        match called {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(panic)) => Err(SpinError::CallbackPanicked {
+                entity: self.describe(),
+                message: crate::dispatch::panic_message(&panic),
+            }),
+        }
     }
 
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {
