@@ -113,9 +113,10 @@ class Publisher:
         """Warm the path of the next publish without publishing: called
         shortly (about 100 us) before a message is due, a busy-polling
         executor this publisher feeds runs the subscription's path with
-        no message, so the message finds it in the caches. Nothing is
-        delivered, stored or counted; sleeping executors are not woken.
-        A myelin extension (rclpy has no such call)."""
+        no message, so the message finds it in the caches (in this
+        process, and in other processes on the host over shared memory).
+        Nothing is delivered, stored or counted; sleeping executors are
+        not woken. A myelin extension (rclpy has no such call)."""
         self._live().warm()
 
     def destroy(self):

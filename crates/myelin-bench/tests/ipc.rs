@@ -17,6 +17,12 @@ fn relay_role() {
     myelin_bench::child_if_requested();
 }
 
+/// The viewer process of `image --processes` (`MYELIN_BENCH_VIEWER`).
+#[test]
+fn viewer_role() {
+    myelin_bench::child_if_requested();
+}
+
 /// The iceoryx2 pong (`MYELIN_BENCH_IOX2`).
 #[cfg(feature = "iceoryx2")]
 #[test]
@@ -48,6 +54,7 @@ fn helper() -> bool {
     [
         "MYELIN_BENCH_PONG",
         "MYELIN_BENCH_RELAY",
+        "MYELIN_BENCH_VIEWER",
         "MYELIN_BENCH_IOX2",
         "MYELIN_BENCH_NET",
         "MYELIN_BENCH_LATE_JOINER",
@@ -100,6 +107,29 @@ fn a_relay_chain_across_processes_delivers_every_message() {
         let r = (job.run)().unwrap_or_else(|e| panic!("{name}: {e}")).record;
         assert_eq!((r.count, r.lost), (100, 0), "{name}: every message");
         assert_eq!(r.hops, Some(3), "{name}");
+    }
+}
+
+#[test]
+fn the_low_latency_mode_across_processes_delivers_every_frame() {
+    if helper() {
+        return;
+    }
+    let p = myelin_bench::scenarios::image::ImageParams {
+        rate: 200.0,
+        frames: 40,
+        fifo: None,
+    };
+    let jobs = myelin_bench::scenarios::image::plan_processes(p, &named(&["myelin"])).unwrap();
+    let names: Vec<String> = jobs.iter().map(|j| j.name.clone()).collect();
+    // Unwarmed and warmed, for both frame sizes.
+    assert_eq!(jobs.len(), 4, "{names:?}");
+    for job in jobs {
+        let name = job.name.clone();
+        let r = (job.run)().unwrap_or_else(|e| panic!("{name}: {e}")).record;
+        // Measured frames (the warm-up's are not counted), none lost.
+        assert_eq!((r.count, r.lost), (40, 0), "{name}: every frame");
+        assert!(r.latency_ns.p50 > 0, "{name}");
     }
 }
 

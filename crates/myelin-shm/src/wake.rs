@@ -188,12 +188,7 @@ impl WakeTable {
         let idx = word & 0xffff;
         let lane = (word >> 16) % WAKE_LANES;
         if idx >= WAKE_SLOTS {
-            return Err(ShmError::Corrupt {
-                path: self.seg.path_str(),
-                what: "wake slot",
-                value: u64::from(idx),
-                limit: u64::from(WAKE_SLOTS - 1),
-            });
+            return Err(self.bad_slot(idx));
         }
         // SYNC: the lane bit (SeqCst) before `pending` (SeqCst): a waiter
         // that takes `pending` and then the lane words sees every lane set
@@ -213,6 +208,43 @@ impl WakeTable {
         self.pending(idx).swap(1, Ordering::SeqCst);
         self.event(idx).notify_if_waiting();
         Ok(())
+    }
+
+    /// Mark the lane of `word` ready and its slot pending without waking
+    /// anyone, when nobody sleeps on the slot: a publisher warming the
+    /// path of its next message (`Publisher::warm`) makes a polling
+    /// executor drain the inbox behind the lane, which finds nothing.
+    /// Returns whether it marked; a sleeping waiter is left alone (a
+    /// wake-up ahead of time costs more than it saves), and one that goes
+    /// to sleep meanwhile sees the mark, drains nothing, and sleeps.
+    /// `word` is checked as [`signal`](Self::signal) checks it.
+    pub fn rehearse(&self, word: u32) -> Result<bool, ShmError> {
+        let idx = word & 0xffff;
+        let lane = (word >> 16) % WAKE_LANES;
+        if idx >= WAKE_SLOTS {
+            return Err(self.bad_slot(idx));
+        }
+        if self.event(idx).has_waiters() {
+            return Ok(false);
+        }
+        // SYNC: as in `signal`: the lane bit, then `pending` (a waiter that
+        // registered after the check above sees `pending` in its own check
+        // and does not sleep).
+        self.lane_word(idx, lane as usize / 64)
+            .fetch_or(1 << (lane % 64), Ordering::SeqCst);
+        self.pending(idx).swap(1, Ordering::SeqCst);
+        Ok(true)
+    }
+
+    /// A wake word naming a slot past the table (from another process).
+    #[cold]
+    fn bad_slot(&self, idx: u32) -> ShmError {
+        ShmError::Corrupt {
+            path: self.seg.path_str(),
+            what: "wake slot",
+            value: u64::from(idx),
+            limit: u64::from(WAKE_SLOTS - 1),
+        }
     }
 }
 

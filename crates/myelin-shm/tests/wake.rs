@@ -59,3 +59,54 @@ fn slots_do_not_see_each_others_lanes() {
     assert_eq!(b.take_lanes(), None);
     assert_eq!(a.take_lanes().unwrap().iter().collect::<Vec<_>>(), vec![7]);
 }
+
+/// A rehearsal (a publisher warming the path) marks the lane of a waiter
+/// that polls, and leaves one that sleeps asleep and unmarked; a bad word
+/// is refused as a signal's is.
+#[test]
+fn a_rehearsal_marks_a_polling_waiter_and_leaves_a_sleeping_one_alone() {
+    use myelin_sync::WaitOutcome;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let table = table();
+    let slot = Arc::new(table.alloc().unwrap());
+    let remote = WakeTable::open(std::process::id(), table.tag()).unwrap();
+
+    // Nobody sleeps: marked, and nobody is woken (there is nobody).
+    assert!(remote.rehearse(wake_word(slot.index(), 9)).unwrap());
+    assert_eq!(
+        slot.take_lanes().unwrap().iter().collect::<Vec<_>>(),
+        vec![9]
+    );
+
+    // A thread asleep on the slot's event, until a deadline well ahead.
+    let asleep = Arc::new(AtomicBool::new(false));
+    let sleeper = std::thread::spawn({
+        let (slot, asleep) = (slot.clone(), asleep.clone());
+        move || {
+            let deadline = Instant::now() + Duration::from_millis(300);
+            slot.event().wait_while(
+                || {
+                    asleep.store(true, Ordering::SeqCst);
+                    !slot.is_pending()
+                },
+                Some(deadline),
+            )
+        }
+    });
+    while !(asleep.load(Ordering::SeqCst) && slot.event().has_waiters()) {
+        std::thread::yield_now();
+    }
+    let epoch = slot.event().epoch();
+    assert!(!remote.rehearse(wake_word(slot.index(), 9)).unwrap());
+    assert_eq!(
+        slot.event().epoch(),
+        epoch,
+        "a rehearsal does not wake a sleeper"
+    );
+    assert_eq!(sleeper.join().unwrap(), WaitOutcome::TimedOut);
+    assert_eq!(slot.take_lanes(), None, "nor marks its lanes");
+
+    assert!(remote.rehearse(WAKE_SLOTS).is_err());
+    assert_eq!(slot.take_lanes(), None);
+}

@@ -483,6 +483,21 @@ impl SharedEvent {
         notify_if_waiting(&self.epoch, &self.waiters, false, 1);
     }
 
+    /// Whether a thread sleeps on this event (or is about to) now: a
+    /// hint, stale as soon as it is read, for a producer deciding whether
+    /// work it could do ahead of time is worth a wake-up. Nothing that
+    /// must be delivered may depend on it (that is what the notify
+    /// methods are for).
+    ///
+    /// ```
+    /// let e = myelin_sync::SharedEvent::new();
+    /// assert!(!e.has_waiters());
+    /// ```
+    #[inline]
+    pub fn has_waiters(&self) -> bool {
+        self.waiters.load(Ordering::Relaxed) > 0
+    }
+
     /// Wake at most one waiter (as [`Event::notify_one`]).
     pub fn notify_one(&self) {
         // SYNC: as `Event::notify`.

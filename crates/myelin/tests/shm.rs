@@ -314,6 +314,34 @@ fn child_role() {
             spin.join().unwrap().unwrap();
             let _ = std::io::stdin().read_line(&mut line);
         }
+        "sub_busy_poll" => {
+            // A callback on a busy-polling executor (the low-latency
+            // mode): reports when `count` messages arrived, all in order.
+            let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let g = got.clone();
+            let s = node
+                .create_subscription("stamps", QoS::keep_all(), move |m: Stamp| {
+                    g.lock().unwrap().push(m.seq);
+                })
+                .unwrap();
+            let mut exec = Executor::new();
+            exec.set_idle_wait(myelin::IdleWait::BusyPoll);
+            exec.add_node(&node).unwrap();
+            let stop = exec.stop_handle();
+            let spin = std::thread::spawn(move || exec.spin());
+            wait_publishers(&s, 1);
+            println!("polling");
+            let deadline = Instant::now() + LONG;
+            while got.lock().unwrap().len() < count as usize && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            stop.stop();
+            spin.join().unwrap().unwrap();
+            let got = got.lock().unwrap();
+            let in_order = *got == (0..count).collect::<Vec<_>>();
+            println!("got {} in order {in_order} lost {}", got.len(), s.lost());
+            let _ = std::io::stdin().read_line(&mut line);
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -424,6 +452,49 @@ fn a_pod_type_crosses_processes_in_order_without_loss() {
         );
     }
     assert_eq!(sub.lost(), 0);
+    peer.finish();
+}
+
+/// `Publisher::warm` reaches a busy-polling executor in another process
+/// (its inbox's lane marked with nothing behind it): warming in a loop
+/// while messages go out delivers nothing extra and loses nothing, and
+/// every message arrives once, in order.
+#[test]
+fn warming_a_publisher_with_a_subscriber_in_another_process_loses_nothing() {
+    const N: u64 = 2000;
+    let c = ctx(166);
+    let node = c.create_node("parent").unwrap();
+    let p = Arc::new(
+        node.create_publisher::<Stamp>("stamps", QoS::keep_all().max_blocking_time(LONG))
+            .unwrap(),
+    );
+    let mut peer = Peer::spawn("sub_busy_poll", 166, N);
+    let _watchdog = peer.watchdog(LONG * 2);
+    wait_matched(&p, 1);
+    peer.expect("polling");
+    for _ in 0..1000 {
+        p.warm();
+    }
+    let warming = Arc::new(AtomicBool::new(true));
+    let warmer = std::thread::spawn({
+        let (p, warming) = (p.clone(), warming.clone());
+        move || {
+            while warming.load(Ordering::Relaxed) {
+                p.warm();
+                std::thread::yield_now();
+            }
+        }
+    });
+    for seq in 0..N {
+        p.publish(Stamp { seq, value: 0.0 }).unwrap();
+        if seq % 64 == 0 {
+            std::thread::yield_now();
+        }
+    }
+    let report = peer.expect("got ");
+    warming.store(false, Ordering::Relaxed);
+    warmer.join().unwrap();
+    assert_eq!(report.trim(), format!("got {N} in order true lost 0"));
     peer.finish();
 }
 

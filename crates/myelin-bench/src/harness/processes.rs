@@ -86,6 +86,18 @@ impl Helper {
     /// Read the helper's output up to a line containing `what`; if it exits
     /// first, the error quotes what it said went wrong.
     pub(crate) fn expect(&mut self, what: &str) -> Result<(), String> {
+        self.line_with(what).map(drop)
+    }
+
+    /// Close the helper's stdin (its signal to finish) and read its output
+    /// up to the line containing `what`, which is returned (without its
+    /// line end).
+    pub(crate) fn finish(&mut self, what: &str) -> Result<String, String> {
+        drop(self.child.stdin.take());
+        self.line_with(what)
+    }
+
+    fn line_with(&mut self, what: &str) -> Result<String, String> {
         let mut line = String::new();
         let mut said = String::new();
         loop {
@@ -97,7 +109,7 @@ impl Helper {
                         said.trim()
                     ));
                 }
-                Ok(_) if line.contains(what) => return Ok(()),
+                Ok(_) if line.contains(what) => return Ok(line.trim_end().to_string()),
                 Ok(_) if line.contains("error") => said.push_str(&line),
                 Ok(_) => {}
             }

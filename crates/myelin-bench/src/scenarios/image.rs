@@ -57,6 +57,16 @@ pub fn plan(p: ImageParams, systems: &[&System]) -> Result<Vec<Job>, BenchError>
     }))
 }
 
+/// Plan the jobs of `image --processes` (the viewer in another process
+/// than the camera): per system, both frame sizes.
+pub fn plan_processes(p: ImageParams, systems: &[&System]) -> Result<Vec<Job>, BenchError> {
+    p.validate()?;
+    Ok(systems::jobs_of(systems, |r| {
+        r.image_processes
+            .map(|run| SIZES.into_iter().flat_map(|frame| run(p, frame)).collect())
+    }))
+}
+
 /// A pool of frames reused when no subscriber holds them any more.
 pub(crate) struct Pool {
     frames: Vec<Arc<Stamped>>,

@@ -149,6 +149,9 @@ pub struct Runs {
     pub fanout: Option<fn(FanoutParams) -> Vec<Job>>,
     /// [`image`](crate::scenarios::image): one frame size at a time.
     pub image: Option<fn(ImageParams, Frame) -> Vec<Job>>,
+    /// `image --processes`: the viewer in another process than the
+    /// camera, one frame size at a time.
+    pub image_processes: Option<fn(ImageParams, Frame) -> Vec<Job>>,
     /// [`ipc`](crate::scenarios::ipc): round trips between two processes.
     pub ipc: Option<fn(IpcParams) -> Vec<Job>>,
     /// [`pingpong`](crate::scenarios::pingpong): one message size at a time.
@@ -170,6 +173,7 @@ impl Runs {
         rpc: None,
         fanout: None,
         image: None,
+        image_processes: None,
         ipc: None,
         pingpong: None,
         #[cfg(feature = "zenoh")]

@@ -121,7 +121,10 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
         )?,
         Scenario::Image if args.processes.is_some() => {
             // Camera => a stage in another process => viewer (back in the
-            // camera's process): two cross-process hops per frame.
+            // camera's process): two cross-process hops per frame, the
+            // executors blocking or anticipating; then the low-latency
+            // mode, one hop to a busy-polling viewer process.
+            let myelin_only: Vec<_> = sys.iter().copied().filter(|s| s.name == "myelin").collect();
             let mut jobs = Vec::new();
             for size in [1440 * 1080 * 3, 320 * 240 * 3] {
                 jobs.extend(scenarios::relay::plan_processes(
@@ -131,12 +134,17 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
                         count: args.count.unwrap_or(if q { 20 } else { 300 }),
                         size,
                     },
-                    &sys.iter()
-                        .copied()
-                        .filter(|s| s.name == "myelin")
-                        .collect::<Vec<_>>(),
+                    &myelin_only,
                 )?);
             }
+            jobs.extend(scenarios::image::plan_processes(
+                ImageParams {
+                    rate: args.rate.unwrap_or(30.0),
+                    frames: args.count.unwrap_or(if q { 20 } else { 300 }),
+                    fifo: args.rt_priority,
+                },
+                &myelin_only,
+            )?);
             jobs
         }
         Scenario::Image => scenarios::image::plan(

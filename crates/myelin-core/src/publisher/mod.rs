@@ -447,9 +447,13 @@ impl<T: Message> Publisher<T> {
     /// message published meanwhile is delivered as usual. Executors that
     /// sleep are not woken (that would cost more than it saves); for
     /// them, and for inline and polling subscriptions, `warm` only brings
-    /// the subscriptions' lines into this thread's caches. Subscriptions
-    /// in other processes are not warmed (their executors are theirs).
-    /// Onload's `ONLOAD_MSG_WARM` is the same idea for a socket send.
+    /// the subscriptions' lines into this thread's caches. A subscription
+    /// in another process on this host (shared memory) is warmed the same
+    /// way from its own side: the publisher marks its inbox's ready lane
+    /// with nothing behind it, unless its executor sleeps, and the
+    /// executor, busy-polling, drains the empty inbox and runs the same
+    /// rehearsal. Over the network (zenoh) nothing is sent. Onload's
+    /// `ONLOAD_MSG_WARM` is the same idea for a socket send.
     ///
     /// A warm's pass is no callback to the executor's callers:
     /// [`spin_once`](crate::Executor::spin_once) goes on waiting after it,
@@ -476,6 +480,11 @@ impl<T: Message> Publisher<T> {
         let m = p.matched.read();
         for s in m.all() {
             s.warm();
+        }
+        for (l, w) in p.links.iter().zip(p.wanted.iter()) {
+            if w.get() {
+                l.warm();
+            }
         }
     }
 

@@ -866,6 +866,13 @@ impl<T: Message> Executable for SubInner<T> {
 impl<T: Message> crate::dispatch::Pump for SubInner<T> {
     fn pump(self: Arc<Self>) {
         self.pump_links();
+        // Marked with nothing behind it: a publisher in another process
+        // warming the path (`Publisher::warm`), or a lane shared with a
+        // busier inbox. On a busy-polling executor, rehearse the rest of
+        // the path as an in-process warm does.
+        if self.buffer.is_empty() {
+            self.warm();
+        }
     }
 }
 

@@ -620,6 +620,12 @@ pub(crate) trait PubLink: Send + Sync {
         0
     }
 
+    /// Warm the path of the next message without sending one
+    /// ([`Publisher::warm`](crate::Publisher::warm)): where the link can,
+    /// make each subscriber that polls (rather than sleeps) run its
+    /// receive path once over nothing. By default, nothing.
+    fn warm(&self) {}
+
     /// The publisher asserted its manual-by-topic liveliness, explicitly
     /// or (`by_publish`) by publishing a message this link is about to
     /// send: tell the subscriptions this link reaches. Called only for

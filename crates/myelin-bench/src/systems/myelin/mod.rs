@@ -14,6 +14,7 @@ use crate::scenarios::pingpong::PingPongParams;
 mod dispatch;
 mod fanout;
 mod image;
+mod image_processes;
 #[cfg(feature = "zenoh")]
 mod net;
 mod relay;
@@ -29,11 +30,16 @@ pub(super) const RUNS: Runs = Runs {
     rpc: Some(rpc::jobs),
     fanout: Some(fanout::jobs),
     image: Some(image::jobs),
+    image_processes: Some(image_processes::jobs),
     ipc: Some(ipc_jobs),
     pingpong: Some(pingpong_jobs),
     #[cfg(feature = "zenoh")]
     net: Some(net::RING),
-    roles: &[shm_api::PONG, relay_processes::RELAY],
+    roles: &[
+        shm_api::PONG,
+        relay_processes::RELAY,
+        image_processes::VIEWER,
+    ],
 };
 
 /// ipc: the API ping-pong in both wait modes, then the shared-memory ring

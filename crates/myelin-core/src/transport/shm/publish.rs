@@ -340,12 +340,27 @@ struct Conn {
 }
 
 impl Conn {
+    /// Mark this inbox's lane for the subscriber's executor without waking
+    /// it, unless it sleeps (see [`WakeTable::rehearse`]).
+    fn rehearse(&self) {
+        self.with_wake_word(|w, word| w.rehearse(word).map(drop));
+    }
+
     /// Wake the subscriber's executor for this inbox's lane.
+    #[inline]
     fn signal(&self) {
+        self.with_wake_word(WakeTable::signal);
+    }
+
+    /// `f` on the reader's wake table and the word its inbox asks for,
+    /// when it asks for one; its error (a word another process wrote) is
+    /// logged.
+    #[inline]
+    fn with_wake_word(&self, f: impl FnOnce(&WakeTable, u32) -> Result<(), myelin_shm::ShmError>) {
         let word = self.writer.wake_slot();
         if word != u32::MAX
             && let Some(w) = &self.wake
-            && let Err(e) = w.signal(word)
+            && let Err(e) = f(w, word)
         {
             tracing::warn!("subscriber of {}: {e}", self.inbox);
         }
@@ -811,6 +826,15 @@ impl PubLink for PubShm {
 
     fn wanted(&self) -> &Arc<Wanted> {
         &self.wanted
+    }
+
+    fn warm(&self) {
+        for c in self.conns.read().iter() {
+            let c = c.lock().unwrap_or_else(|e| e.into_inner());
+            if !c.closed {
+                c.rehearse();
+            }
+        }
     }
 
     fn connected(&self) -> usize {
