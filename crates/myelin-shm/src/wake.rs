@@ -218,6 +218,16 @@ impl WakeTable {
     /// wake-up ahead of time costs more than it saves), and one that goes
     /// to sleep meanwhile sees the mark, drains nothing, and sleeps.
     /// `word` is checked as [`signal`](Self::signal) checks it.
+    ///
+    /// ```
+    /// use myelin_shm::wake::{WakeTable, wake_word};
+    /// let table = WakeTable::create()?;
+    /// let slot = table.alloc().expect("a free slot");
+    /// // Nobody sleeps on the slot: the lane is marked, nobody is woken.
+    /// assert!(table.rehearse(wake_word(slot.index(), 3))?);
+    /// assert_eq!(slot.take_lanes().map(|l| l.iter().collect::<Vec<_>>()), Some(vec![3]));
+    /// # Ok::<(), myelin_shm::ShmError>(())
+    /// ```
     pub fn rehearse(&self, word: u32) -> Result<bool, ShmError> {
         let idx = word & 0xffff;
         let lane = (word >> 16) % WAKE_LANES;
