@@ -699,7 +699,9 @@ pub struct BenchArgs {
     pub duration: Option<f64>,
     /// Stages in separate processes over shared memory. relay: every relay
     /// its own process (beside the raw two-process futex ping-pong); image:
-    /// the stage in another process than the camera; topology: `per-node`
+    /// a stage in another process than the camera (the chain blocking and
+    /// anticipating), then the low-latency mode's busy-polling viewer in
+    /// another process (unwarmed and warmed); topology: `per-node`
     /// (the default), `per-executor`, or a placement FILE (JSON: process
     /// name -> node names).
     #[arg(long, value_name = "PLACEMENT", num_args = 0..=1, default_missing_value = "per-node")]

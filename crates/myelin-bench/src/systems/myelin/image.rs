@@ -45,6 +45,16 @@ pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
 /// polling, short enough that little evicts the lines again.
 const WARM_AHEAD: Duration = Duration::from_micros(100);
 
+/// The low-latency camera's wait for a frame: spin until `due`, calling
+/// `warm` (a [`Publisher::warm`]) [`WARM_AHEAD`] before it when given.
+pub(super) fn spin_to_frame(due: Instant, warm: Option<&dyn Fn()>) {
+    if let Some(warm) = warm {
+        spin_until(due - WARM_AHEAD);
+        warm();
+    }
+    spin_until(due);
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
     Callback,
@@ -157,14 +167,10 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
     let start = Instant::now();
     for seq in 0..total {
         let due = start + period * (seq as u32 + 1);
-        if let Mode::BusyPoll | Mode::BusyPollUnwarmed = mode {
-            if mode == Mode::BusyPoll {
-                spin_until(due - WARM_AHEAD);
-                publisher.warm();
-            }
-            spin_until(due);
-        } else {
-            sleep_until(due);
+        match mode {
+            Mode::BusyPoll => spin_to_frame(due, Some(&|| publisher.warm())),
+            Mode::BusyPollUnwarmed => spin_to_frame(due, None),
+            _ => sleep_until(due),
         }
         let frame = pool.next(seq);
         publisher.publish_shared(frame).map_err(|e| setup(&e))?;

@@ -3,8 +3,8 @@
 //! shared memory and publishes it; the viewer is another process whose
 //! executor busy-polls ([`IdleWait::BusyPoll`]), a core each, as the
 //! in-process `busy-poll` rows. In the warmed rows the camera calls
-//! [`Publisher::warm`] [`WARM_AHEAD`] before each frame (what it does for
-//! a subscription in another process: see its documentation).
+//! [`Publisher::warm`] shortly before each frame, as there (what it does
+//! for a subscription in another process: see its documentation).
 //!
 //! Latency is publish call to callback entry, both ends reading
 //! `CLOCK_MONOTONIC` (one clock for every process of the host): the
@@ -18,19 +18,14 @@ use std::time::{Duration, Instant};
 use myelin::prelude::*;
 use myelin::{Blob, IdleWait};
 
+use super::image::spin_to_frame;
 use crate::harness::processes::{Helper, domain, shm_context};
 use crate::harness::stats::LatencyRecorder;
-use crate::harness::{
-    BenchError, Job, Meter, Outcome, now_ns, period_of, rate_label, spin_until, warmup_for,
-};
+use crate::harness::{BenchError, Job, Meter, Outcome, now_ns, period_of, rate_label, warmup_for};
 use crate::scenarios::image::{Frame, ImageParams};
 use crate::systems::Role;
 
 const ENV: &str = "MYELIN_BENCH_VIEWER";
-
-/// How long before a frame is due the camera warms the path (as in the
-/// in-process rows).
-const WARM_AHEAD: Duration = Duration::from_micros(100);
 
 /// What the viewer prints when told to finish: frames received, then
 /// each measured latency in ns.
@@ -140,10 +135,10 @@ fn run(p: ImageParams, label: &str, bytes: usize, warm: bool) -> Result<Outcome,
     for seq in 0..total {
         let due = start + period * (seq as u32 + 1);
         if warm {
-            spin_until(due - WARM_AHEAD);
-            publisher.warm();
+            spin_to_frame(due, Some(&|| publisher.warm()));
+        } else {
+            spin_to_frame(due, None);
         }
-        spin_until(due);
         let mut frame = publisher.loan_slice(bytes).map_err(err)?;
         frame[8..16].copy_from_slice(&seq.to_le_bytes());
         frame[0..8].copy_from_slice(&now_ns().to_le_bytes());
