@@ -16,6 +16,20 @@ fn ctx() -> Context {
         .unwrap()
 }
 
+/// A keep_all subscription on `topic` whose callback appends each message
+/// to `got`.
+fn collect_into<T: myelin::Message>(
+    node: &Node,
+    topic: &str,
+    got: &Arc<Mutex<Vec<T>>>,
+) -> Subscription<T> {
+    let g = got.clone();
+    node.create_subscription(topic, QoS::keep_all(), move |m: T| {
+        g.lock().unwrap().push(m);
+    })
+    .unwrap()
+}
+
 /// CPU time (user + system) consumed by the calling thread.
 fn thread_cpu() -> Duration {
     // SAFETY: getrusage writes a plain C struct that we zero-initialise; the
@@ -824,13 +838,8 @@ fn warming_a_publisher_delivers_nothing_and_loses_nothing() {
     use std::sync::atomic::AtomicBool;
     let ctx = ctx();
     let node = ctx.create_node("warm").unwrap();
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = got.clone();
-    let _sub = node
-        .create_subscription("frames", QoS::keep_all(), move |m: u64| {
-            g.lock().unwrap().push(m);
-        })
-        .unwrap();
+    let got = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let _sub = collect_into(&node, "frames", &got);
     let last = node
         .create_polling_subscription::<u64>("frames", QoS::keep_last(1), Default::default())
         .unwrap();
@@ -893,13 +902,8 @@ fn a_warms_pass_is_not_counted_as_a_callback() {
     use myelin::IdleWait;
     let ctx = ctx();
     let node = ctx.create_node("warm_count").unwrap();
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = got.clone();
-    let _sub = node
-        .create_subscription("frames", QoS::keep_all(), move |m: u64| {
-            g.lock().unwrap().push(m);
-        })
-        .unwrap();
+    let got = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let _sub = collect_into(&node, "frames", &got);
     let p = node
         .create_publisher::<u64>("frames", QoS::keep_all())
         .unwrap();
@@ -918,12 +922,7 @@ fn a_warms_pass_is_not_counted_as_a_callback() {
 
     // A pass queued ahead of another topic's message: spin_once runs
     // through it to the message.
-    let g = got.clone();
-    let _other = node
-        .create_subscription("other", QoS::keep_all(), move |m: u64| {
-            g.lock().unwrap().push(m);
-        })
-        .unwrap();
+    let _other = collect_into(&node, "other", &got);
     let other = node
         .create_publisher::<u64>("other", QoS::keep_all())
         .unwrap();
@@ -945,13 +944,8 @@ fn anticipating_executors_run_every_periodic_message_and_still_stop() {
     use myelin::{IdleWait, MultiThreadedExecutor};
     let ctx = ctx();
     let node = ctx.create_node("anticipating").unwrap();
-    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let g = got.clone();
-    let _sub = node
-        .create_subscription("periodic", QoS::keep_all(), move |m: u32| {
-            g.lock().unwrap().push(m);
-        })
-        .unwrap();
+    let got = Arc::new(Mutex::new(Vec::<u32>::new()));
+    let _sub = collect_into(&node, "periodic", &got);
     let p = node
         .create_publisher::<u32>("periodic", QoS::keep_all())
         .unwrap();
