@@ -936,6 +936,199 @@ fn a_warms_pass_is_not_counted_as_a_callback() {
     assert_eq!(*got.lock().unwrap(), vec![7, 8]);
 }
 
+/// A busy-polling executor looks at its subscriptions' buffers itself
+/// (their publishers skip the ready queue): switched back to blocking, it
+/// still runs what was published while it polled (queued by the switch),
+/// `spin_some` runs each polled subscription's next message and counts
+/// it, and `is_idle` sees unqueued messages.
+#[test]
+fn switching_busy_poll_off_leaves_no_message_behind() {
+    use myelin::IdleWait;
+    let ctx = ctx();
+    let node = ctx.create_node("polled").unwrap();
+    let got = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let _a = collect_into(&node, "a", &got);
+    let _b = collect_into(&node, "b", &got);
+    let a = node.create_publisher::<u64>("a", QoS::keep_all()).unwrap();
+    let b = node.create_publisher::<u64>("b", QoS::keep_all()).unwrap();
+    let mut exec = Executor::new();
+    exec.set_idle_wait(IdleWait::BusyPoll);
+    exec.add_node(&node).unwrap();
+
+    a.publish(1).unwrap();
+    b.publish(2).unwrap();
+    a.publish(3).unwrap();
+    assert!(!exec.is_idle(), "unqueued messages are work");
+    assert_eq!(exec.spin_some().unwrap(), 2, "each subscription once");
+    assert_eq!(got.lock().unwrap().len(), 2);
+
+    a.publish(4).unwrap();
+    exec.set_idle_wait(IdleWait::Block);
+    assert!(!exec.is_idle());
+    assert!(exec.spin_once(Duration::from_secs(60)).unwrap());
+    assert!(exec.spin_once(Duration::from_secs(60)).unwrap());
+    assert!(exec.is_idle());
+    let mut all = got.lock().unwrap().clone();
+    all.sort();
+    assert_eq!(all, vec![1, 2, 3, 4]);
+    // Blocking again: publishers queue as before.
+    b.publish(5).unwrap();
+    assert!(exec.spin_once(Duration::from_secs(60)).unwrap());
+    assert_eq!(got.lock().unwrap().last(), Some(&5));
+}
+
+/// Switching busy-poll on and off while another thread publishes loses
+/// nothing: every message runs once, in order (the switch and a publish
+/// that skips the queue race; whichever comes second queues it).
+#[test]
+fn switching_busy_poll_while_publishing_loses_nothing() {
+    use std::sync::atomic::AtomicBool;
+    let ctx = ctx();
+    let node = ctx.create_node("switching").unwrap();
+    let got = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let _sub = collect_into(&node, "switched", &got);
+    let p = node
+        .create_publisher::<u64>("switched", QoS::keep_all())
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    const N: u64 = 20_000;
+    let done = Arc::new(AtomicBool::new(false));
+    let publisher = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            for i in 0..N {
+                p.publish(i).unwrap();
+                if i % 16 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            done.store(true, Ordering::SeqCst);
+        }
+    });
+    let mut polling = false;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while got.lock().unwrap().len() < N as usize && Instant::now() < deadline {
+        polling = !polling;
+        exec.set_busy_poll(polling);
+        // Blocking spins wait for a queued message; after the publisher is
+        // done, only what the switch queued is left to wait for.
+        let _ = exec.spin_once(Duration::from_millis(if done.load(Ordering::SeqCst) {
+            200
+        } else {
+            5
+        }));
+        let _ = exec.spin_some().unwrap();
+    }
+    publisher.join().unwrap();
+    assert_eq!(*got.lock().unwrap(), (0..N).collect::<Vec<_>>());
+}
+
+/// A busy-polling executor with more subscriptions than one look covers
+/// still finds a message on the last of them (each look goes on where
+/// the previous one stopped).
+#[test]
+fn a_busy_polling_executor_finds_a_message_on_its_hundredth_subscription() {
+    use myelin::IdleWait;
+    let ctx = ctx();
+    let node = ctx.create_node("hundred").unwrap();
+    let got = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let _subs: Vec<_> = (0..100)
+        .map(|k| collect_into(&node, &format!("many_{k}"), &got))
+        .collect();
+    let last = node
+        .create_publisher::<u64>("many_99", QoS::keep_all())
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.set_idle_wait(IdleWait::BusyPoll);
+    exec.add_node(&node).unwrap();
+    for round in 0..3 {
+        last.publish(round).unwrap();
+        assert!(exec.spin_once(Duration::from_secs(60)).unwrap());
+    }
+    assert_eq!(*got.lock().unwrap(), vec![0, 1, 2]);
+}
+
+/// A subscription that a busy-polling executor looks at is freed when it
+/// is dropped (the executor's list lets go of it), and after its node
+/// leaves the executor too: its callback's state is dropped with it.
+#[test]
+fn a_polled_subscription_is_freed_when_dropped() {
+    use myelin::IdleWait;
+    let ctx = ctx();
+    let node = ctx.create_node("freed").unwrap();
+    let token = Arc::new(());
+    let sub_with = |t: &Arc<()>| {
+        let t = t.clone();
+        node.create_subscription("freed", QoS::keep_all(), move |_m: u64| {
+            let _ = &t;
+        })
+        .unwrap()
+    };
+    let mut exec = Executor::new();
+    exec.set_idle_wait(IdleWait::BusyPoll);
+    exec.add_node(&node).unwrap();
+    let sub = sub_with(&token);
+    assert_eq!(Arc::strong_count(&token), 2);
+    drop(sub);
+    assert_eq!(Arc::strong_count(&token), 1, "dropped while attached");
+
+    let sub = sub_with(&token);
+    assert!(exec.remove_node(&node));
+    drop(sub);
+    assert_eq!(Arc::strong_count(&token), 1, "dropped after its node left");
+
+    let sub = sub_with(&token);
+    exec.add_node(&node).unwrap();
+    drop(exec);
+    assert_eq!(Arc::strong_count(&token), 2, "the subscription lives on");
+    drop(sub);
+    assert_eq!(Arc::strong_count(&token), 1, "dropped after its executor");
+}
+
+/// A busy-polling multi-threaded executor runs every message of several
+/// subscriptions once, each subscription's in order (two workers look at
+/// the same buffers; one claims each message).
+#[test]
+fn a_busy_polling_multi_threaded_executor_runs_each_message_once() {
+    use myelin::{IdleWait, MultiThreadedExecutor};
+    let ctx = ctx();
+    let node = ctx.create_node("polled_mt").unwrap();
+    let got: Vec<Arc<Mutex<Vec<u64>>>> = (0..4).map(|_| Arc::default()).collect();
+    let _subs: Vec<_> = (0..4)
+        .map(|k| collect_into(&node, &format!("mt_{k}"), &got[k]))
+        .collect();
+    let pubs: Vec<_> = (0..4)
+        .map(|k| {
+            node.create_publisher::<u64>(&format!("mt_{k}"), QoS::keep_all())
+                .unwrap()
+        })
+        .collect();
+    let mut exec = MultiThreadedExecutor::new(2);
+    exec.set_idle_wait(IdleWait::BusyPoll);
+    exec.add_node(&node).unwrap();
+    let stop = exec.stop_handle();
+    let spinning = std::thread::spawn(move || exec.spin());
+    const N: u64 = 2000;
+    for i in 0..N {
+        for p in &pubs {
+            p.publish(i).unwrap();
+        }
+        if i % 32 == 0 {
+            std::thread::yield_now();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.iter().any(|g| g.lock().unwrap().len() < N as usize) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    stop.stop();
+    spinning.join().unwrap().unwrap();
+    for g in &got {
+        assert_eq!(*g.lock().unwrap(), (0..N).collect::<Vec<_>>());
+    }
+}
+
 /// Anticipating executors, single- and multi-threaded, run every message
 /// of a periodic publisher in order, return from `spin_once` at its
 /// timeout while they anticipate, and stop.

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_queue::SegQueue;
 use myelin_sync::TryLock;
-use myelin_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use myelin_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use myelin_sync::{LaneCell, Ring};
 
 pub use anticipate::Anticipated;
@@ -34,6 +34,7 @@ use anticipate::{Anticipation, Plan, Window};
 
 use crate::clock::{from_mono_ns, mono_ns};
 use crate::error::SpinError;
+use crate::runtime::lock;
 use crate::transport::wake::{Lanes as WakeLanes, WakeEvent};
 
 /// The callback this thread is running, if it runs one for an executor.
@@ -106,6 +107,21 @@ pub(crate) trait Executable: Send + Sync {
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>);
     /// The entity's callback group.
     fn group(&self) -> &Arc<GroupInner>;
+    /// Claim this entry for running now if work waits in it that nobody
+    /// queued: a busy-polling worker's look at a subscription whose
+    /// publishers skip the queue (see [`ExecShared::polls_for`]). `true`:
+    /// the caller runs it, as if popped from the queue.
+    fn claim(&self) -> bool {
+        false
+    }
+    /// Whether work waits in this entry that nobody queued (what
+    /// [`claim`](Self::claim) would take).
+    fn unqueued_work(&self) -> bool {
+        false
+    }
+    /// The executor stopped busy-polling: queue the work its publishers
+    /// left unqueued meanwhile.
+    fn unpolled(&self) {}
 }
 
 /// A subscription whose messages from other processes wait to be drained
@@ -540,6 +556,10 @@ struct Wheel {
     timers: Vec<LocalTimer>,
 }
 
+/// How many polled subscriptions a busy-polling worker looks at between
+/// two looks at the ready queue (timers, services, caused work).
+const POLL_LOOK: usize = 64;
+
 /// The part of an executor that producers and workers share.
 pub(crate) struct ExecShared {
     pub(crate) ready: ReadyQueue,
@@ -550,8 +570,18 @@ pub(crate) struct ExecShared {
     /// a remote wake-up marks their lane.
     pumps: PumpLanes,
     /// How an idle worker waits: an [`IdleWait`] as a number.
-    // SYNC: Relaxed: a mode switch read once per idle turn.
+    // SYNC: SeqCst where it decides whether a publisher queues (see
+    // `polls_for` and `set_idle_wait`); Relaxed where an idle turn reads it.
     idle_wait: AtomicU32,
+    /// The subscriptions attached here that a busy-polling worker looks
+    /// at itself: while this executor busy-polls, their publishers only
+    /// push into their buffers, and the worker finds the message there
+    /// (one cache line to learn of it, not the queue's and the entry's
+    /// as well).
+    polled: Mutex<Vec<Arc<dyn Executable>>>,
+    /// Where the next look at `polled` starts (round robin).
+    // SYNC: Relaxed: a hint for fairness, not for correctness.
+    poll_from: AtomicUsize,
     /// The learned period of this executor's work ([`IdleWait::Anticipate`]).
     anticipation: Anticipation,
     pub(crate) stop: AtomicBool,
@@ -582,6 +612,8 @@ impl ExecShared {
             event: WakeEvent::remote_capable(),
             pumps: PumpLanes::new(),
             idle_wait: AtomicU32::new(IdleWait::Block as u32),
+            polled: Mutex::new(Vec::new()),
+            poll_from: AtomicUsize::new(0),
             anticipation: Anticipation::default(),
             stop: AtomicBool::new(false),
             down: AtomicBool::new(false),
@@ -898,7 +930,7 @@ impl ExecShared {
         loop {
             self.pump_remote();
             self.poll_timers();
-            if let Some(e) = self.ready.pop() {
+            if let Some(e) = self.ready.pop().or_else(|| self.claim_polled()) {
                 if waited {
                     let now = Instant::now();
                     if timer_then.is_none_or(|t| now < t) {
@@ -1008,7 +1040,125 @@ impl ExecShared {
 
     /// Set how idle workers wait.
     pub(crate) fn set_idle_wait(&self, w: IdleWait) {
-        self.idle_wait.store(w as u32, Ordering::Relaxed);
+        // SYNC: SeqCst swap, then the SeqCst `is_empty` loads in each
+        // subscription's `unpolled`; a publisher pushes (a SeqCst
+        // compare-and-swap) and then reads the mode (SeqCst) in
+        // `polls_for`. In the single order of the four, either the
+        // publisher reads the new mode (and queues its message itself) or
+        // `unpolled` finds the message in the buffer (and queues it): no
+        // message is left behind for a worker that no longer looks.
+        let was = self.idle_wait.swap(w as u32, Ordering::SeqCst);
+        if was == IdleWait::BusyPoll as u32 && w != IdleWait::BusyPoll {
+            let polled = lock(&self.polled).clone();
+            for e in polled {
+                e.unpolled();
+            }
+        }
+    }
+
+    /// Whether a publisher of the entity at `entity` skips the queue and
+    /// leaves its message for a busy-polling worker to find in the
+    /// buffer: this executor busy-polls, and the publish is not work that
+    /// one of its own callbacks causes (which keeps the queue's
+    /// caused-first order).
+    #[inline(always)]
+    pub(crate) fn polls_for(&self, entity: *const ()) -> bool {
+        // SYNC: SeqCst: see `set_idle_wait`.
+        self.idle_wait.load(Ordering::SeqCst) == IdleWait::BusyPoll as u32 && !self.causes(entity)
+    }
+
+    /// Whether this thread runs a callback of this executor other than
+    /// the entity at `entity`'s own: work it makes ready is caused.
+    #[inline(never)]
+    fn causes(&self, entity: *const ()) -> bool {
+        let me = self as *const ExecShared as usize;
+        CURRENT.with(|c| {
+            c.get()
+                .is_some_and(|c| c.exec == me && c.entity != entity as usize)
+        })
+    }
+
+    /// Have a busy-polling worker look at `e`'s buffer (once, however
+    /// often it is attached).
+    pub(crate) fn add_polled(&self, e: Arc<dyn Executable>) {
+        let mut polled = lock(&self.polled);
+        let at = Arc::as_ptr(&e) as *const ();
+        if !polled.iter().any(|p| Arc::as_ptr(p) as *const () == at) {
+            polled.push(e);
+        }
+    }
+
+    /// Stop looking at the entity at `e` (it left this executor or was
+    /// dropped): the list's reference to it goes.
+    pub(crate) fn remove_polled(&self, e: *const ()) {
+        let mut polled = lock(&self.polled);
+        let gone = polled
+            .iter()
+            .position(|p| Arc::as_ptr(p) as *const () == e)
+            .map(|i| polled.swap_remove(i));
+        drop(polled);
+        // Dropped after the lock: were it the last reference, the entity's
+        // drop must not run under it.
+        drop(gone);
+    }
+
+    /// A busy-polling worker's look at the polled subscriptions, from
+    /// where the last look stopped and at most [`POLL_LOOK`] of them (the
+    /// ready queue is checked between looks however many there are): the
+    /// first one with an unqueued message, claimed for the caller to run.
+    /// `None` when this executor does not busy-poll.
+    #[inline(always)]
+    pub(crate) fn claim_polled(&self) -> Option<Arc<dyn Executable>> {
+        if !self.busy_polls() {
+            return None;
+        }
+        self.look_at_polled()
+    }
+
+    /// Whether idle workers busy-poll (and so look at the polled
+    /// subscriptions).
+    #[inline(always)]
+    pub(crate) fn busy_polls(&self) -> bool {
+        self.idle_wait.load(Ordering::Relaxed) == IdleWait::BusyPoll as u32
+    }
+
+    /// [`claim_polled`](Self::claim_polled)'s look, for a busy-polling
+    /// executor.
+    #[inline(never)]
+    fn look_at_polled(&self) -> Option<Arc<dyn Executable>> {
+        let polled = lock(&self.polled);
+        let n = polled.len();
+        let from = self.poll_from.load(Ordering::Relaxed);
+        for k in 0..n.min(POLL_LOOK) {
+            let i = (from + k) % n;
+            if polled[i].claim() {
+                self.poll_from.store(i + 1, Ordering::Relaxed);
+                return Some(polled[i].clone());
+            }
+        }
+        // The next look goes on where this one stopped.
+        self.poll_from
+            .store(from.wrapping_add(POLL_LOOK) % n.max(1), Ordering::Relaxed);
+        None
+    }
+
+    /// Every polled subscription with an unqueued message, claimed for
+    /// the caller to run (`spin_some`: each once). Empty when this
+    /// executor does not busy-poll.
+    pub(crate) fn claim_all_polled(&self) -> Vec<Arc<dyn Executable>> {
+        if !self.busy_polls() {
+            return Vec::new();
+        }
+        lock(&self.polled)
+            .iter()
+            .filter(|e| e.claim())
+            .cloned()
+            .collect()
+    }
+
+    /// Whether a polled subscription holds a message nobody queued.
+    pub(crate) fn has_polled_work(&self) -> bool {
+        self.busy_polls() && lock(&self.polled).iter().any(|e| e.unqueued_work())
     }
 }
 
@@ -1051,7 +1201,14 @@ pub enum IdleWait {
     /// spins and the others block.
     Anticipate = 1,
     /// Never sleep: spin looking for work. The lowest latency, at the cost
-    /// of one core per worker.
+    /// of one core per worker. The workers look at their subscriptions'
+    /// buffers themselves, and publishers in other threads only push into
+    /// them (no ready queue, no queued mark to set): a message reaches a
+    /// polling worker through the cache lines of the buffer alone.
+    /// Subscriptions are looked at in turn (one message each per look), so
+    /// messages of different topics run in that order rather than in the
+    /// order they were published; work that a callback of the same
+    /// executor causes, timers and services still go through the queue.
     BusyPoll = 2,
 }
 

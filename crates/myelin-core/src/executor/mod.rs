@@ -314,6 +314,22 @@ impl Executor {
                 None => break,
             }
         }
+        if self.shared.busy_polls() {
+            ran += self.run_polled()?;
+        }
+        Ok(ran)
+    }
+
+    /// `spin_some`'s part for a busy-polling executor: its subscriptions
+    /// whose publishers left their messages unqueued, each looked at once.
+    #[inline(never)]
+    fn run_polled(&self) -> Result<usize, SpinError> {
+        let mut ran = 0;
+        for e in self.shared.claim_all_polled() {
+            if self.shared.run_entry(e, false)? {
+                ran += 1;
+            }
+        }
         Ok(ran)
     }
 
@@ -383,7 +399,7 @@ impl Executor {
 
     /// Whether nothing is ready right now.
     pub fn is_idle(&self) -> bool {
-        self.shared.ready.is_empty()
+        self.shared.ready.is_empty() && !self.shared.has_polled_work()
     }
 }
 

@@ -534,7 +534,9 @@ impl<T: Message> SubInner<T> {
             && let Some(exec) = self.target.get()
             && exec.idle_wait() == crate::dispatch::IdleWait::BusyPoll
         {
-            self.signal();
+            // Through the queue, although the executor polls the buffer:
+            // the rehearsal is the queued entry's run.
+            self.queue(exec);
         }
     }
 
@@ -704,18 +706,29 @@ impl<T: Message> SubInner<T> {
     fn signal(&self) {
         if self.has_callback {
             if let Some(exec) = self.target.get() {
-                // SYNC: pairs with the swap(false) in `execute`.
-                if !self.queued.swap(true, Ordering::SeqCst) {
-                    // None: the last reference is being dropped; there is
-                    // no callback left to run.
-                    if let Some(me) = self.me.upgrade() {
-                        exec.enqueue(me);
-                    }
+                // A busy-polling executor finds the message in the buffer
+                // itself (`claim`).
+                if !exec.polls_for(self as *const Self as *const ()) {
+                    self.queue(exec);
                 }
             }
         } else {
             // Only subscriptions without a callback have waiters.
             self.waitpoint.notify();
+        }
+    }
+
+    /// Put this subscription in `exec`'s ready queue, unless it is there
+    /// already (or running, and re-checks when it is done).
+    #[inline(never)]
+    fn queue(&self, exec: &ExecShared) {
+        // SYNC: pairs with the swap(false) in `execute`.
+        if !self.queued.swap(true, Ordering::SeqCst) {
+            // None: the last reference is being dropped; there is no
+            // callback left to run.
+            if let Some(me) = self.me.upgrade() {
+                exec.enqueue(me);
+            }
         }
     }
 
@@ -759,6 +772,11 @@ impl<T: Message> SubInner<T> {
 
     /// Point this subscription at an executor (or none).
     pub(crate) fn set_target(&self, exec: Option<Arc<ExecShared>>) {
+        if let Some(old) = self.target.get()
+            && !exec.as_ref().is_some_and(|e| std::ptr::eq(&**e, old))
+        {
+            old.remove_polled(self as *const Self as *const ());
+        }
         self.target.set(exec);
     }
 
@@ -844,6 +862,14 @@ impl<T: Message> Executable for SubInner<T> {
                 l.set_wake(word);
             }
         }
+        if self.has_callback
+            && !self.inline
+            && let Some(e) = &exec
+        {
+            // Looked at by the executor's busy-polling workers (before
+            // publishers see the new target and may skip its queue).
+            e.add_polled(self.clone());
+        }
         self.set_target(exec);
         // A mark left by the executor this subscription leaves (queued
         // there, and that queue dropped or never run again) would keep
@@ -860,6 +886,26 @@ impl<T: Message> Executable for SubInner<T> {
 
     fn group(&self) -> &Arc<GroupInner> {
         &self.group
+    }
+
+    #[inline]
+    fn claim(&self) -> bool {
+        // SYNC: the swap pairs with the swap(false) in `execute`, as a
+        // queueing `signal`'s does: one of the two wins the entry.
+        self.unqueued_work() && !self.queued.swap(true, Ordering::SeqCst)
+    }
+
+    #[inline]
+    fn unqueued_work(&self) -> bool {
+        // The mark first: this thread's own line while the executor polls
+        // (publishers then leave it alone); the buffer's is the
+        // publisher's.
+        // SYNC: Relaxed: a hint; `claim`'s swap decides.
+        !self.queued.load(Ordering::Relaxed) && !self.buffer.is_empty()
+    }
+
+    fn unpolled(&self) {
+        self.kick();
     }
 }
 
