@@ -40,9 +40,13 @@ impl<T> RetainCell<T> {
     /// The current value, if any.
     #[inline]
     pub fn get(&self) -> Option<&T> {
-        // SYNC: pairs with the Release store in `set`, so the pointee's
-        // initialisation (done before it was wrapped in the Arc) is visible.
-        let p = self.current.load(Ordering::Acquire);
+        // SYNC: pairs with the store in `set`, so the pointee's
+        // initialisation (done before it was wrapped in the Arc) is
+        // visible. SeqCst (a plain load on x86-64): a caller may order it
+        // against its own SeqCst write before it, as a publisher does
+        // (its push, then its subscription's executor) against an attach
+        // (the new executor, then the buffer's SeqCst emptiness check).
+        let p = self.current.load(Ordering::SeqCst);
         // SAFETY: `p` is null or `Arc::as_ptr` of an Arc in `self.retained`
         // (established in `set`, which pushes the Arc before publishing the
         // pointer). `retained` only grows and is dropped with `self`, so the
@@ -83,8 +87,9 @@ impl<T> RetainCell<T> {
                 p
             }
         };
-        // SYNC: pairs with the Acquire loads in `get`/`is`/`get_arc`.
-        self.current.store(p, Ordering::Release);
+        // SYNC: pairs with the loads in `get`/`is`/`get_arc`; SeqCst for
+        // the callers of `get` that need a single order (see there).
+        self.current.store(p, Ordering::SeqCst);
     }
 }
 

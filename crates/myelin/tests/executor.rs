@@ -322,6 +322,17 @@ fn a_late_timer_skips_missed_periods_instead_of_bursting() {
 
 #[test]
 fn a_zero_ms_timer_does_not_starve_a_subscription() {
+    zero_ms_timer_against_a_subscription(myelin::IdleWait::Block);
+}
+
+/// The same on a busy-polling executor, whose subscriptions are not in
+/// the ready queue the timer keeps returning to: turns alternate.
+#[test]
+fn a_zero_ms_timer_does_not_starve_a_polled_subscription() {
+    zero_ms_timer_against_a_subscription(myelin::IdleWait::BusyPoll);
+}
+
+fn zero_ms_timer_against_a_subscription(wait: myelin::IdleWait) {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
     let ticks = Arc::new(AtomicUsize::new(0));
@@ -343,6 +354,7 @@ fn a_zero_ms_timer_does_not_starve_a_subscription() {
         p.publish(i).unwrap();
     }
     let mut exec = Executor::new();
+    exec.set_idle_wait(wait);
     exec.add_node(&node).unwrap();
     exec.spin_until(Duration::from_secs(30), || {
         got.load(Ordering::SeqCst) == 100
@@ -559,6 +571,19 @@ fn spin_some_runs_what_was_ready_and_leaves_what_it_causes_to_the_next_call() {
 
 #[test]
 fn callbacks_that_keep_causing_each_other_do_not_starve_older_work() {
+    // Caused work went first, for a bounded run (64 entries), then the
+    // older entry had its turn.
+    callbacks_causing_each_other(myelin::IdleWait::Block, 2..=80);
+}
+
+/// The same on a busy-polling executor: the caused work is queued, the
+/// other thread's message is polled, and turns alternate between them.
+#[test]
+fn callbacks_that_keep_causing_each_other_do_not_starve_a_polled_subscription() {
+    callbacks_causing_each_other(myelin::IdleWait::BusyPoll, 0..=80);
+}
+
+fn callbacks_causing_each_other(wait: myelin::IdleWait, other_at: std::ops::RangeInclusive<usize>) {
     let ctx = ctx();
     let node = ctx.create_node("n").unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -603,6 +628,7 @@ fn callbacks_that_keep_causing_each_other_do_not_starve_older_work() {
         .publish(0)
         .unwrap();
     let mut exec = Executor::new();
+    exec.set_idle_wait(wait);
     exec.add_node(&node).unwrap();
     exec.spin_until(Duration::from_secs(30), || {
         ticks.load(Ordering::SeqCst) >= 3 && order.lock().unwrap().contains(&'o')
@@ -611,9 +637,7 @@ fn callbacks_that_keep_causing_each_other_do_not_starve_older_work() {
     assert!(ticks.load(Ordering::SeqCst) >= 3, "the timer starved");
     let o = order.lock().unwrap();
     let at = o.iter().position(|&c| c == 'o').expect("`other` starved");
-    // Caused work went first, for a bounded run (64 entries), then the
-    // older entry had its turn.
-    assert!((2..=80).contains(&at), "`other` ran after {at} callbacks");
+    assert!(other_at.contains(&at), "`other` ran after {at} callbacks");
 }
 
 #[test]
@@ -1047,6 +1071,47 @@ fn a_busy_polling_executor_finds_a_message_on_its_hundredth_subscription() {
         assert!(exec.spin_once(Duration::from_secs(60)).unwrap());
     }
     assert_eq!(*got.lock().unwrap(), vec![0, 1, 2]);
+}
+
+/// A callback that panics in a busy-polling executor's `spin_some` is
+/// reported, and the subscriptions claimed with it but not run are not
+/// lost: the next `spin_some` runs them.
+#[test]
+fn a_panic_in_a_busy_polling_spin_some_leaves_the_rest_runnable() {
+    use myelin::IdleWait;
+    let ctx = ctx();
+    let node = ctx.create_node("panicky").unwrap();
+    let _bad = node
+        .create_subscription("bad", QoS::keep_all(), |_m: u64| panic!("bad message"))
+        .unwrap();
+    let got = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let _good: Vec<_> = (0..3)
+        .map(|k| collect_into(&node, &format!("good_{k}"), &got))
+        .collect();
+    let bad = node
+        .create_publisher::<u64>("bad", QoS::keep_all())
+        .unwrap();
+    let good: Vec<_> = (0..3)
+        .map(|k| {
+            node.create_publisher::<u64>(&format!("good_{k}"), QoS::keep_all())
+                .unwrap()
+        })
+        .collect();
+    let mut exec = Executor::new();
+    exec.set_idle_wait(IdleWait::BusyPoll);
+    exec.add_node(&node).unwrap();
+    bad.publish(0).unwrap();
+    for (k, p) in good.iter().enumerate() {
+        p.publish(k as u64).unwrap();
+    }
+    assert!(exec.spin_some().is_err(), "the panic is reported");
+    for _ in 0..3 {
+        exec.spin_some().unwrap();
+    }
+    let mut all = got.lock().unwrap().clone();
+    all.sort();
+    assert_eq!(all, vec![0, 1, 2]);
+    assert!(exec.is_idle());
 }
 
 /// A subscription that a busy-polling executor looks at is freed when it

@@ -98,7 +98,8 @@ impl Drop for Running {
 /// Something an executor runs when it is ready.
 pub(crate) trait Executable: Send + Sync {
     /// Run one unit of work (one message or one timer tick), then clear the
-    /// entry's queued mark and re-queue it if more work arrived. Returns
+    /// entry's queued mark and re-queue it if more work arrived (or, on a
+    /// busy-polling executor, leave it for the next claim). Returns
     /// whether a callback ran: an entry can find nothing to do (its message
     /// taken by a polled take first, a [warm](crate::Publisher::warm)'s
     /// rehearsal, a cancelled timer, an entity that left this executor).
@@ -122,6 +123,9 @@ pub(crate) trait Executable: Send + Sync {
     /// The executor stopped busy-polling: queue the work its publishers
     /// left unqueued meanwhile.
     fn unpolled(&self) {}
+    /// Hand back a [`claim`](Self::claim) without running it (the run
+    /// that claimed it ended early).
+    fn unclaim(&self) {}
 }
 
 /// A subscription whose messages from other processes wait to be drained
@@ -556,8 +560,9 @@ struct Wheel {
     timers: Vec<LocalTimer>,
 }
 
-/// How many polled subscriptions a busy-polling worker looks at between
-/// two looks at the ready queue (timers, services, caused work).
+/// How many polled subscriptions one look of a busy-polling worker
+/// covers (turns alternate between a look and the ready queue: timers,
+/// services, caused work).
 const POLL_LOOK: usize = 64;
 
 /// The part of an executor that producers and workers share.
@@ -582,6 +587,10 @@ pub(crate) struct ExecShared {
     /// Where the next look at `polled` starts (round robin).
     // SYNC: Relaxed: a hint for fairness, not for correctness.
     poll_from: AtomicUsize,
+    /// Whether a busy-polling worker's next turn looks at `polled` before
+    /// the ready queue (turns alternate, so neither starves the other).
+    // SYNC: Relaxed load and store: a hint for fairness.
+    poll_turn: AtomicBool,
     /// The learned period of this executor's work ([`IdleWait::Anticipate`]).
     anticipation: Anticipation,
     pub(crate) stop: AtomicBool,
@@ -614,6 +623,7 @@ impl ExecShared {
             idle_wait: AtomicU32::new(IdleWait::Block as u32),
             polled: Mutex::new(Vec::new()),
             poll_from: AtomicUsize::new(0),
+            poll_turn: AtomicBool::new(false),
             anticipation: Anticipation::default(),
             stop: AtomicBool::new(false),
             down: AtomicBool::new(false),
@@ -930,7 +940,7 @@ impl ExecShared {
         loop {
             self.pump_remote();
             self.poll_timers();
-            if let Some(e) = self.ready.pop().or_else(|| self.claim_polled()) {
+            if let Some(e) = self.next_entry() {
                 if waited {
                     let now = Instant::now();
                     if timer_then.is_none_or(|t| now < t) {
@@ -1102,19 +1112,6 @@ impl ExecShared {
         drop(gone);
     }
 
-    /// A busy-polling worker's look at the polled subscriptions, from
-    /// where the last look stopped and at most [`POLL_LOOK`] of them (the
-    /// ready queue is checked between looks however many there are): the
-    /// first one with an unqueued message, claimed for the caller to run.
-    /// `None` when this executor does not busy-poll.
-    #[inline(always)]
-    pub(crate) fn claim_polled(&self) -> Option<Arc<dyn Executable>> {
-        if !self.busy_polls() {
-            return None;
-        }
-        self.look_at_polled()
-    }
-
     /// Whether idle workers busy-poll (and so look at the polled
     /// subscriptions).
     #[inline(always)]
@@ -1122,8 +1119,33 @@ impl ExecShared {
         self.idle_wait.load(Ordering::Relaxed) == IdleWait::BusyPoll as u32
     }
 
-    /// [`claim_polled`](Self::claim_polled)'s look, for a busy-polling
-    /// executor.
+    /// The entry a turn runs: the ready queue's next, or a busy-polling
+    /// worker's claim. Busy-polling, turns alternate which is asked first:
+    /// a queue that never empties (a 0 ms timer, callbacks that keep
+    /// publishing to each other) does not starve the polled
+    /// subscriptions, nor they the queue.
+    #[inline(always)]
+    fn next_entry(&self) -> Option<Arc<dyn Executable>> {
+        if self.busy_polls() {
+            return self.next_entry_polling();
+        }
+        self.ready.pop()
+    }
+
+    #[inline(never)]
+    fn next_entry_polling(&self) -> Option<Arc<dyn Executable>> {
+        let polled_first = self.poll_turn.load(Ordering::Relaxed);
+        self.poll_turn.store(!polled_first, Ordering::Relaxed);
+        if polled_first {
+            self.look_at_polled().or_else(|| self.ready.pop())
+        } else {
+            self.ready.pop().or_else(|| self.look_at_polled())
+        }
+    }
+
+    /// A busy-polling worker's look at the polled subscriptions, from
+    /// where the last look stopped and at most [`POLL_LOOK`] of them: the
+    /// first one with an unqueued message, claimed for the caller to run.
     #[inline(never)]
     fn look_at_polled(&self) -> Option<Arc<dyn Executable>> {
         let polled = lock(&self.polled);
@@ -1208,7 +1230,9 @@ pub enum IdleWait {
     /// Subscriptions are looked at in turn (one message each per look), so
     /// messages of different topics run in that order rather than in the
     /// order they were published; work that a callback of the same
-    /// executor causes, timers and services still go through the queue.
+    /// executor causes, timers and services still go through the queue,
+    /// and turns alternate between the queue and a look, so neither
+    /// starves the other.
     BusyPoll = 2,
 }
 

@@ -2,7 +2,9 @@
 //!
 //! A push into a subscription's buffer puts that subscription (once, however
 //! many messages follow) into its executor's ready queue and notifies the
-//! executor's event. A due timer is put into the same queue. A worker pops
+//! executor's event (a busy-polling executor's workers look at the buffer
+//! themselves instead, turn about with the queue; see
+//! [`IdleWait::BusyPoll`]). A due timer is put into the same queue. A worker pops
 //! the queue and runs one callback per ready entry; a subscription whose
 //! buffer still holds messages goes back to the end of the queue. So:
 //! * dispatch costs O(ready work), not O(entities): 200 idle subscriptions
@@ -325,9 +327,19 @@ impl Executor {
     #[inline(never)]
     fn run_polled(&self) -> Result<usize, SpinError> {
         let mut ran = 0;
-        for e in self.shared.claim_all_polled() {
-            if self.shared.run_entry(e, false)? {
-                ran += 1;
+        let mut claimed = self.shared.claim_all_polled().into_iter();
+        while let Some(e) = claimed.next() {
+            match self.shared.run_entry(e, false) {
+                Ok(true) => ran += 1,
+                Ok(false) => {}
+                Err(err) => {
+                    // A callback panicked: the rest are handed back
+                    // unrun, claimable again by the next spin.
+                    for rest in claimed {
+                        rest.unclaim();
+                    }
+                    return Err(err);
+                }
             }
         }
         Ok(ran)

@@ -37,10 +37,11 @@ pub(crate) struct SubInner<T> {
     // slept 10 ms) misses in as few lines as it can. Reordered by the
     // compiler they spread over nine of the eighteen lines.
     /// Set from the moment this subscription is put in its executor's ready
-    /// queue until its callback has returned: a burst of messages enqueues it
-    /// once, and no second worker can run it concurrently.
-    // SYNC: SeqCst swap in `signal` pairs with the SeqCst swap(false) and
-    // re-check at the end of `execute`.
+    /// queue (or claimed by a busy-polling worker) until its callback has
+    /// returned: a burst of messages enqueues it once, and no second worker
+    /// can run it concurrently.
+    // SYNC: the SeqCst swaps in `queue` and `claim` pair with the SeqCst
+    // swap(false) and re-check at the end of `execute`.
     queued: AtomicBool,
     /// Deliver in the publisher's thread.
     inline: bool,
@@ -114,6 +115,13 @@ pub(crate) struct SubInner<T> {
     /// One link per transport that carries this subscription (publishers
     /// in other processes and hosts).
     pub(crate) links: Box<[Arc<dyn SubLink>]>,
+    /// Set when the user's handle drops: an `attach` racing the drop (a
+    /// node added to an executor on another thread) undoes itself, so the
+    /// executor keeps no reference to a dropped subscription.
+    // SYNC: SeqCst store in `close`, then the SeqCst target load there;
+    // `attach` stores the target (SeqCst), then loads this (SeqCst): one
+    // of the two sees the other.
+    closed: AtomicBool,
 }
 
 /// Everything a subscription is made of, resolved by the node.
@@ -196,6 +204,7 @@ impl<T: Message> SubInner<T> {
             local_matched: myelin_sync::atomic::AtomicU32::new(0),
             remote_alive: myelin_sync::atomic::AtomicU64::new(0),
             links: links.into_boxed_slice(),
+            closed: AtomicBool::new(false),
             pumped,
             me,
         }
@@ -770,6 +779,16 @@ impl<T: Message> SubInner<T> {
         }
     }
 
+    /// The user's handle dropped: leave the executor (its pump lanes and
+    /// polled list) for good.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        if let Some(old) = self.target.get() {
+            old.remove_pump(self as *const Self as *const ());
+        }
+        self.set_target(None);
+    }
+
     /// Point this subscription at an executor (or none).
     pub(crate) fn set_target(&self, exec: Option<Arc<ExecShared>>) {
         if let Some(old) = self.target.get()
@@ -882,6 +901,10 @@ impl<T: Message> Executable for SubInner<T> {
             self.pump_links();
         }
         self.kick();
+        if self.closed.load(Ordering::SeqCst) {
+            // The handle dropped while this attach ran: let go again.
+            self.close();
+        }
     }
 
     fn group(&self) -> &Arc<GroupInner> {
@@ -905,6 +928,12 @@ impl<T: Message> Executable for SubInner<T> {
     }
 
     fn unpolled(&self) {
+        self.kick();
+    }
+
+    fn unclaim(&self) {
+        // SYNC: as the clear at the end of `execute`.
+        self.queued.swap(false, Ordering::SeqCst);
         self.kick();
     }
 }

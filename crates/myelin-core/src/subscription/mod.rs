@@ -440,10 +440,7 @@ impl<T: Message> Drop for Subscription<T> {
             .ctx
             .graph
             .leave_topic(&self.inner.topic, self.inner.id);
-        if let Some(old) = self.inner.target.get() {
-            old.remove_pump(Arc::as_ptr(&self.inner) as *const ());
-        }
-        self.inner.set_target(None);
+        self.inner.close();
     }
 }
 
