@@ -10,7 +10,8 @@ use crate::atomic::{AtomicBool, AtomicPtr, Ordering};
 /// A pointer to an `Arc<T>` that is read on every message and written
 /// rarely (when a node moves to another executor).
 ///
-/// A read is one `Acquire` load: no reference count, no hazard slot. That is
+/// A read is one `SeqCst` load (a plain load on x86-64): no reference
+/// count, no hazard slot. That is
 /// sound because the cell *retains* every value it ever held until the cell
 /// itself is dropped, so a reference obtained from [`get`](Self::get) (whose
 /// lifetime is tied to `&self`) can never dangle. The price is that old
@@ -18,7 +19,8 @@ use crate::atomic::{AtomicBool, AtomicPtr, Ordering};
 /// (each distinct value is retained once).
 pub struct RetainCell<T> {
     /// Points into one of `retained`, or is null.
-    // SYNC: Release store in `set` pairs with the Acquire load in `get`.
+    // SYNC: the SeqCst store in `set` pairs with the SeqCst load in `get`
+    // (`is` and `get_arc` load with Acquire: pointer identity only).
     current: AtomicPtr<T>,
     /// Every value ever stored; never shrinks while the cell lives. Behind
     /// a pointer: only `set` and `get_arc` (rare) touch it, and the cell

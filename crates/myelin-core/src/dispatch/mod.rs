@@ -1069,8 +1069,9 @@ impl ExecShared {
     /// Whether a publisher of the entity at `entity` skips the queue and
     /// leaves its message for a busy-polling worker to find in the
     /// buffer: this executor busy-polls, and the publish is not work that
-    /// one of its own callbacks causes (which keeps the queue's
-    /// caused-first order).
+    /// one of its own callbacks causes (that still goes through the queue,
+    /// first within it; but turns alternate between the queue and a look
+    /// at the buffers, so a message found there may run before it).
     #[inline(always)]
     pub(crate) fn polls_for(&self, entity: *const ()) -> bool {
         // SYNC: SeqCst: see `set_idle_wait`.

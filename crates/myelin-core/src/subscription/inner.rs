@@ -41,7 +41,8 @@ pub(crate) struct SubInner<T> {
     /// returned: a burst of messages enqueues it once, and no second worker
     /// can run it concurrently.
     // SYNC: the SeqCst swaps in `queue` and `claim` pair with the SeqCst
-    // swap(false) and re-check at the end of `execute`.
+    // swap(false) and re-check at the end of `execute` (and in `unclaim`,
+    // which hands a claim back unrun the same way).
     queued: AtomicBool,
     /// Deliver in the publisher's thread.
     inline: bool,
@@ -780,11 +781,18 @@ impl<T: Message> SubInner<T> {
     }
 
     /// The user's handle dropped: leave the executor (its pump lanes and
-    /// polled list) for good.
-    pub(crate) fn close(&self) {
+    /// polled list) for good, and `also` (an executor an `attach` racing
+    /// the drop set: the drop may have read an older one, or cleared the
+    /// pointer after the attach set it).
+    pub(crate) fn close(&self, also: Option<&ExecShared>) {
         self.closed.store(true, Ordering::SeqCst);
+        let me = self as *const Self as *const ();
         if let Some(old) = self.target.get() {
-            old.remove_pump(self as *const Self as *const ());
+            old.remove_pump(me);
+        }
+        if let Some(e) = also {
+            e.remove_pump(me);
+            e.remove_polled(me);
         }
         self.set_target(None);
     }
@@ -889,6 +897,7 @@ impl<T: Message> Executable for SubInner<T> {
             // publishers see the new target and may skip its queue).
             e.add_polled(self.clone());
         }
+        let undo = exec.clone();
         self.set_target(exec);
         // A mark left by the executor this subscription leaves (queued
         // there, and that queue dropped or never run again) would keep
@@ -903,7 +912,7 @@ impl<T: Message> Executable for SubInner<T> {
         self.kick();
         if self.closed.load(Ordering::SeqCst) {
             // The handle dropped while this attach ran: let go again.
-            self.close();
+            self.close(undo.as_deref());
         }
     }
 

@@ -440,7 +440,7 @@ impl<T: Message> Drop for Subscription<T> {
             .ctx
             .graph
             .leave_topic(&self.inner.topic, self.inner.id);
-        self.inner.close();
+        self.inner.close(None);
     }
 }
 
