@@ -168,9 +168,7 @@ pub(crate) struct NodeInner {
     pub(crate) types: crate::message::description::NodeTypesCell,
 }
 
-/// Lock `m`; a panic that poisoned it left no half-made change behind
-/// (each holder's change is one push, removal or replacement).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -34,7 +34,6 @@ use anticipate::{Anticipation, Plan, Window};
 
 use crate::clock::{from_mono_ns, mono_ns};
 use crate::error::SpinError;
-use crate::runtime::lock;
 use crate::transport::wake::{Lanes as WakeLanes, WakeEvent};
 
 /// The callback this thread is running, if it runs one for an executor.
@@ -558,6 +557,12 @@ fn period_ns(p: Duration) -> i64 {
 struct Wheel {
     seen_gen: u64,
     timers: Vec<LocalTimer>,
+}
+
+/// Lock `m`; a panic that poisoned it left no half-made change behind
+/// (each holder's change is one push, removal or replacement).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How many polled subscriptions one look of a busy-polling worker
