@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, Weak};
 use myelin_sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{CreateEndpointError, CreateServiceError};
+use crate::locks::lock;
 use crate::message::Message;
 use crate::waitpoint::WaitPoint;
 
@@ -53,10 +54,6 @@ pub(crate) struct Graph {
     /// Orders transient-local history across publishers (oldest first).
     pub(crate) publish_seq: AtomicU64,
     waiters: Mutex<Vec<Weak<WaitPoint>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn downcast<M: Members>(m: &mut dyn Members) -> &mut M {

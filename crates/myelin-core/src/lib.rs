@@ -50,6 +50,7 @@ pub mod gid;
 mod graph;
 pub mod group;
 pub mod introspection;
+mod locks;
 mod matching;
 pub mod message;
 mod message_info;

@@ -15,6 +15,7 @@ use crate::dispatch::{ExecShared, Executable, Tick};
 use crate::error::AddNodeError;
 use crate::graph::Graph;
 use crate::group::{CallbackGroup, CallbackGroupKind};
+use crate::locks::lock;
 use crate::transport::{NodeIdent, Transports};
 
 /// A context's shared state.
@@ -166,10 +167,6 @@ pub(crate) struct NodeInner {
     /// `~/get_type_description` service that tells them (dropped with the
     /// node's last handle, as `param_entities`).
     pub(crate) types: crate::message::description::NodeTypesCell,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl NodeInner {

@@ -34,6 +34,7 @@ use anticipate::{Anticipation, Plan, Window};
 
 use crate::clock::{from_mono_ns, mono_ns};
 use crate::error::SpinError;
+use crate::locks::lock;
 use crate::transport::wake::{Lanes as WakeLanes, WakeEvent};
 
 /// The callback this thread is running, if it runs one for an executor.
@@ -559,12 +560,6 @@ struct Wheel {
     timers: Vec<LocalTimer>,
 }
 
-/// Lock `m`; a panic that poisoned it left no half-made change behind
-/// (each holder's change is one push, removal or replacement).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// How many polled subscriptions one look of a busy-polling worker
 /// covers (turns alternate between a look and the ready queue: timers,
 /// services, caused work).
@@ -648,12 +643,7 @@ impl ExecShared {
     /// runs first (see [`ReadyQueue`]).
     #[inline]
     pub(crate) fn enqueue(&self, e: Arc<dyn Executable>) {
-        let me = self as *const ExecShared as usize;
-        let caused = CURRENT.with(|c| {
-            c.get()
-                .is_some_and(|c| c.exec == me && c.entity != Arc::as_ptr(&e) as *const () as usize)
-        });
-        let pushed = if caused {
+        let pushed = if self.is_caused(Arc::as_ptr(&e) as *const ()) {
             self.ready.push_caused(e)
         } else if self.ready.push(e) {
             Pushed::Ring
@@ -1083,10 +1073,17 @@ impl ExecShared {
         self.idle_wait.load(Ordering::SeqCst) == IdleWait::BusyPoll as u32 && !self.causes(entity)
     }
 
-    /// Whether this thread runs a callback of this executor other than
-    /// the entity at `entity`'s own: work it makes ready is caused.
+    /// [`Self::is_caused`] out of line: the busy-polling publish asks it
+    /// rarely enough that its thread-local lookup stays off the path.
     #[inline(never)]
     fn causes(&self, entity: *const ()) -> bool {
+        self.is_caused(entity)
+    }
+
+    /// Whether this thread runs a callback of this executor other than
+    /// the entity at `entity`'s own: work it makes ready is caused.
+    #[inline(always)]
+    fn is_caused(&self, entity: *const ()) -> bool {
         let me = self as *const ExecShared as usize;
         CURRENT.with(|c| {
             c.get()
@@ -1171,8 +1168,9 @@ impl ExecShared {
     }
 
     /// Every polled subscription with an unqueued message, claimed for
-    /// the caller to run (`spin_some`: each once). Empty when this
-    /// executor does not busy-poll.
+    /// the caller to run (`spin_some`: each once). Empty, and nothing
+    /// allocated, when this executor does not busy-poll or nothing was
+    /// waiting.
     pub(crate) fn claim_all_polled(&self) -> Vec<Arc<dyn Executable>> {
         if !self.busy_polls() {
             return Vec::new();

@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Weak};
 
+use crate::locks::lock;
 use crate::parameter::{self, Entry, OnSetCallback, ParameterError, ParameterValue};
 use crate::publisher::Publisher;
 use crate::qos::QoS;
@@ -41,10 +42,6 @@ impl std::fmt::Debug for OnSetParametersHandle {
             .field("id", &self.id)
             .finish()
     }
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// QoS of `/parameter_events`, as rclcpp's.
