@@ -30,6 +30,16 @@ fn collect_into<T: myelin::Message>(
     .unwrap()
 }
 
+/// Keep-all `u64` publishers on `{prefix}_0` .. `{prefix}_{n-1}`.
+fn publishers(node: &Node, prefix: &str, n: usize) -> Vec<myelin::Publisher<u64>> {
+    (0..n)
+        .map(|k| {
+            node.create_publisher(&format!("{prefix}_{k}"), QoS::keep_all())
+                .unwrap()
+        })
+        .collect()
+}
+
 /// CPU time (user + system) consumed by the calling thread.
 fn thread_cpu() -> Duration {
     // SAFETY: getrusage writes a plain C struct that we zero-initialise; the
@@ -1091,12 +1101,7 @@ fn a_panic_in_a_busy_polling_spin_some_leaves_the_rest_runnable() {
     let bad = node
         .create_publisher::<u64>("bad", QoS::keep_all())
         .unwrap();
-    let good: Vec<_> = (0..3)
-        .map(|k| {
-            node.create_publisher::<u64>(&format!("good_{k}"), QoS::keep_all())
-                .unwrap()
-        })
-        .collect();
+    let good = publishers(&node, "good", 3);
     let mut exec = Executor::new();
     exec.set_idle_wait(IdleWait::BusyPoll);
     exec.add_node(&node).unwrap();
@@ -1163,12 +1168,7 @@ fn a_busy_polling_multi_threaded_executor_runs_each_message_once() {
     let _subs: Vec<_> = (0..4)
         .map(|k| collect_into(&node, &format!("mt_{k}"), &got[k]))
         .collect();
-    let pubs: Vec<_> = (0..4)
-        .map(|k| {
-            node.create_publisher::<u64>(&format!("mt_{k}"), QoS::keep_all())
-                .unwrap()
-        })
-        .collect();
+    let pubs = publishers(&node, "mt", 4);
     let mut exec = MultiThreadedExecutor::new(2);
     exec.set_idle_wait(IdleWait::BusyPoll);
     exec.add_node(&node).unwrap();
