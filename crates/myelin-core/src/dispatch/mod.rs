@@ -542,6 +542,12 @@ struct LocalTimer {
     inner: Arc<dyn Tick>,
     /// The next deadline on steady time (timers on simulated time: unused).
     next_due: Instant,
+    /// The timer's period and whether it runs on simulated time, copied
+    /// from it when the wheel first sees it (neither ever changes): the
+    /// wheel's walk reads them here, in its own array, instead of from
+    /// each timer's lines, which are cold after a sleep.
+    period: Duration,
+    on_sim: bool,
     /// Timers on simulated time: the next deadline and the simulated time
     /// last seen (ns; 0: no `/clock` seen yet, the deadline is not set).
     sim_due: i64,
@@ -787,6 +793,8 @@ impl ExecShared {
                     }
                 };
                 next.push(LocalTimer {
+                    period: t.period(),
+                    on_sim: t.sim().is_some(),
                     inner: t,
                     next_due,
                     sim_due,
@@ -800,9 +808,10 @@ impl ExecShared {
         let now = Instant::now();
         let mut earliest = u64::MAX;
         for lt in &mut wheel.timers {
-            if let Some(sim) = lt.inner.sim() {
-                let sim_now = sim.now_ns();
-                self.poll_sim_timer(lt, sim_now);
+            if lt.on_sim {
+                if let Some(sim_now) = lt.inner.sim().map(SimTime::now_ns) {
+                    self.poll_sim_timer(lt, sim_now);
+                }
                 continue;
             }
             if let Some(at) = lt.inner.take_reset() {
@@ -812,7 +821,7 @@ impl ExecShared {
                 continue;
             }
             if lt.next_due <= now {
-                let period = lt.inner.period();
+                let period = lt.period;
                 // Skip (and count) the deadlines missed, rcl-style.
                 let late = now.duration_since(lt.next_due);
                 let mut missed = (late.as_nanos() / period.as_nanos().max(1)) as u64;
@@ -840,7 +849,7 @@ impl ExecShared {
     /// `/clock` and a jump backwards restart the period; a jump forwards
     /// past several periods fires once and counts the rest missed).
     fn poll_sim_timer(&self, lt: &mut LocalTimer, sim_now: i64) {
-        let period = period_ns(lt.inner.period());
+        let period = period_ns(lt.period);
         let reset = lt.inner.take_reset().is_some();
         if sim_now == 0 {
             return; // no /clock yet: simulated time stands at zero
