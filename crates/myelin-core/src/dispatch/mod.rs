@@ -521,6 +521,14 @@ impl ReadyQueue {
     pub(crate) fn is_empty(&self) -> bool {
         self.ring.is_empty() && self.caused.is_empty() && self.overflow.is_empty()
     }
+
+    /// Whether the next [`pop`](Self::pop) takes caused work whatever the
+    /// ring holds (caused work waits and its streak has budget left): a
+    /// timer queued now would not run before it.
+    #[inline]
+    fn caused_runs_next(&self) -> bool {
+        !self.caused.is_empty() && self.streak.load(Ordering::Relaxed) < CAUSED_STREAK
+    }
     pub(crate) fn len(&self) -> usize {
         // Caused work and the overflow are mostly empty (`len` of either
         // costs more than a look).
@@ -758,7 +766,8 @@ impl ExecShared {
             // the wheel last looked: only the earliest deadline can make a
             // timer due. (A cancelled timer is seen when it comes due.) So a
             // burst of messages does not walk every timer once per
-            // callback: one clock read per turn, or none without timers.
+            // callback: one clock read per turn (none while caused work runs
+            // next: see `turn_until`), or none without timers.
             let due = self.next_due.load(Ordering::Acquire);
             if due == u64::MAX || Instant::now() < from_mono_ns(due) {
                 return;
@@ -943,7 +952,13 @@ impl ExecShared {
         let mut timer_then: Option<Instant> = None;
         loop {
             self.pump_remote();
-            self.poll_timers();
+            // While caused work runs next, a due timer could only queue
+            // behind it: its clock read waits until the burst is over (or
+            // the streak's budget lets older work in). A pipeline of
+            // callbacks then reads the clock once, not once per callback.
+            if !self.ready.caused_runs_next() {
+                self.poll_timers();
+            }
             if let Some(e) = self.next_entry() {
                 if waited {
                     let now = Instant::now();
