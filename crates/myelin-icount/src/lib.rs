@@ -36,6 +36,10 @@
 //!   executor (the relay benchmark's single-threaded row): a publish from
 //!   outside, then four callbacks that each publish to the next topic
 //!   (work they cause on their own executor) and a sink;
+//! * `relay 64B x5 turns`: the same chain run the way `spin` runs it,
+//!   one executor turn per hop (`spin_once`), with a timer on the node
+//!   that does not come due in the run (as a real node has one): what
+//!   the executor's turn adds per hop (its deadline, the timer check);
 //! * `cold lines x10`: not instructions but **cache lines missed per
 //!   delivery** when one publish reaches 10 subscriptions of an executor
 //!   whose memory went cold (an executor that slept 10 ms between ticks:
@@ -151,6 +155,7 @@ pub const WORKLOADS: &[&str] = &[
     "cdr encode Image",
     "cdr decode Image",
     RELAY,
+    RELAY_TURNS,
     COLD,
     COLD_TIMERS,
     COLD_RELAY,
@@ -166,6 +171,7 @@ pub const WORKLOADS: &[&str] = &[
     "cdr encode Image",
     "cdr decode Image",
     RELAY,
+    RELAY_TURNS,
     COLD,
     COLD_TIMERS,
     COLD_RELAY,
@@ -187,6 +193,10 @@ pub const COLD_TIMERS: &str = "cold timers x10";
 /// docs).
 pub const RELAY: &str = "relay 64B x5";
 
+/// The relay chain through the executor's turn (`spin_once` per hop),
+/// a dormant timer on the node: instructions per hop.
+pub const RELAY_TURNS: &str = "relay 64B x5 turns";
+
 /// The relay chain's cache lines missed per hop after the sweep.
 pub const COLD_RELAY: &str = "cold relay x5";
 
@@ -205,7 +215,7 @@ const RELAY_HOPS: u64 = 5;
 fn units_per_op(name: &str) -> u64 {
     match name {
         COLD | COLD_TIMERS => COLD_SUBS,
-        RELAY | COLD_RELAY => RELAY_HOPS,
+        RELAY | RELAY_TURNS | COLD_RELAY => RELAY_HOPS,
         _ => 1,
     }
 }
@@ -424,6 +434,29 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
                 name,
             )
         }
+        RELAY_TURNS => {
+            let mut rig = InProcess::relay(d)?;
+            // Due in an hour: never in the run, checked at every turn
+            // that may run it.
+            let _timer = rig
+                .node
+                .create_timer(Duration::from_secs(3600), || {})
+                .map_err(err)?;
+            let mut seq = 0;
+            let mut op = || {
+                seq += 1;
+                let _ = rig.publisher.publish(msg(seq));
+                for _ in 0..RELAY_HOPS {
+                    let _ = rig.exec.spin_once(Duration::ZERO);
+                }
+            };
+            for _ in 0..warm {
+                op();
+            }
+            myelin_icount_region(&mut op, iters);
+            let sent: u64 = (1..=warm + iters).sum();
+            check(rig.sum.load(Ordering::Relaxed) == sent, name)
+        }
         COLD_TIMERS => {
             let ctx = local_context(d)?;
             let fired = Arc::new(AtomicU64::new(0));
@@ -609,6 +642,7 @@ struct InProcess {
     exec: Executor,
     sum: Arc<AtomicU64>,
     _subs: Vec<myelin::Subscription<Icount64>>,
+    node: myelin::Node,
     _ctx: Context,
 }
 
@@ -679,6 +713,7 @@ impl InProcess {
             exec,
             sum,
             _subs: subs,
+            node,
             _ctx: ctx,
         })
     }
@@ -1393,6 +1428,7 @@ fn=g
     fn the_cold_workload_is_reported_not_gated() {
         assert!(!gated(COLD) && !gated("zenoh publish 64B") && gated("dispatch 64B"));
         assert!(!gated(COLD_RELAY) && gated(RELAY) && counts_lines(COLD_RELAY));
+        assert!(gated(RELAY_TURNS) && units_per_op(RELAY_TURNS) == RELAY_HOPS);
         // The relay rows are per hop, the cold ones per delivery.
         assert_eq!(
             (
