@@ -383,3 +383,43 @@ fn stream_delivers_in_order_and_ends_at_shutdown() {
     h.join().unwrap();
     assert_eq!(got, (0..100).collect::<Vec<_>>());
 }
+
+/// Callbacks that keep causing each other on a multi-threaded executor
+/// (two ping-pong pairs, so both workers stay busy with caused work) do
+/// not starve a timer of the same executor.
+#[test]
+fn callbacks_that_keep_causing_each_other_do_not_starve_a_timer_on_two_workers() {
+    let ctx = ctx();
+    let node = ctx.create_node("mt_pingpong").unwrap();
+    let mut subs = Vec::new();
+    for pair in 0..2 {
+        let (ping, pong) = (format!("ping_{pair}"), format!("pong_{pair}"));
+        for (from, to) in [(&ping, &pong), (&pong, &ping)] {
+            let out = node.create_publisher::<u32>(to, QoS::keep_all()).unwrap();
+            subs.push(
+                node.create_subscription(from, QoS::keep_all(), move |m: u32| {
+                    out.publish(m.wrapping_add(1)).unwrap();
+                })
+                .unwrap(),
+            );
+        }
+        node.create_publisher::<u32>(&ping, QoS::keep_all())
+            .unwrap()
+            .publish(0)
+            .unwrap();
+    }
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let t = ticks.clone();
+    let _timer = node
+        .create_timer(Duration::from_millis(1), move || {
+            t.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let mut exec = MultiThreadedExecutor::new(2);
+    exec.add_node(&node).unwrap();
+    exec.spin_until(Duration::from_secs(30), || {
+        ticks.load(Ordering::SeqCst) >= 5
+    })
+    .unwrap();
+    assert!(ticks.load(Ordering::SeqCst) >= 5, "the timer starved");
+}

@@ -522,12 +522,18 @@ impl ReadyQueue {
         self.ring.is_empty() && self.caused.is_empty() && self.overflow.is_empty()
     }
 
-    /// Whether the next [`pop`](Self::pop) takes caused work whatever the
-    /// ring holds (caused work waits and its streak has budget left): a
-    /// timer queued now would not run before it.
+    /// Whether the next [`pop`](Self::pop) of this executor's one worker
+    /// takes caused work whatever the ring holds (caused work waits and
+    /// its streak has budget left): a timer queued now would not run
+    /// before it. Always false with several workers: another one can
+    /// take the caused entry or spend the streak's budget between this
+    /// look and the pop, which would then reach the ring with the timer
+    /// not in it.
     #[inline]
     fn caused_runs_next(&self) -> bool {
-        !self.caused.is_empty() && self.streak.load(Ordering::Relaxed) < CAUSED_STREAK
+        matches!(self.caused, Caused::Local(_))
+            && !self.caused.is_empty()
+            && self.streak.load(Ordering::Relaxed) < CAUSED_STREAK
     }
     pub(crate) fn len(&self) -> usize {
         // Caused work and the overflow are mostly empty (`len` of either
@@ -551,7 +557,7 @@ struct LocalTimer {
     /// The next deadline on steady time (timers on simulated time: unused).
     next_due: Instant,
     /// The timer's period and whether it runs on simulated time, copied
-    /// from it when the wheel first sees it (neither ever changes): the
+    /// from it when the wheel builds its list (neither ever changes): the
     /// wheel's walk reads them here, in its own array, instead of from
     /// each timer's lines, which are cold after a sleep.
     period: Duration,
@@ -818,9 +824,8 @@ impl ExecShared {
         let mut earliest = u64::MAX;
         for lt in &mut wheel.timers {
             if lt.on_sim {
-                if let Some(sim_now) = lt.inner.sim().map(SimTime::now_ns) {
-                    self.poll_sim_timer(lt, sim_now);
-                }
+                let sim_now = lt.inner.sim().map_or(0, SimTime::now_ns);
+                self.poll_sim_timer(lt, sim_now);
                 continue;
             }
             if let Some(at) = lt.inner.take_reset() {
@@ -923,9 +928,11 @@ impl ExecShared {
         }
     }
 
-    /// One turn: queue due timers, run one ready entry (through its callback
-    /// group when `grouped`), else sleep until work, a timer deadline,
-    /// `deadline`, stop or shutdown. Returns whether an entry ran.
+    /// One turn: queue due timers (with one worker, not while caused work
+    /// runs next: see `turn_until`), run one ready entry (through its
+    /// callback group when `grouped`), else sleep until work, a timer
+    /// deadline, `deadline`, stop or shutdown. Returns whether an entry
+    /// ran.
     pub(crate) fn turn(&self, deadline: Option<Instant>, grouped: bool) -> Result<bool, SpinError> {
         self.turn_until(deadline, grouped, &|| false)
     }
@@ -952,10 +959,13 @@ impl ExecShared {
         let mut timer_then: Option<Instant> = None;
         loop {
             self.pump_remote();
-            // While caused work runs next, a due timer could only queue
-            // behind it: its clock read waits until the burst is over (or
-            // the streak's budget lets older work in). A pipeline of
-            // callbacks then reads the clock once, not once per callback.
+            // While caused work runs next (one worker), a due timer could
+            // not run before it: the timer check, and its clock read, wait
+            // until the burst is over or the streak's budget lets older
+            // work in, and a pipeline of callbacks reads the clock once,
+            // not once per callback. The price: a timer that came due
+            // during a burst queues behind messages other threads queued
+            // during it (a burst is at most `CAUSED_STREAK` callbacks).
             if !self.ready.caused_runs_next() {
                 self.poll_timers();
             }
