@@ -712,6 +712,41 @@ fn stop_handle_and_context_shutdown_end_spin() {
     ));
 }
 
+/// A stop that ends a `spin_once` wait is used up by it: the next spin
+/// runs (and a `spin_once` that no stop ended leaves nothing behind).
+#[test]
+fn a_stop_that_ends_spin_once_does_not_end_the_next_spin() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let got = Arc::new(Mutex::new(Vec::<u32>::new()));
+    let _sub = collect_into(&node, "after_stop", &got);
+    let publisher = node
+        .create_publisher::<u32>("after_stop", QoS::keep_all())
+        .unwrap();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    assert!(
+        !exec.spin_once(Duration::ZERO).unwrap(),
+        "nothing to run yet"
+    );
+    let stop = exec.stop_handle();
+    let waiting = std::thread::spawn(move || {
+        let ran = exec.spin_once(Duration::from_secs(60)).unwrap();
+        (exec, ran)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    stop.stop();
+    let (mut exec, ran) = waiting.join().unwrap();
+    assert!(!ran, "the stop ended the wait");
+    publisher.publish(7).unwrap();
+    assert!(
+        exec.spin_until(Duration::from_secs(30), || !got.lock().unwrap().is_empty())
+            .unwrap(),
+        "the used stop ended the next spin"
+    );
+    assert_eq!(*got.lock().unwrap(), [7]);
+}
+
 #[test]
 fn several_nodes_on_one_executor_and_several_executors_in_one_context() {
     let ctx = ctx();

@@ -276,7 +276,14 @@ impl Executor {
     /// not end the wait).
     pub fn spin_once(&mut self, timeout: Duration) -> Result<bool, SpinError> {
         let r = self.shared.turn(Some(Instant::now() + timeout), false);
-        self.shared.stop.store(false, Ordering::SeqCst);
+        // A stop that ended this wait is used up (it must not end the next
+        // spin). Cleared only when set: a `SeqCst` store is a locked
+        // instruction, and a loop of `spin_once` calls would pay one per
+        // callback (as `take_stop`, a stop set just after the load is
+        // seen by the next call, as one set just after the store would be).
+        if self.shared.stop.load(Ordering::SeqCst) {
+            self.shared.stop.store(false, Ordering::SeqCst);
+        }
         r
     }
 
