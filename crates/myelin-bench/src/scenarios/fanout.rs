@@ -7,7 +7,11 @@
 //! * `nodes=1` (`rosonenode`): one node, one timer publishing all 20 topics,
 //!   200 subscriptions.
 //! * `nopub`: 10 nodes with one timer each and no topics: what nodes and
-//!   timers cost on their own.
+//!   timers cost on their own. The timers share one wake-up per tick, and
+//!   on a VM that wake-up is most of it: the kernel's sleep and wake cost
+//!   40-48 us of CPU per tick on the reference VM, for one timer or ten
+//!   (BENCHMARKS.md, "What an idle tick costs"), so `cpu/msg` (per timer
+//!   callback) is mostly that divided by ten.
 //!
 //! Reported: CPU% of the process, CPU time per delivered message, and
 //! publish-to-callback latency. zenoh (feature `zenoh`) runs the 10-node
