@@ -12,6 +12,10 @@
 //!   40-48 us of CPU per tick on the reference VM, for one timer or ten
 //!   (BENCHMARKS.md, "What an idle tick costs"), so `cpu/msg` (per timer
 //!   callback) is mostly that divided by ten.
+//! * `raw sleep` (the raw system): a thread that only sleeps until each
+//!   tick; its `cpu/msg` is that wake-up divided by a tick's 200
+//!   deliveries, the part of every row's CPU per message that is the
+//!   machine's wake-up and not the library's work.
 //!
 //! Reported: CPU% of the process, CPU time per delivered message, and
 //! publish-to-callback latency. zenoh (feature `zenoh`) runs the 10-node
@@ -111,7 +115,8 @@ impl FanoutParams {
     }
 }
 
-/// Plan the fan-out jobs (myelin, and zenoh when compiled in).
+/// Plan the fan-out jobs (myelin, the raw wake-up floor, and zenoh when
+/// compiled in).
 pub fn plan(p: FanoutParams, systems: &[&System]) -> Result<Vec<Job>, BenchError> {
     p.validate()?;
     Ok(systems::jobs_of(&peers_first(systems), |r| {

@@ -94,7 +94,7 @@ pub static ALL: &[System] = &[
         .what("crossbeam channels: the in-process floor (no bus, no types, no QoS)"),
     // This machine's limits: hand-offs between threads and processes, clock reads, memcpy.
     System::always("raw", raw::RUNS).what(
-        "this machine's limits: thread and process hand-offs (futex, spin), clock reads, memcpy",
+        "this machine's limits: thread and process hand-offs (futex, spin), clock reads, memcpy, a tick's sleep",
     ),
 ];
 

@@ -12,6 +12,9 @@
 //! * image: one `memcpy` of the frame, what a copying waiter pays, and the
 //!   futex hand-off between two threads at the frame rate, the floor of an
 //!   executor thread woken for each frame.
+//! * fanout: a thread that only sleeps until each tick at the graph's
+//!   rate: what the tick's wake-up costs this machine's kernel, which
+//!   every fan-out row pays once per tick ([`sleep_floor`]).
 
 use std::time::Instant;
 
@@ -21,6 +24,7 @@ use crate::harness::{
     BenchError, Job, Meter, Outcome, now_ns, period_of, rate_label, sleep_until, warmup_for,
 };
 use crate::scenarios::dispatch::DispatchParams;
+use crate::scenarios::fanout::{FanoutParams, SUBS_PER_TOPIC, TOPICS};
 use crate::scenarios::image::{Frame, ImageParams};
 use crate::scenarios::ipc::{IpcParams, Wait};
 use crate::scenarios::relay::RelayParams;
@@ -36,8 +40,50 @@ pub(super) const RUNS: Runs = Runs {
     relay_processes: Some(relay_processes_jobs),
     image: Some(image_jobs),
     ipc: Some(ipc_jobs),
+    fanout: Some(fanout_jobs),
     ..Runs::NONE
 };
+
+/// fanout: the wake-up floor of a tick (see [`sleep_floor`]).
+fn fanout_jobs(p: FanoutParams) -> Vec<Job> {
+    vec![Job::new(
+        format!("fanout/raw/sleep {}", rate_label(p.rate)),
+        move || sleep_floor(p),
+    )]
+}
+
+/// A thread that sleeps until each tick at `p.rate` for `p.duration` and
+/// does nothing else. Its CPU is the kernel's sleep and wake-up per tick
+/// (on a VM 40-50 us a tick: see BENCHMARKS.md, "What an idle tick
+/// costs"), which a fan-out row pays once per tick whatever it delivers.
+/// `cpu/msg` divides it by a tick's deliveries in the fan-out graph
+/// (20 topics x 10 subscriptions): the part of each row's CPU per message
+/// that is the wake-up alone.
+fn sleep_floor(p: FanoutParams) -> Result<Outcome, BenchError> {
+    let period = period_of(p.rate)?;
+    let meter = Meter::start();
+    let start = Instant::now();
+    let mut ticks = 0u64;
+    let mut due = start + period;
+    while due.duration_since(start) <= p.duration {
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        ticks += 1;
+        due += period;
+    }
+    let per_tick = (TOPICS * SUBS_PER_TOPIC) as u64;
+    Ok(meter.finish(
+        "fanout",
+        "raw",
+        format!("sleep {}", rate_label(p.rate)),
+        LatencyRecorder::new(),
+        ticks * per_tick,
+        0,
+        None,
+        vec![format!(
+            "{ticks} ticks, nothing else; cpu/msg is the tick's CPU / {per_tick} (a tick's deliveries in the fan-out graph)"
+        )],
+    ))
+}
 
 /// dispatch: the clock-read floor.
 fn dispatch_jobs(p: DispatchParams) -> Vec<Job> {
