@@ -476,28 +476,33 @@ fn many_goals_at_once_each_get_their_own_feedback_and_result() {
         .map(|order| {
             let client = client.clone();
             std::thread::spawn(move || {
-                let last = Arc::new(Mutex::new(Vec::new()));
-                let l = last.clone();
+                let seen = Arc::new(Mutex::new(Vec::<Vec<i32>>::new()));
+                let s = seen.clone();
                 let goal = client
                     .send_goal_with(
                         FibonacciGoal { order },
                         SendGoalOptions::new().on_feedback(move |f: FibonacciFeedback| {
-                            *l.lock().unwrap() = f.sequence
+                            s.lock().unwrap().push(f.sequence)
                         }),
                         LONG,
                     )
                     .unwrap();
                 let done = goal.get_result(LONG).unwrap();
-                assert_eq!(done.result.sequence, sequence_of(order as usize));
-                if order > 1 {
-                    // Feedback can trail the result (another goal's
-                    // thread may be delivering it): wait for the last.
-                    let deadline = Instant::now() + LONG;
-                    while *last.lock().unwrap() != done.result.sequence && Instant::now() < deadline
-                    {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                    assert_eq!(*last.lock().unwrap(), done.result.sequence);
+                let own = sequence_of(order as usize);
+                assert_eq!(done.result.sequence, own);
+                // Each feedback this goal's callback got is its own (a
+                // step of its sequence), in order. Not every step need
+                // arrive: the feedback topic is keep_last(10), as ROS 2's,
+                // and 28 messages from eight publishing threads can pass
+                // an inline callback that another thread is draining (CI
+                // once lost a goal's last step that way).
+                let seen = seen.lock().unwrap();
+                for (k, f) in seen.iter().enumerate() {
+                    assert!(own.starts_with(f), "goal {order} got {f:?}");
+                    assert!(
+                        k == 0 || f.len() > seen[k - 1].len(),
+                        "goal {order}: {seen:?}"
+                    );
                 }
             })
         })
