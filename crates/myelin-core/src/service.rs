@@ -433,6 +433,9 @@ impl<Req: Message, Resp: Message> ServiceInner<Req, Resp> {
     /// Serve queued requests in this thread; if the handler is busy (a
     /// re-entrant or concurrent call), its holder drains the queue.
     fn run_inline(&self) {
+        // SYNC: the hand-over of `SubInner::run_inline` (a fence after the
+        // push, one after unlocking, then a second look), modelled by
+        // myelin-sync's loom test `inline_hand_over_leaves_no_message_behind`.
         fence(Ordering::SeqCst);
         loop {
             let Some(mut h) = self.handler.try_lock() else {

@@ -186,7 +186,16 @@ impl<T> DerefMut for TryLockGuard<'_, T> {
 impl<T> Drop for TryLockGuard<'_, T> {
     fn drop(&mut self) {
         // SYNC: pairs with the Acquire swap in `try_lock`.
+        #[cfg(not(loom))]
         self.lock.locked.store(false, Ordering::Release);
+        // loom lets a plain store fall between the read and the write of
+        // another thread's swap (loom issues #254, #389: it does not apply
+        // RMW atomicity to a concurrent store), so a `try_lock` that found
+        // the lock held could be ordered after this unlock and leave it
+        // locked for ever. The C++ model forbids that order; an RMW here
+        // gets the same order from loom.
+        #[cfg(loom)]
+        self.lock.locked.swap(false, Ordering::Release);
     }
 }
 

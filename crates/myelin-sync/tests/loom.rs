@@ -681,3 +681,101 @@ fn wake_slot_signal_without_epoch_loses_no_wakeup() {
         });
     }
 }
+
+/// An inline subscription's hand-over (`SubInner::run_inline` in
+/// myelin-core): each publisher pushes into the buffer, then (SeqCst
+/// fence) tries the callback lock; the one that gets it drains the
+/// buffer, unlocks, and (SeqCst fence) looks again, draining once more if
+/// something came. A publisher that finds the lock taken returns at once:
+/// the holder must see its message. Two publishers with one message each,
+/// and one with two: every message reaches the callback, none is left.
+///
+/// The buffer is the real [`Ring`](myelin_sync::Ring) (keep_last), and
+/// also a counter with only acquire/release operations: the fences must
+/// carry the hand-over even for a buffer whose operations are not SeqCst
+/// (keep_all's `SegQueue` promises nothing about its orderings).
+///
+/// Checked by breaking it: without the holder's second look loom finds,
+/// for both buffers, the message pushed while the holder drained and left
+/// behind; without either fence it finds, for the counter, the
+/// store-buffering execution (the publisher's `try_lock` reads the lock
+/// still held, the holder's look reads the buffer still empty). With the
+/// ring loom cannot show that one: it lets a SeqCst load read only the
+/// newest SeqCst store, in the order it runs them, which is stronger than
+/// C++'s rules (the other side of loom #180).
+#[test]
+fn inline_hand_over_leaves_no_message_behind() {
+    use myelin_sync::atomic::fence;
+    use myelin_sync::{Ring, TryLock};
+
+    trait Buffer: Send + Sync + 'static {
+        fn push(&self);
+        fn pop(&self) -> bool;
+        fn is_empty(&self) -> bool;
+    }
+    impl Buffer for Ring<u32> {
+        fn push(&self) {
+            Ring::push(self, 7).expect("the ring has room");
+        }
+        fn pop(&self) -> bool {
+            Ring::pop(self).is_some()
+        }
+        fn is_empty(&self) -> bool {
+            Ring::is_empty(self)
+        }
+    }
+    impl Buffer for AtomicU32 {
+        fn push(&self) {
+            self.fetch_add(1, Ordering::Release);
+        }
+        fn pop(&self) -> bool {
+            self.fetch_update(Ordering::Acquire, Ordering::Acquire, |n| n.checked_sub(1))
+                .is_ok()
+        }
+        fn is_empty(&self) -> bool {
+            self.load(Ordering::Acquire) == 0
+        }
+    }
+
+    /// Publish `n` messages and run the callback inline if the lock is free.
+    fn publish(buffer: &impl Buffer, lock: &TryLock<u32>, n: u32) {
+        for _ in 0..n {
+            buffer.push();
+        }
+        fence(Ordering::SeqCst);
+        loop {
+            let Some(mut delivered) = lock.try_lock() else {
+                return;
+            };
+            while buffer.pop() {
+                *delivered += 1;
+            }
+            drop(delivered);
+            fence(Ordering::SeqCst);
+            if buffer.is_empty() {
+                return;
+            }
+        }
+    }
+
+    fn model<B: Buffer>(new: fn() -> B) {
+        for counts in [[1, 1], [2, 1]] {
+            loom::model(move || {
+                let buffer = Arc::new(new());
+                let lock = Arc::new(TryLock::new(0u32));
+                let other = {
+                    let (b, l) = (buffer.clone(), lock.clone());
+                    loom::thread::spawn(move || publish(&*b, &l, counts[1]))
+                };
+                publish(&*buffer, &lock, counts[0]);
+                other.join().unwrap();
+                assert!(buffer.is_empty(), "a message was left in the buffer");
+                let delivered = *lock.try_lock().expect("both publishers returned");
+                assert_eq!(delivered, counts[0] + counts[1]);
+            });
+        }
+    }
+
+    model(|| Ring::new(4));
+    model(|| AtomicU32::new(0));
+}

@@ -680,6 +680,7 @@ impl<T: Message> SubInner<T> {
         let cb = &self.callback;
         // SYNC: pairs with the fence after unlocking below: either the
         // holder sees our push when it re-checks, or we get the lock.
+        // (myelin-sync's loom model `inline_hand_over_leaves_no_message_behind`.)
         myelin_sync::atomic::fence(Ordering::SeqCst);
         loop {
             // Busy: the holder drains our message before it returns.
