@@ -15,7 +15,8 @@
 //! * `raw sleep` (the raw system): a thread that only sleeps until each
 //!   tick; its `cpu/msg` is that wake-up divided by a tick's 200
 //!   deliveries, the part of every row's CPU per message that is the
-//!   machine's wake-up and not the library's work.
+//!   machine's wake-up and not the library's work. Its latency column is
+//!   how late each wake-up came.
 //!
 //! Reported: CPU% of the process, CPU time per delivered message, and
 //! publish-to-callback latency. zenoh (feature `zenoh`) runs the 10-node

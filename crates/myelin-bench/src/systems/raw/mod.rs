@@ -53,7 +53,8 @@ fn fanout_jobs(p: FanoutParams) -> Vec<Job> {
 }
 
 /// A thread that sleeps until each tick at `p.rate` for `p.duration` and
-/// does nothing else. Its CPU is the kernel's sleep and wake-up per tick
+/// does nothing else; its latency column is how late each wake-up came
+/// (one sample per tick). Its CPU is the kernel's sleep and wake-up per tick
 /// (on a VM 40-50 us a tick: see BENCHMARKS.md, "What an idle tick
 /// costs"), which a fan-out row pays once per tick whatever it delivers.
 /// `cpu/msg` divides it by a tick's deliveries in the fan-out graph
@@ -62,11 +63,13 @@ fn fanout_jobs(p: FanoutParams) -> Vec<Job> {
 fn sleep_floor(p: FanoutParams) -> Result<Outcome, BenchError> {
     let period = period_of(p.rate)?;
     let meter = Meter::start();
+    let mut late = LatencyRecorder::new();
     let start = Instant::now();
     let mut ticks = 0u64;
     let mut due = start + period;
     while due.duration_since(start) <= p.duration {
         std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        late.record_duration(Instant::now().saturating_duration_since(due));
         ticks += 1;
         due += period;
     }
@@ -75,12 +78,12 @@ fn sleep_floor(p: FanoutParams) -> Result<Outcome, BenchError> {
         "fanout",
         "raw",
         format!("sleep {}", rate_label(p.rate)),
-        LatencyRecorder::new(),
+        late,
         ticks * per_tick,
         0,
         None,
         vec![format!(
-            "{ticks} ticks, nothing else; cpu/msg is the tick's CPU / {per_tick} (a tick's deliveries in the fan-out graph)"
+            "{ticks} ticks, nothing else; latency is how late each wake-up came; cpu/msg is the tick's CPU / {per_tick} (a tick's deliveries in the fan-out graph)"
         )],
     ))
 }
@@ -203,4 +206,28 @@ fn memcpy(p: ImageParams, label: &str, bytes: usize) -> Result<Outcome, BenchErr
         None,
         vec!["one copy of the frame: what a copying waiter pays".into()],
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The floor row reports one wake-up lateness per tick (so the
+    /// verdict does not take it for a row where nothing arrived), and
+    /// charges its CPU to the graph's deliveries.
+    #[test]
+    fn the_sleep_floor_has_a_sample_per_tick() {
+        let p = FanoutParams {
+            rate: 100.0,
+            duration: Duration::from_millis(100),
+            nodes: None,
+        };
+        let out = sleep_floor(p).unwrap();
+        let r = &out.record;
+        assert_eq!(r.count, 10, "{r:?}");
+        assert_eq!(r.lost, 0);
+        assert!(r.config.contains("sleep 100Hz"), "{}", r.config);
+        assert!(r.notes[0].starts_with("10 ticks"), "{:?}", r.notes);
+    }
 }
