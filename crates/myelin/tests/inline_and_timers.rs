@@ -257,3 +257,69 @@ fn a_dropped_subscription_releases_its_callback_at_once_even_mid_publish() {
         "kept after the publish it was dropped in"
     );
 }
+
+/// `Publisher::warm` runs an inline subscription's path up to its callback
+/// in the warming thread: no call without a message. While one thread
+/// warms in a loop, messages that other threads publish each reach the
+/// callback once, in each publisher's order: a publisher that finds the
+/// callback's lock held by the warm leaves its message to it.
+#[test]
+fn warming_an_inline_subscription_calls_nothing_and_loses_nothing() {
+    use std::sync::atomic::AtomicBool;
+    let ctx = ctx();
+    let node = ctx.create_node("warm").unwrap();
+    let got = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let g = got.clone();
+    let _sub = node
+        .create_subscription_with(
+            "frames",
+            QoS::keep_all(),
+            SubscriptionOptions::inline(),
+            move |m: u64| g.lock().unwrap().push(m),
+        )
+        .unwrap();
+    let p = Arc::new(
+        node.create_publisher::<u64>("frames", QoS::keep_all())
+            .unwrap(),
+    );
+    for _ in 0..1000 {
+        p.warm();
+    }
+    assert!(got.lock().unwrap().is_empty(), "a warm called the callback");
+
+    let warming = Arc::new(AtomicBool::new(true));
+    let warmer = std::thread::spawn({
+        let (p, warming) = (p.clone(), warming.clone());
+        move || {
+            while warming.load(Ordering::Relaxed) {
+                p.warm();
+            }
+        }
+    });
+    // Each message is its publisher's number (high half) and its index.
+    const N: u64 = 2000;
+    let publishers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                for i in 0..N {
+                    p.publish(t << 32 | i).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in publishers {
+        h.join().unwrap();
+    }
+    warming.store(false, Ordering::Relaxed);
+    warmer.join().unwrap();
+    let got = got.lock().unwrap();
+    for t in 0..2u64 {
+        let mine: Vec<u64> = got
+            .iter()
+            .filter(|&&m| m >> 32 == t)
+            .map(|&m| m & 0xffff_ffff)
+            .collect();
+        assert_eq!(mine, (0..N).collect::<Vec<_>>(), "publisher {t}");
+    }
+}

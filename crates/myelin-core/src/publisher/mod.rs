@@ -444,10 +444,14 @@ impl<T: Message> Publisher<T> {
     /// runs its path (the ready queue, the callback's lock, the buffer's
     /// look) up to the callback, which it does not call when there is no
     /// message. Nothing is stored, no message is counted or lost, and a
-    /// message published meanwhile is delivered as usual. Executors that
+    /// message published meanwhile is delivered as usual. An inline
+    /// subscription's path (its callback's lock, the buffer's look) runs
+    /// in this thread, also up to the callback; a message another thread
+    /// publishes while the warm holds that lock is delivered by the warm,
+    /// in this thread, as it would be by a publish here. Executors that
     /// sleep are not woken (that would cost more than it saves); for
-    /// them, and for inline and polling subscriptions, `warm` only brings
-    /// the subscriptions' lines into this thread's caches. A subscription
+    /// them, and for polling subscriptions, `warm` only brings the
+    /// subscriptions' lines into this thread's caches. A subscription
     /// in another process on this host (shared memory) is warmed the same
     /// way from its own side: the publisher marks its inbox's ready lane
     /// with nothing behind it, unless its executor sleeps, and the

@@ -539,8 +539,17 @@ impl<T: Message> SubInner<T> {
     pub(crate) fn warm(&self) {
         self.prefetch(false);
         self.prefetch(true);
-        if self.has_callback
-            && !self.inline
+        if self.inline {
+            // The inline path up to the callback, in this (the publishing)
+            // thread: the lock, the buffer's look (empty: no call). A
+            // message left behind would be delivered, as by any publish.
+            if let Some(m) = self.run_inline() {
+                tracing::error!(
+                    "inline callback of {} panicked during a warm: {m}",
+                    self.describe()
+                );
+            }
+        } else if self.has_callback
             && let Some(exec) = self.target.get()
             && exec.idle_wait() == crate::dispatch::IdleWait::BusyPoll
         {

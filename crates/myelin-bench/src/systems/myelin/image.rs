@@ -3,8 +3,9 @@
 //! executor asleep between frames, anticipating them:
 //! [`IdleWait::Anticipate`], or busy-polling with a camera thread that
 //! spins between frames too and warms the path shortly before each frame:
-//! the low-latency mode), in an inline callback (inside `publish`), or in
-//! a thread blocked in `wait_for_message`.
+//! the low-latency mode), in an inline callback (inside `publish`; the
+//! camera sleeping between frames, or spinning and warming as in the
+//! low-latency mode), or in a thread blocked in `wait_for_message`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,7 +21,8 @@ use crate::harness::{
 use crate::scenarios::image::{Frame, ImageParams, Pool, Samples};
 
 /// The jobs for one frame size: callback, anticipate, busy-poll (unwarmed,
-/// then warmed), inline, waiter, and callback fifo when asked for.
+/// then warmed), inline (sleeping camera, then spinning and warmed),
+/// waiter, and callback fifo when asked for.
 pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
     [
         ("callback", Mode::Callback),
@@ -28,6 +30,7 @@ pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
         ("busy-poll unwarmed", Mode::BusyPollUnwarmed),
         ("busy-poll", Mode::BusyPoll),
         ("inline", Mode::Inline),
+        ("inline warmed", Mode::InlineWarmed),
         ("waiter", Mode::Waiter),
     ]
     .into_iter()
@@ -71,6 +74,9 @@ enum Mode {
     /// priority (asleep between frames, as `Callback`).
     Fifo(u8),
     Inline,
+    /// `Inline` with the low-latency camera: it spins until each frame is
+    /// due and calls [`Publisher::warm`] [`WARM_AHEAD`] before it.
+    InlineWarmed,
     Waiter,
 }
 
@@ -129,7 +135,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
             }
             (h, Some(stop), Some(sub))
         }
-        Mode::Inline => {
+        Mode::Inline | Mode::InlineWarmed => {
             let s = samples.clone();
             let sub = viewer
                 .create_subscription_with(
@@ -168,7 +174,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
     for seq in 0..total {
         let due = start + period * (seq as u32 + 1);
         match mode {
-            Mode::BusyPoll => spin_to_frame(due, Some(&|| publisher.warm())),
+            Mode::BusyPoll | Mode::InlineWarmed => spin_to_frame(due, Some(&|| publisher.warm())),
             Mode::BusyPollUnwarmed => spin_to_frame(due, None),
             _ => sleep_until(due),
         }
@@ -194,6 +200,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         Mode::BusyPollUnwarmed => "busy-poll unwarmed",
         Mode::Fifo(_) => "callback fifo",
         Mode::Inline => "inline",
+        Mode::InlineWarmed => "inline warmed",
         Mode::Waiter => "waiter",
     };
     let mut notes = vec![format!(
