@@ -119,9 +119,19 @@ impl<T> std::fmt::Debug for RetainCell<T> {
 /// for whoever wins, `None` for everyone else, never blocking. Unlocking is a
 /// plain `Release` store (a `Mutex` unlock is a read-modify-write), which
 /// matters on the per-message path.
+///
+/// Locking is a compare-and-swap, not a swap: a try that finds the lock
+/// held writes nothing (in the memory model a failed CAS is a load), so
+/// the holder's unlock is never ordered against a loser's write. The
+/// lock's users make their hand-over with SeqCst fences on both sides
+/// (`SubInner::run_inline` in myelin-core; loom model
+/// `inline_hand_over_leaves_no_message_behind`), which need only that
+/// the loser *read* the lock. loom also checks a CAS faithfully where it
+/// lets a plain store fall inside another thread's swap (loom issues
+/// #254, #389). On x86 both are one locked instruction.
 pub struct TryLock<T> {
-    // SYNC: Acquire swap in `try_lock` pairs with the Release store in the
-    // guard's drop.
+    // SYNC: the Acquire CAS in `try_lock` pairs with the Release store in
+    // the guard's drop.
     locked: AtomicBool,
     value: UnsafeCell<T>,
 }
@@ -145,10 +155,12 @@ impl<T> TryLock<T> {
     #[inline]
     pub fn try_lock(&self) -> Option<TryLockGuard<'_, T>> {
         // SYNC: pairs with the Release store in `TryLockGuard::drop`.
-        if self.locked.swap(true, Ordering::Acquire) {
-            None
-        } else {
-            Some(TryLockGuard { lock: self })
+        match self
+            .locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Some(TryLockGuard { lock: self }),
+            Err(_) => None,
         }
     }
 }
@@ -185,17 +197,8 @@ impl<T> DerefMut for TryLockGuard<'_, T> {
 
 impl<T> Drop for TryLockGuard<'_, T> {
     fn drop(&mut self) {
-        // SYNC: pairs with the Acquire swap in `try_lock`.
-        #[cfg(not(loom))]
+        // SYNC: pairs with the Acquire CAS in `try_lock`.
         self.lock.locked.store(false, Ordering::Release);
-        // loom lets a plain store fall between the read and the write of
-        // another thread's swap (loom issues #254, #389: it does not apply
-        // RMW atomicity to a concurrent store), so a `try_lock` that found
-        // the lock held could be ordered after this unlock and leave it
-        // locked for ever. The C++ model forbids that order; an RMW here
-        // gets the same order from loom.
-        #[cfg(loom)]
-        self.lock.locked.swap(false, Ordering::Release);
     }
 }
 

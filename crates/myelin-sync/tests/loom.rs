@@ -688,7 +688,9 @@ fn wake_slot_signal_without_epoch_loses_no_wakeup() {
 /// buffer, unlocks, and (SeqCst fence) looks again, draining once more if
 /// something came. A publisher that finds the lock taken returns at once:
 /// the holder must see its message. Two publishers with one message each,
-/// and one with two: every message reaches the callback, none is left.
+/// one with two, and a thread with none against one with one or two (a
+/// `Publisher::warm`, which runs the path with nothing to add): every
+/// message reaches the callback, none is left.
 ///
 /// The buffer is the real [`Ring`](myelin_sync::Ring) (keep_last), and
 /// also a counter with only acquire/release operations: the fences must
@@ -697,12 +699,9 @@ fn wake_slot_signal_without_epoch_loses_no_wakeup() {
 ///
 /// Checked by breaking it: without the holder's second look loom finds,
 /// for both buffers, the message pushed while the holder drained and left
-/// behind; without either fence it finds, for the counter, the
-/// store-buffering execution (the publisher's `try_lock` reads the lock
-/// still held, the holder's look reads the buffer still empty). With the
-/// ring loom cannot show that one: it lets a SeqCst load read only the
-/// newest SeqCst store, in the order it runs them, which is stronger than
-/// C++'s rules (the other side of loom #180).
+/// behind; without either fence it finds, for both buffers, the
+/// store-buffering execution (the publisher's failed `try_lock` reads the
+/// lock still held, the holder's look reads the buffer still empty).
 #[test]
 fn inline_hand_over_leaves_no_message_behind() {
     use myelin_sync::atomic::fence;
@@ -759,7 +758,7 @@ fn inline_hand_over_leaves_no_message_behind() {
     }
 
     fn model<B: Buffer>(new: fn() -> B) {
-        for counts in [[1, 1], [2, 1]] {
+        for counts in [[1, 1], [2, 1], [0, 1], [0, 2]] {
             loom::model(move || {
                 let buffer = Arc::new(new());
                 let lock = Arc::new(TryLock::new(0u32));

@@ -139,6 +139,45 @@ fn an_inline_panic_is_returned_by_publish_and_the_subscription_keeps_working() {
     assert_eq!(count.load(Ordering::SeqCst), 1);
 }
 
+/// A panic does not end an inline drain: a message handed to the running
+/// call (here published by the callback itself, so buffered) before it
+/// panicked still reaches the callback before `publish` returns the panic,
+/// not at the next publish.
+#[test]
+fn an_inline_panic_leaves_no_message_behind() {
+    let ctx = ctx();
+    let node = ctx.create_node("n").unwrap();
+    let p = Arc::new(node.create_publisher::<u32>("t", QoS::keep_all()).unwrap());
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let (g, again) = (got.clone(), p.clone());
+    let _sub = node
+        .create_subscription_with(
+            "t",
+            QoS::keep_all(),
+            SubscriptionOptions::inline(),
+            move |m: u32| {
+                g.lock().unwrap().push(m);
+                if m == 1 {
+                    // Buffered: this call holds the callback.
+                    again.publish(2).unwrap();
+                    again.publish(3).unwrap();
+                    panic!("after handing on two");
+                }
+                if m == 2 {
+                    panic!("the second panic");
+                }
+            },
+        )
+        .unwrap();
+    match p.publish(1) {
+        Err(PublishError::CallbackPanicked { message, .. }) => {
+            assert_eq!(message, "after handing on two", "the first panic");
+        }
+        other => panic!("expected a panic report, got {other:?}"),
+    }
+    assert_eq!(*got.lock().unwrap(), [1, 2, 3]);
+}
+
 #[test]
 fn an_inline_late_joiner_gets_transient_local_history_at_creation() {
     let ctx = ctx();

@@ -534,7 +534,11 @@ impl<T: Message> SubInner<T> {
     /// whose message a polled take got first), and a real message arriving
     /// meanwhile is run as usual (the `queued` protocol of `signal` and
     /// `execute`). An executor that sleeps is left alone: waking it would
-    /// cost more than warming saves.
+    /// cost more than warming saves. An inline subscription's path runs
+    /// here (`run_inline`): no call with an empty
+    /// buffer; a message another thread left to this holder meanwhile is
+    /// delivered, and a panic in its callback is logged (no publish here
+    /// to return it).
     #[inline]
     pub(crate) fn warm(&self) {
         self.prefetch(false);
@@ -681,7 +685,8 @@ impl<T: Message> SubInner<T> {
     }
 
     /// Drain the buffer through the callback in this thread. Returns the
-    /// panic message if the callback panicked.
+    /// first panic message if the callback panicked (the drain goes on
+    /// after a panic).
     fn run_inline(&self) -> Option<String> {
         if !self.has_callback {
             return None;
@@ -691,22 +696,29 @@ impl<T: Message> SubInner<T> {
         // holder sees our push when it re-checks, or we get the lock.
         // (myelin-sync's loom model `inline_hand_over_leaves_no_message_behind`.)
         myelin_sync::atomic::fence(Ordering::SeqCst);
+        // The first panic; the drain goes on after it: messages other
+        // threads left to this holder must not wait for the next publish.
+        let mut panicked = None;
         loop {
             // Busy: the holder drains our message before it returns.
-            let mut guard = cb.try_lock()?;
-            let call = guard.as_mut()?;
+            let Some(mut guard) = cb.try_lock() else {
+                return panicked;
+            };
+            let Some(call) = guard.as_mut() else {
+                return panicked;
+            };
             while let Some((item, origin)) = self.pop_live_from() {
                 if let Err(p) = catch_unwind(AssertUnwindSafe(|| {
                     call.call(item, &origin, self.node.ctx.pid)
                 })) {
-                    return Some(crate::dispatch::panic_message(&p));
+                    panicked.get_or_insert_with(|| crate::dispatch::panic_message(&p));
                 }
             }
             drop(guard);
             // SYNC: pairs with the fence before `try_lock` above.
             myelin_sync::atomic::fence(Ordering::SeqCst);
             if self.buffer.is_empty() {
-                return None;
+                return panicked;
             }
         }
     }
@@ -963,8 +975,9 @@ impl<T: Message> crate::dispatch::Pump for SubInner<T> {
         // Marked with nothing behind it: a publisher in another process
         // warming the path (`Publisher::warm`), or a lane shared with a
         // busier inbox. On a busy-polling executor, rehearse the rest of
-        // the path as an in-process warm does.
-        if self.buffer.is_empty() {
+        // the path as an in-process warm does. (An inline subscription's
+        // pump has just run its path: nothing to rehearse.)
+        if !self.inline && self.buffer.is_empty() {
             self.warm();
         }
     }

@@ -56,7 +56,11 @@ pub struct SubscriptionOptions {
     /// meanwhile), the message is buffered and the running call drains it
     /// before returning: never a deadlock, never a loss. A panic in an inline
     /// callback is returned by `publish` as
-    /// [`PublishError::CallbackPanicked`](crate::PublishError::CallbackPanicked).
+    /// [`PublishError::CallbackPanicked`](crate::PublishError::CallbackPanicked)
+    /// (the first one, when the call drained several messages: the drain
+    /// goes on after a panic); during a
+    /// [`Publisher::warm`](crate::Publisher::warm), which delivers a message
+    /// only when another thread left one to it, a panic is logged.
     /// An inline callback must not publish on a transient-local publisher of
     /// its own topic (that publisher delivers under its history lock).
     ///
