@@ -1000,6 +1000,82 @@ fn loans_sent_or_dropped_all_come_back_to_the_pool() {
     }
 }
 
+/// A publisher hands its own reference to a chunk to the last reader that
+/// takes it (no count taken and dropped per message). When that reader
+/// refuses the chunk (it holds all it may), the publisher must keep and
+/// drop its reference itself: with one reader that holds every message it
+/// gets and one that drops them, encoded and loaned messages alike, every
+/// chunk comes back once the holder lets go, and no reader sees another
+/// message's bytes.
+#[test]
+fn chunks_refused_by_a_full_reader_still_come_back() {
+    let (a, b, c) = (ctx(167), ctx(167), ctx(167));
+    let p = a
+        .create_node("lender")
+        .unwrap()
+        .create_publisher::<Blob>("/held", QoS::keep_last(4))
+        .unwrap();
+    let reader = |cx: &Context, name: &str| {
+        cx.create_node(name)
+            .unwrap()
+            .create_polling_subscription::<Blob>("/held", QoS::keep_last(4), Default::default())
+            .unwrap()
+    };
+    // The holder connects last, so it is the connection a publish would
+    // hand its reference to.
+    let deadline = Instant::now() + LONG;
+    let dropper = reader(&c, "dropper");
+    while p.subscription_count() < 1 {
+        assert!(Instant::now() < deadline, "never matched");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let holder = reader(&b, "holder");
+    while p.subscription_count() < 2 {
+        assert!(Instant::now() < deadline, "never matched");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let baseline = p.shared_memory_in_use();
+    let mut held = Vec::new();
+    for i in 0..200u32 {
+        let byte = (i % 251) as u8;
+        if i % 2 == 0 {
+            p.publish(Blob::from(vec![byte; 512])).unwrap();
+        } else {
+            let mut loan = p.loan_slice(512).unwrap();
+            loan.fill(byte);
+            loan.publish().unwrap();
+        }
+        let m = dropper.wait_for_message(LONG).unwrap();
+        assert!(m.iter().all(|x| *x == byte), "message {i} to the dropper");
+        while let Some(m) = holder.take() {
+            held.push(m);
+        }
+    }
+    assert!(!held.is_empty(), "the holder got messages");
+    assert!(
+        held.len() < 200,
+        "the holder was refused some ({} held)",
+        held.len()
+    );
+    for m in &held {
+        let first = m[0];
+        assert!(
+            m.len() == 512 && m.iter().all(|x| *x == first),
+            "a held message changed"
+        );
+    }
+    drop(held);
+    let deadline = Instant::now() + LONG;
+    while p.shared_memory_in_use() > baseline {
+        assert!(
+            Instant::now() < deadline,
+            "{} chunks still in use, {baseline} at the start",
+            p.shared_memory_in_use()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A polled `take` from an empty buffer gets a lone message straight from
 /// the inbox (no push into the buffer and pop): it must keep every promise
 /// the buffered path keeps. keep_last(1) returns the newest of several

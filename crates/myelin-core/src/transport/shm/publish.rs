@@ -88,6 +88,29 @@ impl Taken<'_> {
     }
 }
 
+/// What `PubShm::send_chunk` may do with the caller's own reference to
+/// the chunk it sends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reference {
+    /// Hand it to a reader (the caller lets go of the chunk after the
+    /// send: a loan or a message just encoded).
+    Handed,
+    /// Keep it (the chunk is shared further: a kept loan's bytes).
+    Kept,
+}
+
+impl Lease {
+    /// Let go of the lease without giving its reference back: a reader
+    /// holds it now (`Reference::Handed`).
+    fn handed_over(self) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped (ManuallyDrop) nor used after
+        // this read, so the `Arc` is read out and dropped exactly once;
+        // the other fields have no destructor.
+        drop(unsafe { std::ptr::read(&this.pool) });
+    }
+}
+
 /// Which chunk of which pool, for `PubShm::send_chunk`.
 #[derive(Clone, Copy)]
 struct ChunkAt<'a> {
@@ -489,7 +512,22 @@ impl PubShm {
 
     /// Send a chunk to every connected subscription (each gets its own
     /// reference); `list` is the caller's guard of the pool list.
-    fn send_chunk(&self, list: &[Arc<PoolWriter>], chunk: ChunkAt<'_>, len: usize) -> Refused {
+    ///
+    /// `Reference::Handed`: the caller's own reference goes to the *last*
+    /// connection that takes the chunk instead of a new one (one locked
+    /// increment and one decrement fewer per message; with one reader, the
+    /// usual case, every message). Only the last: once a reader holds the
+    /// chunk, its return may be collected by another thread at any time,
+    /// so a later connection's increment could find it freed. Returns
+    /// whether the reference was handed over; if not, the caller still
+    /// holds it.
+    fn send_chunk(
+        &self,
+        list: &[Arc<PoolWriter>],
+        chunk: ChunkAt<'_>,
+        len: usize,
+        own: Reference,
+    ) -> (Refused, bool) {
         let stamp = Stamp {
             expires: self.expires(self.qos.lifespan),
             sent_ns: crate::clock::realtime_ns(),
@@ -504,7 +542,10 @@ impl PubShm {
         // Shared by every paced connection: one publish waits at most
         // `max_blocking_time` in all.
         let mut pacer = None;
-        for c in self.conns.read().iter() {
+        let mut handed = false;
+        let conns = self.conns.read();
+        let last = conns.len().saturating_sub(1);
+        for (i, c) in conns.iter().enumerate() {
             let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
             if c.closed {
                 continue;
@@ -566,12 +607,18 @@ impl PubShm {
                 }
                 Some(Pushed::Stored) => {}
             }
-            chunk.pool.retain(chunk.chunk);
+            // The reader's reference, counted before its lock (under which
+            // its returns are collected) is let go.
+            if own == Reference::Handed && i == last {
+                handed = true;
+            } else {
+                chunk.pool.retain(chunk.chunk);
+            }
             c.lent.insert(key);
             c.signal();
             Self::drain_returns(&mut c, list);
         }
-        refused
+        (refused, handed)
     }
 
     /// Update the connections from a discovery pass; returns the
@@ -750,6 +797,21 @@ impl PubShm {
         }
     }
 
+    /// Send a chunk this process alone holds (its lease's reference goes to
+    /// a reader if one takes it).
+    fn send_own(&self, chunk: Chunk, len: usize) -> Refused {
+        let (refused, handed) = self.send_chunk(
+            &self.pools.list.read(),
+            chunk.lease.at(),
+            len,
+            Reference::Handed,
+        );
+        if handed {
+            chunk.lease.handed_over();
+        }
+        refused
+    }
+
     /// Inboxes of the current connections (to tell new ones apart).
     fn inboxes(&self) -> Vec<String> {
         self.conns
@@ -844,7 +906,7 @@ impl PubLink for PubShm {
     #[inline]
     fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError> {
         let (chunk, len) = self.encode(msg)?;
-        Ok(self.send_chunk(&self.pools.list.read(), chunk.lease.at(), len))
+        Ok(self.send_own(chunk, len))
     }
 
     fn send_bytes(
@@ -853,7 +915,11 @@ impl PubLink for PubShm {
         own: Option<&(dyn Any + Send + Sync)>,
     ) -> Result<Refused, SendError> {
         if let Some(lease) = own.and_then(|o| o.downcast_ref::<Lease>()) {
-            return Ok(self.send_chunk(&self.pools.list.read(), lease.at(), bytes.len()));
+            // Shared with whoever else holds the bytes: kept.
+            let list = self.pools.list.read();
+            return Ok(self
+                .send_chunk(&list, lease.at(), bytes.len(), Reference::Kept)
+                .0);
         }
         let chunk = self
             .pools
@@ -861,7 +927,7 @@ impl PubLink for PubShm {
         // SAFETY: the chunk has at least `bytes.len()` bytes and this
         // process holds its only reference.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), chunk.ptr, bytes.len()) };
-        Ok(self.send_chunk(&self.pools.list.read(), chunk.lease.at(), bytes.len()))
+        Ok(self.send_own(chunk, bytes.len()))
     }
 
     fn lender(&self) -> Option<&dyn Lender> {
@@ -899,9 +965,11 @@ impl Lender for PubShm {
                 format!("no pool {} (a loan of another publisher?)", token >> 24),
             )));
         };
-        let refused = self.send_chunk(&list, at, len);
-        // The loan's own reference: the readers hold theirs.
-        at.pool.release(at.chunk);
+        let (refused, handed) = self.send_chunk(&list, at, len, Reference::Handed);
+        if !handed {
+            // The loan's own reference: the readers hold theirs.
+            at.pool.release(at.chunk);
+        }
         Ok(refused)
     }
 
