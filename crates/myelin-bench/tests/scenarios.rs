@@ -115,11 +115,13 @@ fn image_delivers_every_frame() {
     };
     let recs = run(image::plan(p, &local()).unwrap());
     // per size: myelin callback, anticipate, busy-poll (warmed and
-    // unwarmed), inline (sleeping and warmed), waiter; channel; raw
-    // memcpy; and once the raw futex hand-off and the hand-off between two
-    // spinning threads at the frame rate
-    assert_eq!(recs.len(), 20);
+    // unwarmed), inline (sleeping, spinning and warmed, waking ahead and
+    // warmed), waiter; channel; raw memcpy; and once the raw futex
+    // hand-off and the hand-off between two spinning threads at the frame
+    // rate
+    assert_eq!(recs.len(), 22);
     assert!(recs.iter().any(|r| r.config == "inline warmed 320x240"));
+    assert!(recs.iter().any(|r| r.config == "inline wake-ahead 320x240"));
     for r in &recs {
         assert_eq!(r.count, 8, "{} {}", r.system, r.config);
         assert_eq!(r.lost, 0, "{} {}", r.system, r.config);

@@ -21,8 +21,9 @@ use crate::harness::{
 use crate::scenarios::image::{Frame, ImageParams, Pool, Samples};
 
 /// The jobs for one frame size: callback, anticipate, busy-poll (unwarmed,
-/// then warmed), inline (sleeping camera, then spinning and warmed),
-/// waiter, and callback fifo when asked for.
+/// then warmed), inline (sleeping camera, spinning and warmed, sleeping
+/// and warmed after an early wake-up), waiter, and callback fifo when
+/// asked for.
 pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
     [
         ("callback", Mode::Callback),
@@ -31,6 +32,7 @@ pub(super) fn jobs(p: ImageParams, (label, bytes): Frame) -> Vec<Job> {
         ("busy-poll", Mode::BusyPoll),
         ("inline", Mode::Inline),
         ("inline warmed", Mode::InlineWarmed),
+        ("inline wake-ahead", Mode::InlineWakeAhead),
         ("waiter", Mode::Waiter),
     ]
     .into_iter()
@@ -77,6 +79,10 @@ enum Mode {
     /// `Inline` with the low-latency camera: it spins until each frame is
     /// due and calls [`Publisher::warm`] [`WARM_AHEAD`] before it.
     InlineWarmed,
+    /// `Inline` with a camera that sleeps between frames but wakes
+    /// [`WARM_AHEAD`] before each one, calls [`Publisher::warm`] and spins
+    /// the rest: most of the warm's gain at a sleeping camera's CPU.
+    InlineWakeAhead,
     Waiter,
 }
 
@@ -135,7 +141,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
             }
             (h, Some(stop), Some(sub))
         }
-        Mode::Inline | Mode::InlineWarmed => {
+        Mode::Inline | Mode::InlineWarmed | Mode::InlineWakeAhead => {
             let s = samples.clone();
             let sub = viewer
                 .create_subscription_with(
@@ -176,6 +182,11 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         match mode {
             Mode::BusyPoll | Mode::InlineWarmed => spin_to_frame(due, Some(&|| publisher.warm())),
             Mode::BusyPollUnwarmed => spin_to_frame(due, None),
+            Mode::InlineWakeAhead => {
+                sleep_until(due - WARM_AHEAD);
+                publisher.warm();
+                spin_until(due);
+            }
             _ => sleep_until(due),
         }
         let frame = pool.next(seq);
@@ -201,6 +212,7 @@ fn image(p: ImageParams, label: &str, bytes: usize, mode: Mode) -> Result<Outcom
         Mode::Fifo(_) => "callback fifo",
         Mode::Inline => "inline",
         Mode::InlineWarmed => "inline warmed",
+        Mode::InlineWakeAhead => "inline wake-ahead",
         Mode::Waiter => "waiter",
     };
     let mut notes = vec![format!(
