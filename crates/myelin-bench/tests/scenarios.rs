@@ -22,9 +22,11 @@ fn local() -> Vec<&'static System> {
 
 fn run(jobs: Vec<Job>) -> Vec<myelin_bench::Record> {
     jobs.into_iter()
-        .map(|j| {
+        .flat_map(|j| {
             let name = j.name.clone();
-            (j.run)().unwrap_or_else(|e| panic!("{name}: {e}")).record
+            (j.run)()
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .records()
         })
         .collect()
 }
@@ -89,6 +91,15 @@ fn fanout_delivers_every_message_to_every_subscription() {
             r.count
         );
     }
+    // nodes=1 and nodes=10 come from one job that alternates them: both
+    // rows, in that order, each with its own CPU.
+    assert!(recs[0].config.starts_with("nodes=1 "), "{}", recs[0].config);
+    assert!(
+        recs[1].config.starts_with("nodes=10 "),
+        "{}",
+        recs[1].config
+    );
+    assert!(recs[..2].iter().all(|r| r.cpu_ns_per_msg > 0.0));
     assert!(recs[3].config.starts_with("nopub"));
     assert_cold_rounds(&recs[4], &p);
 }

@@ -7,16 +7,24 @@ fn myelin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_myelin"))
 }
 
-#[test]
-fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
-    let dir = std::env::temp_dir().join(format!("myelin-cli-test-{}", std::process::id()));
+/// Run `myelin bench ARGS --json DIR/out.json --plot DIR/plots` in a
+/// fresh directory named after `tag`, which must succeed: the directory,
+/// the JSON and plot paths, and the output.
+fn bench_with_json_and_plots(
+    tag: &str,
+    args: &[&str],
+) -> (
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::process::Output,
+) {
+    let dir = std::env::temp_dir().join(format!("myelin-cli-{tag}-{}", std::process::id()));
     let json = dir.join("out.json");
     let plots = dir.join("plots");
     let out = myelin()
-        .args([
-            "bench", "relay", "--hops", "3", "--rate", "2000", "--count", "30", "--size", "1KiB",
-        ])
-        .args(["--system", "myelin", "--system", "channel"])
+        .arg("bench")
+        .args(args)
         .arg("--json")
         .arg(&json)
         .arg("--plot")
@@ -27,6 +35,64 @@ fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, json, plots, out)
+}
+
+/// A job that measures two rows alternately (fan-out's 1 and 10 nodes)
+/// runs in its own child process like any other and reports both rows,
+/// each with its plot.
+#[test]
+fn bench_fanout_reports_both_rows_of_its_paired_job() {
+    let (dir, json, plots, _) = bench_with_json_and_plots(
+        "fanout",
+        &[
+            "fanout",
+            "--system",
+            "myelin",
+            "--rate",
+            "200",
+            "--duration",
+            "0.4",
+        ],
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let configs: Vec<&str> = v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["config"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        configs[..2],
+        ["nodes=1 200Hz", "nodes=10 200Hz"],
+        "{configs:?}"
+    );
+    for stem in [
+        "fanout-myelin-nodes_1_200Hz",
+        "fanout-myelin-nodes_10_200Hz",
+    ] {
+        assert!(
+            std::fs::read_dir(&plots).unwrap().any(|e| e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(stem)),
+            "no plot for {stem}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_relay_writes_json_with_the_documented_schema_and_plots() {
+    let (dir, json, plots, out) = bench_with_json_and_plots(
+        "test",
+        &[
+            "relay", "--hops", "3", "--rate", "2000", "--count", "30", "--size", "1KiB",
+            "--system", "myelin", "--system", "channel",
+        ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -60,6 +60,46 @@ pub struct Outcome {
     pub record: Record,
     /// All samples (with a time series) for plots.
     pub recorder: LatencyRecorder,
+    /// Further rows the same job measured: rows compared with each other
+    /// in a goal, measured alternately in one process so that what the
+    /// machine does meanwhile falls on both (see `fanout`'s paired job).
+    pub more: Vec<Outcome>,
+}
+
+impl Outcome {
+    /// This outcome's record and those of [`more`](Self::more), in order.
+    ///
+    /// ```
+    /// use myelin_bench::harness::Outcome;
+    /// use myelin_bench::{LatencyRecorder, Record};
+    /// let row = |config: &str| Outcome {
+    ///     record: Record {
+    ///         scenario: "fanout".into(),
+    ///         system: "myelin".into(),
+    ///         config: config.into(),
+    ///         count: 0,
+    ///         lost: 0,
+    ///         latency_ns: LatencyRecorder::new().summary(),
+    ///         cpu_percent: 0.0,
+    ///         cpu_ns_per_msg: 0.0,
+    ///         rss_bytes: 0,
+    ///         hops: None,
+    ///         per_hop_ns: None,
+    ///         notes: Vec::new(),
+    ///     },
+    ///     recorder: LatencyRecorder::new(),
+    ///     more: Vec::new(),
+    /// };
+    /// let mut paired = row("nodes=1");
+    /// paired.more.push(row("nodes=10"));
+    /// let configs: Vec<String> = paired.records().into_iter().map(|r| r.config).collect();
+    /// assert_eq!(configs, ["nodes=1", "nodes=10"]);
+    /// ```
+    pub fn records(self) -> Vec<Record> {
+        let mut out = vec![self.record];
+        out.extend(self.more.into_iter().flat_map(Outcome::records));
+        out
+    }
 }
 
 /// One planned run.
@@ -104,6 +144,42 @@ impl Meter {
         CpuSnapshot::now().since(&self.cpu)
     }
 
+    /// [`finish`](Self::finish) with CPU usage measured elsewhere (the sum
+    /// of a paired job's slices).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn finish_with(
+        cpu: CpuUsage,
+        scenario: &str,
+        system: &str,
+        config: String,
+        recorder: LatencyRecorder,
+        messages: u64,
+        lost: u64,
+        notes: Vec<String>,
+    ) -> Outcome {
+        let latency = recorder.summary();
+        let record = Record {
+            scenario: scenario.to_string(),
+            system: system.to_string(),
+            config,
+            count: latency.count,
+            lost,
+            latency_ns: latency,
+            cpu_percent: cpu.cpu_percent,
+            cpu_ns_per_msg: cpu.cpu_ns_per(messages.max(1)),
+            // Each run is its own process (see the CLI), so this is the run's peak.
+            rss_bytes: peak_rss_bytes(),
+            hops: None,
+            per_hop_ns: None,
+            notes,
+        };
+        Outcome {
+            record,
+            recorder,
+            more: Vec::new(),
+        }
+    }
+
     /// Finish: `messages` is what CPU time is divided by (deliveries).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn finish(
@@ -117,23 +193,18 @@ impl Meter {
         hops: Option<u32>,
         notes: Vec<String>,
     ) -> Outcome {
-        let cpu = self.usage();
-        let latency = recorder.summary();
-        let record = Record {
-            scenario: scenario.to_string(),
-            system: system.to_string(),
+        let mut out = Self::finish_with(
+            self.usage(),
+            scenario,
+            system,
             config,
-            count: latency.count,
+            recorder,
+            messages,
             lost,
-            latency_ns: latency,
-            cpu_percent: cpu.cpu_percent,
-            cpu_ns_per_msg: cpu.cpu_ns_per(messages.max(1)),
-            // Each run is its own process (see the CLI), so this is the run's peak.
-            rss_bytes: peak_rss_bytes(),
-            hops,
-            per_hop_ns: hops.map(|h| latency.scaled(f64::from(h.max(1)))),
             notes,
-        };
-        Outcome { record, recorder }
+        );
+        out.record.hops = hops;
+        out.record.per_hop_ns = hops.map(|h| out.record.latency_ns.scaled(f64::from(h.max(1))));
+        out
     }
 }

@@ -166,6 +166,32 @@ pub struct CpuUsage {
 }
 
 impl CpuUsage {
+    /// Add `other` (a later slice of the same measurement): times and
+    /// counts sum, the percentage is of the summed wall-clock time.
+    ///
+    /// ```
+    /// use myelin_bench::CpuUsage;
+    /// let mut a = CpuUsage { cpu_ns: 10, wall_ns: 100, ..Default::default() };
+    /// a.add(&CpuUsage { cpu_ns: 30, wall_ns: 100, ..Default::default() });
+    /// assert_eq!((a.cpu_ns, a.wall_ns), (40, 200));
+    /// assert_eq!(a.cpu_percent, 20.0);
+    /// ```
+    pub fn add(&mut self, other: &CpuUsage) {
+        self.cpu_ns += other.cpu_ns;
+        self.user_ns += other.user_ns;
+        self.sys_ns += other.sys_ns;
+        self.wall_ns += other.wall_ns;
+        self.vol_ctx_switches += other.vol_ctx_switches;
+        self.invol_ctx_switches += other.invol_ctx_switches;
+        self.minor_faults += other.minor_faults;
+        self.major_faults += other.major_faults;
+        self.cpu_percent = if self.wall_ns == 0 {
+            0.0
+        } else {
+            self.cpu_ns as f64 * 100.0 / self.wall_ns as f64
+        };
+    }
+
     /// CPU time per message in ns (`cpu_ns / messages`); 0 if `messages == 0`.
     #[must_use]
     pub fn cpu_ns_per(&self, messages: u64) -> f64 {

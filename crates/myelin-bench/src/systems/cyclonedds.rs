@@ -315,6 +315,7 @@ fn outcome(
             notes: vec![note.into()],
         },
         recorder: crate::harness::stats::LatencyRecorder::new(),
+        more: Vec::new(),
     }
 }
 

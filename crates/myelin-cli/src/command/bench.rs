@@ -167,23 +167,40 @@ pub fn plan(args: &BenchArgs) -> Result<Vec<Job>, BenchError> {
 /// The line prefix a child uses for its record on stdout.
 const RECORD_MARK: &str = "MYELIN-RECORD ";
 
-/// Run one job; write its plots; return the record.
-fn run_job(job: Job, plot: Option<&std::path::Path>) -> Result<Record, Box<dyn std::error::Error>> {
+/// Run one job; write its plots; return its records (one, or a paired
+/// job's several).
+fn run_job(
+    job: Job,
+    plot: Option<&std::path::Path>,
+) -> Result<Vec<Record>, Box<dyn std::error::Error>> {
     let name = job.name.clone();
     let outcome = (job.run)().map_err(|e| format!("{name}: {e}"))?;
     if let Some(dir) = plot {
-        let r = &outcome.record;
-        let stem = format!("{}-{}-{}", r.scenario, r.system, r.config);
-        let title = format!("{} / {} / {}", r.scenario, r.system, r.config);
-        if !outcome.recorder.is_empty() {
-            write_plots(dir, &stem, &outcome.recorder, &title)?;
-        }
+        plot_outcome(dir, &outcome)?;
     }
-    Ok(outcome.record)
+    Ok(outcome.records())
 }
 
-/// Run job `index` in a child process (this same binary with `--job`).
-fn run_child(index: usize, name: &str) -> Result<Record, String> {
+/// Write the plots of `outcome` and of the rows it measured with it.
+fn plot_outcome(
+    dir: &std::path::Path,
+    outcome: &myelin_bench::harness::Outcome,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let r = &outcome.record;
+    let stem = format!("{}-{}-{}", r.scenario, r.system, r.config);
+    let title = format!("{} / {} / {}", r.scenario, r.system, r.config);
+    if !outcome.recorder.is_empty() {
+        write_plots(dir, &stem, &outcome.recorder, &title)?;
+    }
+    for more in &outcome.more {
+        plot_outcome(dir, more)?;
+    }
+    Ok(())
+}
+
+/// Run job `index` in a child process (this same binary with `--job`):
+/// its records, one line each.
+fn run_child(index: usize, name: &str) -> Result<Vec<Record>, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let out = std::process::Command::new(exe)
@@ -207,11 +224,18 @@ fn run_child(index: usize, name: &str) -> Result<Record, String> {
             msg.trim_start_matches("error: ")
         ));
     }
-    let line = stdout
+    let records = stdout
         .lines()
-        .find_map(|l| l.strip_prefix(RECORD_MARK))
-        .ok_or_else(|| format!("{name}: child printed no record"))?;
-    serde_json::from_str(line).map_err(|e| format!("{name}: unreadable record from child: {e}"))
+        .filter_map(|l| l.strip_prefix(RECORD_MARK))
+        .map(|line| {
+            serde_json::from_str(line)
+                .map_err(|e| format!("{name}: unreadable record from child: {e}"))
+        })
+        .collect::<Result<Vec<Record>, String>>()?;
+    if records.is_empty() {
+        return Err(format!("{name}: child printed no record"));
+    }
+    Ok(records)
 }
 
 /// Write `rows` with the machine they were measured on as JSON to `path`
@@ -263,8 +287,9 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
             .into_iter()
             .nth(index)
             .ok_or_else(|| format!("--job {index}: the plan has {n} jobs"))?;
-        let record = run_job(job, args.plot.as_deref())?;
-        println!("{RECORD_MARK}{}", serde_json::to_string(&record)?);
+        for record in run_job(job, args.plot.as_deref())? {
+            println!("{RECORD_MARK}{}", serde_json::to_string(&record)?);
+        }
         return Ok(());
     }
     let header = MachineInfo::detect();
@@ -312,8 +337,8 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         };
         let cut = stopped();
         match result {
-            Ok(record) => {
-                report.records.push(record);
+            Ok(records) => {
+                report.records.extend(records);
                 if !tty {
                     eprintln!(
                         "[{}/{total}] {name}: {:.1} s",

@@ -8,10 +8,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use myelin::prelude::*;
 
 use crate::harness::stats::LatencyRecorder;
+use crate::harness::sys::{CpuSnapshot, CpuUsage};
 use crate::harness::{BenchError, Job, Meter, Outcome, now_ns, period_of, rate_label};
 use crate::scenarios::fanout::{
     FanoutParams, SUBS_PER_TOPIC, TOPICS, cold_cpu, cold_rounds, cold_sweep_buffer, sweep,
@@ -24,11 +26,23 @@ pub(super) fn jobs(p: FanoutParams) -> Vec<Job> {
         None => vec![1, 10],
     };
     let mut jobs = Vec::new();
-    for n in node_counts {
+    if node_counts == [1, 10] {
+        // Compared in a goal (10 nodes cost <= 1.2x one node): measured
+        // alternately in one process, not in two runs seconds apart.
         jobs.push(Job::new(
-            format!("fanout/myelin/nodes={n} {}", rate_label(p.rate)),
-            move || fanout(p, n, false),
+            format!(
+                "fanout/myelin/nodes=1 and nodes=10, alternated {}",
+                rate_label(p.rate)
+            ),
+            move || paired(p),
         ));
+    } else {
+        for n in node_counts {
+            jobs.push(Job::new(
+                format!("fanout/myelin/nodes={n} {}", rate_label(p.rate)),
+                move || fanout(p, n, false),
+            ));
+        }
     }
     jobs.push(Job::new(
         format!("fanout/myelin/inline nodes=10 {}", rate_label(p.rate)),
@@ -106,47 +120,14 @@ fn fanout(p: FanoutParams, nodes: usize, inline: bool) -> Result<Outcome, BenchE
         SubscriptionOptions::default()
     };
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
-    let ctx = super::local_context()?;
-    let graph = Graph::new(&ctx, nodes, opts)?;
-    let published = Arc::new(AtomicU64::new(0));
-    let node_list = &graph.nodes;
-    // Publishers and one timer per node.
-    let per_node = TOPICS / nodes;
-    let mut timers = Vec::new();
-    for (k, node) in node_list.iter().enumerate() {
-        let pubs: Vec<Publisher<u64>> = (0..per_node)
-            .map(|i| {
-                node.create_publisher::<u64>(
-                    &format!("/topic_{}", k * per_node + i),
-                    QoS::default(),
-                )
-            })
-            .collect::<Result<_, _>>()
-            .map_err(|e| setup(&e))?;
-        let pc = published.clone();
-        timers.push(
-            node.create_timer(period_of(p.rate)?, move || {
-                for pb in &pubs {
-                    let _ = pb.publish(now_ns());
-                }
-                pc.fetch_add(pubs.len() as u64, Ordering::Relaxed);
-            })
-            .map_err(|e| setup(&e))?,
-        );
-    }
-    let mut exec = Executor::new();
-    for n in node_list {
-        exec.add_node(n).map_err(|e| setup(&e))?;
-    }
+    let mut side = Side::new(p, nodes, opts)?;
     let meter = Meter::start();
-    exec.spin_until(p.duration, || false)
+    side.exec
+        .spin_until(p.duration, || false)
         .map_err(|e| setup(&e))?;
-    drop(timers);
-    // Drain what is in flight so nothing counts as lost by accident.
-    while exec.spin_some().map_err(|e| setup(&e))? > 0 {}
-    let delivered = graph.delivered.load(Ordering::Relaxed);
-    let expected = published.load(Ordering::Relaxed) * SUBS_PER_TOPIC as u64;
-    let rec = graph.take_latencies();
+    side.stop()?;
+    let (delivered, expected) = side.counts();
+    let rec = side.graph.take_latencies();
     Ok(meter.finish(
         "fanout",
         "myelin",
@@ -163,6 +144,151 @@ fn fanout(p: FanoutParams, nodes: usize, inline: bool) -> Result<Outcome, BenchE
             "{TOPICS} topics x (1 publisher, {SUBS_PER_TOPIC} subscriptions), one executor thread"
         )],
     ))
+}
+
+/// How many slices each graph of [`paired`] runs, alternating.
+const SLICES: u32 = 8;
+
+/// A fan-out graph with its context, timers and executor: one run of
+/// [`fanout`], or one of the two graphs of [`paired`] (with what its
+/// slices measured).
+struct Side {
+    nodes: usize,
+    _ctx: Context,
+    graph: Graph,
+    timers: Vec<Timer>,
+    published: Arc<AtomicU64>,
+    exec: Executor,
+    cpu: Option<CpuUsage>,
+}
+
+impl Side {
+    /// The graph of `nodes` nodes, each publishing its topics from its own
+    /// timer, on one executor (not spinning yet).
+    fn new(p: FanoutParams, nodes: usize, opts: SubscriptionOptions) -> Result<Side, BenchError> {
+        let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
+        let ctx = super::local_context()?;
+        let graph = Graph::new(&ctx, nodes, opts)?;
+        let published = Arc::new(AtomicU64::new(0));
+        let per_node = TOPICS / nodes;
+        let mut timers = Vec::new();
+        let mut exec = Executor::new();
+        for (k, node) in graph.nodes.iter().enumerate() {
+            let pubs: Vec<Publisher<u64>> = (0..per_node)
+                .map(|i| {
+                    node.create_publisher::<u64>(
+                        &format!("/topic_{}", k * per_node + i),
+                        QoS::default(),
+                    )
+                })
+                .collect::<Result<_, _>>()
+                .map_err(|e| setup(&e))?;
+            let pc = published.clone();
+            let timer = node
+                .create_timer(period_of(p.rate)?, move || {
+                    for pb in &pubs {
+                        let _ = pb.publish(now_ns());
+                    }
+                    pc.fetch_add(pubs.len() as u64, Ordering::Relaxed);
+                })
+                .map_err(|e| setup(&e))?;
+            timers.push(timer);
+            exec.add_node(node).map_err(|e| setup(&e))?;
+        }
+        Ok(Side {
+            nodes,
+            _ctx: ctx,
+            graph,
+            timers,
+            published,
+            exec,
+            cpu: None,
+        })
+    }
+
+    /// Run the graph for `slice`: its timers restarted (so no tick missed
+    /// while the other graph ran fires late), then stopped and drained.
+    fn run(&mut self, slice: Duration) -> Result<(), BenchError> {
+        let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
+        let before = CpuSnapshot::now();
+        for t in &self.timers {
+            t.reset();
+        }
+        self.exec
+            .spin_until(slice, || false)
+            .map_err(|e| setup(&e))?;
+        self.stop()?;
+        let used = CpuSnapshot::now().since(&before);
+        match &mut self.cpu {
+            Some(c) => c.add(&used),
+            None => self.cpu = Some(used),
+        }
+        Ok(())
+    }
+
+    /// Stop the timers and drain what is in flight, so nothing counts as
+    /// lost by accident.
+    fn stop(&mut self) -> Result<(), BenchError> {
+        for t in &self.timers {
+            t.cancel();
+        }
+        while self
+            .exec
+            .spin_some()
+            .map_err(|e| BenchError::setup("myelin", e))?
+            > 0
+        {}
+        Ok(())
+    }
+
+    /// Deliveries made, and expected from what was published.
+    fn counts(&self) -> (u64, u64) {
+        let delivered = self.graph.delivered.load(Ordering::Relaxed);
+        let expected = self.published.load(Ordering::Relaxed) * SUBS_PER_TOPIC as u64;
+        (delivered, expected)
+    }
+
+    fn finish(self, p: FanoutParams) -> Outcome {
+        let (delivered, expected) = self.counts();
+        Meter::finish_with(
+            self.cpu.unwrap_or_default(),
+            "fanout",
+            "myelin",
+            format!("nodes={} {}", self.nodes, rate_label(p.rate)),
+            self.graph.take_latencies(),
+            delivered,
+            expected.saturating_sub(delivered),
+            vec![format!(
+                "{TOPICS} topics x (1 publisher, {SUBS_PER_TOPIC} subscriptions), one executor thread; alternated with the other node count in {SLICES} slices each (cpu: the process during this graph's slices)"
+            )],
+        )
+    }
+}
+
+/// The 1-node and 10-node graphs, each in its own context, run in turns
+/// of `duration / SLICES` on this thread (which goes first alternates):
+/// what the machine does during the run falls on both alike, so their
+/// ratio (a goal) holds where two runs seconds apart differ by more than
+/// the bound. Records: `nodes=1`, then `nodes=10`.
+fn paired(p: FanoutParams) -> Result<Outcome, BenchError> {
+    let mut sides = [
+        Side::new(p, 1, SubscriptionOptions::default())?,
+        Side::new(p, 10, SubscriptionOptions::default())?,
+    ];
+    for side in &mut sides {
+        side.stop()?;
+    }
+    let slice = p.duration / SLICES;
+    for s in 0..SLICES {
+        let order = if s % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            sides[i].run(slice)?;
+        }
+    }
+    let [one, ten] = sides;
+    let mut out = one.finish(p);
+    out.more.push(ten.finish(p));
+    Ok(out)
 }
 
 /// The 10-node graph on cold memory: per round, a sweep of the caches,
