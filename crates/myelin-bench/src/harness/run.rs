@@ -167,7 +167,8 @@ impl Meter {
             latency_ns: latency,
             cpu_percent: cpu.cpu_percent,
             cpu_ns_per_msg: cpu.cpu_ns_per(messages.max(1)),
-            // Each run is its own process (see the CLI), so this is the run's peak.
+            // Each job is its own process (see the CLI), so this is the
+            // job's peak (a paired job's rows share it).
             rss_bytes: peak_rss_bytes(),
             hops: None,
             per_hop_ns: None,

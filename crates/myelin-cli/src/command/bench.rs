@@ -321,6 +321,8 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut failures = Vec::new();
     let mut interrupted = false;
+    // Jobs that finished (a paired job adds several records).
+    let mut finished = 0;
     for (index, job) in jobs.into_iter().enumerate() {
         if stopped() {
             interrupted = true;
@@ -339,6 +341,7 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
         match result {
             Ok(records) => {
                 report.records.extend(records);
+                finished += 1;
                 if !tty {
                     eprintln!(
                         "[{}/{total}] {name}: {:.1} s",
@@ -395,8 +398,7 @@ pub fn run(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     if interrupted {
         return Err(format!(
-            "interrupted (Ctrl-C) after {} of {total} runs: the table shows those that finished",
-            report.records.len()
+            "interrupted (Ctrl-C) after {finished} of {total} runs: the table shows those that finished"
         )
         .into());
     }

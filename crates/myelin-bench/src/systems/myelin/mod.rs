@@ -60,12 +60,16 @@ fn pingpong_jobs(p: &PingPongParams, size: usize) -> Vec<Job> {
     jobs
 }
 
-/// A context for a run inside this process: shared memory and the signal
-/// handler off, so only the intra-process path is measured.
+/// A context for a run inside this process: shared memory, the network
+/// and the signal handler off, so only the intra-process path is measured
+/// (a zenoh router running on the host reaches none of it, and two
+/// contexts of one job, as fan-out's paired graphs, do not hear each
+/// other).
 fn local_context() -> Result<Context, BenchError> {
     Context::builder()
         .handle_signals(false)
         .shared_memory(false)
+        .network(false)
         .build()
         .map_err(|e| BenchError::setup("myelin", e))
 }
