@@ -8,6 +8,11 @@ use std::time::{Duration, Instant};
 use myelin::prelude::*;
 use myelin::{AddNodeError, MultiThreadedExecutor, SpinError};
 
+mod common {
+    pub mod warmer;
+}
+use common::warmer::Warmer;
+
 fn ctx() -> Context {
     Context::builder()
         .handle_signals(false)
@@ -904,7 +909,6 @@ fn a_busy_polling_executor_runs_callbacks_and_still_stops() {
 #[test]
 fn warming_a_publisher_delivers_nothing_and_loses_nothing() {
     use myelin::IdleWait;
-    use std::sync::atomic::AtomicBool;
     let ctx = ctx();
     let node = ctx.create_node("warm").unwrap();
     let got = Arc::new(Mutex::new(Vec::<u64>::new()));
@@ -930,16 +934,7 @@ fn warming_a_publisher_delivers_nothing_and_loses_nothing() {
     exec.set_idle_wait(IdleWait::BusyPoll);
     let stop = exec.stop_handle();
     let spinning = std::thread::spawn(move || exec.spin());
-    let warming = Arc::new(AtomicBool::new(true));
-    let warmer = std::thread::spawn({
-        let (p, warming) = (p.clone(), warming.clone());
-        move || {
-            while warming.load(Ordering::Relaxed) {
-                p.warm();
-                std::thread::yield_now();
-            }
-        }
-    });
+    let warmer = Warmer::start(&p, true);
     const N: u64 = 2000;
     for i in 1..=N {
         p.publish(i).unwrap();
@@ -951,8 +946,7 @@ fn warming_a_publisher_delivers_nothing_and_loses_nothing() {
     while got.lock().unwrap().len() < (N + 1) as usize && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(2));
     }
-    warming.store(false, Ordering::Relaxed);
-    warmer.join().unwrap();
+    warmer.stop();
     stop.stop();
     spinning.join().unwrap().unwrap();
     assert_eq!(*got.lock().unwrap(), (0..=N).collect::<Vec<_>>());

@@ -8,6 +8,11 @@ use std::time::Duration;
 use myelin::PublishError;
 use myelin::prelude::*;
 
+mod common {
+    pub mod warmer;
+}
+use common::warmer::Warmer;
+
 fn ctx() -> Context {
     Context::builder()
         .handle_signals(false)
@@ -304,7 +309,6 @@ fn a_dropped_subscription_releases_its_callback_at_once_even_mid_publish() {
 /// callback's lock held by the warm leaves its message to it.
 #[test]
 fn warming_an_inline_subscription_calls_nothing_and_loses_nothing() {
-    use std::sync::atomic::AtomicBool;
     let ctx = ctx();
     let node = ctx.create_node("warm").unwrap();
     let got = Arc::new(Mutex::new(Vec::<u64>::new()));
@@ -326,15 +330,7 @@ fn warming_an_inline_subscription_calls_nothing_and_loses_nothing() {
     }
     assert!(got.lock().unwrap().is_empty(), "a warm called the callback");
 
-    let warming = Arc::new(AtomicBool::new(true));
-    let warmer = std::thread::spawn({
-        let (p, warming) = (p.clone(), warming.clone());
-        move || {
-            while warming.load(Ordering::Relaxed) {
-                p.warm();
-            }
-        }
-    });
+    let warmer = Warmer::start(&p, false);
     // Each message is its publisher's number (high half) and its index.
     const N: u64 = 2000;
     let publishers: Vec<_> = (0..2u64)
@@ -350,8 +346,7 @@ fn warming_an_inline_subscription_calls_nothing_and_loses_nothing() {
     for h in publishers {
         h.join().unwrap();
     }
-    warming.store(false, Ordering::Relaxed);
-    warmer.join().unwrap();
+    warmer.stop();
     let got = got.lock().unwrap();
     for t in 0..2u64 {
         let mine: Vec<u64> = got

@@ -17,6 +17,11 @@ use std::time::{Duration, Instant};
 use myelin::prelude::*;
 use myelin::{Blob, Publisher, Subscription};
 
+mod common {
+    pub mod warmer;
+}
+use common::warmer::Warmer;
+
 const ROLE: &str = "MYELIN_SHM_ROLE";
 const LONG: Duration = Duration::from_secs(60);
 const IMAGE: usize = 4_665_600; // 1440 x 1080 x 3
@@ -475,16 +480,7 @@ fn warming_a_publisher_with_a_subscriber_in_another_process_loses_nothing() {
     for _ in 0..1000 {
         p.warm();
     }
-    let warming = Arc::new(AtomicBool::new(true));
-    let warmer = std::thread::spawn({
-        let (p, warming) = (p.clone(), warming.clone());
-        move || {
-            while warming.load(Ordering::Relaxed) {
-                p.warm();
-                std::thread::yield_now();
-            }
-        }
-    });
+    let warmer = Warmer::start(&p, true);
     for seq in 0..N {
         p.publish(Stamp { seq, value: 0.0 }).unwrap();
         if seq % 64 == 0 {
@@ -492,8 +488,7 @@ fn warming_a_publisher_with_a_subscriber_in_another_process_loses_nothing() {
         }
     }
     let report = peer.expect("got ");
-    warming.store(false, Ordering::Relaxed);
-    warmer.join().unwrap();
+    warmer.stop();
     assert_eq!(report.trim(), format!("got {N} in order true lost 0"));
     peer.finish();
 }
