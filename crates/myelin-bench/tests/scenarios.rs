@@ -125,14 +125,29 @@ fn image_delivers_every_frame() {
         fifo: None,
     };
     let recs = run(image::plan(p, &local()).unwrap());
-    // per size: myelin callback, anticipate, busy-poll (warmed and
-    // unwarmed), inline (sleeping, spinning and warmed, waking ahead and
-    // warmed), waiter; channel; raw memcpy; and once the raw futex
-    // hand-off and the hand-off between two spinning threads at the frame
-    // rate
-    assert_eq!(recs.len(), 22);
+    // per size: myelin callback (and the futex hand-off its job measures
+    // between frames), anticipate, busy-poll (warmed and unwarmed), inline
+    // (sleeping, spinning and warmed, waking ahead and warmed), waiter;
+    // channel; raw memcpy; and once the raw futex hand-off and the
+    // hand-off between two spinning threads at the frame rate
+    assert_eq!(recs.len(), 24);
     assert!(recs.iter().any(|r| r.config == "inline warmed 320x240"));
     assert!(recs.iter().any(|r| r.config == "inline wake-ahead 320x240"));
+    // The callback job's floor follows its row, as raw's.
+    for label in ["1440x1080", "320x240"] {
+        let at = recs
+            .iter()
+            .position(|r| r.system == "myelin" && r.config == format!("callback {label}"))
+            .unwrap_or_else(|| panic!("no callback {label} row"));
+        let floor = &recs[at + 1];
+        assert_eq!(
+            (floor.system.as_str(), floor.config.as_str()),
+            (
+                "raw",
+                format!("futex-handoff 200Hz, beside callback {label}").as_str()
+            )
+        );
+    }
     for r in &recs {
         assert_eq!(r.count, 8, "{} {}", r.system, r.config);
         assert_eq!(r.lost, 0, "{} {}", r.system, r.config);

@@ -30,7 +30,7 @@ use crate::scenarios::ipc::{IpcParams, Wait};
 use crate::scenarios::relay::RelayParams;
 
 mod processes;
-mod threads;
+pub(super) mod threads;
 
 use threads::Handoff;
 

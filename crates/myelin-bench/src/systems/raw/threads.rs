@@ -14,7 +14,7 @@ use crate::harness::{
 
 /// How the receiving thread waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Handoff {
+pub(crate) enum Handoff {
     /// Busy-spin on an atomic (burns a core; the latency floor).
     Spin,
     /// Sleep in the kernel and be woken (`park`/`unpark`, a futex).
@@ -28,12 +28,107 @@ pub(super) enum Handoff {
 
 impl Handoff {
     /// Config name.
-    pub(super) fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Handoff::Spin => "spin-handoff",
             Handoff::Futex => "futex-handoff",
             Handoff::SpinBoth => "spin-both",
         }
+    }
+}
+
+/// The receiving end of a hand-off: a thread that waits (as its
+/// [`Handoff`] says) for each sequence number the sender hands over and
+/// records the latency from the sender's stamp. Used by [`handoff`] and by
+/// jobs that measure this floor alternately with a system's own path, in
+/// one process (myelin's image `callback` job).
+pub(crate) struct Receiver {
+    mode: Handoff,
+    /// SYNC: the sender stores the stamp (Relaxed) then the sequence
+    /// (Release); the receiver loads the sequence (Acquire) then the stamp.
+    stamp: Arc<AtomicU64>,
+    seq: Arc<AtomicU64>,
+    done: Arc<AtomicBool>,
+    /// SYNC: the receiver stores the last sequence it handled (Release);
+    /// the sender waits for it (Acquire) before the next hand-off, so none
+    /// is overwritten unread.
+    ack: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<LatencyRecorder>,
+}
+
+impl Receiver {
+    /// A receiving thread expecting `total` hand-offs, the first `warmup`
+    /// not recorded; its time series starts at `t0` ([`now_ns`]).
+    pub(crate) fn start(mode: Handoff, total: u64, warmup: u64, t0: u64) -> Receiver {
+        let stamp = Arc::new(AtomicU64::new(0));
+        let seq = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let ack = Arc::new(AtomicU64::new(0));
+        let (st, sq, dn, ak) = (stamp.clone(), seq.clone(), done.clone(), ack.clone());
+        let thread = std::thread::spawn(move || {
+            let mut rec = LatencyRecorder::with_time_series();
+            let mut seen = 0u64;
+            while seen < total {
+                let s = loop {
+                    let s = sq.load(Ordering::Acquire);
+                    if s != seen {
+                        break s;
+                    }
+                    if dn.load(Ordering::Acquire) {
+                        // The sender stores its last sequence before
+                        // `done`: read it again, or a last message that
+                        // landed between the two loads would be counted
+                        // lost.
+                        break sq.load(Ordering::Acquire);
+                    }
+                    match mode {
+                        Handoff::Spin | Handoff::SpinBoth => std::hint::spin_loop(),
+                        Handoff::Futex => std::thread::park(),
+                    }
+                };
+                if s == seen {
+                    break; // done without a new message
+                }
+                let sent = st.load(Ordering::Relaxed);
+                let lat = now_ns().saturating_sub(sent);
+                seen = s;
+                ak.store(seen, Ordering::Release);
+                if seen > warmup {
+                    rec.record_at(sent.saturating_sub(t0) as f64 / 1e9, lat);
+                }
+            }
+            rec
+        });
+        Receiver {
+            mode,
+            stamp,
+            seq,
+            done,
+            ack,
+            thread,
+        }
+    }
+
+    /// Hand over sequence number `i` (1, 2, ...): wait until `i - 1` was
+    /// handled, stamp now, and wake the receiver if it sleeps.
+    pub(crate) fn send(&self, i: u64) {
+        while self.ack.load(Ordering::Acquire) < i - 1 {
+            std::thread::yield_now();
+        }
+        self.stamp.store(now_ns(), Ordering::Relaxed);
+        self.seq.store(i, Ordering::Release);
+        if self.mode == Handoff::Futex {
+            self.thread.thread().unpark();
+        }
+    }
+
+    /// Stop the receiver; what it recorded.
+    pub(crate) fn finish(self) -> Result<LatencyRecorder, BenchError> {
+        self.done.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        self.thread
+            .join()
+            .map_err(|_| BenchError::setup("raw", "receiver thread panicked"))
     }
 }
 
@@ -47,50 +142,7 @@ pub(super) fn handoff(
     let period = period_of(rate)?;
     let warmup = warmup_for(count);
     let total = count + warmup;
-    // SYNC: the sender stores the stamp (Relaxed) then the sequence (Release);
-    // the receiver loads the sequence (Acquire) then the stamp.
-    let stamp = Arc::new(AtomicU64::new(0));
-    let seq = Arc::new(AtomicU64::new(0));
-    let done = Arc::new(AtomicBool::new(false));
-    // SYNC: the receiver stores the last sequence it handled (Release); the
-    // sender waits for it (Acquire) before the next hand-off, so none is
-    // overwritten unread.
-    let ack = Arc::new(AtomicU64::new(0));
-    let (st, sq, dn, ak) = (stamp.clone(), seq.clone(), done.clone(), ack.clone());
-    let t0 = now_ns();
-    let receiver = std::thread::spawn(move || {
-        let mut rec = LatencyRecorder::with_time_series();
-        let mut seen = 0u64;
-        while seen < total {
-            let s = loop {
-                let s = sq.load(Ordering::Acquire);
-                if s != seen {
-                    break s;
-                }
-                if dn.load(Ordering::Acquire) {
-                    // The sender stores its last sequence before `done`:
-                    // read it again, or a last message that landed between
-                    // the two loads would be counted lost.
-                    break sq.load(Ordering::Acquire);
-                }
-                match mode {
-                    Handoff::Spin | Handoff::SpinBoth => std::hint::spin_loop(),
-                    Handoff::Futex => std::thread::park(),
-                }
-            };
-            if s == seen {
-                break; // done without a new message
-            }
-            let sent = st.load(Ordering::Relaxed);
-            let lat = now_ns().saturating_sub(sent);
-            seen = s;
-            ak.store(seen, Ordering::Release);
-            if seen > warmup {
-                rec.record_at(sent.saturating_sub(t0) as f64 / 1e9, lat);
-            }
-        }
-        rec
-    });
+    let receiver = Receiver::start(mode, total, warmup, now_ns());
     let meter = Meter::start();
     let start = Instant::now();
     for i in 1..=total {
@@ -100,20 +152,9 @@ pub(super) fn handoff(
         } else {
             sleep_until(due);
         }
-        while ack.load(Ordering::Acquire) < i - 1 {
-            std::thread::yield_now();
-        }
-        stamp.store(now_ns(), Ordering::Relaxed);
-        seq.store(i, Ordering::Release);
-        if mode == Handoff::Futex {
-            receiver.thread().unpark();
-        }
+        receiver.send(i);
     }
-    done.store(true, Ordering::Release);
-    receiver.thread().unpark();
-    let rec = receiver
-        .join()
-        .map_err(|_| BenchError::setup("raw", "receiver thread panicked"))?;
+    let rec = receiver.finish()?;
     let received = rec.count();
     Ok(meter.finish(
         scenario,
