@@ -83,17 +83,24 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     };
     let first = read(&saved);
-    // The count, its locked-instruction count, the lines per delivery.
+    // The count, its locked-instruction count, the lines per delivery
+    // (data missed, code executed).
     let keys: Vec<&str> = first.keys().map(String::as_str).collect();
     assert_eq!(
         keys,
-        ["cold lines x10", "dispatch 64B", "dispatch 64B locked"],
+        [
+            "cold lines x10",
+            "cold lines x10 code",
+            "dispatch 64B",
+            "dispatch 64B locked"
+        ],
         "{first:?}"
     );
     assert!(
         first["dispatch 64B"] > 1.0
             && first["dispatch 64B locked"] >= 1.0
-            && first["cold lines x10"] > 0.0,
+            && first["cold lines x10"] > 0.0
+            && first["cold lines x10 code"] > 0.0,
         "{first:?}"
     );
 
@@ -106,7 +113,7 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
         saved.as_os_str(),
     ]));
     let second = read(&saved);
-    assert_eq!(second.len(), 5, "{second:?}");
+    assert_eq!(second.len(), 6, "{second:?}");
     assert!(
         first.iter().all(|(k, v)| second[k] == *v)
             && second["shm idle take"] > 1.0

@@ -51,6 +51,11 @@
 //!   publish's and the turn's own lines shared among the ten). Reported,
 //!   not gated: it moves with where the allocator places objects, which
 //!   unrelated changes can shift by a line;
+//! * `cold lines x1`: the same with one subscription: every line the
+//!   publish and the executor's turn touch counts against the one
+//!   delivery, as for a camera frame at 30 Hz reaching an executor that
+//!   slept since the last one (on the VM this was written on a cold line
+//!   costs 150 ns, 550 ns when it is alone on its page);
 //! * `cold timers x10`: the same for timers: cache lines missed per timer
 //!   firing when ten timers of ten nodes on one executor come due
 //!   together after the sweep (the fixed part of a 100 Hz fan-out tick).
@@ -157,6 +162,7 @@ pub const WORKLOADS: &[&str] = &[
     RELAY,
     RELAY_TURNS,
     COLD,
+    COLD_ONE,
     COLD_TIMERS,
     COLD_RELAY,
 ];
@@ -173,6 +179,7 @@ pub const WORKLOADS: &[&str] = &[
     RELAY,
     RELAY_TURNS,
     COLD,
+    COLD_ONE,
     COLD_TIMERS,
     COLD_RELAY,
 ];
@@ -184,6 +191,11 @@ pub const SHM_IDLE: &str = "shm idle take";
 /// The cold-cache workload: cache lines missed per delivery (see the
 /// module docs).
 pub const COLD: &str = "cold lines x10";
+
+/// The cold-cache workload with one subscription: cache lines missed by
+/// a delivery to a subscription of an executor whose memory went cold,
+/// nothing shared with other deliveries (see the module docs).
+pub const COLD_ONE: &str = "cold lines x1";
 
 /// The cold-cache workload of timers: cache lines missed per timer
 /// firing, ten timers of ten nodes due at once (see the module docs).
@@ -203,7 +215,7 @@ pub const COLD_RELAY: &str = "cold relay x5";
 /// Whether `workload` counts cache lines (with callgrind's cache
 /// simulation), not instructions.
 pub fn counts_lines(workload: &str) -> bool {
-    workload == COLD || workload == COLD_TIMERS || workload == COLD_RELAY
+    workload == COLD || workload == COLD_ONE || workload == COLD_TIMERS || workload == COLD_RELAY
 }
 
 /// Hops of the relay workloads: a publish from outside the executor,
@@ -228,6 +240,14 @@ fn units_per_op(name: &str) -> u64 {
 /// instruction count.
 pub const LOCKED: &str = " locked";
 
+/// The suffix of a cold workload's companion row that counts the lines
+/// of *code* its operation executes (per delivery, firing or hop, shared
+/// as the data lines are). The simulated sweep evicts data only, and
+/// callgrind's first-level instruction cache keeps the code the whole
+/// run, so the cold rows themselves count data lines; a core whose
+/// thread slept 33 ms between frames has lost both.
+pub const CODE: &str = " code";
+
 /// The name of `workload`'s locked-instruction row.
 pub fn locked_name(workload: &str) -> String {
     format!("{workload}{LOCKED}")
@@ -251,9 +271,14 @@ pub fn gated(workload: &str) -> bool {
 
 /// Why a workload is reported but not gated.
 fn not_gated_because(workload: &str) -> Option<&'static str> {
+    if let Some(cold) = workload.strip_suffix(CODE)
+        && counts_lines(cold)
+    {
+        return Some("code lines executed; move with code layout");
+    }
     match workload.strip_suffix(LOCKED).unwrap_or(workload) {
         "zenoh publish 64B" => Some("interleaves with zenoh's thread"),
-        COLD => Some("lines per delivery; moves with allocation"),
+        COLD | COLD_ONE => Some("lines per delivery; moves with allocation"),
         COLD_TIMERS => Some("lines per firing; moves with allocation"),
         COLD_RELAY => Some("lines per hop; moves with allocation"),
         _ => None,
@@ -398,15 +423,15 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
             myelin_icount_region(&mut op, iters);
             check(rig.sum.load(Ordering::Relaxed) > 0, name)
         }
-        COLD | RELAY | COLD_RELAY => {
-            // One publish per operation, to ten subscriptions (`COLD`) or
-            // down the relay chain, then the executor until idle
-            // (`spin_some` leaves what its callbacks cause to the next
-            // call: one call per hop).
-            let (mut rig, copies) = if name == COLD {
-                (InProcess::new(d, COLD_SUBS)?, COLD_SUBS)
-            } else {
-                (InProcess::relay(d)?, 1)
+        COLD | COLD_ONE | RELAY | COLD_RELAY => {
+            // One publish per operation, to ten subscriptions (`COLD`), to
+            // one (`COLD_ONE`) or down the relay chain, then the executor
+            // until idle (`spin_some` leaves what its callbacks cause to
+            // the next call: one call per hop).
+            let (mut rig, copies) = match name {
+                COLD => (InProcess::new(d, COLD_SUBS)?, COLD_SUBS),
+                COLD_ONE => (InProcess::new(d, 1)?, 1),
+                _ => (InProcess::relay(d)?, 1),
             };
             let sweep_only = std::env::var_os(SWEEP_ONLY_ENV).is_some();
             // Twice the simulated last-level cache and more: every line
@@ -805,7 +830,7 @@ pub fn run_only(
                 progress(&format!(
                     "{name}: simulating the caches over {COLD_ITERS} operations, twice"
                 ));
-                cold_row(name, &shm_dir).map(|r| vec![r])
+                cold_rows(name, &shm_dir)
             } else {
                 progress(&format!(
                     "{name}: counting {ITERS} operations under callgrind"
@@ -831,19 +856,22 @@ pub fn run_only(
     rows
 }
 
-/// A cold workload's row: `iters` is the deliveries (or timer firings)
+/// A cold workload's rows: `iters` is the deliveries (or timer firings)
 /// counted, `instructions` the lines they missed (with the sweep's own
-/// misses taken out), `per_op` lines per delivery (firing).
-fn cold_row(name: &str, shm_dir: &Path) -> Result<IcountRow, IcountError> {
-    let missed = |sweep_only| -> Result<u64, IcountError> {
+/// misses taken out), `per_op` lines per delivery (firing); then its
+/// [`CODE`] row, the lines of code the operation executes that the sweep
+/// alone does not, per delivery.
+fn cold_rows(name: &str, shm_dir: &Path) -> Result<Vec<IcountRow>, IcountError> {
+    let missed = |sweep_only| -> Result<(u64, CodeLines), IcountError> {
         let c = callgrind(name, COLD_ITERS, shm_dir, sweep_only)?;
-        ["ILmr", "DLmr", "DLmw"]
+        let missed = ["ILmr", "DLmr", "DLmw"]
             .iter()
             .map(|e| c.event(e))
             .sum::<Option<u64>>()
-            .ok_or_else(|| no_summary(name))
+            .ok_or_else(|| no_summary(name))?;
+        Ok((missed, c.code_lines))
     };
-    let (with, sweep) = (missed(false)?, missed(true)?);
+    let ((with, code_with), (sweep, code_sweep)) = (missed(false)?, missed(true)?);
     // Fewer with the work than without it: something other than the work
     // changed between the runs; no figure rather than a wrong one (a 0
     // would also make the saved baseline unreadable).
@@ -853,13 +881,28 @@ fn cold_row(name: &str, shm_dir: &Path) -> Result<IcountRow, IcountError> {
         ))
     })?;
     let deliveries = COLD_ITERS * units_per_op(name);
-    Ok(IcountRow {
-        workload: name.to_string(),
-        iters: deliveries,
-        instructions: lines,
-        per_op: lines as f64 / deliveries as f64,
-    })
+    // Every operation runs the same path: the lines over the run are the
+    // lines of one operation, shared among its deliveries.
+    let code = code_with.difference(&code_sweep).count() as u64;
+    let units = units_per_op(name);
+    Ok(vec![
+        IcountRow {
+            workload: name.to_string(),
+            iters: deliveries,
+            instructions: lines,
+            per_op: lines as f64 / deliveries as f64,
+        },
+        IcountRow {
+            workload: format!("{name}{CODE}"),
+            iters: units,
+            instructions: code,
+            per_op: code as f64 / units as f64,
+        },
+    ])
 }
+
+/// Lines of code executed: (object, address / 64).
+type CodeLines = std::collections::BTreeSet<(String, u64)>;
 
 fn no_summary(name: &str) -> IcountError {
     err(format!("{name}: no summary in callgrind's output"))
@@ -895,15 +938,15 @@ fn callgrind(
             "--D1=32768,8,64",
             "--LL=1048576,16,64",
         ]);
-    } else {
-        // Counts per instruction address (to find the locked ones),
-        // written plainly (no name or position compression).
-        cmd.args([
-            "--dump-instr=yes",
-            "--compress-strings=no",
-            "--compress-pos=no",
-        ]);
     }
+    // Counts per instruction address (to find the locked ones, or the
+    // lines of code executed), written plainly (no name or position
+    // compression).
+    cmd.args([
+        "--dump-instr=yes",
+        "--compress-strings=no",
+        "--compress-pos=no",
+    ]);
     if sweep_only {
         cmd.env(SWEEP_ONLY_ENV, "1");
     }
@@ -929,7 +972,12 @@ fn callgrind(
         )));
     }
     let mut counts = Counts::parse(&text);
-    if !counts_lines(name) {
+    if counts_lines(name) {
+        counts.code_lines = executed_by_address(&text)
+            .into_keys()
+            .map(|(object, addr)| (object.to_string(), addr / 64))
+            .collect();
+    } else {
         counts.locked = locked_executed(&text)?;
     }
     Ok(counts)
@@ -1047,6 +1095,8 @@ struct Counts {
     values: Vec<u64>,
     /// Locked instructions executed (0 where not counted).
     locked: u64,
+    /// Lines of code executed (cold workloads only).
+    code_lines: CodeLines,
 }
 
 impl Counts {
@@ -1065,6 +1115,7 @@ impl Counts {
             names,
             values,
             locked: 0,
+            code_lines: CodeLines::new(),
         }
     }
 
@@ -1427,6 +1478,13 @@ fn=g
     #[test]
     fn the_cold_workload_is_reported_not_gated() {
         assert!(!gated(COLD) && !gated("zenoh publish 64B") && gated("dispatch 64B"));
+        // The code lines of every cold workload are reported, not gated.
+        for cold in [COLD, COLD_ONE, COLD_TIMERS, COLD_RELAY] {
+            assert!(
+                counts_lines(cold) && !gated(&format!("{cold}{CODE}")),
+                "{cold}"
+            );
+        }
         assert!(!gated(COLD_RELAY) && gated(RELAY) && counts_lines(COLD_RELAY));
         assert!(gated(RELAY_TURNS) && units_per_op(RELAY_TURNS) == RELAY_HOPS);
         // The relay rows are per hop, the cold ones per delivery.
