@@ -29,6 +29,9 @@ pub(crate) struct Matched<T> {
     /// (set by [`sealed`](Self::sealed) when the lists are built, so that
     /// a publish to one subscription pays one branch for it).
     fanout: bool,
+    /// One subscription, which owns what it takes: an owned message is
+    /// moved into it and nothing else is done (set by `sealed`).
+    sole_owner: bool,
 }
 
 impl<T> Default for Matched<T> {
@@ -39,6 +42,7 @@ impl<T> Default for Matched<T> {
             values: Vec::new(),
             paced: Vec::new(),
             fanout: false,
+            sole_owner: false,
         }
     }
 }
@@ -51,9 +55,15 @@ impl<T: crate::Message> Matched<T> {
     /// after the other (BENCHMARKS.md, "Fan-out's cold misses, overlapped").
     #[inline]
     pub(crate) fn prefetch(&self) {
-        if !self.fanout {
-            return;
+        if self.fanout {
+            self.prefetch_all();
         }
+    }
+
+    /// [`prefetch`](Self::prefetch)'s loops (a publish to one owning
+    /// subscription does not come here: see `deliver_owned`).
+    #[inline]
+    fn prefetch_all(&self) {
         for slot in [false, true] {
             for s in self.all() {
                 s.prefetch(slot);
@@ -64,6 +74,7 @@ impl<T: crate::Message> Matched<T> {
     /// The lists complete: note whether a publish fans out.
     pub(crate) fn sealed(mut self) -> Self {
         self.fanout = self.len() >= 2;
+        self.sole_owner = self.owners.len() == 1 && self.len() == 1;
         self
     }
 
@@ -125,10 +136,34 @@ impl<T: Message> PubInner<T> {
         history: Option<&mut VecDeque<(u64, Arc<T>, u64)>>,
         exp: u64,
     ) -> Full {
+        // The common publish (one owning subscription, no history kept):
+        // the message moves into it. The rules for the rest are out of
+        // line, so that this path's code stays in fewer cache lines (a
+        // thread that slept between frames misses every one).
+        if m.sole_owner
+            && history.is_none()
+            && let Some(o) = m.owners.first()
+        {
+            let mut full = Full::default();
+            full.note(o.push_owned(msg, exp, self.origin()), o.limit());
+            return full;
+        }
+        self.deliver_owned_to_all(m, msg, history, exp)
+    }
+
+    /// [`deliver_owned`](Self::deliver_owned) to any mix of subscriptions.
+    #[inline(never)]
+    fn deliver_owned_to_all(
+        &self,
+        m: &Matched<T>,
+        msg: T,
+        history: Option<&mut VecDeque<(u64, Arc<T>, u64)>>,
+        exp: u64,
+    ) -> Full {
         m.prefetch();
         let mut full = Full::default();
-        for v in &m.values {
-            full.note(v.push_owned(msg.clone(), exp, self.origin()), v.limit());
+        if !m.values.is_empty() {
+            self.deliver_copies(&m.values, &msg, exp, &mut full);
         }
         if m.owners.is_empty() {
             if !m.sharers.is_empty() || history.is_some() {
@@ -160,6 +195,16 @@ impl<T: Message> PubInner<T> {
         full
     }
 
+    /// A copy of `msg` to each subscription of `values` (those that always
+    /// take their own): out of line, so that the path of the common
+    /// publish (one owner) stays in fewer cache lines.
+    #[inline(never)]
+    fn deliver_copies(&self, values: &[Arc<SubInner<T>>], msg: &T, exp: u64, full: &mut Full) {
+        for v in values {
+            full.note(v.push_owned(msg.clone(), exp, self.origin()), v.limit());
+        }
+    }
+
     #[inline]
     pub(super) fn deliver_shared(
         &self,
@@ -187,6 +232,17 @@ impl<T: Message> PubInner<T> {
 
     #[inline]
     pub(super) fn finish(&self, m: &Matched<T>, full: Full) -> Result<(), PublishError> {
+        if full.panicked || full.count > 0 {
+            return self.refused_or_panicked(m, full);
+        }
+        Ok(())
+    }
+
+    /// [`finish`](Self::finish) when a subscription refused the message
+    /// or an inline callback panicked: the error, out of line.
+    #[cold]
+    #[inline(never)]
+    fn refused_or_panicked(&self, m: &Matched<T>, full: Full) -> Result<(), PublishError> {
         if full.panicked {
             for s in m.all() {
                 if let Some((entity, message)) = s.take_inline_panic() {

@@ -270,6 +270,13 @@ impl<T: Message> PubInner<T> {
         if !self.keeps_history {
             return None;
         }
+        self.lock_kept_history()
+    }
+
+    /// [`lock_history`](Self::lock_history) for a publisher that keeps one
+    /// (transient local): out of line, as above.
+    #[inline(never)]
+    fn lock_kept_history(&self) -> Option<std::sync::MutexGuard<'_, HistoryQueue<T>>> {
         self.history
             .as_ref()
             .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()))
@@ -351,6 +358,14 @@ impl<T: Message> PubInner<T> {
         if !self.expires {
             return 0;
         }
+        self.expiry()
+    }
+
+    /// When a message published now expires (a lifespan is set): out of
+    /// line, as is the liveliness assertion, so that a plain publish's code
+    /// stays in fewer cache lines.
+    #[inline(never)]
+    fn expiry(&self) -> u64 {
         match self.qos.lifespan {
             None => 0,
             Some(l) => crate::clock::deadline_ns(self.node.ctx.expiry_now_ns(), l),
@@ -361,6 +376,7 @@ impl<T: Message> PubInner<T> {
     /// processes (a publisher with a lease, manual-by-topic or automatic;
     /// others are alive while they exist); `by_publish`: a message is
     /// being published, which itself asserts.
+    #[inline(never)]
     fn assert_liveliness(&self, by_publish: bool) {
         self.liveliness.assert_now();
         if self.asserts {
@@ -372,9 +388,15 @@ impl<T: Message> PubInner<T> {
 
     fn check_alive(&self) -> Result<(), PublishError> {
         if self.node.ctx.is_shut_down() {
-            return Err(PublishError::ContextShutDown(self.topic.clone()));
+            return Err(self.shut_down());
         }
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn shut_down(&self) -> PublishError {
+        PublishError::ContextShutDown(self.topic.clone())
     }
 }
 
