@@ -55,15 +55,9 @@ impl<T: crate::Message> Matched<T> {
     /// after the other (BENCHMARKS.md, "Fan-out's cold misses, overlapped").
     #[inline]
     pub(crate) fn prefetch(&self) {
-        if self.fanout {
-            self.prefetch_all();
+        if !self.fanout {
+            return;
         }
-    }
-
-    /// [`prefetch`](Self::prefetch)'s loops (a publish to one owning
-    /// subscription does not come here: see `deliver_owned`).
-    #[inline]
-    fn prefetch_all(&self) {
         for slot in [false, true] {
             for s in self.all() {
                 s.prefetch(slot);
@@ -162,8 +156,8 @@ impl<T: Message> PubInner<T> {
     ) -> Full {
         m.prefetch();
         let mut full = Full::default();
-        if !m.values.is_empty() {
-            self.deliver_copies(&m.values, &msg, exp, &mut full);
+        for v in &m.values {
+            full.note(v.push_owned(msg.clone(), exp, self.origin()), v.limit());
         }
         if m.owners.is_empty() {
             if !m.sharers.is_empty() || history.is_some() {
@@ -193,16 +187,6 @@ impl<T: Message> PubInner<T> {
         }
         full.note(last.push_owned(msg, exp, self.origin()), last.limit());
         full
-    }
-
-    /// A copy of `msg` to each subscription of `values` (those that always
-    /// take their own): out of line, so that the path of the common
-    /// publish (one owner) stays in fewer cache lines.
-    #[inline(never)]
-    fn deliver_copies(&self, values: &[Arc<SubInner<T>>], msg: &T, exp: u64, full: &mut Full) {
-        for v in values {
-            full.note(v.push_owned(msg.clone(), exp, self.origin()), v.limit());
-        }
     }
 
     #[inline]
