@@ -120,6 +120,8 @@ pub(crate) fn from_lent<T: Message>(parts: &[&[u8]]) -> Result<Received<T>, Wire
 impl<T: Clone> Received<T> {
     /// The message by value: moves it if owned or if this is the last shared
     /// reference, copies it otherwise.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn into_owned(self) -> T {
         match self {
             Received::Owned(t) => t,

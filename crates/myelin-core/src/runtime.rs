@@ -101,6 +101,7 @@ impl ContextInner {
         all
     }
 
+    #[inline]
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down.load(Ordering::Acquire)
     }

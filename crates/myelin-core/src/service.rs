@@ -853,7 +853,9 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
                             timeout,
                         });
                     }
-                    if let Err(e) = exec.turn_until(Some(deadline), grouped, &|| slot.is_filled()) {
+                    if let Err(e) =
+                        exec.turn_until(Some(deadline), grouped, Some(&|| slot.is_filled()))
+                    {
                         tracing::error!("while waiting for {name:?}: {e}");
                     }
                     if self.inner.node.ctx.is_shut_down() && !slot.is_filled() {

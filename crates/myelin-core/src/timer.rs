@@ -63,6 +63,8 @@ pub(crate) struct TimerInner {
 }
 
 impl Executable for TimerInner {
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn execute(self: Arc<Self>, _exec: &ExecShared) -> Result<bool, SpinError> {
         let r = if self.is_cancelled() {
             Ok(false)
@@ -116,6 +118,8 @@ impl Tick for TimerInner {
     }
 
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn take_reset(&self) -> Option<Instant> {
         // SYNC: pairs with the Release store in `Timer::reset`.
         if !self.reset_pending.load(Ordering::Relaxed)
@@ -129,10 +133,14 @@ impl Tick for TimerInner {
             .take()
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Acquire)
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn mark_queued(&self, due: Instant) -> bool {
         if self.queued.swap(true, Ordering::SeqCst) {
             return false;
@@ -142,6 +150,8 @@ impl Tick for TimerInner {
         true
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn note_missed(&self, n: u64) {
         if n > 0 {
             self.missed.fetch_add(n, Ordering::Relaxed);
@@ -181,6 +191,8 @@ impl TimerInner {
     }
 
     /// Run the callback for the tick that was due at `expected`.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn fire(&self, expected: Instant) -> Result<(), SpinError> {
         self.fired.fetch_add(1, Ordering::Relaxed);
         let mut cb = self.callback.lock().unwrap_or_else(|e| e.into_inner());

@@ -345,6 +345,7 @@ impl Segment {
     /// Panics if `off` is out of bounds or not 8-byte aligned: offsets are
     /// computed from validated layouts, so a panic here is a myelin bug,
     /// never a consequence of what another process wrote.
+    #[inline]
     pub(crate) fn atomic_u64(&self, off: usize) -> &AtomicU64 {
         assert!(
             off + 8 <= self.len() && off.is_multiple_of(8),
@@ -359,6 +360,7 @@ impl Segment {
 
     /// A 32-bit word of the mapping viewed as an atomic (see
     /// [`atomic_u64`](Self::atomic_u64)).
+    #[inline]
     pub(crate) fn atomic_u32(&self, off: usize) -> &AtomicU32 {
         assert!(
             off + 4 <= self.len() && off.is_multiple_of(4),
@@ -369,6 +371,7 @@ impl Segment {
     }
 
     /// Two words at `off` as a cross-process futex event.
+    #[inline]
     pub(crate) fn event(&self, off: usize) -> &SharedEvent {
         assert!(
             off + 8 <= self.len() && off.is_multiple_of(8),

@@ -166,15 +166,18 @@ impl WakeTable {
         })
     }
 
+    #[inline]
     fn event(&self, idx: u32) -> &SharedEvent {
         self.seg.event(HEADER_SIZE + idx as usize * SLOT)
     }
 
+    #[inline]
     fn pending(&self, idx: u32) -> &AtomicU32 {
         self.seg
             .atomic_u32(HEADER_SIZE + idx as usize * SLOT + OFF_PENDING)
     }
 
+    #[inline]
     fn lane_word(&self, idx: u32, word: usize) -> &AtomicU64 {
         self.seg
             .atomic_u64(HEADER_SIZE + idx as usize * SLOT + OFF_LANES + 8 * word)
@@ -277,6 +280,7 @@ impl WakeSlot {
     }
 
     /// The futex event waiters sleep on.
+    #[inline]
     pub fn event(&self) -> &SharedEvent {
         self.table.event(self.idx)
     }

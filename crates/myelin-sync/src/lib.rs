@@ -63,6 +63,44 @@ pub mod atomic {
 
 use atomic::{AtomicU32, Ordering};
 
+/// Hot text: the code a message runs through, kept together.
+///
+/// A callback at robot rates (a 30 Hz camera, a 100 Hz relay) runs on a
+/// thread that slept for milliseconds, and finds its code as cold as its
+/// data: on the reference VM each cache line of code costs ~45 ns to fetch
+/// when it follows the last one, and each 4 KiB page of it ~170-260 ns
+/// more, its translation gone too (BENCHMARKS.md, "Hot text"). The
+/// functions of myelin's per-message paths (publish, the subscription's
+/// buffer, the ready queue, the executor's turn and its sleep, the wake-up)
+/// are compiled into the sections `.text.hot.myelin`, each marked
+///
+/// ```text
+/// // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+/// #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+/// ```
+///
+/// (the attribute is `unsafe` because a section name can make code
+/// non-executable; every `.text.*` section is executable). Generic
+/// functions keep the attribute in every crate that instantiates them.
+///
+/// The linker puts them next to each other when it groups `.text.hot.*`:
+/// GNU ld does by default; lld (Rust's default linker on x86-64 Linux since
+/// 1.90) and mold with `-z keep-text-section-prefix`. myelin's binaries ask
+/// for it in their build scripts; a binary of yours can too, in its
+/// `build.rs`:
+///
+/// ```text
+/// fn main() {
+///     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+///         println!("cargo::rustc-link-arg=-Wl,-z,keep-text-section-prefix");
+///     }
+/// }
+/// ```
+///
+/// Without it nothing changes but the layout: each function lies where
+/// the linker would have put it anyway.
+pub mod hot {}
+
 /// Ask the CPU to start bringing the cache line that holds `p` into its
 /// caches, and go on without waiting for it.
 ///
@@ -183,6 +221,8 @@ impl Event {
     ///
     /// `idle` is re-evaluated after every wake-up (spurious or not); it must
     /// read the producer's work with at least `Acquire` ordering.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn wait_while(&self, idle: impl FnMut() -> bool, deadline: Option<Instant>) -> WaitOutcome {
         wait_on(&self.epoch, &self.waiters, !self.shared, idle, deadline)
     }
@@ -241,6 +281,8 @@ impl Event {
         wake(&self.epoch, !self.shared, i32::MAX as u32);
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn wake(&self, n: u32) {
         wake(&self.epoch, !self.shared, n);
     }
@@ -265,6 +307,8 @@ fn notify_if_waiting(epoch: &AtomicU32, waiters: &AtomicU32, private: bool, n: u
 
 /// The consumer side of the eventcount protocol (see [`Event`]) over two
 /// words, shared by [`Event`] and [`SharedEvent`].
+// SAFETY: hot text is executable code (see `myelin_sync::hot`).
+#[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
 fn wait_on(
     epoch: &AtomicU32,
     waiters: &AtomicU32,
@@ -313,6 +357,8 @@ fn flags(private: bool) -> rustix::thread::futex::Flags {
 }
 
 #[cfg(not(loom))]
+// SAFETY: hot text is executable code (see `myelin_sync::hot`).
+#[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
 fn sleep(epoch: &AtomicU32, private: bool, seen: u32, timeout: Option<std::time::Duration>) {
     use rustix::thread::futex;
     let ts = timeout.map(|d| futex::Timespec {
@@ -404,6 +450,8 @@ fn loom_seq_cst() {
 fn loom_seq_cst() {}
 
 #[cfg(not(loom))]
+// SAFETY: hot text is executable code (see `myelin_sync::hot`).
+#[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
 fn wake(epoch: &AtomicU32, private: bool, n: u32) {
     let _ = rustix::thread::futex::wake(epoch, flags(private), n);
 }
@@ -499,6 +547,8 @@ impl SharedEvent {
     }
 
     /// Wake at most one waiter (as [`Event::notify_one`]).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn notify_one(&self) {
         // SYNC: as `Event::notify`.
         self.epoch.fetch_add(1, Ordering::SeqCst);
@@ -509,6 +559,8 @@ impl SharedEvent {
     }
 
     /// Sleep while `idle()` holds, until notified or `deadline`.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn wait_while(&self, idle: impl FnMut() -> bool, deadline: Option<Instant>) -> WaitOutcome {
         wait_on(&self.epoch, &self.waiters, false, idle, deadline)
     }

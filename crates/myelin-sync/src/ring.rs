@@ -176,6 +176,8 @@ impl<T> Ring<T> {
     /// Add `value` at the back, or give it back if the ring holds `depth`
     /// values.
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn push(&self, value: T) -> Result<(), T> {
         let lap = self.mask + 1;
         let mut backoff = Backoff::new();
@@ -236,6 +238,8 @@ impl<T> Ring<T> {
     /// other producers filled the room a drop made before this push took
     /// it. Every drop is of the oldest value of a full ring.
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn force_push(&self, mut value: T) -> usize {
         let mut dropped = 0;
         loop {
@@ -253,6 +257,8 @@ impl<T> Ring<T> {
 
     /// Take the oldest value, or `None` if there is none.
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn pop(&self) -> Option<T> {
         self.take(false)
     }
@@ -280,6 +286,8 @@ impl<T> Ring<T> {
     /// assert_eq!(unsafe { r.pop_single() }, None);
     /// ```
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub unsafe fn pop_single(&self) -> Option<T> {
         let lap = self.mask + 1;
         let mut backoff = Backoff::new();

@@ -441,6 +441,8 @@ impl ReadyQueue {
     }
 
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn pop(&self) -> Option<Arc<dyn Executable>> {
         if !self.caused.is_empty() {
             return self.pop_with_caused();
@@ -484,6 +486,8 @@ impl ReadyQueue {
     /// [`pop`](Self::pop) while caused work waits: it goes first, unless
     /// [`CAUSED_STREAK`] caused entries ran in a row since an older one did.
     #[inline(never)]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn pop_with_caused(&self) -> Option<Arc<dyn Executable>> {
         let streak = self.streak.load(Ordering::Relaxed);
         if streak < CAUSED_STREAK {
@@ -500,6 +504,8 @@ impl ReadyQueue {
     /// ones, and caused work left from before) and leaves what their
     /// callbacks cause to the next call, as rclcpp's does.
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn pop_in_order(&self) -> Option<Arc<dyn Executable>> {
         // Inlined matches, not `pop_older` (kept out of line for the
         // caused path): spin_some pops through here for every entry.
@@ -662,6 +668,8 @@ impl ExecShared {
     /// own entity coming back for its next message) is caused work, which
     /// runs first (see [`ReadyQueue`]).
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn enqueue(&self, e: Arc<dyn Executable>) {
         let pushed = if self.is_caused(Arc::as_ptr(&e) as *const ()) {
             self.ready.push_caused(e)
@@ -786,6 +794,8 @@ impl ExecShared {
     /// timers changed: the wheel's walk, out of line so that a turn with
     /// nothing due (every message's) runs through fewer cache lines.
     #[inline(never)]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn poll_wheel(&self, gen_now: u64, sim_now_gen: u64) {
         let Some(mut wheel) = self.wheel.try_lock() else {
             return;
@@ -942,17 +952,20 @@ impl ExecShared {
     /// deadline, `deadline`, stop or shutdown. Returns whether an entry
     /// ran.
     pub(crate) fn turn(&self, deadline: Option<Instant>, grouped: bool) -> Result<bool, SpinError> {
-        self.turn_until(deadline, grouped, &|| false)
+        self.turn_until(deadline, grouped, None)
     }
 
     /// [`turn`](Self::turn) that also returns (`Ok(false)`) as soon as
-    /// `enough()` holds: a nested spin waiting for an answer that another
-    /// worker produces.
+    /// `enough()` holds, when given: a nested spin waiting for an answer
+    /// that another worker produces. (An `Option`, not a closure that says
+    /// `false`: a plain turn calls no code outside the hot text.)
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn turn_until(
         &self,
         deadline: Option<Instant>,
         grouped: bool,
-        enough: &dyn Fn() -> bool,
+        enough: Option<&dyn Fn() -> bool>,
     ) -> Result<bool, SpinError> {
         // Whether this turn waited for its work, and whether it holds the
         // anticipation window (both only for `IdleWait::Anticipate`).
@@ -992,12 +1005,15 @@ impl ExecShared {
                 // Nothing ran (a warm's rehearsal, a message a polled take
                 // got first, a parked entry): the turn goes on, unless it
                 // is over.
-                if self.halted() || enough() || deadline.is_some_and(|d| Instant::now() >= d) {
+                if self.halted()
+                    || enough.is_some_and(|f| f())
+                    || deadline.is_some_and(|d| Instant::now() >= d)
+                {
                     return Ok(false);
                 }
                 continue;
             }
-            if self.halted() || enough() {
+            if self.halted() || enough.is_some_and(|f| f()) {
                 return Ok(false);
             }
             let timer = self.next_due();
@@ -1055,20 +1071,28 @@ impl ExecShared {
                 crate::clock::tighten_timer_slack();
             }
             let seen_gen = self.timers_gen.load(Ordering::Acquire);
-            self.event.wait_while(
-                || {
-                    self.ready.is_empty()
-                        && !self.event.is_pending()
-                        && !self.halted()
-                        && !enough()
-                        && self.timers_gen.load(Ordering::Acquire) == seen_gen
-                        && self.sim_gen.load(Ordering::Acquire)
-                            == self.wheel_sim_gen.load(Ordering::Relaxed)
-                        && self.next_due.load(Ordering::Acquire) == timer.map_or(u64::MAX, mono_ns)
-                },
-                wake_at,
-            );
+            let due = timer.map_or(u64::MAX, mono_ns);
+            self.event
+                .wait_while(|| self.still_idle(seen_gen, due, enough), wake_at);
         }
+    }
+
+    /// Whether a worker that found nothing to do may go on sleeping: no
+    /// ready entry, no remote signal, no stop, nothing `enough`, and the
+    /// timers (`seen_gen`), the simulated time and the earliest deadline
+    /// (`due`) as they were when it looked. A method, not the closure's
+    /// body, so that it sits in the hot text with the turn.
+    #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    fn still_idle(&self, seen_gen: u64, due: u64, enough: Option<&dyn Fn() -> bool>) -> bool {
+        self.ready.is_empty()
+            && !self.event.is_pending()
+            && !self.halted()
+            && !enough.is_some_and(|f| f())
+            && self.timers_gen.load(Ordering::Acquire) == seen_gen
+            && self.sim_gen.load(Ordering::Acquire) == self.wheel_sim_gen.load(Ordering::Relaxed)
+            && self.next_due.load(Ordering::Acquire) == due
     }
 
     /// How idle workers wait.

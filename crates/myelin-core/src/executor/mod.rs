@@ -261,6 +261,8 @@ impl Executor {
 
     /// Run callbacks until [`StopHandle::stop`], context shutdown or Ctrl-C
     /// (all return `Ok`), or a callback panics (returns the error).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn spin(&mut self) -> Result<(), SpinError> {
         loop {
             if self.shared.take_stop() || self.shared.down.load(Ordering::SeqCst) {
@@ -274,6 +276,8 @@ impl Executor {
     /// and run it. Returns whether a callback ran (a pass that found
     /// nothing to call, such as a [warm](crate::Publisher::warm)'s, does
     /// not end the wait).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn spin_once(&mut self, timeout: Duration) -> Result<bool, SpinError> {
         let r = self.shared.turn(Some(Instant::now() + timeout), false);
         // A stop that ended this wait is used up (it must not end the next
@@ -314,6 +318,8 @@ impl Executor {
     /// assert_eq!(exec.spin_some()?, 0);
     /// # Ok(()) }
     /// ```
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn spin_some(&mut self) -> Result<usize, SpinError> {
         self.shared.pump_remote();
         self.shared.poll_timers();

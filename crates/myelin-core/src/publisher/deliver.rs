@@ -147,6 +147,8 @@ impl<T: Message> PubInner<T> {
 
     /// [`deliver_owned`](Self::deliver_owned) to any mix of subscriptions.
     #[inline(never)]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn deliver_owned_to_all(
         &self,
         m: &Matched<T>,

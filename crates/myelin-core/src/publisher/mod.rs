@@ -440,6 +440,8 @@ impl<T: Message> Publisher<T> {
     /// Returns [`PublishError::ResourceLimit`] when keep-all subscriptions
     /// were full (every other subscription still got the message).
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn publish(&self, msg: T) -> Result<(), PublishError> {
         let p = &*self.inner;
         p.check_alive()?;

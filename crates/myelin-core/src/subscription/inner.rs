@@ -393,6 +393,8 @@ impl<T: Message> SubInner<T> {
 
     /// [`pop_live`](Self::pop_live), with where the message came from.
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn pop_live_from(&self) -> Option<(Received<T>, Origin)> {
         loop {
             let e = self.buffer.pop()?;
@@ -753,6 +755,8 @@ impl<T: Message> SubInner<T> {
     /// Put this subscription in `exec`'s ready queue, unless it is there
     /// already (or running, and re-checks when it is done).
     #[inline(never)]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn queue(&self, exec: &ExecShared) {
         // SYNC: pairs with the swap(false) in `execute`.
         if !self.queued.swap(true, Ordering::SeqCst) {
@@ -831,6 +835,8 @@ impl<T: Message> SubInner<T> {
 
     /// Called by an executor when this subscription is attached to it: make
     /// sure messages buffered before the attachment are not forgotten.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn kick(&self) {
         if !self.buffer.is_empty() {
             if self.inline {
@@ -852,6 +858,8 @@ impl<T: Message> SubInner<T> {
 }
 
 impl<T: Message> Executable for SubInner<T> {
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<bool, SpinError> {
         // Not ours any more (dropped, detached or moved while queued): only
         // hand the queued mark back; `kick` below forwards pending messages.

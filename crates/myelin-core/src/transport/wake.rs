@@ -130,6 +130,8 @@ impl WakeEvent {
         }
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn wait_while(
         &self,
         #[allow(unused_mut)] mut idle: impl FnMut() -> bool,
