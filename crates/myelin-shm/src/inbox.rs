@@ -358,6 +358,8 @@ impl Inbox {
     /// moves). A publisher that claims without counting (a broken one)
     /// is seen at its reader's next full look, as after a dead-process
     /// check; the count's value is never trusted beyond "it moved".
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn claims(&self) -> u64 {
         // SYNC: Acquire pairs with the publisher's Release increment after
         // its claim: the claim word's store happens-before.
@@ -365,6 +367,8 @@ impl Inbox {
     }
 
     /// The state of connection block `i` (< [`connections`](Self::connections)).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn state(&self, i: usize) -> ConnState {
         // SYNC: Acquire pairs with the publisher's Release store of the
         // claim word: the block's reset happens-before.
@@ -417,12 +421,16 @@ impl Inbox {
     /// Take the oldest descriptor of connection `i`. A bad ring state
     /// (written by a broken publisher) is reported, and the reader skips
     /// to a sane position.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn pop(&self, i: usize) -> Result<Option<Desc>, ShmError> {
         Ok(self.pop_stamped(i)?.map(|(d, _)| d))
     }
 
     /// [`pop`](Self::pop), with the [`Stamp`] the publisher wrote beside
     /// the descriptor ([`InboxWriter::push_stamped`]).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn pop_stamped(&self, i: usize) -> Result<Option<(Desc, Stamp)>, ShmError> {
         let c = self.geo.conn(i);
         let tail = self.seg.atomic_u64(c + C_TAIL);
@@ -474,10 +482,14 @@ impl Inbox {
     }
 
     /// Whether connection `i` has descriptors waiting.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn has_data(&self, i: usize) -> bool {
         self.pending_in(i)
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn pending_in(&self, i: usize) -> bool {
         let c = self.geo.conn(i);
         self.seg.atomic_u64(c + C_TAIL).load(Ordering::Acquire)
@@ -498,6 +510,8 @@ impl Inbox {
     /// [`MAX_LOST_STEP`] at once, is [`ShmError::Corrupt`], and nothing is
     /// counted for it (`seen` resynchronises, so the next step counts
     /// again).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn lost_since(&self, i: usize, seen: &mut u64) -> Result<u64, ShmError> {
         let now = self.lost(i);
         let before = std::mem::replace(seen, now);
@@ -517,6 +531,8 @@ impl Inbox {
     /// publisher reclaims the connection) if the connection changed hands
     /// or its return ring is full. The caller serialises calls per
     /// connection.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn give_back(&self, i: usize, generation: u32, key: u32) -> bool {
         let c = self.geo.conn(i);
         match self.state(i) {
@@ -757,6 +773,7 @@ impl InboxWriter {
 
     /// The wake word (slot and lane) the subscriber asks to be signalled
     /// on; `u32::MAX` for none.
+    #[inline]
     pub fn wake_slot(&self) -> u32 {
         self.seg.atomic_u32(OFF_WAKE_SLOT).load(Ordering::SeqCst)
     }
@@ -772,12 +789,16 @@ impl InboxWriter {
 
     /// Push a descriptor. With `overwrite` (keep-last) a full ring gives
     /// back its oldest descriptor instead of refusing.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn push(&mut self, d: Desc, overwrite: bool) -> Pushed {
         self.push_stamped(d, Stamp::default(), overwrite)
     }
 
     /// [`push`](Self::push) a message with when it expires and when it was
     /// sent, for the reader's [`Inbox::pop_stamped`].
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn push_stamped(&mut self, d: Desc, stamp: Stamp, overwrite: bool) -> Pushed {
         let c = self.geo.conn(self.idx);
         let cap = u64::from(self.geo.desc_cap);
@@ -852,6 +873,8 @@ impl InboxWriter {
     /// Hand every chunk the subscriber returned to `f` (as its key). Entries
     /// of another generation are skipped; `f` must check the key against
     /// what was lent.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn drain_returns(&mut self, mut f: impl FnMut(u32)) {
         let c = self.geo.conn(self.idx);
         // SYNC: Acquire pairs with the reader's Release store of ret_head.
@@ -888,6 +911,8 @@ impl InboxWriter {
 
     /// Whether descriptors this writer pushed are still in the ring (the
     /// reader has not taken them: it may not have mapped their chunks).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn pending(&self) -> bool {
         let c = self.geo.conn(self.idx);
         self.seg.atomic_u64(c + C_TAIL).load(Ordering::Acquire)

@@ -168,6 +168,8 @@ impl PoolWriter {
     /// ([`keep_file`](Self::keep_file), or the at-exit rule). The count is
     /// written before the caller tells each reader
     /// ([`crate::inbox::InboxWriter::hand_off`]).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn hand_off(&self, readers: u32) {
         // SYNC: Relaxed; published to each reader by the Release store of
         // its connection's flag (`InboxWriter::hand_off`).
@@ -179,6 +181,8 @@ impl PoolWriter {
     /// Give back `n` shares of a hand-off that came back (their readers
     /// left before they were told). True if that was the last share: the
     /// caller removes the file.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn release_shares(&self, n: u32) -> bool {
         // SYNC: AcqRel, as the readers' releases (`release_handed_off`).
         let before = self
@@ -192,6 +196,8 @@ impl PoolWriter {
     }
 
     /// Take a free chunk with one reference, or `None` if all are in use.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn alloc(&self) -> Option<u32> {
         let idx = self.free.free.pop()?;
         self.free.refs[idx as usize].store(1, Ordering::Relaxed);
@@ -203,6 +209,8 @@ impl PoolWriter {
     /// is [`ShmError::NoSpace`] here, never a SIGBUS when the chunk is
     /// written. Only what messages actually use takes memory; cheap once a
     /// chunk has held a message this large.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn reserve_chunk(&self, idx: u32, len: usize) -> Result<(), ShmError> {
         let len = len.min(self.stride) as u32;
         let done = &self.reserved[idx as usize];
@@ -220,6 +228,8 @@ impl PoolWriter {
     }
 
     /// Add a reference to a chunk in use.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn retain(&self, idx: u32) {
         // SYNC: Relaxed, like `Arc::clone`: the caller already holds a
         // reference.
@@ -227,6 +237,8 @@ impl PoolWriter {
     }
 
     /// Drop a reference; the last one returns the chunk to the free list.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn release(&self, idx: u32) {
         // SYNC: AcqRel, like `Arc::drop`: every use of the chunk
         // happens-before its reuse.
@@ -239,6 +251,8 @@ impl PoolWriter {
 
     /// The chunk's memory (`chunk_size` bytes, [`CHUNK_ALIGN`] aligned).
     /// Writing is for the holder of the only reference.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn chunk_ptr(&self, idx: u32) -> *mut u8 {
         assert!(idx < self.count, "chunk {idx} of {}", self.count);
         // SAFETY: DATA + idx * stride + stride <= len (layout fixed at
@@ -334,6 +348,8 @@ impl PoolReader {
 
     /// The memory of chunk `idx` holding `len` bytes. Both come from a
     /// descriptor in shared memory and are checked here.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn chunk(&self, idx: u32, len: u32) -> Result<*const u8, ShmError> {
         if idx >= self.count {
             return Err(self.corrupt("chunk index", idx, self.count - 1));

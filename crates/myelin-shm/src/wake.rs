@@ -187,6 +187,8 @@ impl WakeTable {
     /// pending and wake its waiter. `word` comes from another process's
     /// segment: a slot out of range is refused, a lane is taken modulo
     /// [`WAKE_LANES`] (a wrong lane costs the waiter one empty drain).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn signal(&self, word: u32) -> Result<(), ShmError> {
         let idx = word & 0xffff;
         let lane = (word >> 16) % WAKE_LANES;
@@ -307,6 +309,8 @@ impl WakeSlot {
 
     /// [`take_lanes`](Self::take_lanes) once `pending` was seen set.
     #[inline(never)]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn take_marked(&self) -> Option<Lanes> {
         if self.table.pending(self.idx).swap(0, Ordering::SeqCst) == 0 {
             return None;

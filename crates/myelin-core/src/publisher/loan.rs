@@ -68,6 +68,8 @@ struct Kept {
 unsafe impl Send for Kept {}
 
 impl<'a> LoanMem<'a> {
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn new<T: Message>(p: &'a PubInner<T>, len: usize) -> Result<LoanMem<'a>, PublishError> {
         p.check_alive()?;
         for (index, l) in p.links.iter().enumerate() {
@@ -138,6 +140,8 @@ impl<'a> LoanMem<'a> {
 impl<T: Message> PubInner<T> {
     /// Publish bytes written into a loan: in place to every subscription
     /// (the lending link sends its own memory, the others copy or encode).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn publish_loaned(&self, mem: LoanMem<'_>, len: usize) -> Result<(), PublishError> {
         self.check_alive()?;
         let exp = self.on_publish();

@@ -689,6 +689,8 @@ impl<T: Message> SubInner<T> {
     /// Drain the buffer through the callback in this thread. Returns the
     /// first panic message if the callback panicked (the drain goes on
     /// after a panic).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn run_inline(&self) -> Option<String> {
         if !self.has_callback {
             return None;
@@ -1013,6 +1015,8 @@ impl<T: Message> SubOwner for SubInner<T> {
         }
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn has_room(&self) -> bool {
         self.buffer.has_room()
     }

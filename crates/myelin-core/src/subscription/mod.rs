@@ -233,6 +233,8 @@ impl<T: Message> Subscription<T> {
     /// Take the oldest buffered message without waiting. On a subscription
     /// with a callback this competes with the executor; it is meant for
     /// polling subscriptions.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn take(&self) -> Option<Received<T>> {
         self.inner.take_now().map(|(m, _)| m)
     }

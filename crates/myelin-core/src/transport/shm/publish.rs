@@ -53,6 +53,8 @@ struct Lease {
 }
 
 impl Drop for Lease {
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn drop(&mut self) {
         self.pool.release(self.chunk);
     }
@@ -76,6 +78,8 @@ struct Taken<'a> {
 
 impl Taken<'_> {
     /// Held by a lease (that gives the reference back when dropped).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn into_chunk(self) -> Chunk {
         Chunk {
             lease: Lease {
@@ -102,6 +106,8 @@ enum Reference {
 impl Lease {
     /// Let go of the lease without giving its reference back: a reader
     /// holds it now (`Reference::Handed`).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn handed_over(self) {
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped (ManuallyDrop) nor used after
@@ -178,6 +184,8 @@ impl Pools {
 
     /// A free chunk of at least `len` bytes from the existing pools, with
     /// its memory reserved (`Err`: the file system is full).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn try_alloc<R>(
         &self,
         len: usize,
@@ -205,6 +213,8 @@ impl Pools {
     /// Give the chunk of `key` back to its pool (a key naming no pool, as
     /// a broken reader may return, is ignored). The pool is used through
     /// the list's guard: no reference count taken per chunk.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn release_key(&self, key: u32) {
         release_in(&self.list.read(), key);
     }
@@ -212,6 +222,8 @@ impl Pools {
     /// A chunk of at least `len` bytes, as `make` makes it of the chunk
     /// taken (with its one reference); `reclaim` is called (to collect
     /// returned chunks) before a new pool is created.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn alloc<R>(
         &self,
         len: usize,
@@ -299,6 +311,8 @@ impl LentSet {
     }
 
     /// Record `key` lent; false if it already was.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn insert(&mut self, key: u32) -> bool {
         let (pool, word, bit) = Self::split(key);
         if self.bits.len() <= pool {
@@ -315,6 +329,8 @@ impl LentSet {
     }
 
     /// Take `key` out; false if it was not lent.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn remove(&mut self, key: u32) -> bool {
         let (pool, word, bit) = Self::split(key);
         match self.bits.get_mut(pool).and_then(|w| w.get_mut(word)) {
@@ -371,6 +387,8 @@ impl Conn {
 
     /// Wake the subscriber's executor for this inbox's lane.
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn signal(&self) {
         self.with_wake_word(WakeTable::signal);
     }
@@ -379,6 +397,8 @@ impl Conn {
     /// when it asks for one; its error (a word another process wrote) is
     /// logged.
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn with_wake_word(&self, f: impl FnOnce(&WakeTable, u32) -> Result<(), myelin_shm::ShmError>) {
         let word = self.writer.wake_slot();
         if word != u32::MAX
@@ -462,12 +482,16 @@ impl PubShm {
         })
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn release_key(&self, key: u32) {
         self.pools.release_key(key);
     }
 
     /// Give back what the reader of `c` returned, to the pools of `list`
     /// (the caller's guard of the pool list).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn drain_returns(c: &mut Conn, list: &[Arc<PoolWriter>]) {
         let Conn { writer, lent, .. } = c;
         writer.drain_returns(|key| {
@@ -480,6 +504,8 @@ impl PubShm {
     }
 
     /// Collect every returned chunk.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn reclaim(&self) {
         let list = self.pools.list.read();
         for c in self.conns.read().iter() {
@@ -489,6 +515,8 @@ impl PubShm {
     }
 
     /// Encode `msg` into a chunk.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn encode(&self, msg: &dyn Encode) -> Result<(Chunk, usize), SendError> {
         let len = msg.wire_len()?;
         let chunk = self
@@ -504,6 +532,8 @@ impl PubShm {
 
     /// When a message published now stops being deliverable, on the
     /// host's monotonic clock (0: never), for the readers to check.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn expires(&self, lifetime: Option<Duration>) -> u64 {
         lifetime.map_or(0, |l| {
             crate::clock::deadline_ns(myelin_shm::monotonic_ns(), l)
@@ -521,6 +551,8 @@ impl PubShm {
     /// so a later connection's increment could find it freed. Returns
     /// whether the reference was handed over; if not, the caller still
     /// holds it.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn send_chunk(
         &self,
         list: &[Arc<PoolWriter>],
@@ -799,6 +831,8 @@ impl PubShm {
 
     /// Send a chunk this process alone holds (its lease's reference goes to
     /// a reader if one takes it).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn send_own(&self, chunk: Chunk, len: usize) -> Refused {
         let (refused, handed) = self.send_chunk(
             &self.pools.list.read(),
@@ -904,11 +938,15 @@ impl PubLink for PubShm {
     }
 
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn send(&self, msg: &dyn Encode) -> Result<Refused, SendError> {
         let (chunk, len) = self.encode(msg)?;
         Ok(self.send_own(chunk, len))
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn send_bytes(
         &self,
         bytes: &SharedBytes,
@@ -946,6 +984,8 @@ impl PubLink for PubShm {
 }
 
 impl Lender for PubShm {
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn loan(&self, len: usize) -> Result<LinkLoan, SendError> {
         self.pools.alloc(
             len,
@@ -957,6 +997,8 @@ impl Lender for PubShm {
         )
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn send_loaned(&self, token: u64, len: usize) -> Result<Refused, SendError> {
         let list = self.pools.list.read();
         let Some(at) = chunk_at(&list, token as u32) else {
@@ -984,6 +1026,8 @@ impl Lender for PubShm {
         })
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn unloan(&self, token: u64) {
         self.pools.release_key(token as u32);
     }

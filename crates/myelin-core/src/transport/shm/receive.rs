@@ -44,6 +44,8 @@ struct ReaderLease {
 }
 
 impl Drop for ReaderLease {
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn drop(&mut self) {
         let inbox = &self.mapped.inbox;
         let _g = inbox.give_back.lock().unwrap_or_else(|e| e.into_inner());
@@ -155,6 +157,8 @@ impl SubShm {
     /// `check_dead` connections (publisher process gone, or in
     /// `exited`: known to have exited, though a zombie still looks alive)
     /// are drained and freed.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn pump_inner(&self, owner: &dyn SubOwner, check_dead: bool, exited: &[u32]) {
         let readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         self.pump_locked(owner, readers, check_dead, exited, false);
@@ -164,6 +168,8 @@ impl SubShm {
     /// `take`: the caller takes a message now from an empty buffer, and a
     /// pass that finds exactly one hands it back instead of delivering it
     /// ([`SubLink::pump_take`]).
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn pump_locked(
         &self,
         owner: &dyn SubOwner,
@@ -326,6 +332,8 @@ impl SubShm {
     /// now or by this reader before, mirrored in `live_bits`, as of the
     /// inbox's claim count `claims` (read before the look). Called under
     /// the readers' lock.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn look(&self, conns: &[ReaderConn], live: &mut Vec<usize>, claims: u64) {
         let inbox = &self.inbox.inbox;
         live.clear();
@@ -371,6 +379,8 @@ impl SubShm {
     }
 
     /// The bytes a descriptor points at, read in place.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn read(
         &self,
         r: &mut ReaderConn,
@@ -584,10 +594,14 @@ impl SubLink for SubShm {
         self.inbox.inbox.set_wake_slot(word.unwrap_or(u32::MAX));
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn pump(&self, owner: &dyn SubOwner) {
         self.pump_inner(owner, false, &[]);
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn pump_take(&self, owner: &dyn SubOwner) -> Option<Held> {
         let readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         self.pump_locked(owner, readers, false, &[], true)
@@ -614,6 +628,8 @@ impl SubLink for SubShm {
         }
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn has_data(&self) -> bool {
         let inbox = &self.inbox.inbox;
         // SYNC: Acquire pairs with the Release store after the bits in
