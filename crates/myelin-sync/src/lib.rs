@@ -85,9 +85,9 @@ use atomic::{AtomicU32, Ordering};
 ///
 /// The linker puts them next to each other when it groups `.text.hot.*`:
 /// GNU ld does by default; lld (Rust's default linker on x86-64 Linux since
-/// 1.90) and mold with `-z keep-text-section-prefix`. myelin's binaries ask
-/// for it in their build scripts; a binary of yours can too, in its
-/// `build.rs`:
+/// 1.90) and mold with `-z keep-text-section-prefix`. myelin's binaries and
+/// its Python extension ask for it in their build scripts; a binary of
+/// yours can too, in its `build.rs`:
 ///
 /// ```text
 /// fn main() {

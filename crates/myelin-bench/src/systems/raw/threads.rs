@@ -53,7 +53,8 @@ pub(crate) struct Receiver {
     /// the sender waits for it (Acquire) before the next hand-off, so none
     /// is overwritten unread.
     ack: Arc<AtomicU64>,
-    thread: std::thread::JoinHandle<LatencyRecorder>,
+    /// `None` once [`finish`](Self::finish) or `drop` joined it.
+    thread: Option<std::thread::JoinHandle<LatencyRecorder>>,
 }
 
 impl Receiver {
@@ -105,7 +106,7 @@ impl Receiver {
             seq,
             done,
             ack,
-            thread,
+            thread: Some(thread),
         }
     }
 
@@ -117,18 +118,35 @@ impl Receiver {
         }
         self.stamp.store(now_ns(), Ordering::Relaxed);
         self.seq.store(i, Ordering::Release);
-        if self.mode == Handoff::Futex {
-            self.thread.thread().unpark();
+        if self.mode == Handoff::Futex
+            && let Some(t) = &self.thread
+        {
+            t.thread().unpark();
         }
     }
 
     /// Stop the receiver; what it recorded.
-    pub(crate) fn finish(self) -> Result<LatencyRecorder, BenchError> {
+    pub(crate) fn finish(mut self) -> Result<LatencyRecorder, BenchError> {
+        self.stop()
+            .ok_or_else(|| BenchError::setup("raw", "receiver thread panicked"))
+    }
+
+    /// Tell the thread it is done, wake it, and join it (once); `None` if
+    /// it panicked or was joined before.
+    fn stop(&mut self) -> Option<LatencyRecorder> {
         self.done.store(true, Ordering::Release);
-        self.thread.thread().unpark();
-        self.thread
-            .join()
-            .map_err(|_| BenchError::setup("raw", "receiver thread panicked"))
+        let t = self.thread.take()?;
+        t.thread().unpark();
+        t.join().ok()
+    }
+}
+
+impl Drop for Receiver {
+    /// A job that ends early (its own side failed between hand-offs)
+    /// leaves no thread waiting, or spinning a core, for the rest of the
+    /// run.
+    fn drop(&mut self) {
+        let _ = self.stop();
     }
 }
 
@@ -169,4 +187,25 @@ pub(super) fn handoff(
             _ => "one-way hand-off between two threads; the floor for cross-thread delivery".into(),
         }],
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receiver_dropped_unfinished_ends_its_thread() {
+        for mode in [Handoff::Spin, Handoff::Futex] {
+            let r = Receiver::start(mode, 10, 0, now_ns());
+            r.send(1);
+            // The thread holds its own reference to `done` while it runs.
+            let done = r.done.clone();
+            drop(r); // nine hand-offs short, as a job that failed midway
+            assert_eq!(
+                Arc::strong_count(&done),
+                1,
+                "{mode:?}: the receiving thread outlived its receiver"
+            );
+        }
+    }
 }
