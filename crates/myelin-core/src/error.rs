@@ -203,6 +203,11 @@ pub enum CreateTimerError {
     /// A zero period would spin forever.
     #[error("timer period must be greater than zero")]
     ZeroPeriod,
+    /// A period beyond ROS 2's (and rclcpp's) limit of `i64::MAX`
+    /// nanoseconds, about 292 years: `Duration::MAX` is no period (cancel
+    /// the timer, or leave it out, for one that never fires).
+    #[error("timer period {0:?} is beyond i64::MAX nanoseconds (about 292 years)")]
+    PeriodTooLong(std::time::Duration),
     /// The context was shut down.
     #[error("cannot create a timer: the context is shut down")]
     ContextShutDown,

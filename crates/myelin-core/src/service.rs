@@ -711,7 +711,7 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
     /// Wait until a server exists; returns whether one did within `timeout`.
     pub fn wait_for_service(&self, timeout: Duration) -> bool {
         let ctx = &self.inner.node.ctx;
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::clock::deadline_after(timeout);
         loop {
             // Local servers wake us; remote ones are polled (discovery
             // takes a few milliseconds anyway).
@@ -765,7 +765,7 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
             }
         };
         let start = Instant::now();
-        let deadline = start + timeout;
+        let deadline = start + timeout.min(crate::clock::FOREVER);
         let name = &self.inner.name;
         if self.inner.node.ctx.is_shut_down() {
             return Err(CallError::ContextShutDown(name.clone()));
@@ -853,9 +853,11 @@ impl<Req: Message, Resp: Message> Client<Req, Resp> {
                             timeout,
                         });
                     }
-                    if let Err(e) =
-                        exec.turn_until(Some(deadline), grouped, Some(&|| slot.is_filled()))
-                    {
+                    if let Err(e) = exec.turn_until(
+                        crate::dispatch::Until::At(deadline),
+                        grouped,
+                        Some(&|| slot.is_filled()),
+                    ) {
                         tracing::error!("while waiting for {name:?}: {e}");
                     }
                     if self.inner.node.ctx.is_shut_down() && !slot.is_filled() {

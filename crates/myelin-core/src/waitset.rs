@@ -229,7 +229,7 @@ impl WaitSet {
     /// [`WaitSetError::ContextShutDown`] when a subscription's context shuts
     /// down.
     pub fn wait(&mut self, timeout: Duration) -> Result<WaitSetReady, WaitSetError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::clock::deadline_after(timeout);
         loop {
             let now = Instant::now();
             let ready = self.collect(now);

@@ -442,7 +442,8 @@ impl RingReader {
         buf: &mut Vec<u8>,
         timeout: Duration,
     ) -> Result<Option<RecvInfo>, ShmError> {
-        let deadline = Instant::now() + timeout;
+        // `Duration::MAX` (forever) is a century: no `Instant` is further.
+        let deadline = Instant::now() + timeout.min(Duration::from_secs(100 * 365 * 24 * 3600));
         loop {
             if let Some(info) = self.try_recv(buf)? {
                 return Ok(Some(info));

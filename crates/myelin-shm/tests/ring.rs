@@ -55,6 +55,19 @@ fn messages_arrive_in_order_and_overwrites_are_counted() {
     assert_eq!(r.lost(), 6);
 }
 
+/// `Duration::MAX` ("wait forever") is no panic: the message there is
+/// returned.
+#[test]
+fn a_timeout_of_duration_max_waits_without_overflowing() {
+    let n = name("forever");
+    let mut w = RingWriter::create(&n, &ty(), 4, 4096).unwrap();
+    let mut r = RingReader::open(&n, &ty()).unwrap();
+    let mut buf = Vec::new();
+    w.publish(&payload(0)).unwrap();
+    let info = r.recv_timeout(&mut buf, Duration::MAX).unwrap().unwrap();
+    assert_eq!((info.seq, buf), (0, payload(0)));
+}
+
 #[test]
 fn a_message_larger_than_a_slot_is_refused_naming_the_segment() {
     let n = name("large");

@@ -173,7 +173,7 @@ impl<A: ActionType> ActionClient<A> {
     /// [`action_server_is_ready`](Self::action_server_is_ready)); returns
     /// whether one was within `timeout`.
     pub fn wait_for_action_server(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::clock::deadline_after(timeout);
         let c = &self.inner;
         let left = || deadline.saturating_duration_since(Instant::now());
         if !(c.send_goal.wait_for_service(left())
@@ -335,7 +335,7 @@ impl<A: ActionType> ClientGoalHandle<A> {
     /// Wait until the status topic says `done(state)`, or `timeout`;
     /// returns the last state seen.
     pub fn wait_for_state(&self, done: impl Fn(GoalState) -> bool, timeout: Duration) -> GoalState {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::clock::deadline_after(timeout);
         let tracked = &self.client.tracked;
         let mut goals = tracked.lock();
         loop {

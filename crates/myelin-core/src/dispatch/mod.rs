@@ -591,6 +591,39 @@ struct Wheel {
 /// services, caused work).
 const POLL_LOOK: usize = 64;
 
+/// When a turn stops waiting for work.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Until {
+    /// Never ([`Executor::spin`](crate::Executor::spin)'s turns).
+    Never,
+    /// At this instant.
+    At(Instant),
+    /// This long after the turn first finds nothing to run
+    /// ([`Executor::spin_once`](crate::Executor::spin_once)'s timeout): a
+    /// turn that finds its work at once reads no clock for it (a clock
+    /// read and the `Instant` arithmetic are ~250 instructions, a
+    /// third of a relay hop).
+    After(Duration),
+}
+
+impl Until {
+    /// The instant, fixing an [`After`](Until::After) from now on the
+    /// first call (a timeout past [`FOREVER`](crate::clock::FOREVER) is
+    /// that far); `None`: never.
+    #[inline]
+    pub(crate) fn instant(&mut self) -> Option<Instant> {
+        match *self {
+            Until::Never => None,
+            Until::At(at) => Some(at),
+            Until::After(timeout) => {
+                let at = crate::clock::deadline_after(timeout);
+                *self = Until::At(at);
+                Some(at)
+            }
+        }
+    }
+}
+
 /// The part of an executor that producers and workers share.
 pub(crate) struct ExecShared {
     pub(crate) ready: ReadyQueue,
@@ -951,7 +984,7 @@ impl ExecShared {
     /// callback group when `grouped`), else sleep until work, a timer
     /// deadline, `deadline`, stop or shutdown. Returns whether an entry
     /// ran.
-    pub(crate) fn turn(&self, deadline: Option<Instant>, grouped: bool) -> Result<bool, SpinError> {
+    pub(crate) fn turn(&self, deadline: Until, grouped: bool) -> Result<bool, SpinError> {
         self.turn_until(deadline, grouped, None)
     }
 
@@ -963,7 +996,7 @@ impl ExecShared {
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn turn_until(
         &self,
-        deadline: Option<Instant>,
+        mut deadline: Until,
         grouped: bool,
         enough: Option<&dyn Fn() -> bool>,
     ) -> Result<bool, SpinError> {
@@ -1007,7 +1040,7 @@ impl ExecShared {
                 // is over.
                 if self.halted()
                     || enough.is_some_and(|f| f())
-                    || deadline.is_some_and(|d| Instant::now() >= d)
+                    || deadline.instant().is_some_and(|d| Instant::now() >= d)
                 {
                     return Ok(false);
                 }
@@ -1017,6 +1050,7 @@ impl ExecShared {
                 return Ok(false);
             }
             let timer = self.next_due();
+            let deadline = deadline.instant();
             let mut wake_at = match (deadline, timer) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),

@@ -72,8 +72,9 @@ use std::time::{Duration, Instant};
 
 use myelin_sync::atomic::Ordering;
 
-use crate::dispatch::ExecShared;
+use crate::clock::deadline_after;
 pub use crate::dispatch::{Anticipated, IdleWait, UnknownIdleWait};
+use crate::dispatch::{ExecShared, Until};
 use crate::error::{AddNodeError, SpinError};
 use crate::node::Node;
 use crate::runtime::{ContextInner, NodeInner};
@@ -268,18 +269,37 @@ impl Executor {
             if self.shared.take_stop() || self.shared.down.load(Ordering::SeqCst) {
                 return Ok(());
             }
-            self.shared.turn(None, false)?;
+            self.shared.turn(Until::Never, false)?;
         }
     }
 
     /// Wait up to `timeout` for one unit of work (a message or a due timer)
     /// and run it. Returns whether a callback ran (a pass that found
     /// nothing to call, such as a [warm](crate::Publisher::warm)'s, does
-    /// not end the wait).
+    /// not end the wait). `Duration::MAX` waits forever (a century); the
+    /// timeout counts from the moment the call finds nothing to run.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use myelin_core::{Context, Executor, QoS};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let ctx = Context::builder().handle_signals(false).shared_memory(false).network(false).build()?;
+    /// let node = ctx.create_node("once")?;
+    /// let _sub = node.create_subscription("/ticks", QoS::default(), |n: u32| println!("{n}"))?;
+    /// let publisher = node.create_publisher::<u32>("/ticks", QoS::default())?;
+    /// let mut exec = Executor::new();
+    /// exec.add_node(&node)?;
+    /// publisher.publish(1)?;
+    /// assert!(exec.spin_once(Duration::MAX)?); // the message is there: no wait
+    /// assert!(!exec.spin_once(Duration::from_millis(1))?); // nothing came
+    /// # Ok(()) }
+    /// ```
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn spin_once(&mut self, timeout: Duration) -> Result<bool, SpinError> {
-        let r = self.shared.turn(Some(Instant::now() + timeout), false);
+        // The timeout's clock read waits until the turn finds nothing to
+        // run: a loop of `spin_once` over ready work reads no clock.
+        let r = self.shared.turn(Until::After(timeout), false);
         // A stop that ended this wait is used up (it must not end the next
         // spin). Cleared only when set: a `SeqCst` store is a locked
         // instruction, and a loop of `spin_once` calls would pay one per
@@ -390,7 +410,7 @@ impl Executor {
     /// # Ok(()) }
     /// ```
     pub fn spin_all(&mut self, max_duration: Duration) -> Result<usize, SpinError> {
-        let deadline = (!max_duration.is_zero()).then(|| Instant::now() + max_duration);
+        let deadline = (!max_duration.is_zero()).then(|| deadline_after(max_duration));
         let mut total = 0;
         loop {
             let ran = self.spin_some()?;
@@ -413,7 +433,7 @@ impl Executor {
         timeout: Duration,
         mut done: impl FnMut() -> bool,
     ) -> Result<bool, SpinError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(timeout);
         loop {
             if done() {
                 return Ok(true);
@@ -424,7 +444,7 @@ impl Executor {
             {
                 return Ok(done());
             }
-            self.shared.turn(Some(deadline), false)?;
+            self.shared.turn(Until::At(deadline), false)?;
         }
     }
 

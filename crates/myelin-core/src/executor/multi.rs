@@ -5,6 +5,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Attachments, ExecShared, StopHandle};
+use crate::dispatch::Until;
 use crate::error::{AddNodeError, SpinError};
 use crate::node::Node;
 use crate::sched::{SavedPolicy, SchedError, ThreadPolicy};
@@ -142,7 +143,7 @@ impl MultiThreadedExecutor {
         timeout: Duration,
         done: impl Fn() -> bool + Sync,
     ) -> Result<bool, SpinError> {
-        self.run(Some(Instant::now() + timeout), &done)
+        self.run(Some(crate::clock::deadline_after(timeout)), &done)
     }
 
     fn run(
@@ -156,7 +157,7 @@ impl MultiThreadedExecutor {
                 if shared.halted() || done() || deadline.is_some_and(|d| Instant::now() >= d) {
                     return Ok(());
                 }
-                if let Err(e) = shared.turn(deadline, true) {
+                if let Err(e) = shared.turn(deadline.map_or(Until::Never, Until::At), true) {
                     // Stop the others; the first error wins.
                     shared.stop.store(true, Ordering::SeqCst);
                     shared.event.notify();

@@ -480,6 +480,12 @@ impl Node {
                     policy,
                     reason: "a zero period would never be met",
                 },
+                // `QoS::validate` refused these before: kept for the match.
+                CreateTimerError::PeriodTooLong(_) => CreateEndpointError::InvalidQos {
+                    topic: topic.to_string(),
+                    policy,
+                    reason: "the period is beyond ROS 2's infinite (about 292 years)",
+                },
                 CreateTimerError::ContextShutDown => {
                     CreateEndpointError::ContextShutDown(topic.to_string())
                 }
@@ -1257,6 +1263,9 @@ impl Node {
     ) -> Result<Timer, CreateTimerError> {
         if period.is_zero() {
             return Err(CreateTimerError::ZeroPeriod);
+        }
+        if period.as_nanos() > i64::MAX as u128 {
+            return Err(CreateTimerError::PeriodTooLong(period));
         }
         if self.inner.ctx.is_shut_down() {
             return Err(CreateTimerError::ContextShutDown);

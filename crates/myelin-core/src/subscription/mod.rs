@@ -4,7 +4,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use myelin_sync::atomic::Ordering;
 
@@ -277,7 +277,7 @@ impl<T: Message> Subscription<T> {
     /// a subscription with a callback hands its messages to its executor and
     /// does not wake blocked waiters (waiting on it returns at the timeout).
     pub fn wait_for_message(&self, timeout: Duration) -> Result<Received<T>, WaitError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::clock::deadline_after(timeout);
         let ctx = &self.inner.node.ctx;
         let wp = &self.inner.waitpoint;
         let gone_at_start = wp.gone_count();

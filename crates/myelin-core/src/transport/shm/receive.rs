@@ -611,7 +611,7 @@ impl SubLink for SubShm {
         if self.pass_thread.load(Ordering::Relaxed) == this_thread() {
             return; // called from a callback of this link's own pass
         }
-        let deadline = std::time::Instant::now() + patience;
+        let deadline = crate::clock::deadline_after(patience);
         loop {
             match self.readers.try_lock() {
                 Ok(g) => return drop(self.pump_locked(owner, g, false, &[], false)),

@@ -973,7 +973,7 @@ fn wait_for_link(
         info.routers_zid().wait().next().is_some()
             || (peers && info.peers_zid().wait().next().is_some())
     };
-    let give_up = std::time::Instant::now() + wait;
+    let give_up = crate::clock::deadline_after(wait);
     loop {
         if linked() {
             return true;
