@@ -49,7 +49,8 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
              "shm idle take": 1.0, "shm idle take locked": 0.0, "cold lines x10": 1.0,
              "dispatch 64B locked": 0.0, "shm loan+take 64B locked": 0.0,
              "zenoh publish 64B locked": 0.0, "cdr encode Image locked": 0.0,
-             "cdr decode Image locked": 0.0, "relay 64B x5 locked": 0.0 }"#,
+             "cdr decode Image locked": 0.0, "relay 64B x5 locked": 0.0,
+             "dispatch 64B outside hot text": 0.0 }"#,
     )
     .unwrap();
     // Two workloads (each costs ~40 s under valgrind here; CI's gate step
@@ -84,7 +85,8 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
     };
     let first = read(&saved);
     // The count, its locked-instruction count, the lines per delivery
-    // (data missed, code executed) and the pages of that code.
+    // (data missed, code executed), the pages of that code, and the
+    // instructions outside the hot text.
     let keys: Vec<&str> = first.keys().map(String::as_str).collect();
     assert_eq!(
         keys,
@@ -93,7 +95,8 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
             "cold lines x10 code",
             "cold lines x10 code pages",
             "dispatch 64B",
-            "dispatch 64B locked"
+            "dispatch 64B locked",
+            "dispatch 64B outside hot text"
         ],
         "{first:?}"
     );
@@ -105,7 +108,10 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
             && first["cold lines x10"] > 0.0
             && first["cold lines x10 code"] > 0.0
             && first["cold lines x10 code pages"] > 0.0
-            && first["cold lines x10 code pages"] <= first["cold lines x10 code"],
+            && first["cold lines x10 code pages"] <= first["cold lines x10 code"]
+            // The workload's own loop and callback run outside it.
+            && first["dispatch 64B outside hot text"] > 0.0
+            && first["dispatch 64B outside hot text"] < first["dispatch 64B"],
         "{first:?}"
     );
 
@@ -118,11 +124,12 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
         saved.as_os_str(),
     ]));
     let second = read(&saved);
-    assert_eq!(second.len(), 7, "{second:?}");
+    assert_eq!(second.len(), 9, "{second:?}");
     assert!(
         first.iter().all(|(k, v)| second[k] == *v)
             && second["shm idle take"] > 1.0
-            && second.contains_key("shm idle take locked"),
+            && second.contains_key("shm idle take locked")
+            && second.contains_key("shm idle take outside hot text"),
         "{first:?} then {second:?}"
     );
 
@@ -133,8 +140,9 @@ fn a_count_above_the_baseline_fails_naming_the_workload_and_the_run_writes_a_bas
         "--baseline".as_ref(),
         saved.as_os_str(),
     ]));
-    // Its count and its locked-instruction row, nothing else.
-    assert_eq!(stdout.matches(" ok\n").count(), 2, "{stdout}");
+    // Its count, its locked-instruction row and its outside-hot-text
+    // row, nothing else.
+    assert_eq!(stdout.matches(" ok\n").count(), 3, "{stdout}");
     assert!(!stdout.contains("dispatch"), "{stdout}");
 
     // A workload this build does not have: refused before anything runs.

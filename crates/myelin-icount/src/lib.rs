@@ -259,6 +259,25 @@ pub const CODE: &str = " code";
 /// `myelin_sync::hot`) is part of a cold delivery's cost.
 pub const PAGES: &str = " code pages";
 
+/// The suffix of a workload's companion row that counts the instructions
+/// per operation it executes in the executable *outside its hot text*
+/// (the `.text.hot` section, see `myelin_sync::hot`): the workload's own
+/// code (its loop, the callback's body) and any of myelin's per-message
+/// code that is not in the section. It does not move with layout, only
+/// with what runs where, so it is gated: a per-message function added
+/// without the section's attribute (and so on another page of a cold
+/// delivery) grows it.
+pub const OUTSIDE: &str = " outside hot text";
+
+/// Whether `workload` has an [`OUTSIDE`] row: the gated per-message paths
+/// (not the cold ones, which count lines, nor CDR, which is not hot text).
+pub fn has_outside_row(workload: &str) -> bool {
+    gated(workload)
+        && !counts_lines(workload)
+        && !workload.starts_with("cdr ")
+        && WORKLOADS.contains(&workload)
+}
+
 /// The name of `workload`'s locked-instruction row.
 pub fn locked_name(workload: &str) -> String {
     format!("{workload}{LOCKED}")
@@ -863,10 +882,14 @@ pub fn run_only(
                     instructions: n,
                     per_op: n as f64 / units as f64,
                 };
-                Ok(vec![
+                let mut rows = vec![
                     row(name.to_string(), instructions),
                     row(locked_name(name), counts.locked),
-                ])
+                ];
+                if has_outside_row(name) {
+                    rows.push(row(format!("{name}{OUTSIDE}"), counts.outside));
+                }
+                Ok(rows)
             }
         })
         .collect::<Result<Vec<_>, _>>()
@@ -1007,13 +1030,17 @@ fn callgrind(
     let exe = std::env::current_exe()?;
     let exe = exe.to_string_lossy();
     let unnamed = Unnamed::from_output(&exe, &String::from_utf8_lossy(&result.stdout));
+    let executed = executed_by_address(&text, unnamed);
     if counts_lines(name) {
-        counts.code_lines = executed_by_address(&text, unnamed)
+        counts.code_lines = executed
             .into_keys()
             .map(|(object, addr)| (object.to_string(), addr / 64))
             .collect();
     } else {
-        counts.locked = locked_executed(&text, unnamed)?;
+        counts.locked = locked_executed(&executed)?;
+        if has_outside_row(name) {
+            counts.outside = outside_hot_text(&executed, &exe, &hot_text(&exe)?);
+        }
     }
     Ok(counts)
 }
@@ -1061,12 +1088,10 @@ impl<'a> Unnamed<'a> {
     }
 }
 
-/// Locked instructions executed in a callgrind output written with
-/// `--dump-instr=yes --compress-strings=no --compress-pos=no`: the count
-/// of every instruction address whose disassembly (`objdump -d` of its
-/// object) is a locked one, summed.
-fn locked_executed(text: &str, unnamed: Option<Unnamed<'_>>) -> Result<u64, IcountError> {
-    let executed = executed_by_address(text, unnamed);
+/// Locked instructions among those executed ([`executed_by_address`]):
+/// the count of every instruction address whose disassembly (`objdump -d`
+/// of its object) is a locked one, summed.
+fn locked_executed(executed: &BTreeMap<(&str, u64), u64>) -> Result<u64, IcountError> {
     let mut total = 0;
     let objects: std::collections::BTreeSet<&str> = executed.keys().map(|(o, _)| *o).collect();
     for object in objects {
@@ -1078,6 +1103,52 @@ fn locked_executed(text: &str, unnamed: Option<Unnamed<'_>>) -> Result<u64, Icou
             .sum::<u64>();
     }
     Ok(total)
+}
+
+/// Instructions executed ([`executed_by_address`]) in the executable `exe`
+/// outside its hot text, `hot` ([`hot_text`]).
+fn outside_hot_text(
+    executed: &BTreeMap<(&str, u64), u64>,
+    exe: &str,
+    hot: &std::ops::Range<u64>,
+) -> u64 {
+    executed
+        .range((exe, 0)..=(exe, u64::MAX))
+        .filter(|((_, a), _)| !hot.contains(a))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// The addresses of `exe`'s `.text.hot` section; an error when it has
+/// none (linked without the flag, the gate could not tell).
+fn hot_text(exe: &str) -> Result<std::ops::Range<u64>, IcountError> {
+    section_range(exe, ".text.hot")?.ok_or_else(|| {
+        err(format!(
+            "{exe} has no .text.hot section: linked without -z keep-text-section-prefix \
+             (see myelin_sync::hot)"
+        ))
+    })
+}
+
+/// The addresses of section `name` of `object`, from `objdump -h` (`None`:
+/// it has no such section).
+fn section_range(object: &str, name: &str) -> Result<Option<std::ops::Range<u64>>, IcountError> {
+    let headers = objdump(&["-h", object], "the hot text")?;
+    Ok(section_in(&headers, name))
+}
+
+/// Section `name`'s address range in `objdump -h` output (`Idx Name Size
+/// VMA LMA File-off Algn`, one section per line pair).
+fn section_in(headers: &str, name: &str) -> Option<std::ops::Range<u64>> {
+    headers.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.get(1) != Some(&name) {
+            return None;
+        }
+        let size = u64::from_str_radix(f.get(2)?, 16).ok()?;
+        let vma = u64::from_str_radix(f.get(3)?, 16).ok()?;
+        Some(vma..vma.checked_add(size)?)
+    })
 }
 
 /// (object, instruction address) -> executions, from the cost lines
@@ -1114,30 +1185,35 @@ fn executed_by_address<'a>(
     executed
 }
 
-/// The addresses of `object`'s locked instructions, from `objdump -d`.
-fn locked_addresses(object: &str) -> Result<std::collections::HashSet<u64>, IcountError> {
+/// `objdump ARGS`' output; `what`: what it is needed for, in the error
+/// when binutils is missing.
+fn objdump(args: &[&str], what: &str) -> Result<String, IcountError> {
     let out = Command::new("objdump")
-        .args(["-d", "--no-show-raw-insn", object])
+        .args(args)
         .output()
-        .map_err(|e| {
-            err(format!(
-                "objdump (binutils) is needed to find locked instructions: {e}"
-            ))
-        })?;
+        .map_err(|e| err(format!("objdump (binutils) is needed to find {what}: {e}")))?;
     if !out.status.success() {
         return Err(err(format!(
-            "objdump -d {object}: {}",
+            "objdump {}: {}",
+            args.join(" "),
             tail(&String::from_utf8_lossy(&out.stderr), 4)
         )));
     }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let (addr, insn) = l.trim_start().split_once(":\t")?;
-            let addr = u64::from_str_radix(addr, 16).ok()?;
-            is_locked(insn.trim()).then_some(addr)
-        })
-        .collect())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The addresses of `object`'s locked instructions, from `objdump -d`.
+fn locked_addresses(object: &str) -> Result<std::collections::HashSet<u64>, IcountError> {
+    Ok(
+        objdump(&["-d", "--no-show-raw-insn", object], "locked instructions")?
+            .lines()
+            .filter_map(|l| {
+                let (addr, insn) = l.trim_start().split_once(":\t")?;
+                let addr = u64::from_str_radix(addr, 16).ok()?;
+                is_locked(insn.trim()).then_some(addr)
+            })
+            .collect(),
+    )
 }
 
 /// Whether an instruction (objdump's AT&T text, e.g. `lock cmpxchg
@@ -1183,6 +1259,9 @@ struct Counts {
     locked: u64,
     /// Lines of code executed (cold workloads only).
     code_lines: CodeLines,
+    /// Instructions executed outside the hot text ([`OUTSIDE`]; 0 where
+    /// not counted).
+    outside: u64,
 }
 
 impl Counts {
@@ -1202,6 +1281,7 @@ impl Counts {
             values,
             locked: 0,
             code_lines: CodeLines::new(),
+            outside: 0,
         }
     }
 
@@ -1267,8 +1347,9 @@ pub fn load_baseline(path: &Path) -> Result<Baseline, IcountError> {
     let baseline: Baseline =
         serde_json::from_str(&text).map_err(|e| bad(format!("not valid: {e}")))?;
     // Instruction counts are positive; a locked-instruction count may be
-    // 0 (a path without any).
-    let valid = |k: &str, v: f64| v.is_finite() && (v > 0.0 || (v == 0.0 && k.ends_with(LOCKED)));
+    // 0 (a path without any), and so may an outside-hot-text one.
+    let may_be_zero = |k: &str| k.ends_with(LOCKED) || k.ends_with(OUTSIDE);
+    let valid = |k: &str, v: f64| v.is_finite() && (v > 0.0 || (v == 0.0 && may_be_zero(k)));
     match baseline.iter().find(|(k, v)| !valid(k, **v)) {
         Some((k, v)) => Err(bad(format!("{k:?}: {v} is not a positive count"))),
         None => Ok(baseline),
@@ -1358,11 +1439,19 @@ pub fn baseline_of(rows: &[IcountRow]) -> Baseline {
 
 /// The rows as a table, with the baseline's column where there is one.
 pub fn render(rows: &[IcountRow], baseline: Option<&Baseline>, tolerance: f64) -> String {
+    // The longest name sets the first column ("shm loan+take 64B outside
+    // hot text" is 36).
+    let w = rows
+        .iter()
+        .map(|r| r.workload.len())
+        .max()
+        .unwrap_or(0)
+        .max(26);
     let mut out = format!(
-        "{:<26} {:>10} {:>16} {:>14} {:>14} {:>8}  verdict\n",
+        "{:<w$} {:>10} {:>16} {:>14} {:>14} {:>8}  verdict\n",
         "workload", "ops", "instructions", "per op", "baseline", "ratio"
     );
-    out.push_str(&"-".repeat(102));
+    out.push_str(&"-".repeat(76 + w));
     out.push('\n');
     let verdicts = baseline.map(|b| compare(rows, b, tolerance));
     for (i, r) in rows.iter().enumerate() {
@@ -1390,7 +1479,7 @@ pub fn render(rows: &[IcountRow], baseline: Option<&Baseline>, tolerance: f64) -
             ),
         };
         out.push_str(&format!(
-            "{:<26} {:>10} {:>16} {:>14.1} {:>14} {:>8}  {}\n",
+            "{:<w$} {:>10} {:>16} {:>14.1} {:>14} {:>8}  {}\n",
             r.workload, r.iters, r.instructions, r.per_op, base, ratio, verdict
         ));
     }
@@ -1538,6 +1627,38 @@ fn=hot
         // wrote it.
         let e = executed_by_address(text, None);
         assert_eq!(e.get(&("???", 0x108040)), Some(&7));
+    }
+
+    #[test]
+    fn a_section_is_found_in_objdumps_headers_and_a_missing_one_is_none() {
+        let headers = "\
+Sections:
+Idx Name          Size      VMA               LMA               File off  Algn
+ 16 .text         01497b6c  0000000000682480  0000000000682480  00681480  2**6
+                  CONTENTS, ALLOC, LOAD, READONLY, CODE
+ 20 .text.hot     0006ac68  0000000001bf68b0  0000000001bf68b0  01bf58b0  2**4
+                  CONTENTS, ALLOC, LOAD, READONLY, CODE
+";
+        assert_eq!(
+            section_in(headers, ".text.hot"),
+            Some(0x1bf68b0..0x1bf68b0 + 0x6ac68)
+        );
+        assert_eq!(section_in(headers, ".text.unlikely"), None);
+        assert_eq!(section_in("garbage\n 1 .text.hot zz 10", ".text.hot"), None);
+    }
+
+    #[test]
+    fn the_instructions_outside_the_hot_text_are_the_executables_others() {
+        let hot = 0x1000..0x2000;
+        let executed: BTreeMap<(&str, u64), u64> = [
+            (("/bin/a", 0x1000), 5),
+            (("/bin/a", 0x1fff), 6),
+            (("/bin/a", 0x2000), 7),
+            (("/bin/a", 0xfff), 11),
+            (("/lib/libc.so.6", 0x10), 13),
+        ]
+        .into();
+        assert_eq!(outside_hot_text(&executed, "/bin/a", &hot), 18);
     }
 
     #[test]

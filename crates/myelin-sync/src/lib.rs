@@ -99,6 +99,13 @@ use atomic::{AtomicU32, Ordering};
 ///
 /// Without it nothing changes but the layout: each function lies where
 /// the linker would have put it anyway.
+///
+/// `myelin-icount` keeps the paths inside: beside each per-message
+/// workload it counts the instructions executed outside `.text.hot`
+/// (`... outside hot text`, gated in CI), so a new per-message function
+/// without the attribute grows that row. A closure cannot carry the
+/// attribute: a per-message closure becomes a named type with a method
+/// (as the subscription callback's `Adapter`).
 pub mod hot {}
 
 /// Ask the CPU to start bringing the cache line that holds `p` into its

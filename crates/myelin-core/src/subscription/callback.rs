@@ -3,6 +3,7 @@
 //! `&MessageInfo`), which decide the buffer kind when it is
 //! `CallbackDefault`.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::MessageInfo;
@@ -79,8 +80,18 @@ macro_rules! signatures {
             SubscriptionCallback<T, marker::$marker> for F
         {
             const WANTS_OWNERSHIP: bool = $owns;
-            fn into_dispatch(mut self) -> Dispatch<T> {
-                Dispatch(Box::new(move |$r, _: &Origin, _| self($convert)))
+            fn into_dispatch(self) -> Dispatch<T> {
+                Dispatch(Box::new(Adapter::<F, marker::$marker>(self, PhantomData)))
+            }
+        }
+
+        impl<T: Message, F: for<'a> FnMut($($arg)+) + Send + 'static> Call<T>
+            for Adapter<F, marker::$marker>
+        {
+            // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+            #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+            fn call(&mut self, $r: Received<T>, _: &Origin, _: u32) {
+                (self.0)($convert)
             }
         }
 
@@ -88,8 +99,18 @@ macro_rules! signatures {
             SubscriptionCallback<T, marker::$with_info> for F
         {
             const WANTS_OWNERSHIP: bool = $owns;
-            fn into_dispatch(mut self) -> Dispatch<T> {
-                Dispatch(Box::new(move |$r, origin: &Origin, pid| self($convert, &origin.info(pid))))
+            fn into_dispatch(self) -> Dispatch<T> {
+                Dispatch(Box::new(Adapter::<F, marker::$with_info>(self, PhantomData)))
+            }
+        }
+
+        impl<T: Message, F: for<'a, 'i> FnMut($($arg)+, &'i MessageInfo) + Send + 'static>
+            Call<T> for Adapter<F, marker::$with_info>
+        {
+            // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+            #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+            fn call(&mut self, $r: Received<T>, origin: &Origin, pid: u32) {
+                (self.0)($convert, &origin.info(pid))
             }
         }
     };
@@ -107,28 +128,38 @@ signatures!(ByArc, ByArcWithInfo, false, |r| r.into_shared(), Arc<T>);
 signatures!(ByRef, ByRefWithInfo, false, |r| &r, &'a T);
 signatures!(ByReceived, ByReceivedWithInfo, false, |r| r, Received<T>);
 
-/// A type-erased subscription callback (what the executor calls): one
-/// boxed closure of the message, its origin and the context's pid (a
-/// callback that wants the [`MessageInfo`] makes it of those; one that
-/// does not ignores them). One pointer pair, so that the subscription's
-/// fields a delivery reads stay within two cache lines.
-pub struct Dispatch<T>(Call<T>);
+/// A type-erased subscription callback (what the executor calls): the
+/// user's closure behind one `Call` of the message, its origin and the
+/// context's pid (a callback that wants the [`MessageInfo`] makes it of
+/// those; one that does not ignores them). One pointer pair, so that the
+/// subscription's fields a delivery reads stay within two cache lines.
+pub struct Dispatch<T>(Box<dyn Call<T>>);
 
-/// The message, where it came from, and the pid for [`Origin::info`].
-type Call<T> = Box<dyn FnMut(Received<T>, &Origin, u32) + Send>;
+/// What the executor calls: the message, where it came from, and the pid
+/// for [`Origin::info`].
+pub(crate) trait Call<T>: Send {
+    /// Run the user's callback on `msg`, converted to its signature.
+    fn call(&mut self, msg: Received<T>, origin: &Origin, pid: u32);
+}
+
+/// A user's callback `F` of signature `M` (one of the [`marker`]s), as
+/// the executor calls it: a named type rather than a closure, so that its
+/// `call` (the conversion, and the user's code inlined into it) can be
+/// put in the hot text with the rest of a delivery.
+pub(crate) struct Adapter<F, M>(F, PhantomData<fn() -> M>);
 
 impl<T> Dispatch<T> {
     /// Run the callback on a message from `origin` (`pid`: the
     /// subscription's context's, for [`Origin::info`]).
     #[inline]
     pub(crate) fn call(&mut self, msg: Received<T>, origin: &Origin, pid: u32) {
-        (self.0)(msg, origin, pid)
+        self.0.call(msg, origin, pid)
     }
 
     /// Where the closure's captured state lives (it never moves: it is
     /// boxed), as an address to prefetch, never to read through.
     pub(crate) fn state_addr(&self) -> usize {
-        (&*self.0 as *const (dyn FnMut(Received<T>, &Origin, u32) + Send)).cast::<u8>() as usize
+        (&*self.0 as *const dyn Call<T>).cast::<u8>() as usize
     }
 }
 
