@@ -326,9 +326,29 @@ fn few_threads() {
     assert!(r.unwrap_err().to_string().contains("ulimit -u"));
     assert!(seen.lock().unwrap().is_empty(), "a callback ran");
 
+    // An absurd thread count meets the same refusal (no capacity
+    // overflow on the way).
+    drop(exec);
+    let mut absurd = MultiThreadedExecutor::new(usize::MAX);
+    absurd.add_node(&node).unwrap();
+    match spin_with(
+        &mut absurd,
+        &seen,
+        ThreadPolicy::new(),
+        Duration::from_secs(5),
+    ) {
+        Err(SpinError::WorkerThread {
+            started: 2,
+            wanted: usize::MAX,
+            ..
+        }) => {}
+        other => panic!("expected the third worker refused, got {other:?}"),
+    }
+    assert!(seen.lock().unwrap().is_empty(), "a callback ran");
+
     // Nothing was lost: the calling thread alone delivers the message.
     let mut alone = MultiThreadedExecutor::new(1);
-    drop(exec);
+    drop(absurd);
     alone.add_node(&node).unwrap();
     assert!(
         spin_with(

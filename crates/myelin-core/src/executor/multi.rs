@@ -189,7 +189,9 @@ impl MultiThreadedExecutor {
             // A thread the OS refuses (EAGAIN: a process or memory limit)
             // is an error of this `spin`, not a panic; the workers already
             // started are let through the gate without it and stop.
-            let mut others = Vec::with_capacity(self.threads - 1);
+            // Grown as they start: an absurd thread count meets the OS's
+            // refusal below, not a capacity overflow here.
+            let mut others = Vec::new();
             let mut unspawned = None;
             for i in 1..self.threads {
                 let started = std::thread::Builder::new()
