@@ -225,9 +225,22 @@ fn call_event(f: &Py<PyAny>, kind: &str, fields: &EventFields) {
     });
 }
 
+/// Seconds as a `Duration`; `math.inf` is `Duration::MAX`, which the
+/// library's timeouts take as forever (NaN and negatives are refused).
 fn duration(label: &str, secs: f64) -> PyResult<Duration> {
+    if secs == f64::INFINITY {
+        return Ok(Duration::MAX);
+    }
     Duration::try_from_secs_f64(secs)
         .map_err(|_| PyValueError::new_err(format!("{label}: {secs} is not a duration in seconds")))
+}
+
+/// The instant `secs` seconds from now: a timeout past a century (such
+/// as `math.inf`) is a century, as the library's own timeouts take it
+/// (no `Instant` is `Duration::MAX` away).
+fn deadline_in(label: &str, secs: f64) -> PyResult<std::time::Instant> {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    Ok(std::time::Instant::now() + duration(label, secs)?.min(CENTURY))
 }
 
 /// A context: one process's membership in a ROS domain.
@@ -491,6 +504,13 @@ impl Node {
         with_info: bool,
     ) -> PyResult<Timer> {
         let period = duration("timer period", period)?;
+        if period.as_nanos() > i64::MAX as u128 {
+            // ROS 2's limit (rclcpp's too): a ValueError, as for any other
+            // period that is no duration.
+            return Err(PyValueError::new_err(format!(
+                "timer period: {period:?} is beyond i64::MAX nanoseconds (about 292 years)"
+            )));
+        }
         let t = if with_info {
             // The callback gets how late the tick started (ns); the Python
             // side makes rclpy's TimerInfo of it on the node's clock.
@@ -1024,7 +1044,7 @@ fn wait_sliced(
 ) -> PyResult<bool> {
     let slice = Duration::from_millis(100);
     let deadline = match timeout {
-        Some(t) => Some(std::time::Instant::now() + duration("timeout", t)?),
+        Some(t) => Some(deadline_in("timeout", t)?),
         None => None,
     };
     loop {
@@ -1271,7 +1291,7 @@ impl Executor {
     /// callback takes it only for its Python code); in slices so that
     /// Ctrl-C raises KeyboardInterrupt. What `spin()` runs on.
     fn spin_for(&mut self, py: Python<'_>, timeout: f64) -> PyResult<()> {
-        let deadline = std::time::Instant::now() + duration("timeout", timeout)?;
+        let deadline = deadline_in("timeout", timeout)?;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let slice = left.min(Duration::from_millis(100));
@@ -1293,11 +1313,10 @@ impl Executor {
     /// one (the GIL released meanwhile). Whether one ran. Raises what the
     /// callback raised, and KeyboardInterrupt on Ctrl-C.
     fn spin_once(&mut self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
-        let timeout = duration("timeout", timeout)?;
         // Wait in slices so that Ctrl-C (Python's SIGINT flag) is seen
         // within 100 ms even when nothing arrives.
         let slice = Duration::from_millis(100);
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = deadline_in("timeout", timeout)?;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let exec = &mut self.exec;
@@ -1438,7 +1457,7 @@ impl MultiThreadedExecutor {
     fn spin_for(&mut self, py: Python<'_>, timeout: f64, once: bool) -> PyResult<bool> {
         use std::sync::atomic::Ordering;
         let start = CALLBACKS_RUN.load(Ordering::SeqCst);
-        let deadline = std::time::Instant::now() + duration("timeout", timeout)?;
+        let deadline = deadline_in("timeout", timeout)?;
         let ran = || CALLBACKS_RUN.load(Ordering::SeqCst) > start;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -1487,7 +1506,7 @@ fn spin_until_answered(
 ) -> PyResult<Option<Py<PyAny>>> {
     let waker = std::task::Waker::from(Arc::new(StopExecutor(stop)));
     let deadline = match timeout {
-        Some(t) => Some(std::time::Instant::now() + duration("timeout", t)?),
+        Some(t) => Some(deadline_in("timeout", t)?),
         None => None,
     };
     loop {

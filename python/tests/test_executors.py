@@ -1,5 +1,6 @@
 """The multi-threaded executor: callbacks of different nodes overlap."""
 
+import math
 import os
 import sys
 import threading
@@ -262,3 +263,27 @@ def test_a_timer_callback_that_takes_an_argument_gets_rclpys_timer_info(ctx):
         late = info.actual_call_time.nanoseconds - info.expected_call_time.nanoseconds
         assert late >= 0
         assert info.actual_call_time.clock_type == node.get_clock().clock_type
+
+
+def test_an_infinite_timeout_is_forever_and_returns_with_the_work(ctx):
+    """``math.inf`` (or a timeout past what the clock can hold) waits
+    forever: no ValueError, no panic; each call returns once a callback
+    ran (a 10 ms timer keeps work coming, so none can wait long)."""
+    node = myelin.create_node("forever", context=ctx)
+    got = []
+    node.create_subscription(Int32, "ticks", lambda m: got.append(m.data), 10)
+    node.create_timer(0.01, lambda: None)
+    pub = node.create_publisher(Int32, "ticks", 10)
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    pub.publish(Int32(data=1))
+    pub.publish(Int32(data=2))
+    # 1e19 s is a valid Duration that no clock instant is that far from.
+    for timeout in [math.inf, 1e19] * 100:
+        if len(got) == 2:
+            break
+        ex.spin_once(timeout_sec=timeout)
+    assert got == [1, 2]
+    with pytest.raises(ValueError):
+        node.create_timer(math.inf, lambda: None)
+    ex.shutdown()
