@@ -551,7 +551,9 @@ impl ZenohTransport {
             .session
             .liveliness()
             .get(myelin_zenoh::token::domain_tokens(self.domain))
-            .timeout(wait)
+            // `Duration::MAX` (a caller's "forever") capped as our own
+            // waits are: zenoh adds it to an `Instant`.
+            .timeout(wait.min(crate::clock::FOREVER))
             .wait()
         {
             while let Ok(r) = replies.recv() {
