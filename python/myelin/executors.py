@@ -80,10 +80,11 @@ class Executor:
 
     def spin_once(self, timeout_sec=None):
         """Run one ready callback, waiting up to ``timeout_sec`` seconds
-        (None: until one runs or the context shuts down)."""
+        (None or negative: until one runs or the context shuts down, as
+        rclpy; 0: only what is ready)."""
         if _task._settle(self._exec):
             return
-        if timeout_sec is None:
+        if timeout_sec is None or timeout_sec < 0:
             while self._context.ok():
                 ran = self._spin_slice(3600.0)
                 if _task._settle(self._exec) or ran:
@@ -99,7 +100,10 @@ class Executor:
             self._exec.spin_for(3600.0)
 
     def spin_until_future_complete(self, future, timeout_sec=None):
-        """Run callbacks until ``future`` is done, or ``timeout_sec`` passes."""
+        """Run callbacks until ``future`` is done, or ``timeout_sec`` passes
+        (None or negative: no end, as rclpy)."""
+        if timeout_sec is not None and timeout_sec < 0:
+            timeout_sec = None
         pending = getattr(future, "_pending", None)
         if pending is not None and not future.done():
             # A service call: the answer itself wakes the executor.

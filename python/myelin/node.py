@@ -197,9 +197,9 @@ class Client:
         _configure(self._live(), clock, service_event_qos_profile, introspection_state)
 
     def wait_for_service(self, timeout_sec=None):
-        """Wait up to ``timeout_sec`` seconds (None: no end) for a server;
-        whether one is there."""
-        return self._live().wait_for_service(None if timeout_sec is None else float(timeout_sec))
+        """Wait up to ``timeout_sec`` seconds (None: no end; negative: no
+        wait, as rclpy) for a server; whether one is there."""
+        return self._live().wait_for_service(_timeout(timeout_sec))
 
     def call_async(self, request):
         """Send ``request``; returns a :class:`~myelin.task.Future`."""
@@ -212,7 +212,7 @@ class Client:
         ``timeout_sec`` seconds without one). The server must be spun by
         someone else (another process, or another thread), as in rclpy."""
         pending = self._live().call_async(request)
-        return pending.wait(None if timeout_sec is None else float(timeout_sec))
+        return pending.wait(_timeout(timeout_sec))
 
     def destroy(self):
         self._core = None
@@ -697,3 +697,9 @@ def _takes_one_argument(callback):
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
     ]
     return len(required) == 1
+
+
+def _timeout(timeout_sec):
+    """rclpy's ``timeout_sec`` for a wait: None is no end, a negative one
+    no wait (its ``threading.Event.wait`` returns at once)."""
+    return None if timeout_sec is None else max(0.0, float(timeout_sec))

@@ -287,3 +287,26 @@ def test_an_infinite_timeout_is_forever_and_returns_with_the_work(ctx):
     with pytest.raises(ValueError):
         node.create_timer(math.inf, lambda: None)
     ex.shutdown()
+
+
+def test_a_negative_timeout_is_rclpys_forever_for_spins_and_no_wait_for_waits(ctx):
+    """rclpy: ``spin_once`` and ``spin_until_future_complete`` block
+    forever on a negative ``timeout_sec``; a client's waits return at
+    once. (Each spin below has a 50 ms timer coming: none can block long.)"""
+    node = myelin.create_node("negative", context=ctx)
+    fired = []
+    node.create_timer(0.05, lambda: fired.append(1))
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(node)
+    ex.spin_once(timeout_sec=-1)
+    assert fired, "spin_once(-1) returned before the timer"
+    future = myelin.task.Future()
+    node.create_timer(0.05, lambda: future.set_result(7))
+    ex.spin_until_future_complete(future, timeout_sec=-1.0)
+    assert future.done() and future.result() == 7
+    client = node.create_client(AddTwoInts, "nobody_serves")
+    assert client.wait_for_service(timeout_sec=-1) is False
+    # As a zero timeout: no server now, said at once (not a ValueError).
+    with pytest.raises(Exception, match="no server"):
+        client.call(AddTwoInts.Request(a=1, b=2), timeout_sec=-1)
+    ex.shutdown()
