@@ -64,6 +64,15 @@ fn core_error(e: impl std::fmt::Display) -> PyErr {
     MyelinError::new_err(e.to_string())
 }
 
+/// A timer refused: a period past ROS 2's 292 years is a ValueError, as a
+/// period that is no duration at all (`math.inf`: `Duration::MAX`).
+fn timer_error(e: myelin::CreateTimerError) -> PyErr {
+    match e {
+        myelin::CreateTimerError::PeriodTooLong(_) => PyValueError::new_err(e.to_string()),
+        other => core_error(other),
+    }
+}
+
 /// The first exception a callback raised that no `spin_once` has raised
 /// again yet.
 static CALLBACK_ERROR: Mutex<Option<PyErr>> = Mutex::new(None);
@@ -236,11 +245,9 @@ fn duration(label: &str, secs: f64) -> PyResult<Duration> {
 }
 
 /// The instant `secs` seconds from now: a timeout past a century (such
-/// as `math.inf`) is a century, as the library's own timeouts take it
-/// (no `Instant` is `Duration::MAX` away).
+/// as `math.inf`) is a century, as the library's own timeouts take it.
 fn deadline_in(label: &str, secs: f64) -> PyResult<std::time::Instant> {
-    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-    Ok(std::time::Instant::now() + duration(label, secs)?.min(CENTURY))
+    Ok(myelin_sync::deadline::after(duration(label, secs)?))
 }
 
 /// A context: one process's membership in a ROS domain.
@@ -504,13 +511,6 @@ impl Node {
         with_info: bool,
     ) -> PyResult<Timer> {
         let period = duration("timer period", period)?;
-        if period.as_nanos() > i64::MAX as u128 {
-            // ROS 2's limit (rclcpp's too): a ValueError, as for any other
-            // period that is no duration.
-            return Err(PyValueError::new_err(format!(
-                "timer period: {period:?} is beyond i64::MAX nanoseconds (about 292 years)"
-            )));
-        }
         let t = if with_info {
             // The callback gets how late the tick started (ns); the Python
             // side makes rclpy's TimerInfo of it on the node's clock.
@@ -541,7 +541,7 @@ impl Node {
                 None => self.node.create_timer(period, run),
             }
         }
-        .map_err(core_error)?;
+        .map_err(timer_error)?;
         Ok(Timer { timer: t })
     }
 

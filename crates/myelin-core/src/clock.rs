@@ -66,22 +66,8 @@ pub(crate) fn from_mono_ns(ns: u64) -> Instant {
     clock_base() + Duration::from_nanos(ns)
 }
 
-/// The longest a timeout waits: a century. Rust code says "wait forever"
-/// as `Duration::MAX`, which no `Instant` can be that far from now
-/// (adding it panics); a century is forever for a robot, and every
-/// deadline stays an `Instant` the waits can sleep towards.
-pub(crate) const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
-/// The instant `timeout` from now, a timeout beyond [`FOREVER`] taken as
-/// forever (see there).
-///
-/// ```ignore
-/// let never = deadline_after(Duration::MAX); // no panic: a century away
-/// ```
-#[inline]
-pub(crate) fn deadline_after(timeout: Duration) -> Instant {
-    Instant::now() + timeout.min(FOREVER)
-}
+/// Timeouts to deadlines, `Duration::MAX` as forever (a century).
+pub(crate) use myelin_sync::deadline::{FOREVER, after as deadline_after};
 
 /// Waits for a condition another thread or process makes true, up to a
 /// deadline, without a wake-up channel: a few spins, then yields, then

@@ -442,8 +442,7 @@ impl RingReader {
         buf: &mut Vec<u8>,
         timeout: Duration,
     ) -> Result<Option<RecvInfo>, ShmError> {
-        // `Duration::MAX` (forever) is a century: no `Instant` is further.
-        let deadline = Instant::now() + timeout.min(Duration::from_secs(100 * 365 * 24 * 3600));
+        let deadline = myelin_sync::deadline::after(timeout);
         loop {
             if let Some(info) = self.try_recv(buf)? {
                 return Ok(Some(info));

@@ -108,6 +108,32 @@ use atomic::{AtomicU32, Ordering};
 /// (as the subscription callback's `Adapter`).
 pub mod hot {}
 
+/// Deadlines from timeouts that may say "forever".
+pub mod deadline {
+    use std::time::{Duration, Instant};
+
+    /// The longest a timeout waits: a century. Rust code says "wait
+    /// forever" as `Duration::MAX`, which no `Instant` can be that far
+    /// from now (adding it panics); a century is forever for a robot, and
+    /// every deadline stays an `Instant` a wait can sleep towards.
+    pub const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+    /// The instant `timeout` from now, a timeout beyond [`FOREVER`] taken
+    /// as forever. Every wait of myelin (the executors', the
+    /// subscriptions', the services', the shared-memory ring's, the
+    /// Python binding's) takes its deadline from here.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let far = myelin_sync::deadline::after(Duration::MAX); // no panic
+    /// assert!(far > Instant::now() + Duration::from_secs(50 * 365 * 24 * 3600));
+    /// ```
+    #[inline]
+    pub fn after(timeout: Duration) -> Instant {
+        Instant::now() + timeout.min(FOREVER)
+    }
+}
+
 /// Ask the CPU to start bringing the cache line that holds `p` into its
 /// caches, and go on without waiting for it.
 ///
