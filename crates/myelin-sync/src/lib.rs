@@ -42,10 +42,12 @@ use std::time::Instant;
 mod cells;
 mod lane;
 mod ring;
+mod slab;
 mod stack;
 pub use cells::{RetainCell, TryLock, TryLockGuard};
 pub use lane::{LaneCell, LaneGuard};
 pub use ring::Ring;
+pub use slab::{Lease, LeaseSlab};
 pub use stack::IndexStack;
 
 /// Atomics used by every lock-free structure of myelin: `std`'s normally,

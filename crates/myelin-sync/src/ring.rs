@@ -6,7 +6,7 @@ use crate::atomic::{AtomicUsize, Ordering};
 
 /// `std`'s `UnsafeCell`, or loom's (which checks every access for races)
 /// under `cfg(loom)`, behind loom's closure-style API.
-mod cell {
+pub(crate) mod cell {
     #[cfg(loom)]
     pub(crate) use loom::cell::UnsafeCell;
 

@@ -778,3 +778,76 @@ fn inline_hand_over_leaves_no_message_behind() {
     model(|| Ring::new(4));
     model(|| AtomicU32::new(0));
 }
+
+/// The bytes a lease keeps: read by every holder, rewritten by the
+/// publisher once the chunk is given back.
+type Chunk = Arc<Bytes>;
+
+/// Memory that loom checks for races (its cell is not `Sync` by itself).
+struct Bytes(loom::cell::UnsafeCell<u32>);
+
+// SAFETY: every access goes through loom's cell, which fails the model on
+// a race.
+unsafe impl Sync for Bytes {}
+
+/// A lease's value: giving its chunk back (the publisher rewrites it) and
+/// logging its id (the first value 1, the second 10; 0 for a value a claim
+/// refused, never held).
+struct GiveBack(u32, Arc<AtomicU32>, Chunk);
+
+impl Drop for GiveBack {
+    fn drop(&mut self) {
+        if self.0 != 0 {
+            // SAFETY: loom checks this write against every holder's read.
+            self.2.0.with_mut(|p| unsafe { *p += 1 });
+        }
+        self.1.fetch_add(self.0, Ordering::SeqCst);
+    }
+}
+
+/// The lease slab (a shared-memory reader's chunk leases): two holders of
+/// one slot read the chunk and drop their leases on two threads while the
+/// claimer tries to claim the slot again. The chunk is given back only
+/// after both reads (loom's cell fails the model otherwise, as it does when
+/// the last lease's decrement does not acquire the others'), the old value
+/// is dropped exactly once (possibly after the slot took the new one: the
+/// release frees the slot first, as the value may own the slab), and the
+/// new value's write never races the old one's take.
+#[test]
+fn a_lease_slot_is_claimed_again_only_after_its_last_lease() {
+    loom::model(|| {
+        let log = Arc::new(AtomicU32::new(0));
+        let chunk: Chunk = Arc::new(Bytes(loom::cell::UnsafeCell::new(0)));
+        let slab = myelin_sync::LeaseSlab::new(1);
+        // SAFETY: this thread is the slab's only claimer.
+        let a = unsafe { slab.claim(0, GiveBack(1, log.clone(), chunk.clone())) }
+            .ok()
+            .unwrap();
+        let b = a.clone();
+        let read = |lease: myelin_sync::Lease, chunk: Chunk| {
+            move || {
+                // SAFETY: loom checks this read against the give-back.
+                chunk.0.with(|p| unsafe { assert_eq!(*p, 0) });
+                drop(lease);
+            }
+        };
+        let t1 = loom::thread::spawn(read(a, chunk.clone()));
+        let t2 = loom::thread::spawn(read(b, chunk.clone()));
+        let again = loop {
+            // SAFETY: as above.
+            match unsafe { slab.claim(0, GiveBack(10, log.clone(), chunk.clone())) } {
+                Ok(lease) => break lease,
+                Err(mut refused) => {
+                    refused.0 = 0;
+                    drop(refused);
+                    loom::thread::yield_now();
+                }
+            }
+        };
+        t1.join().unwrap();
+        t2.join().unwrap();
+        assert_eq!(log.load(Ordering::SeqCst), 1, "the old value, once");
+        drop(again);
+        assert_eq!(log.load(Ordering::SeqCst), 11, "the new value, once");
+    });
+}
