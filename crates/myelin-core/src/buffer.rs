@@ -46,7 +46,7 @@ pub enum Received<T> {
 /// holding one fits a cache line with its stamp and origin.
 pub struct InPlace<T> {
     ptr: *const T,
-    _owner: Arc<dyn Send + Sync>,
+    _owner: crate::wire::Owner,
 }
 
 // SAFETY: `ptr` points into bytes that `owner` keeps alive, immutable

@@ -65,7 +65,22 @@ pub enum WireError {
 pub struct SharedBytes {
     ptr: *const u8,
     len: usize,
-    _owner: Arc<dyn Any + Send + Sync>,
+    _owner: Owner,
+}
+
+/// What keeps shared bytes alive: anything behind an `Arc`, or a lease in
+/// a slab (a chunk another process wrote, read in place here: no
+/// allocation per message). 16 bytes, as the `Arc` alone (the lease fits
+/// beside the `Arc`'s non-null pointers).
+#[derive(Clone)]
+pub(crate) enum Owner {
+    /// A heap buffer, a loan, or a chunk whose slab slot was taken.
+    Heap(Arc<dyn Any + Send + Sync>),
+    /// A slot of a reader's lease slab.
+    Lease(
+        // Held for its drop: the last lease gives the chunk back.
+        #[allow(dead_code)] myelin_sync::Lease,
+    ),
 }
 
 // SAFETY: the bytes are immutable while any `SharedBytes` refers to them
@@ -78,14 +93,19 @@ unsafe impl Sync for SharedBytes {}
 impl SharedBytes {
     /// What keeps the bytes alive (a view into them stays valid while it
     /// lives).
-    pub(crate) fn into_owner(self) -> Arc<dyn Any + Send + Sync> {
+    pub(crate) fn into_owner(self) -> Owner {
         self._owner
     }
 
-    /// What keeps the bytes alive, by reference: a link that lent them
-    /// recognises its own memory by it (see `PubLink::send_bytes`).
-    pub(crate) fn owner(&self) -> &(dyn Any + Send + Sync) {
-        &*self._owner
+    /// What keeps the bytes alive, by reference, when it is on the heap: a
+    /// link that lent them recognises its own memory by it (see
+    /// `PubLink::send_bytes`). `None` for a reader's lease (never a
+    /// publisher's own memory).
+    pub(crate) fn owner(&self) -> Option<&(dyn Any + Send + Sync)> {
+        match &self._owner {
+            Owner::Heap(a) => Some(&**a),
+            Owner::Lease(_) => None,
+        }
     }
 
     /// Bytes copied into a fresh heap buffer aligned to 16 bytes (so POD
@@ -129,7 +149,7 @@ impl SharedBytes {
         SharedBytes {
             ptr,
             len,
-            _owner: buf,
+            _owner: Owner::Heap(buf),
         }
     }
 
@@ -139,7 +159,7 @@ impl SharedBytes {
         SharedBytes {
             ptr: v.as_ptr(),
             len: v.len(),
-            _owner: v,
+            _owner: Owner::Heap(v),
         }
     }
 
@@ -156,7 +176,26 @@ impl SharedBytes {
         SharedBytes {
             ptr,
             len,
-            _owner: owner,
+            _owner: Owner::Heap(owner),
+        }
+    }
+
+    /// Bytes kept by a lease (a chunk read in place: its slab slot).
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must stay valid and unmodified for as long as the
+    /// lease (or a clone of it) is alive.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    pub(crate) unsafe fn from_lease(
+        ptr: *const u8,
+        len: usize,
+        lease: myelin_sync::Lease,
+    ) -> SharedBytes {
+        SharedBytes {
+            ptr,
+            len,
+            _owner: Owner::Lease(lease),
         }
     }
 

@@ -346,6 +346,11 @@ impl PoolReader {
         })
     }
 
+    /// The number of chunks (checked against the mapping's size at open).
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
     /// The memory of chunk `idx` holding `len` bytes. Both come from a
     /// descriptor in shared memory and are checked here.
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).

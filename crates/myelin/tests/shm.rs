@@ -1162,3 +1162,67 @@ fn a_polled_take_from_an_empty_buffer_keeps_every_qos_promise() {
     p.publish(stamp(2)).unwrap();
     assert_eq!(seqs(&s), [1, 2]);
 }
+
+/// A reader holds each chunk it reads in place in a lease slot of the
+/// publisher's mapped pool (64 slots at most, a chunk's index modulo that),
+/// or, when the slot is taken, in an `Arc` of its own. Holding more
+/// messages than there are slots (pools of 64, 128 and 256 chunks), with a
+/// clone of each, must neither give a chunk back while a holder remains
+/// (the publisher would write a later message over it) nor keep one: with
+/// the first holders dropped and 300 more messages published, every copy
+/// is as published, and in the end every chunk comes back. Three rounds,
+/// so slots are used again.
+#[test]
+fn more_messages_held_in_place_than_lease_slots_all_come_back() {
+    let (a, b) = (ctx(168), ctx(168));
+    let p = a
+        .create_node("lender")
+        .unwrap()
+        .create_publisher::<Blob>("/held", QoS::keep_all())
+        .unwrap();
+    let reader = b
+        .create_node("holder")
+        .unwrap()
+        .create_polling_subscription::<Blob>("/held", QoS::keep_all(), Default::default())
+        .unwrap();
+    let deadline = Instant::now() + LONG;
+    while p.subscription_count() == 0 {
+        assert!(Instant::now() < deadline, "never matched");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let baseline = p.shared_memory_in_use();
+    let send_and_hold = |tags: std::ops::Range<u32>| -> Vec<(u32, Blob)> {
+        tags.map(|t| {
+            let mut loan = p.loan_slice(256).unwrap();
+            for (k, byte) in loan.iter_mut().enumerate() {
+                *byte = t.to_le_bytes()[k % 4];
+            }
+            loan.publish().unwrap();
+            (t, reader.wait_for_message(LONG).unwrap().into_owned())
+        })
+        .collect()
+    };
+    let check = |(t, m): &(u32, Blob)| {
+        assert!(
+            m.len() == 256 && (m.iter().enumerate()).all(|(k, x)| *x == t.to_le_bytes()[k % 4]),
+            "message {t} was overwritten while held"
+        );
+    };
+    for round in 0..3u32 {
+        let first = send_and_hold(round * 1000..round * 1000 + 300);
+        let copies: Vec<(u32, Blob)> = first.clone();
+        drop(first);
+        let second = send_and_hold(round * 1000 + 500..round * 1000 + 800);
+        copies.iter().chain(&second).for_each(check);
+        drop((copies, second));
+        let deadline = Instant::now() + LONG;
+        while p.shared_memory_in_use() > baseline {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: {} bytes still in use, {baseline} at the start",
+                p.shared_memory_in_use()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}

@@ -179,7 +179,7 @@ impl<T: Message> PubInner<T> {
             if !w.get() {
                 continue;
             }
-            let own = (origin == Some(i)).then(|| bytes.owner());
+            let own = (origin == Some(i)).then(|| bytes.owner()).flatten();
             match l.send_bytes(&bytes, own) {
                 Ok(r) => full.merge(Full::refused(r.count, r.limit)),
                 Err(e) => {
@@ -239,6 +239,8 @@ impl<T: Message + bytemuck::Pod> Publisher<T> {
     /// let loan = publisher.loan_uninit().unwrap().write(42);
     /// loan.publish().unwrap();
     /// ```
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn loan_uninit(&self) -> Result<LoanUninit<'_, T>, PublishError> {
         Ok(LoanUninit {
             publisher: self,
@@ -300,6 +302,8 @@ impl<T: Message + bytemuck::Pod> std::ops::DerefMut for Loan<'_, T> {
 impl<T: Message> Loan<'_, T> {
     /// Publish the loaned message: no copy, to every subscription in this
     /// and other processes.
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn publish(self) -> Result<(), PublishError> {
         self.publisher
             .inner

@@ -968,6 +968,8 @@ impl PubLink for PubShm {
         Ok(self.send_own(chunk, bytes.len()))
     }
 
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn lender(&self) -> Option<&dyn Lender> {
         Some(self)
     }

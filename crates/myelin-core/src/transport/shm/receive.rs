@@ -13,6 +13,7 @@ use myelin_shm::inbox::{ConnState, Desc, Inbox, MAX_CONNECTIONS};
 use myelin_shm::pool::PoolReader;
 use myelin_shm::process_alive;
 use myelin_shm::{NeededAtExit, SegmentName};
+use myelin_sync::LeaseSlab;
 
 use super::qos::decode_qos;
 use super::{Discovered, Domain, LEAVE_WAIT, lock_within};
@@ -33,9 +34,31 @@ struct InboxShared {
 struct MappedPool {
     pool: PoolReader,
     inbox: Arc<InboxShared>,
+    /// A lease slot per chunk (chunk index modulo the slab's length, a
+    /// power of two): a chunk read in place is held in its slot, not in an
+    /// `Arc` of its own (no allocation per message). A slot still taken (a
+    /// pool larger than the slab, or a publisher that sent one chunk twice)
+    /// falls back to the `Arc`.
+    leases: LeaseSlab<ReaderLease>,
 }
 
-/// A chunk read in place by this process; dropping it gives it back.
+/// Lease slots per mapped pool, at most: covers a pool of small messages
+/// (64 chunks) at ~3 KiB per pool.
+const LEASE_SLOTS: u32 = 64;
+
+impl MappedPool {
+    fn new(pool: PoolReader, inbox: Arc<InboxShared>) -> MappedPool {
+        let slots = pool.count().next_power_of_two().min(LEASE_SLOTS);
+        MappedPool {
+            pool,
+            inbox,
+            leases: LeaseSlab::new(slots as usize),
+        }
+    }
+}
+
+/// A chunk read in place by this process; dropping it gives it back. Its
+/// `mapped` keeps the pool, and the lease slab it may sit in, alive.
 struct ReaderLease {
     mapped: Arc<MappedPool>,
     conn: usize,
@@ -371,10 +394,7 @@ impl SubShm {
             if r.pools.len() <= p {
                 r.pools.resize(p + 1, None);
             }
-            r.pools[p] = Some(Arc::new(MappedPool {
-                pool,
-                inbox: self.inbox.clone(),
-            }));
+            r.pools[p] = Some(Arc::new(MappedPool::new(pool, self.inbox.clone())));
         }
     }
 
@@ -397,28 +417,38 @@ impl SubShm {
         if r.pools[p].is_none() {
             let name = SegmentName::new(self.dom.id, &format!("k_{pid}_{pub_id}_{p}"))
                 .map_err(|e| TransportError::new("naming the publisher's pool", e))?;
-            r.pools[p] = Some(Arc::new(MappedPool {
-                pool: PoolReader::open(&name, self.ty.hash.0)
-                    .map_err(|e| TransportError::new("opening the publisher's pool", e))?,
-                inbox: self.inbox.clone(),
-            }));
+            let pool = PoolReader::open(&name, self.ty.hash.0)
+                .map_err(|e| TransportError::new("opening the publisher's pool", e))?;
+            r.pools[p] = Some(Arc::new(MappedPool::new(pool, self.inbox.clone())));
         }
-        let mapped = r.pools[p].clone().expect("opened above");
+        let mapped = r.pools[p].as_ref().expect("opened above");
         let ptr = mapped
             .pool
             .chunk(d.chunk, d.len)
             .map_err(|e| TransportError::new("reading a chunk", e))?;
-        let lease = Arc::new(ReaderLease {
-            mapped,
+        let lease = ReaderLease {
+            mapped: mapped.clone(),
             conn,
             generation,
             key: d.key(),
-        });
-        // SAFETY: `ptr..ptr+len` is inside the pool mapping (checked by
-        // `PoolReader::chunk`), which `lease` keeps mapped; the publisher
-        // does not rewrite the chunk until this process gives it back, which
-        // happens when `lease` (owned by the bytes) drops.
-        Ok(unsafe { SharedBytes::from_raw(ptr, d.len as usize, lease) })
+        };
+        // The slab's length is a power of two.
+        let slot = d.chunk as usize & (mapped.leases.len().wrapping_sub(1));
+        // SAFETY: claims on this slab are serialised: it belongs to this
+        // reader's connection `r`, borrowed mutably (under the readers'
+        // lock).
+        match unsafe { mapped.leases.claim(slot, lease) } {
+            // SAFETY: `ptr..ptr+len` is inside the pool mapping (checked by
+            // `PoolReader::chunk`), which the lease's value keeps mapped;
+            // the publisher does not rewrite the chunk until this process
+            // gives it back, which the value does when the last lease (held
+            // by the bytes and their clones) drops.
+            Ok(lease) => Ok(unsafe { SharedBytes::from_lease(ptr, d.len as usize, lease) }),
+            Err(lease) => {
+                // SAFETY: as above, the `Arc` holding the value.
+                Ok(unsafe { SharedBytes::from_raw(ptr, d.len as usize, Arc::new(lease)) })
+            }
+        }
     }
 
     /// Report remote publishers whose QoS this subscription cannot match
