@@ -261,12 +261,14 @@ pub const PAGES: &str = " code pages";
 
 /// The suffix of a workload's companion row that counts the instructions
 /// per operation it executes in the executable *outside its hot text*
-/// (the `.text.hot` section, see `myelin_sync::hot`): the workload's own
-/// code (its loop, the callback's body) and any of myelin's per-message
-/// code that is not in the section. It does not move with layout, only
-/// with what runs where, so it is gated: a per-message function added
-/// without the section's attribute (and so on another page of a cold
-/// delivery) grows it.
+/// (the `.text.hot` section, see `myelin_sync::hot`): myelin's (and std's)
+/// per-message code that is not in the section. The workload's own code
+/// (its loop, the callback's body: functions of this crate) is left out,
+/// so the row does not move when the compiler lays out the harness
+/// differently. It does not move with layout either, only with what runs
+/// where, so it is gated: a per-message function added without the
+/// section's attribute (and so on another page of a cold delivery) grows
+/// it.
 pub const OUTSIDE: &str = " outside hot text";
 
 /// Whether `workload` has an [`OUTSIDE`] row: the gated per-message paths
@@ -1030,7 +1032,7 @@ fn callgrind(
     let exe = std::env::current_exe()?;
     let exe = exe.to_string_lossy();
     let unnamed = Unnamed::from_output(&exe, &String::from_utf8_lossy(&result.stdout));
-    let executed = executed_by_address(&text, unnamed);
+    let executed = executed_by_address(&text, unnamed, |_| true);
     if counts_lines(name) {
         counts.code_lines = executed
             .into_keys()
@@ -1039,7 +1041,8 @@ fn callgrind(
     } else {
         counts.locked = locked_executed(&executed)?;
         if has_outside_row(name) {
-            counts.outside = outside_hot_text(&executed, &exe, &hot_text(&exe)?);
+            let myelins = executed_by_address(&text, unnamed, |f| !is_harness(f));
+            counts.outside = outside_hot_text(&myelins, &exe, &hot_text(&exe)?);
         }
     }
     Ok(counts)
@@ -1151,26 +1154,36 @@ fn section_in(headers: &str, name: &str) -> Option<std::ops::Range<u64>> {
     })
 }
 
+/// Whether callgrind's function `name` is this crate's (a workload's loop
+/// or callback, the region marker): the harness, not myelin.
+fn is_harness(name: &str) -> bool {
+    name.starts_with("myelin_icount")
+}
+
 /// (object, instruction address) -> executions, from the cost lines
-/// (`0xADDR LINE COUNT`) of a callgrind output; the line after `calls=`
-/// is a call's inclusive cost, not the call instruction's own. Code of
-/// object `???` is the executable's, `unnamed`, when given.
+/// (`0xADDR LINE COUNT`) of a callgrind output, of the functions whose
+/// name `keep` accepts; the line after `calls=` is a call's inclusive
+/// cost, not the call instruction's own. Code of object `???` is the
+/// executable's, `unnamed`, when given.
 fn executed_by_address<'a>(
     text: &'a str,
     unnamed: Option<Unnamed<'a>>,
+    keep: impl Fn(&str) -> bool,
 ) -> BTreeMap<(&'a str, u64), u64> {
     let mut executed: BTreeMap<(&str, u64), u64> = BTreeMap::new();
-    let (mut object, mut rebase, mut after_call) = ("", 0, false);
+    let (mut object, mut rebase, mut after_call, mut kept) = ("", 0, false, true);
     for line in text.lines() {
         if let Some(ob) = line.strip_prefix("ob=") {
             (object, rebase) = match (ob.trim(), unnamed) {
                 ("???", Some(u)) => (u.exe, u.base),
                 (ob, _) => (ob, 0),
             };
+        } else if let Some(f) = line.strip_prefix("fn=") {
+            kept = keep(f.trim());
         } else if line.starts_with("calls=") {
             after_call = true;
         } else if let Some(rest) = line.strip_prefix("0x") {
-            if std::mem::take(&mut after_call) {
+            if std::mem::take(&mut after_call) || !kept {
                 continue;
             }
             let mut parts = rest.split_whitespace();
@@ -1601,11 +1614,18 @@ ob=/lib/b
 fn=g
 0x10 1 7
 ";
-        let e = executed_by_address(text, None);
+        let e = executed_by_address(text, None, |_| true);
         assert_eq!(e.get(&("/bin/a", 0x10)), Some(&5));
         assert_eq!(e.get(&("/bin/a", 0x14)), None, "a call's inclusive cost");
         assert_eq!(e.get(&("/bin/a", 0x18)), Some(&5));
         assert_eq!(e.get(&("/lib/b", 0x10)), Some(&7));
+        // Without one function's code (the harness's, for the outside row).
+        let e = executed_by_address(text, None, |f| f != "g");
+        assert_eq!(e.get(&("/bin/a", 0x10)), Some(&5));
+        assert_eq!(e.get(&("/lib/b", 0x10)), None);
+        assert!(is_harness("myelin_icount::workload::{{closure}}"));
+        assert!(is_harness("myelin_icount_region"));
+        assert!(!is_harness("myelin_core::publisher::Publisher<T>::publish"));
     }
 
     #[test]
@@ -1620,12 +1640,12 @@ fn=hot
 ";
         let out = "icount load base 0x108000\n";
         let unnamed = Unnamed::from_output("/bin/a", out);
-        let e = executed_by_address(text, unnamed);
+        let e = executed_by_address(text, unnamed, |_| true);
         assert_eq!(e.get(&("/bin/a", 0x10)), Some(&5));
         assert_eq!(e.get(&("/bin/a", 0x40)), Some(&7), "{e:?}");
         // Without the base, the unnamed code stays apart, as callgrind
         // wrote it.
-        let e = executed_by_address(text, None);
+        let e = executed_by_address(text, None, |_| true);
         assert_eq!(e.get(&("???", 0x108040)), Some(&7));
     }
 
