@@ -77,6 +77,7 @@ pub(crate) enum Owner {
     /// A heap buffer, a loan, or a chunk whose slab slot was taken.
     Heap(Arc<dyn Any + Send + Sync>),
     /// A slot of a reader's lease slab.
+    #[cfg(feature = "shm")]
     Lease(
         // Held for its drop: the last lease gives the chunk back.
         #[allow(dead_code)] myelin_sync::Lease,
@@ -104,6 +105,7 @@ impl SharedBytes {
     pub(crate) fn owner(&self) -> Option<&(dyn Any + Send + Sync)> {
         match &self._owner {
             Owner::Heap(a) => Some(&**a),
+            #[cfg(feature = "shm")]
             Owner::Lease(_) => None,
         }
     }
@@ -185,6 +187,7 @@ impl SharedBytes {
     /// # Safety
     /// `ptr..ptr+len` must stay valid and unmodified for as long as the
     /// lease (or a clone of it) is alive.
+    #[cfg(feature = "shm")]
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) unsafe fn from_lease(
