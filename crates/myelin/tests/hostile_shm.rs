@@ -678,3 +678,88 @@ fn squatted_graph_child() {
         .expect("a message across processes");
     println!("got {}", *m);
 }
+
+/// A publisher that sends one chunk twice (a forger using the
+/// shared-memory library directly, not myelin's publisher): the reader
+/// reads both descriptors in place, the second while the first is held
+/// (its lease slot taken, so it falls back to an allocation of its own),
+/// gives the chunk back once per descriptor, the last one only when the
+/// last message goes, and keeps reading.
+#[test]
+fn a_chunk_sent_twice_is_read_twice_and_given_back_twice() {
+    use myelin_shm::SegmentName;
+    use myelin_shm::endpoint::{EndpointKind, scan};
+    use myelin_shm::inbox::{Desc, InboxWriter};
+    use myelin_shm::pool::PoolWriter;
+
+    let domain = 208;
+    let c = ctx(domain);
+    let s = c
+        .create_node("listener")
+        .unwrap()
+        .create_polling_subscription::<u64>("/twice", QoS::keep_all(), Default::default())
+        .unwrap();
+    let deadline = Instant::now() + LONG;
+    let inbox = loop {
+        let found = scan(domain, &mut Vec::new())
+            .into_iter()
+            .find(|f| f.info.kind == EndpointKind::Subscription && f.info.topic == "/twice");
+        if let Some(f) = found {
+            break f;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the subscription's inbox never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let (hash, pub_id) = (inbox.info.type_hash, 0x7417_u64);
+    let pool_name =
+        SegmentName::new(domain, &format!("k_{}_{pub_id}_0", std::process::id())).unwrap();
+    let pool = PoolWriter::create(&pool_name, hash, 64, 8).unwrap();
+    let chunk = pool.alloc().unwrap();
+    pool.reserve_chunk(chunk, 8).unwrap();
+    // SAFETY: the chunk is 64 bytes, 64-byte aligned, and this test is its
+    // only writer.
+    unsafe { (pool.chunk_ptr(chunk) as *mut u64).write(0x5eed) };
+    let mut w = InboxWriter::connect(&inbox.name, pub_id, hash)
+        .unwrap()
+        .expect("a free connection block");
+    let d = Desc {
+        pool: 0,
+        chunk,
+        len: 8,
+    };
+    w.push(d, false);
+    w.push(d, false);
+    let take = || {
+        let deadline = Instant::now() + LONG;
+        loop {
+            if let Some(m) = s.take() {
+                break m;
+            }
+            assert!(Instant::now() < deadline, "the forged message never came");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    let (first, second) = (take(), take());
+    assert_eq!((*first, *second), (0x5eed, 0x5eed));
+    let returns = |w: &mut InboxWriter| {
+        let mut keys = Vec::new();
+        w.drain_returns(|k| keys.push(k));
+        keys
+    };
+    drop(first);
+    assert_eq!(
+        returns(&mut w),
+        [d.key()],
+        "the first descriptor's give-back"
+    );
+    assert_eq!(*second, 0x5eed);
+    drop(second);
+    assert_eq!(returns(&mut w), [d.key()], "the second's");
+    // The reader goes on: the chunk once more.
+    w.push(d, false);
+    assert_eq!(*take(), 0x5eed);
+    assert_eq!(returns(&mut w), [d.key()]);
+}
