@@ -61,6 +61,7 @@ fn bench_scale_reports_every_column_and_leaves_nothing_behind() {
     for key in [
         "idle_per_process_ms_per_s",
         "rss_mib",
+        "anon_mib",
         "joiner_matched_ms",
         "joiner_first_ms",
         "joiner_all_ms",
