@@ -63,6 +63,22 @@ fn wait_publishers<T: myelin::Message>(s: &Subscription<T>, n: usize) {
     }
 }
 
+/// Wait until the publisher's shared memory in use is back at `baseline`
+/// (returns are collected when the publisher looks, as
+/// `shared_memory_in_use` does); fails after `LONG`, the message prefixed
+/// with `what`.
+fn wait_for_memory_back<T: myelin::Message>(p: &Publisher<T>, baseline: usize, what: &str) {
+    let deadline = Instant::now() + LONG;
+    while p.shared_memory_in_use() > baseline {
+        assert!(
+            Instant::now() < deadline,
+            "{what}{} still in use, {baseline} at the start",
+            p.shared_memory_in_use()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// The other process.
 #[test]
 fn child_role() {
@@ -984,15 +1000,7 @@ fn loans_sent_or_dropped_all_come_back_to_the_pool() {
     }
     // Returns are collected when the publisher looks (`shared_memory_in_use`
     // does): wait for the reader's last give-back.
-    let deadline = std::time::Instant::now() + LONG;
-    while p.shared_memory_in_use() > baseline {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} chunks still in use, {baseline} at the start",
-            p.shared_memory_in_use()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_memory_back(&p, baseline, "");
 }
 
 /// A publisher hands its own reference to a chunk to the last reader that
@@ -1060,15 +1068,7 @@ fn chunks_refused_by_a_full_reader_still_come_back() {
         );
     }
     drop(held);
-    let deadline = Instant::now() + LONG;
-    while p.shared_memory_in_use() > baseline {
-        assert!(
-            Instant::now() < deadline,
-            "{} chunks still in use, {baseline} at the start",
-            p.shared_memory_in_use()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_memory_back(&p, baseline, "");
 }
 
 /// A polled `take` from an empty buffer gets a lone message straight from
@@ -1215,14 +1215,6 @@ fn more_messages_held_in_place_than_lease_slots_all_come_back() {
         let second = send_and_hold(round * 1000 + 500..round * 1000 + 800);
         copies.iter().chain(&second).for_each(check);
         drop((copies, second));
-        let deadline = Instant::now() + LONG;
-        while p.shared_memory_in_use() > baseline {
-            assert!(
-                Instant::now() < deadline,
-                "round {round}: {} bytes still in use, {baseline} at the start",
-                p.shared_memory_in_use()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for_memory_back(&p, baseline, &format!("round {round}: "));
     }
 }
