@@ -17,6 +17,10 @@
 //!
 //! * `dispatch 64B`: in-process publish -> callback (a 64-byte POD message,
 //!   one executor turn: `publish` then `spin_some`);
+//! * `dispatch 64B, 200 idle`: the same with 200 subscriptions of other
+//!   topics, silent, on the same node and executor: dispatch costs
+//!   O(ready work), so this row is `dispatch 64B`'s count (the timed
+//!   benchmark cannot resolve a difference of a few nanoseconds);
 //! * `shm loan+take 64B`: a loaned publish into shared memory and the
 //!   `take` of it by a polling subscription of another context;
 //! * `shm idle take`: a polled `take` that finds nothing, from a
@@ -157,6 +161,7 @@ pub enum IcountError {
 #[cfg(feature = "zenoh")]
 pub const WORKLOADS: &[&str] = &[
     "dispatch 64B",
+    DISPATCH_IDLE,
     "shm loan+take 64B",
     SHM_IDLE,
     "zenoh publish 64B",
@@ -175,6 +180,7 @@ pub const WORKLOADS: &[&str] = &[
 #[cfg(not(feature = "zenoh"))]
 pub const WORKLOADS: &[&str] = &[
     "dispatch 64B",
+    DISPATCH_IDLE,
     "shm loan+take 64B",
     SHM_IDLE,
     "cdr encode Image",
@@ -186,6 +192,13 @@ pub const WORKLOADS: &[&str] = &[
     COLD_TIMERS,
     COLD_RELAY,
 ];
+
+/// Dispatch with 200 idle subscriptions on the executor (see the module
+/// docs).
+pub const DISPATCH_IDLE: &str = "dispatch 64B, 200 idle";
+
+/// Idle subscriptions of [`DISPATCH_IDLE`].
+const IDLE_SUBS: usize = 200;
 
 /// A polled take that finds nothing, a silent publisher connected (see
 /// the module docs).
@@ -449,8 +462,18 @@ fn workload(name: &str, iters: u64) -> Result<(), IcountError> {
     let msg = |seq| Icount64 { seq, pad: [7; 56] };
     let d = domain(11);
     match name {
-        "dispatch 64B" => {
+        "dispatch 64B" | DISPATCH_IDLE => {
             let mut rig = InProcess::new(d, 1)?;
+            // Silent subscriptions of other topics on the rig's node (and
+            // so on its executor).
+            let idle = if name == DISPATCH_IDLE { IDLE_SUBS } else { 0 };
+            let _idle = (0..idle)
+                .map(|i| {
+                    rig.node
+                        .create_subscription(&format!("/idle_{i}"), RIG_QOS, |_m: Icount64| {})
+                        .map_err(err)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             let mut seq = 0;
             let mut op = || {
                 seq += 1;

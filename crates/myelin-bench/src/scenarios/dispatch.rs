@@ -10,7 +10,9 @@
 //! The `64B loop` rows time 1000 hops (`LOOP`) in a row and record their mean:
 //! no clock read per hop, so differences of a few nanoseconds show (this
 //! VM's clock moves in 10 ns steps, which the P50 of single hops cannot
-//! resolve).
+//! resolve). The `64B loop idle=200` row is measured in the same job as
+//! `64B loop`, the two alternating ([`looped_pair`]): the idle goal's
+//! ratio is then not the VM's drift between two jobs.
 
 use crate::harness::{BenchError, Job};
 use crate::systems::{self, System};
@@ -79,6 +81,42 @@ pub(crate) fn looped(
         }
     }
     Ok((rec, i))
+}
+
+/// [`looped`] for two set-ups compared in a goal, alternating runs of
+/// [`LOOP`] hops between them (which goes first alternates too): how fast
+/// this VM runs a hop moves by ±20% from one process to the next, and
+/// within a process from one stretch of seconds to the next, so two rows
+/// measured one after the other differ by more than the goal tolerates.
+/// Returns each side's recorder and hop count.
+pub(crate) fn looped_pair(
+    n: u64,
+    mut a: impl FnMut(u64) -> Result<(), BenchError>,
+    mut b: impl FnMut(u64) -> Result<(), BenchError>,
+) -> Result<[(crate::harness::stats::LatencyRecorder, u64); 2], BenchError> {
+    let runs = (n / LOOP).max(20);
+    let warm_runs = (runs / 20).max(2);
+    let mut out = [
+        (crate::harness::stats::LatencyRecorder::new(), 0),
+        (crate::harness::stats::LatencyRecorder::new(), 0),
+    ];
+    for r in 0..warm_runs + runs {
+        for side in [r % 2, 1 - r % 2] {
+            let (rec, i) = &mut out[side as usize];
+            let hop: &mut dyn FnMut(u64) -> Result<(), BenchError> =
+                if side == 0 { &mut a } else { &mut b };
+            let t0 = std::time::Instant::now();
+            for _ in 0..LOOP {
+                hop(*i)?;
+                *i += 1;
+            }
+            let mean = t0.elapsed().as_nanos() as u64 / LOOP;
+            if r >= warm_runs {
+                rec.record(mean);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Warm-up samples before `n` measured ones.

@@ -12,16 +12,19 @@ use myelin::prelude::*;
 
 use crate::harness::stats::LatencyRecorder;
 use crate::harness::{BenchError, Job, Meter, Outcome, Stamped, now_ns};
-use crate::scenarios::dispatch::{DispatchParams, FRAME_1440X1080, LOOP, Msg64, looped, warm};
+use crate::scenarios::dispatch::{DispatchParams, FRAME_1440X1080, LOOP, Msg64, looped_pair, warm};
 
 /// The jobs: inline, then per idle count the 64 B value and the frame.
 pub(super) fn jobs(p: DispatchParams) -> Vec<Job> {
     let n = p.samples;
     let mut jobs = vec![
         Job::new("dispatch/myelin/64B inline".into(), move || inline(n)),
-        Job::new("dispatch/myelin/64B loop".into(), move || looped_small(n)),
+        Job::new(
+            "dispatch/myelin/64B loop, idle=0 and idle=200 alternated".into(),
+            move || looped_small(n),
+        ),
     ];
-    for idle in [0usize, 200] {
+    for idle in [0usize, IDLE] {
         jobs.push(Job::new(
             format!("dispatch/myelin/64B idle={idle}"),
             move || small(n, idle),
@@ -33,6 +36,9 @@ pub(super) fn jobs(p: DispatchParams) -> Vec<Job> {
     }
     jobs
 }
+
+/// Idle subscriptions of the `idle=` rows.
+const IDLE: usize = 200;
 
 fn rig(idle: usize) -> Result<(Context, Node, Vec<Subscription<u64>>), BenchError> {
     let setup = |e: &dyn std::fmt::Display| BenchError::setup("myelin", e);
@@ -142,32 +148,81 @@ fn small(n: u64, idle: usize) -> Result<Outcome, BenchError> {
     ))
 }
 
-/// As `small` with no idle subscriptions, timed [`LOOP`] hops at a time
-/// (no clock read per hop): the mean per hop.
+/// The 64 B path of a looped row: its rig (`idle` idle subscriptions) and
+/// the sum of the `stamp_ns` its callback saw.
+struct LoopRig {
+    _ctx: Context,
+    _node: Node,
+    _idle: Vec<Subscription<u64>>,
+    _sub: Subscription<Msg64>,
+    publisher: Publisher<Msg64>,
+    exec: Executor,
+    got: Arc<AtomicU64>,
+}
+
+impl LoopRig {
+    fn new(idle: usize) -> Result<LoopRig, BenchError> {
+        let (ctx, node, idle_subs) = rig(idle)?;
+        let got = Arc::new(AtomicU64::new(0));
+        let g = got.clone();
+        let (sub, publisher, exec) = small_path(&node, move |m: Msg64| {
+            g.fetch_add(m.stamp_ns, Ordering::Relaxed);
+        })?;
+        Ok(LoopRig {
+            _ctx: ctx,
+            _node: node,
+            _idle: idle_subs,
+            _sub: sub,
+            publisher,
+            exec,
+            got,
+        })
+    }
+
+    fn hop(&mut self, i: u64) -> Result<(), BenchError> {
+        small_hop(&self.publisher, &mut self.exec, i)
+    }
+
+    /// Whether the callback saw messages `0..hops` (1) or not (0).
+    fn lost(&self, hops: u64) -> u64 {
+        u64::from(self.got.load(Ordering::Relaxed) != (0..hops).sum::<u64>())
+    }
+}
+
+/// As `small`, timed [`LOOP`] hops at a time (no clock read per hop):
+/// the mean per hop, with no idle subscriptions (`64B loop`) and with
+/// [`IDLE`] (`64B loop idle=200`, the row the idle goal reads), the two
+/// rigs alive at once and measured alternately ([`looped_pair`]).
 fn looped_small(n: u64) -> Result<Outcome, BenchError> {
-    let (_ctx, node, _idle) = rig(0)?;
-    let got = Arc::new(AtomicU64::new(0));
-    let g = got.clone();
-    let (_sub, publisher, mut exec) = small_path(&node, move |m: Msg64| {
-        g.fetch_add(m.stamp_ns, Ordering::Relaxed);
-    })?;
+    let mut plain = LoopRig::new(0)?;
+    let mut idle = LoopRig::new(IDLE)?;
     let meter = Meter::start();
-    let (rec, hops) = looped(n, |i| small_hop(&publisher, &mut exec, i))?;
-    let expected: u64 = (0..hops).sum();
-    let lost = u64::from(got.load(Ordering::Relaxed) != expected);
-    Ok(meter.finish(
-        "dispatch",
-        "myelin",
-        "64B loop".into(),
-        rec,
-        hops,
-        lost,
-        None,
-        vec![format!(
-            "same thread: publish(T) then spin_some(), {LOOP} in a row per sample; \
-             latency = the run's mean per hop (no clock read per hop)"
-        )],
-    ))
+    let [(rec0, hops0), (rec1, hops1)] = looped_pair(n, |i| plain.hop(i), |i| idle.hop(i))?;
+    let row = |config: String, rec, hops, lost, other: usize| {
+        meter.finish(
+            "dispatch",
+            "myelin",
+            config,
+            rec,
+            hops,
+            lost,
+            None,
+            vec![format!(
+                "same thread: publish(T) then spin_some(), {LOOP} in a row per sample, \
+                 alternating with the rig of idle={other}; latency = the run's mean per hop \
+                 (no clock read per hop)"
+            )],
+        )
+    };
+    let mut out = row("64B loop".into(), rec0, hops0, plain.lost(hops0), IDLE);
+    out.more.push(row(
+        format!("64B loop idle={IDLE}"),
+        rec1,
+        hops1,
+        idle.lost(hops1),
+        0,
+    ));
+    Ok(out)
 }
 
 fn inline(n: u64) -> Result<Outcome, BenchError> {
