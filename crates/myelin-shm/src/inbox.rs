@@ -184,22 +184,20 @@ impl Geometry {
     fn conn(&self, i: usize) -> usize {
         CONN_BASE + i * self.stride
     }
+    /// Descriptor slot `seq` of block `i`: the descriptor, then (at +8)
+    /// its expiry word and (at +16) its send-time word.
     fn desc(&self, i: usize, seq: u64) -> usize {
-        self.conn(i) + CTRL + SLOT * (seq % u64::from(self.desc_cap)) as usize
+        self.desc_at(i, (seq % u64::from(self.desc_cap)) as usize)
+    }
+    /// The `k`-th descriptor slot of block `i` (`k < desc_cap`).
+    fn desc_at(&self, i: usize, k: usize) -> usize {
+        self.conn(i) + CTRL + SLOT * k
     }
     fn ret(&self, i: usize, seq: u64) -> usize {
         self.conn(i)
             + CTRL
             + SLOT * self.desc_cap as usize
             + 8 * (seq % u64::from(self.ret_cap)) as usize
-    }
-    /// The expiry word beside descriptor slot `seq`.
-    fn expiry(&self, i: usize, seq: u64) -> usize {
-        self.desc(i, seq) + 8
-    }
-    /// The send-time word beside descriptor slot `seq`.
-    fn sent(&self, i: usize, seq: u64) -> usize {
-        self.desc(i, seq) + 16
     }
 }
 
@@ -440,6 +438,9 @@ impl Inbox {
             // store of head (descriptor and chunk written before) and with
             // its tail CAS.
             let t = tail.load(Ordering::Acquire);
+            // The slot's line asked for beside head's (see `pending_in`).
+            let slot = self.geo.desc(i, t);
+            self.seg.prefetch(slot);
             let h = head.load(Ordering::Acquire);
             if t == h {
                 return Ok(None);
@@ -454,19 +455,10 @@ impl Inbox {
                     limit: cap,
                 });
             }
-            let d = self
-                .seg
-                .atomic_u64(self.geo.desc(i, t))
-                .load(Ordering::Relaxed);
+            let d = self.seg.atomic_u64(slot).load(Ordering::Relaxed);
             let stamp = Stamp {
-                expires: self
-                    .seg
-                    .atomic_u64(self.geo.expiry(i, t))
-                    .load(Ordering::Relaxed),
-                sent_ns: self
-                    .seg
-                    .atomic_u64(self.geo.sent(i, t))
-                    .load(Ordering::Relaxed) as i64,
+                expires: self.seg.atomic_u64(slot + 8).load(Ordering::Relaxed),
+                sent_ns: self.seg.atomic_u64(slot + 16).load(Ordering::Relaxed) as i64,
             };
             // SYNC: AcqRel: the descriptor and stamp loads above are
             // ordered before the claim (release), so a publisher that
@@ -492,8 +484,12 @@ impl Inbox {
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn pending_in(&self, i: usize) -> bool {
         let c = self.geo.conn(i);
-        self.seg.atomic_u64(c + C_TAIL).load(Ordering::Acquire)
-            != self.seg.atomic_u64(c + C_HEAD).load(Ordering::Acquire)
+        let t = self.seg.atomic_u64(c + C_TAIL).load(Ordering::Acquire);
+        // The slot the next message lands in: its line is on its way while
+        // head's is (a poller that sees head move then reads a line it
+        // already asked for, not a second one after the first).
+        self.seg.prefetch(self.geo.desc(i, t));
+        t != self.seg.atomic_u64(c + C_HEAD).load(Ordering::Acquire)
     }
 
     /// Messages the publisher of connection `i` dropped for this inbox
@@ -832,15 +828,15 @@ impl InboxWriter {
             }
         }
         let w = d.pack();
-        self.shadow[(self.head % cap) as usize] = w;
+        let k = (self.head % cap) as usize;
+        self.shadow[k] = w;
+        let slot = self.geo.desc_at(self.idx, k);
+        self.seg.atomic_u64(slot).store(w, Ordering::Relaxed);
         self.seg
-            .atomic_u64(self.geo.desc(self.idx, self.head))
-            .store(w, Ordering::Relaxed);
-        self.seg
-            .atomic_u64(self.geo.expiry(self.idx, self.head))
+            .atomic_u64(slot + 8)
             .store(stamp.expires, Ordering::Relaxed);
         self.seg
-            .atomic_u64(self.geo.sent(self.idx, self.head))
+            .atomic_u64(slot + 16)
             .store(stamp.sent_ns as u64, Ordering::Relaxed);
         self.head += 1;
         // SYNC: Release: the chunk's bytes and the slot happen-before the
