@@ -157,10 +157,14 @@ fn image_delivers_every_frame() {
 #[test]
 fn dispatch_records_every_sample() {
     let recs = run(dispatch::plan(DispatchParams { samples: 2000 }, &local()).unwrap());
-    assert_eq!(recs.len(), 10);
+    // myelin: inline, the two loop rows (one job), 64 B and the frame with
+    // 0 and 200 idle subscriptions; channel: three; raw: the clock read.
+    assert_eq!(recs.len(), 11);
+    let idle_loop = recs.iter().find(|r| r.config == "64B loop idle=200");
+    assert!(idle_loop.is_some(), "the idle goal's row is there");
     for r in &recs {
         // The loop rows record one mean per 1000 hops, at least 20.
-        let samples = if r.config.ends_with("loop") { 20 } else { 2000 };
+        let samples = if r.config.contains(" loop") { 20 } else { 2000 };
         assert_eq!(r.count, samples, "{} {}", r.system, r.config);
         assert_eq!(r.lost, 0, "{} {}", r.system, r.config);
     }
