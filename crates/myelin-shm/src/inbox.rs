@@ -128,6 +128,18 @@ fn layout(desc_cap: u32, ret_cap: u32) -> usize {
 /// word (a power of two: slots never straddle a cache line).
 const SLOT: usize = 32;
 
+/// A descriptor taken from a connection's ring ([`Inbox::pop_next`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Popped {
+    /// Where the message's bytes are.
+    pub desc: Desc,
+    /// What the publisher wrote beside it.
+    pub stamp: Stamp,
+    /// More descriptors waited behind this one when it was taken (as of
+    /// the ring's head then: one pushed since is not counted).
+    pub more: bool,
+}
+
 /// What a publisher writes beside each descriptor: when the message
 /// expires and when it was sent. Untrusted like everything in the
 /// segment: a wrong value only misinforms about this publisher's own
@@ -427,9 +439,18 @@ impl Inbox {
 
     /// [`pop`](Self::pop), with the [`Stamp`] the publisher wrote beside
     /// the descriptor ([`InboxWriter::push_stamped`]).
+    #[inline]
+    pub fn pop_stamped(&self, i: usize) -> Result<Option<(Desc, Stamp)>, ShmError> {
+        Ok(self.pop_next(i)?.map(|p| (p.desc, p.stamp)))
+    }
+
+    /// [`pop_stamped`](Self::pop_stamped), saying also whether more
+    /// descriptors waited behind the one taken ([`Popped::more`]): a
+    /// reader that takes one message and hands it over when it is the
+    /// only one need not ask the ring again.
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
-    pub fn pop_stamped(&self, i: usize) -> Result<Option<(Desc, Stamp)>, ShmError> {
+    pub fn pop_next(&self, i: usize) -> Result<Option<Popped>, ShmError> {
         let c = self.geo.conn(i);
         let tail = self.seg.atomic_u64(c + C_TAIL);
         let head = self.seg.atomic_u64(c + C_HEAD);
@@ -468,7 +489,11 @@ impl Inbox {
                 .compare_exchange(t, t + 1, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                return Ok(Some((Desc::unpack(d), stamp)));
+                return Ok(Some(Popped {
+                    desc: Desc::unpack(d),
+                    stamp,
+                    more: h - t > 1,
+                }));
             }
         }
     }

@@ -5,7 +5,7 @@
 use std::os::unix::fs::FileExt;
 
 use myelin_shm::endpoint::{EndpointInfo, EndpointKind, QOS_BYTES};
-use myelin_shm::inbox::{ConnState, Desc, Inbox, InboxWriter, Pushed, Stamp};
+use myelin_shm::inbox::{ConnState, Desc, Inbox, InboxWriter, Popped, Pushed, Stamp};
 use myelin_shm::pool::{PoolReader, PoolWriter};
 use myelin_shm::{SegmentName, ShmError};
 use proptest::prelude::*;
@@ -130,6 +130,36 @@ fn each_descriptor_carries_its_stamp() {
     assert_eq!(inbox.pop_stamped(0).unwrap(), None);
     assert_eq!(w.push_stamped(d(3), exp(u64::MAX), true), Pushed::Stored);
     assert_eq!(inbox.pop(0).unwrap(), Some(d(3)));
+}
+
+/// `pop_next` says whether descriptors waited behind the one it took, as
+/// of the head it read: a push after the take is the next pop's news.
+#[test]
+fn a_pop_says_whether_more_waited_behind_it() {
+    let (inbox, mut w, _) = pair(41, 4);
+    let popped = |desc, more| {
+        Some(Popped {
+            desc,
+            stamp: exp(0),
+            more,
+        })
+    };
+    assert_eq!(inbox.pop_next(0).unwrap(), None);
+    assert_eq!(w.push(d(0), true), Pushed::Stored);
+    assert_eq!(w.push(d(1), true), Pushed::Stored);
+    assert_eq!(inbox.pop_next(0).unwrap(), popped(d(0), true));
+    assert_eq!(inbox.pop_next(0).unwrap(), popped(d(1), false));
+    assert_eq!(w.push(d(2), true), Pushed::Stored);
+    assert_eq!(inbox.pop_next(0).unwrap(), popped(d(2), false));
+    // A full ring overwritten by keep-last: the oldest went back to the
+    // publisher, the rest are all "more" but the last.
+    for k in 3..9 {
+        w.push(d(k), true);
+    }
+    let got: Vec<_> = std::iter::from_fn(|| inbox.pop_next(0).unwrap())
+        .map(|p| (p.desc.chunk, p.more))
+        .collect();
+    assert_eq!(got, [(5, true), (6, true), (7, true), (8, false)]);
 }
 
 /// A connection's liveliness: an automatic publisher is alive while

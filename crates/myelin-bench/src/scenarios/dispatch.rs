@@ -11,7 +11,7 @@
 //! no clock read per hop, so differences of a few nanoseconds show (this
 //! VM's clock moves in 10 ns steps, which the P50 of single hops cannot
 //! resolve). The `64B loop idle=200` row is measured in the same job as
-//! `64B loop`, the two alternating ([`looped_pair`]): the idle goal's
+//! `64B loop`, the two alternating (`looped_pair`): the idle goal's
 //! ratio is then not the VM's drift between two jobs.
 
 use crate::harness::{BenchError, Job};

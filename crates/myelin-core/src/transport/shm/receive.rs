@@ -273,9 +273,13 @@ impl SubShm {
             // endpoint id carries (see `endpoint_id`).
             let serial = (pub_id & 0xff_ffff) as u32;
             let mut drained = true;
+            // Whether descriptors waited behind the last one taken (when
+            // it is held, the only one, it is handed back without asking
+            // the ring again).
+            let mut more = true;
             loop {
                 if let Some(h) = held.take() {
-                    if !inbox.has_data(i) {
+                    if !more {
                         held = Some(h);
                         break;
                     }
@@ -289,8 +293,11 @@ impl SubShm {
                     drained = !inbox.has_data(i);
                     break;
                 }
-                let (d, stamp) = match inbox.pop_stamped(i) {
-                    Ok(Some(d)) => d,
+                let (d, stamp) = match inbox.pop_next(i) {
+                    Ok(Some(p)) => {
+                        more = p.more;
+                        (p.desc, p.stamp)
+                    }
                     Ok(None) => break,
                     Err(e) => {
                         tracing::warn!("{e}");
