@@ -370,6 +370,7 @@ impl Inbox {
     /// check; the count's value is never trusted beyond "it moved".
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     pub fn claims(&self) -> u64 {
         // SYNC: Acquire pairs with the publisher's Release increment after
         // its claim: the claim word's store happens-before.
@@ -379,6 +380,7 @@ impl Inbox {
     /// The state of connection block `i` (< [`connections`](Self::connections)).
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     pub fn state(&self, i: usize) -> ConnState {
         // SYNC: Acquire pairs with the publisher's Release store of the
         // claim word: the block's reset happens-before.
@@ -450,6 +452,7 @@ impl Inbox {
     /// only one need not ask the ring again.
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     pub fn pop_next(&self, i: usize) -> Result<Option<Popped>, ShmError> {
         let c = self.geo.conn(i);
         let tail = self.seg.atomic_u64(c + C_TAIL);
@@ -468,13 +471,7 @@ impl Inbox {
             }
             let cap = u64::from(self.geo.desc_cap);
             if t > h || h - t > cap {
-                let _ = tail.compare_exchange(t, h, Ordering::AcqRel, Ordering::Acquire);
-                return Err(ShmError::Corrupt {
-                    path: self.seg.path_str(),
-                    what: "ring indices (head - tail)",
-                    value: h.wrapping_sub(t),
-                    limit: cap,
-                });
+                return Err(self.bad_indices(tail, t, h, cap));
             }
             let d = self.seg.atomic_u64(slot).load(Ordering::Relaxed);
             let stamp = Stamp {
@@ -498,15 +495,31 @@ impl Inbox {
         }
     }
 
+    /// A ring whose indices a broken publisher wrote (`t > h`, or more
+    /// than `cap` apart): the reader skips to head and reports it.
+    #[cold]
+    #[inline(never)]
+    fn bad_indices(&self, tail: &AtomicU64, t: u64, h: u64, cap: u64) -> ShmError {
+        let _ = tail.compare_exchange(t, h, Ordering::AcqRel, Ordering::Acquire);
+        ShmError::Corrupt {
+            path: self.seg.path_str(),
+            what: "ring indices (head - tail)",
+            value: h.wrapping_sub(t),
+            limit: cap,
+        }
+    }
+
     /// Whether connection `i` has descriptors waiting.
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     pub fn has_data(&self, i: usize) -> bool {
         self.pending_in(i)
     }
 
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     fn pending_in(&self, i: usize) -> bool {
         let c = self.geo.conn(i);
         let t = self.seg.atomic_u64(c + C_TAIL).load(Ordering::Acquire);
@@ -519,6 +532,7 @@ impl Inbox {
 
     /// Messages the publisher of connection `i` dropped for this inbox
     /// (as the publisher wrote it: see [`lost_since`](Self::lost_since)).
+    #[inline]
     pub fn lost(&self, i: usize) -> u64 {
         self.seg
             .atomic_u64(self.geo.conn(i) + C_LOST)
@@ -533,8 +547,19 @@ impl Inbox {
     /// again).
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     pub fn lost_since(&self, i: usize, seen: &mut u64) -> Result<u64, ShmError> {
         let now = self.lost(i);
+        // Nothing lost since the last look: every pass, nearly always.
+        if now == *seen {
+            return Ok(0);
+        }
+        self.lost_step(now, seen)
+    }
+
+    /// [`lost_since`](Self::lost_since) once the counter moved.
+    #[inline(never)]
+    fn lost_step(&self, now: u64, seen: &mut u64) -> Result<u64, ShmError> {
         let before = std::mem::replace(seen, now);
         match now.checked_sub(before) {
             Some(step) if step <= MAX_LOST_STEP => Ok(step),
@@ -820,6 +845,7 @@ impl InboxWriter {
     /// sent, for the reader's [`Inbox::pop_stamped`].
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     pub fn push_stamped(&mut self, d: Desc, stamp: Stamp, overwrite: bool) -> Pushed {
         let c = self.geo.conn(self.idx);
         let cap = u64::from(self.geo.desc_cap);

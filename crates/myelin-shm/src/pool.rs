@@ -198,6 +198,7 @@ impl PoolWriter {
     /// Take a free chunk with one reference, or `None` if all are in use.
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     pub fn alloc(&self) -> Option<u32> {
         let idx = self.free.free.pop()?;
         self.free.refs[idx as usize].store(1, Ordering::Relaxed);
@@ -211,6 +212,7 @@ impl PoolWriter {
     /// chunk has held a message this large.
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     pub fn reserve_chunk(&self, idx: u32, len: usize) -> Result<(), ShmError> {
         let len = len.min(self.stride) as u32;
         let done = &self.reserved[idx as usize];
@@ -220,6 +222,14 @@ impl PoolWriter {
         if len <= have {
             return Ok(());
         }
+        self.reserve_more(idx, have, len)
+    }
+
+    /// [`reserve_chunk`](Self::reserve_chunk) for a chunk that holds a
+    /// larger message than it ever did: `have` bytes reserved, `len` needed.
+    #[inline(never)]
+    fn reserve_more(&self, idx: u32, have: u32, len: u32) -> Result<(), ShmError> {
+        let done = &self.reserved[idx as usize];
         let base = DATA + idx as usize * self.stride;
         self.seg
             .reserve(base + have as usize, (len - have) as usize)?;
@@ -230,6 +240,7 @@ impl PoolWriter {
     /// Add a reference to a chunk in use.
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     pub fn retain(&self, idx: u32) {
         // SYNC: Relaxed, like `Arc::clone`: the caller already holds a
         // reference.
@@ -253,6 +264,7 @@ impl PoolWriter {
     /// Writing is for the holder of the only reference.
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     pub fn chunk_ptr(&self, idx: u32) -> *mut u8 {
         assert!(idx < self.count, "chunk {idx} of {}", self.count);
         // SAFETY: DATA + idx * stride + stride <= len (layout fixed at
@@ -355,6 +367,7 @@ impl PoolReader {
     /// descriptor in shared memory and are checked here.
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    #[inline]
     pub fn chunk(&self, idx: u32, len: u32) -> Result<*const u8, ShmError> {
         if idx >= self.count {
             return Err(self.corrupt("chunk index", idx, self.count - 1));
@@ -367,6 +380,8 @@ impl PoolReader {
         Ok(unsafe { self.seg.base().add(DATA + idx as usize * self.stride) })
     }
 
+    #[cold]
+    #[inline(never)]
     fn corrupt(&self, what: &'static str, value: u32, limit: u32) -> ShmError {
         ShmError::Corrupt {
             path: self.seg.path_str(),
