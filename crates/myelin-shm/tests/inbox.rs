@@ -27,6 +27,8 @@ fn info(id: u64) -> EndpointInfo {
     }
 }
 
+/// An inbox and a writer connected to it. `id` names the segment: the
+/// tests run at once, so each uses its own.
 fn pair(id: u64, cap: u32) -> (Inbox, InboxWriter, SegmentName) {
     let inbox = Inbox::create(DOMAIN, &info(id), cap, cap * 2).unwrap();
     let name = info(id).key().segment_name(DOMAIN).unwrap();
@@ -136,7 +138,7 @@ fn each_descriptor_carries_its_stamp() {
 /// of the head it read: a push after the take is the next pop's news.
 #[test]
 fn a_pop_says_whether_more_waited_behind_it() {
-    let (inbox, mut w, _) = pair(41, 4);
+    let (inbox, mut w, _) = pair(44, 4);
     let popped = |desc, more| {
         Some(Popped {
             desc,
