@@ -65,17 +65,11 @@ pub(crate) fn looped(
     n: u64,
     mut hop: impl FnMut(u64) -> Result<(), BenchError>,
 ) -> Result<(crate::harness::stats::LatencyRecorder, u64), BenchError> {
-    let runs = (n / LOOP).max(20);
-    let warm_runs = (runs / 20).max(2);
+    let (warm_runs, runs) = loop_runs(n);
     let mut rec = crate::harness::stats::LatencyRecorder::new();
     let mut i = 0;
     for r in 0..warm_runs + runs {
-        let t0 = std::time::Instant::now();
-        for _ in 0..LOOP {
-            hop(i)?;
-            i += 1;
-        }
-        let mean = t0.elapsed().as_nanos() as u64 / LOOP;
+        let mean = timed_run(&mut hop, &mut i)?;
         if r >= warm_runs {
             rec.record(mean);
         }
@@ -94,8 +88,7 @@ pub(crate) fn looped_pair(
     mut a: impl FnMut(u64) -> Result<(), BenchError>,
     mut b: impl FnMut(u64) -> Result<(), BenchError>,
 ) -> Result<[(crate::harness::stats::LatencyRecorder, u64); 2], BenchError> {
-    let runs = (n / LOOP).max(20);
-    let warm_runs = (runs / 20).max(2);
+    let (warm_runs, runs) = loop_runs(n);
     let mut out = [
         (crate::harness::stats::LatencyRecorder::new(), 0),
         (crate::harness::stats::LatencyRecorder::new(), 0),
@@ -103,20 +96,37 @@ pub(crate) fn looped_pair(
     for r in 0..warm_runs + runs {
         for side in [r % 2, 1 - r % 2] {
             let (rec, i) = &mut out[side as usize];
-            let hop: &mut dyn FnMut(u64) -> Result<(), BenchError> =
-                if side == 0 { &mut a } else { &mut b };
-            let t0 = std::time::Instant::now();
-            for _ in 0..LOOP {
-                hop(*i)?;
-                *i += 1;
-            }
-            let mean = t0.elapsed().as_nanos() as u64 / LOOP;
+            let mean = if side == 0 {
+                timed_run(&mut a, i)?
+            } else {
+                timed_run(&mut b, i)?
+            };
             if r >= warm_runs {
                 rec.record(mean);
             }
         }
     }
     Ok(out)
+}
+
+/// Warm-up runs and measured runs of a looped row of `n` samples.
+fn loop_runs(n: u64) -> (u64, u64) {
+    let runs = (n / LOOP).max(20);
+    ((runs / 20).max(2), runs)
+}
+
+/// One run of [`LOOP`] hops from hop `*i` on: its mean per hop in ns.
+#[inline]
+fn timed_run(
+    hop: &mut impl FnMut(u64) -> Result<(), BenchError>,
+    i: &mut u64,
+) -> Result<u64, BenchError> {
+    let t0 = std::time::Instant::now();
+    for _ in 0..LOOP {
+        hop(*i)?;
+        *i += 1;
+    }
+    Ok(t0.elapsed().as_nanos() as u64 / LOOP)
 }
 
 /// Warm-up samples before `n` measured ones.
