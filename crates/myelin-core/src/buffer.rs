@@ -120,9 +120,32 @@ pub(crate) fn from_lent<T: Message>(parts: &[&[u8]]) -> Result<Received<T>, Wire
 impl<T: Clone> Received<T> {
     /// The message by value: moves it if owned or if this is the last shared
     /// reference, copies it otherwise.
+    ///
+    /// ```
+    /// use myelin_core::Received;
+    /// use std::sync::Arc;
+    ///
+    /// assert_eq!(Received::Owned(7u32).into_owned(), 7);
+    /// let shared = Arc::new(String::from("frame"));
+    /// let r = Received::Shared(shared.clone());
+    /// assert_eq!(r.into_owned(), "frame"); // a copy: `shared` still holds it
+    /// ```
+    #[inline]
+    pub fn into_owned(self) -> T {
+        // The owned case inlined into the caller (an owning callback's
+        // every message: it was a call that moved the message twice);
+        // the copies out of line.
+        match self {
+            Received::Owned(t) => t,
+            other => other.copied_out(),
+        }
+    }
+
+    /// [`into_owned`](Self::into_owned) of a message that is not owned.
+    #[inline(never)]
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
-    pub fn into_owned(self) -> T {
+    fn copied_out(self) -> T {
         match self {
             Received::Owned(t) => t,
             Received::Shared(a) => Arc::try_unwrap(a).unwrap_or_else(|a| (*a).clone()),

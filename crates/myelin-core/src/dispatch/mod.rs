@@ -54,25 +54,45 @@ struct Current {
 }
 
 thread_local! {
-    static CURRENT: std::cell::Cell<Option<Current>> = const { std::cell::Cell::new(None) };
+    /// The [`Current`] of the callback this thread runs (null: none): a
+    /// pointer to the running [`Running`]'s own, on this thread's stack,
+    /// so that entering and leaving a callback each write one word.
+    static CURRENT: std::cell::Cell<*const Current> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+/// The [`Current`] of this thread's callback, if it runs one.
+#[inline(always)]
+fn with_current<R>(f: impl FnOnce(Option<&Current>) -> R) -> R {
+    CURRENT.with(|c| {
+        let p = c.get();
+        // SAFETY: a non-null `CURRENT` points to the `Current` of a
+        // `Running` that lives on this thread's stack: `Running::run` sets
+        // it for the span of its call and puts the previous pointer back
+        // before returning (also when unwinding), and only this thread
+        // reads its own `CURRENT`.
+        f(unsafe { p.as_ref() })
+    })
 }
 
 /// What this thread is executing, if it is inside an executor's callback:
 /// (executor address, grouped, group address; 0 when not grouped).
 pub(crate) fn current() -> Option<(usize, bool, usize)> {
-    CURRENT.with(|c| c.get().map(|c| (c.exec, c.grouped, c.group)))
+    with_current(|c| c.map(|c| (c.exec, c.grouped, c.group)))
 }
 
-/// Marks this thread as running an entity's callback on an executor until
-/// dropped.
+/// Marks this thread as running an entity's callback on an executor for
+/// the span of [`Running::run`].
 struct Running {
-    prev: Option<Current>,
+    me: Current,
+    /// `CURRENT` before, put back when the run ends.
+    prev: *const Current,
 }
 
 impl Running {
-    #[inline]
-    fn enter(exec: &ExecShared, grouped: bool, e: &Arc<dyn Executable>) -> Running {
-        let me = Current {
+    /// What this thread runs while it runs `e`'s callback on `exec`.
+    #[inline(always)]
+    fn of(exec: &ExecShared, grouped: bool, e: &Arc<dyn Executable>) -> Current {
+        Current {
             exec: exec as *const ExecShared as usize,
             grouped,
             group: if grouped {
@@ -81,15 +101,26 @@ impl Running {
                 0
             },
             entity: Arc::as_ptr(e) as *const () as usize,
-        };
-        Running {
-            prev: CURRENT.with(|c| c.replace(Some(me))),
         }
+    }
+
+    /// Run `f` marked as running `me`.
+    #[inline(always)]
+    fn run<R>(me: Current, f: impl FnOnce() -> R) -> R {
+        let mut running = Running {
+            me,
+            prev: std::ptr::null(),
+        };
+        // `CURRENT` points at `running.me`, which stays in this frame,
+        // until `running` drops (after `f`, also when `f` unwinds) and
+        // puts `prev` back.
+        running.prev = CURRENT.with(|c| c.replace(&running.me));
+        f()
     }
 }
 
 impl Drop for Running {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         CURRENT.with(|c| c.set(self.prev));
     }
@@ -503,7 +534,7 @@ impl ReadyQueue {
     /// `spin_some`, which runs the entries ready when it started (older
     /// ones, and caused work left from before) and leaves what their
     /// callbacks cause to the next call, as rclcpp's does.
-    #[inline]
+    #[inline(always)]
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn pop_in_order(&self) -> Option<Arc<dyn Executable>> {
@@ -953,18 +984,21 @@ impl ExecShared {
     /// marking this thread as inside it; returns whether a callback ran (a
     /// busy group parks the entry instead).
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn run_entry(
         &self,
         e: Arc<dyn Executable>,
         grouped: bool,
     ) -> Result<bool, SpinError> {
-        let _running = Running::enter(self, grouped, &e);
-        if grouped {
-            let g = e.group().clone();
-            g.run(e, self)
-        } else {
-            e.execute(self)
-        }
+        Running::run(Running::of(self, grouped, &e), || {
+            if grouped {
+                let g = e.group().clone();
+                g.run(e, self)
+            } else {
+                e.execute(self)
+            }
+        })
     }
 
     /// Whether `self` is the executor at address `addr` (see [`current`]).
@@ -1185,10 +1219,7 @@ impl ExecShared {
     #[inline(always)]
     fn is_caused(&self, entity: *const ()) -> bool {
         let me = self as *const ExecShared as usize;
-        CURRENT.with(|c| {
-            c.get()
-                .is_some_and(|c| c.exec == me && c.entity != entity as usize)
-        })
+        with_current(|c| c.is_some_and(|c| c.exec == me && c.entity != entity as usize))
     }
 
     /// Have a busy-polling worker look at `e`'s buffer (once, however
