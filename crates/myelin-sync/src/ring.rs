@@ -180,6 +180,26 @@ impl<T> Ring<T> {
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn push(&self, value: T) -> Result<(), T> {
+        // The position is claimed first, in a loop the value stays out of
+        // (a value live across the loop's iterations took a stack slot
+        // of its own: one copy more of a large one), then written once.
+        let Some((slot, tail)) = self.claim_tail() else {
+            return Err(value);
+        };
+        // SAFETY: winning the CAS in `claim_tail` made this thread the
+        // only one to hold position `tail`; the stamp said the slot is
+        // free (its last value was read out), and no pop reads it before
+        // the stamp below.
+        slot.value.with_mut(|p| unsafe { (*p).write(value) });
+        // SYNC: pairs with the stamp load in `pop`.
+        slot.stamp.store(tail.wrapping_add(1), Ordering::Release);
+        Ok(())
+    }
+
+    /// Claim the next position at the back (the tail's CAS): its slot and
+    /// the position, or `None` if the ring holds `depth` values.
+    #[inline(always)]
+    fn claim_tail(&self) -> Option<(&Slot<T>, usize)> {
         let lap = self.mask + 1;
         let mut backoff = Backoff::new();
         let mut tail = self.tail.load(Ordering::SeqCst);
@@ -196,7 +216,7 @@ impl<T> Ring<T> {
                         tail = self.tail.load(Ordering::SeqCst);
                         continue;
                     }
-                    Some(n) if n >= self.depth => return Err(value),
+                    Some(n) if n >= self.depth => return None,
                     Some(_) => {}
                 }
                 match self.tail.compare_exchange(
@@ -205,16 +225,7 @@ impl<T> Ring<T> {
                     Ordering::SeqCst,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => {
-                        // SAFETY: winning the CAS made this thread the only
-                        // one to hold position `tail`; the stamp said the
-                        // slot is free (its last value was read out), and
-                        // no pop reads it before the stamp below.
-                        slot.value.with_mut(|p| unsafe { (*p).write(value) });
-                        // SYNC: pairs with the stamp load in `pop`.
-                        slot.stamp.store(tail.wrapping_add(1), Ordering::Release);
-                        return Ok(());
-                    }
+                    Ok(_) => return Some((slot, tail)),
                     Err(t) => tail = t,
                 }
             } else {
@@ -226,7 +237,7 @@ impl<T> Ring<T> {
                 if stamp.wrapping_add(lap) == tail.wrapping_add(1)
                     && self.head.load(Ordering::SeqCst).wrapping_add(lap) == tail
                 {
-                    return Err(value);
+                    return None;
                 }
                 backoff.snooze();
                 tail = self.tail.load(Ordering::SeqCst);
@@ -338,7 +349,24 @@ impl<T> Ring<T> {
     /// found it full, and the value then stays).
     #[inline]
     fn take(&self, only_if_full: bool) -> Option<T> {
-        let lap = self.mask + 1;
+        // As in `push`: the position claimed in a loop the value stays
+        // out of, then read once.
+        let (slot, head) = self.claim_head(only_if_full)?;
+        // SAFETY: winning the CAS in `claim_head` made this thread the
+        // only one to hold position `head`; the stamp said the push of
+        // that position finished writing.
+        let value = slot.value.with_mut(|p| unsafe { (*p).assume_init_read() });
+        // SYNC: pairs with the stamp load in `push`.
+        slot.stamp
+            .store(head.wrapping_add(self.mask + 1), Ordering::Release);
+        Some(value)
+    }
+
+    /// Claim the oldest position (the head's CAS): its slot and the
+    /// position, or `None` if the ring is empty (or, with
+    /// `only_if_full`, has room).
+    #[inline(always)]
+    fn claim_head(&self, only_if_full: bool) -> Option<(&Slot<T>, usize)> {
         let mut backoff = Backoff::new();
         let mut head = self.head.load(Ordering::SeqCst);
         loop {
@@ -359,15 +387,7 @@ impl<T> Ring<T> {
                     Ordering::SeqCst,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => {
-                        // SAFETY: winning the CAS made this thread the only
-                        // one to hold position `head`; the stamp said the
-                        // push of that position finished writing.
-                        let value = slot.value.with_mut(|p| unsafe { (*p).assume_init_read() });
-                        // SYNC: pairs with the stamp load in `push`.
-                        slot.stamp.store(head.wrapping_add(lap), Ordering::Release);
-                        return Some(value);
-                    }
+                    Ok(_) => return Some((slot, head)),
                     Err(h) => head = h,
                 }
             } else {
