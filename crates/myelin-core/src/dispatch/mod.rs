@@ -1472,6 +1472,36 @@ mod tests {
         }
     }
 
+    /// `current()` names the innermost callback this thread runs, the
+    /// outer one again when an inner one returns or panics, and none
+    /// once the outermost returned: the thread-local points into the
+    /// running frames, and each run puts back what it found.
+    #[test]
+    fn the_running_callback_is_known_inside_and_forgotten_after_even_when_it_panics() {
+        use super::{Current, Running, current};
+        let mark = |n: usize| Current {
+            exec: n,
+            grouped: n % 2 == 1,
+            group: if n % 2 == 1 { n * 10 } else { 0 },
+            entity: n * 100,
+        };
+        assert_eq!(current(), None);
+        Running::run(mark(1), || {
+            assert_eq!(current(), Some((1, true, 10)));
+            Running::run(mark(2), || assert_eq!(current(), Some((2, false, 0))));
+            assert_eq!(current(), Some((1, true, 10)));
+            let panicked = std::panic::catch_unwind(|| {
+                Running::run(mark(3), || {
+                    assert_eq!(current(), Some((3, true, 30)));
+                    panic!("in the callback");
+                })
+            });
+            assert!(panicked.is_err());
+            assert_eq!(current(), Some((1, true, 10)));
+        });
+        assert_eq!(current(), None);
+    }
+
     /// An executor with 100 shared-memory subscriptions and one busy topic
     /// drains one inbox per wake-up, not 100.
     #[test]
