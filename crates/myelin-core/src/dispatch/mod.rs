@@ -754,6 +754,18 @@ impl ExecShared {
         }
     }
 
+    /// The executor's handle is gone (its nodes detached first): let go
+    /// of the entries still queued. A queued subscription or service holds
+    /// this executor alive (its target cell keeps every executor it had
+    /// until it is dropped itself) while the queue holds it: a cycle that
+    /// leaked both, and every message in the entity's buffer, whenever an
+    /// executor was dropped with work it never ran.
+    pub(crate) fn drop_queued(&self) {
+        while let Some(e) = self.ready.pop_in_order() {
+            drop(e);
+        }
+    }
+
     /// Drain `p` whenever a remote wake-up marks the lane it is given;
     /// returns the word remote publishers signal (`None`: this executor's
     /// event cannot be signalled from outside, so `p` is never drained by

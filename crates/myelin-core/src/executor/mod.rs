@@ -457,6 +457,7 @@ impl Executor {
 impl Drop for Executor {
     fn drop(&mut self) {
         self.attached.detach_all(&self.shared);
+        self.shared.drop_queued();
     }
 }
 

@@ -323,6 +323,7 @@ impl Drop for Restore {
 impl Drop for MultiThreadedExecutor {
     fn drop(&mut self) {
         self.attached.detach_all(&self.shared);
+        self.shared.drop_queued();
     }
 }
 
