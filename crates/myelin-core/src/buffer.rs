@@ -12,6 +12,7 @@
 //! Both are multi-producer (several publishers, several threads) and lock
 //! free, so publishing never takes a mutex.
 
+use std::mem::MaybeUninit;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -244,10 +245,18 @@ impl<T> Buffer<T> {
     #[inline]
     pub(crate) fn push_beyond(&self, item: Entry<T>, cap: usize) -> Pushed {
         match self {
-            Buffer::Ring(q) => match q.force_push(item) {
-                0 => Pushed::Stored,
-                n => Pushed::Overwrote(n),
-            },
+            Buffer::Ring(q) => {
+                // The ring copies the entry from where it is (`force_push`
+                // of `item` copied it once more on the way).
+                // SAFETY: `item` is given up: the ring takes it, and it is
+                // forgotten here, never used or dropped again.
+                let dropped = unsafe { q.force_push_from(&item) };
+                std::mem::forget(item);
+                match dropped {
+                    0 => Pushed::Stored,
+                    n => Pushed::Overwrote(n),
+                }
+            }
             Buffer::Fifo(f) => {
                 let Fifo { queue, len, limit } = &**f;
                 let before = len.fetch_add(1, Ordering::Relaxed);
@@ -276,6 +285,23 @@ impl<T> Buffer<T> {
                 }
                 item
             }
+        }
+    }
+
+    /// [`pop`](Self::pop) into `out` (see [`Ring::pop_into`]): `true`
+    /// when an entry was moved there.
+    #[inline(always)]
+    pub(crate) fn pop_into(&self, out: &mut MaybeUninit<Entry<T>>) -> bool {
+        match self {
+            Buffer::Ring(q) => q.pop_into(out),
+            Buffer::Fifo(f) => match f.queue.pop() {
+                Some(e) => {
+                    f.len.fetch_sub(1, Ordering::Relaxed);
+                    out.write(e);
+                    true
+                }
+                None => false,
+            },
         }
     }
 

@@ -255,10 +255,64 @@ impl<T> Ring<T> {
         // the value once, into its slot; the loop that makes room, out of
         // line (a loop around the push kept the value in a stack slot of
         // its own: a copy more per push).
-        match self.push(value) {
-            Ok(()) => 0,
-            Err(value) => self.push_dropping(value),
+        // SAFETY: `value` is this function's; the ring takes it, and it
+        // is forgotten here (not dropped). Nothing between can unwind.
+        let dropped = unsafe { self.force_push_from(&value) };
+        std::mem::forget(value);
+        dropped
+    }
+
+    /// [`force_push`](Self::force_push) of the value at `src`, which the
+    /// ring always takes: copied once from there into its slot. A value
+    /// moved down through the caller's calls into `force_push` was copied
+    /// on the way (a 96-byte buffer entry once more per publish).
+    ///
+    /// # Safety
+    /// `src` points to a valid value, which the ring takes: the caller
+    /// neither uses nor drops `*src` again.
+    ///
+    /// ```
+    /// use myelin_sync::Ring;
+    /// let r = Ring::new(1);
+    /// let v = String::from("a");
+    /// // SAFETY: `v` is given up: forgotten, never used again.
+    /// assert_eq!(unsafe { r.force_push_from(&v) }, 0);
+    /// std::mem::forget(v);
+    /// assert_eq!(r.pop().as_deref(), Some("a"));
+    /// ```
+    #[inline(always)]
+    pub unsafe fn force_push_from(&self, src: *const T) -> usize {
+        // SAFETY: the caller gives up `*src`: taken by the push on `true`.
+        if unsafe { self.push_from(src) } {
+            0
+        } else {
+            // SAFETY: refused, the push read nothing: `*src` is read once,
+            // here, and handed on (the caller gave it up).
+            self.push_dropping(unsafe { std::ptr::read(src) })
         }
+    }
+
+    /// [`push`](Self::push) of the value at `src`, copied once from there
+    /// into its slot: `true` when the ring took it. `push` of a value
+    /// that a refusal has to give back kept it in a stack slot of its own
+    /// (a 96-byte buffer entry copied once more per publish).
+    ///
+    /// # Safety
+    /// `src` points to a valid value. On `true` the ring owns it: the
+    /// caller neither uses nor drops `*src` again. On `false` nothing
+    /// was read.
+    #[inline(always)]
+    unsafe fn push_from(&self, src: *const T) -> bool {
+        let Some((slot, tail)) = self.claim_tail() else {
+            return false;
+        };
+        // SAFETY: as in `push`, this thread holds position `tail` and the
+        // slot is free; the caller gives up `*src` (its contract).
+        slot.value
+            .with_mut(|p| unsafe { std::ptr::copy_nonoverlapping(src, (*p).as_mut_ptr(), 1) });
+        // SYNC: pairs with the stamp load in `pop`.
+        slot.stamp.store(tail.wrapping_add(1), Ordering::Release);
+        true
     }
 
     /// [`force_push`](Self::force_push) into a full ring.
@@ -342,6 +396,44 @@ impl<T> Ring<T> {
             }
             backoff.snooze();
         }
+    }
+
+    /// [`pop`](Self::pop) into `out`: `true` when the oldest value was
+    /// moved there (`out` is then initialised; the caller owns the value),
+    /// `false` when the ring is empty (`out` untouched).
+    ///
+    /// The value is copied once, from its slot straight to `out`: a large
+    /// value returned in an `Option` through a few calls was copied at
+    /// each of them (a 96-byte buffer entry five times on the executor's
+    /// path to a callback).
+    ///
+    /// ```
+    /// use std::mem::MaybeUninit;
+    /// use myelin_sync::Ring;
+    /// let r = Ring::new(4);
+    /// r.push(7).unwrap();
+    /// let mut out = MaybeUninit::uninit();
+    /// assert!(r.pop_into(&mut out));
+    /// // SAFETY: `pop_into` returned true: it wrote `out`.
+    /// assert_eq!(unsafe { out.assume_init() }, 7);
+    /// assert!(!r.pop_into(&mut out));
+    /// ```
+    #[inline(always)]
+    pub fn pop_into(&self, out: &mut MaybeUninit<T>) -> bool {
+        let Some((slot, head)) = self.claim_head(false) else {
+            return false;
+        };
+        // SAFETY: winning the CAS in `claim_head` made this thread the
+        // only one to hold position `head`; the stamp said the push of
+        // that position finished writing. The value is moved (read once)
+        // into `out`, and the stamp below gives the slot back.
+        slot.value.with_mut(|p| unsafe {
+            std::ptr::copy_nonoverlapping((*p).as_ptr(), out.as_mut_ptr(), 1)
+        });
+        // SYNC: pairs with the stamp load in `push`.
+        slot.stamp
+            .store(head.wrapping_add(self.mask + 1), Ordering::Release);
+        true
     }
 
     /// Take the oldest value; with `only_if_full`, only while the ring
@@ -487,6 +579,41 @@ mod tests {
             r.force_push(marker.clone());
         }
         assert_eq!(Arc::strong_count(&marker), 4);
+        drop(r);
+        assert_eq!(Arc::strong_count(&marker), 1);
+    }
+
+    #[test]
+    fn pop_into_and_force_push_from_move_each_value_once() {
+        // Counted by an `Arc`'s strong count: a value copied out twice
+        // would be dropped twice (the count falls below its holders), one
+        // never moved out would stay counted.
+        let marker = Arc::new(());
+        let r = Ring::new(2);
+        for _ in 0..5 {
+            let v = marker.clone();
+            // SAFETY: `v` is given up (forgotten) right after.
+            let dropped = unsafe { r.force_push_from(&v) };
+            std::mem::forget(v);
+            assert!(dropped <= 1);
+        }
+        // Two held, three overwritten and dropped.
+        assert_eq!(Arc::strong_count(&marker), 3);
+        let mut out = MaybeUninit::uninit();
+        assert!(r.pop_into(&mut out));
+        // SAFETY: `pop_into` returned true.
+        let first = unsafe { out.assume_init() };
+        assert_eq!(Arc::strong_count(&marker), 3, "moved, not copied");
+        drop(first);
+        assert_eq!(Arc::strong_count(&marker), 2);
+        let mut out = MaybeUninit::uninit();
+        assert!(r.pop_into(&mut out));
+        // SAFETY: as above.
+        drop(unsafe { out.assume_init() });
+        let mut out = MaybeUninit::<Arc<()>>::uninit();
+        assert!(!r.pop_into(&mut out), "empty");
+        assert_eq!(Arc::strong_count(&marker), 1);
+        // The ring dropped with nothing left in it drops nothing more.
         drop(r);
         assert_eq!(Arc::strong_count(&marker), 1);
     }

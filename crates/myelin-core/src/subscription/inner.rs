@@ -2,6 +2,7 @@
 //! (from a local publisher or a transport: the same path), who is woken,
 //! and how the executor runs it.
 
+use std::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Weak};
 
@@ -410,6 +411,32 @@ impl<T: Message> SubInner<T> {
         }
     }
 
+    /// [`pop_live_from`](Self::pop_live_from) into `out`: `true` when the
+    /// oldest live entry was moved there (see [`Ring::pop_into`]: copied
+    /// once from the buffer, where a returned `Option` of a tuple was
+    /// copied at each step on the way to the callback).
+    ///
+    /// [`Ring::pop_into`]: myelin_sync::Ring::pop_into
+    #[inline(always)]
+    fn pop_live_into(&self, out: &mut MaybeUninit<Entry<T>>) -> bool {
+        loop {
+            if !self.buffer.pop_into(out) {
+                return false;
+            }
+            // SAFETY: `pop_into` returned true: it wrote `out`.
+            let expires = unsafe { out.assume_init_ref() }.expires;
+            if expires != 0 && self.node.ctx.expiry_now_ns() > expires {
+                // SAFETY: as above; dropped once, then overwritten or
+                // left (the caller reads `out` only after `true`).
+                unsafe { out.assume_init_drop() };
+                self.expired.fetch_add(1, Ordering::Relaxed);
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            return true;
+        }
+    }
+
     pub(crate) fn emit(&self, e: SubscriptionEvent) {
         if let Some(q) = &self.events {
             q.emit(e);
@@ -714,10 +741,10 @@ impl<T: Message> SubInner<T> {
             let Some(call) = guard.as_mut() else {
                 return panicked;
             };
-            while let Some((item, origin)) = self.pop_live_from() {
-                if let Err(p) = catch_unwind(AssertUnwindSafe(|| {
-                    call.call(item, &origin, self.node.ctx.pid)
-                })) {
+            let mut entry = MaybeUninit::uninit();
+            while self.pop_live_into(&mut entry) {
+                // SAFETY: `pop_live_into` returned true: it wrote `entry`.
+                if let Err(p) = unsafe { call_popped(call, &mut entry, self.node.ctx.pid) } {
                     panicked.get_or_insert_with(|| crate::dispatch::panic_message(&p));
                 }
             }
@@ -871,6 +898,34 @@ impl<T: Message> SubInner<T> {
     }
 }
 
+/// Run `cb` on the entry popped into `entry`, catching a panic: the
+/// callback takes the message where it lies (see [`Call::call`]), and
+/// the entry's origin is dropped here after it, also after a panic.
+///
+/// # Safety
+/// `entry` holds an entry (a `pop_live_into` returned true), which this
+/// call consumes: the caller treats `entry` as uninitialised afterwards.
+///
+/// [`Call::call`]: super::callback::Call::call
+#[inline(always)]
+unsafe fn call_popped<T>(
+    cb: &mut Dispatch<T>,
+    entry: &mut MaybeUninit<Entry<T>>,
+    pid: u32,
+) -> std::thread::Result<()> {
+    let e = entry.as_mut_ptr();
+    // SAFETY: `entry` holds an entry (the caller's contract). Its message
+    // goes to the callback, which takes it: it is neither read nor
+    // dropped here again, also on a panic.
+    let r = catch_unwind(AssertUnwindSafe(|| unsafe {
+        cb.call_from(&raw const (*e).msg, &(*e).origin, pid)
+    }));
+    // SAFETY: the origin is still the entry's, dropped once, here.
+    // (`expires` needs no drop.)
+    unsafe { std::ptr::drop_in_place(&raw mut (*e).origin) };
+    r
+}
+
 impl<T: Message> Executable for SubInner<T> {
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
@@ -879,16 +934,16 @@ impl<T: Message> Executable for SubInner<T> {
         // hand the queued mark back; `kick` below forwards pending messages.
         // No message (a polled take got it first, or a warm's rehearsal):
         // no call.
+        let mut entry = MaybeUninit::uninit();
         let called = if self.target.is(exec)
             && self.has_callback
             // `queued` stays set while we run, so this is never contended.
             && let Some(mut guard) = self.callback.try_lock()
             && let Some(cb) = guard.as_mut()
-            && let Some((item, origin)) = self.pop_live_from()
+            && self.pop_live_into(&mut entry)
         {
-            Some(catch_unwind(AssertUnwindSafe(|| {
-                cb.call(item, &origin, self.node.ctx.pid)
-            })))
+            // SAFETY: `pop_live_into` returned true: it wrote `entry`.
+            Some(unsafe { call_popped(cb, &mut entry, self.node.ctx.pid) })
         } else {
             None
         };
