@@ -274,6 +274,51 @@ impl<T> Buffer<T> {
         }
     }
 
+    /// [`push`](Self::push) of an entry of these parts, written in its
+    /// ring slot (see [`Ring::force_claim`]): the message is `wrap(msg)`
+    /// (`Received::Owned`, `Received::Shared`, or the `Received` itself),
+    /// made there from where `msg` lies. Assembled first and pushed, the
+    /// entry was copied twice more.
+    #[inline(always)]
+    pub(crate) fn push_parts<M>(
+        &self,
+        msg: M,
+        wrap: impl FnOnce(M) -> Received<T>,
+        expires: u64,
+        origin: Origin,
+    ) -> Pushed {
+        match self {
+            Buffer::Ring(q) => {
+                let mut c = q.force_claim();
+                let e = c.as_mut_ptr();
+                // SAFETY: the claimed slot is this thread's until it is
+                // published; each field is written once, then the whole
+                // entry is published. `msg` is read once (moved) where it
+                // lies and forgotten below (moved into `wrap` by value,
+                // it was copied to a temporary first).
+                let dropped = unsafe {
+                    (&raw mut (*e).msg).write(wrap(std::ptr::read(&msg)));
+                    (&raw mut (*e).expires).write(expires);
+                    (&raw mut (*e).origin).write(origin);
+                    c.publish()
+                };
+                std::mem::forget(msg);
+                match dropped {
+                    0 => Pushed::Stored,
+                    n => Pushed::Overwrote(n),
+                }
+            }
+            Buffer::Fifo(_) => self.push_beyond(
+                Entry {
+                    msg: wrap(msg),
+                    expires,
+                    origin,
+                },
+                0,
+            ),
+        }
+    }
+
     #[inline]
     pub(crate) fn pop(&self) -> Option<Entry<T>> {
         match self {

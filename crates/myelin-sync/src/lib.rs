@@ -46,7 +46,7 @@ mod slab;
 mod stack;
 pub use cells::{RetainCell, TryLock, TryLockGuard};
 pub use lane::{LaneCell, LaneGuard};
-pub use ring::Ring;
+pub use ring::{Claim, Ring};
 pub use slab::{Lease, LeaseSlab};
 pub use stack::IndexStack;
 

@@ -292,6 +292,52 @@ impl<T> Ring<T> {
         }
     }
 
+    /// Claim the next position for a value the caller then writes in
+    /// place (see [`Claim`]), dropping the oldest values to make room, as
+    /// [`force_push`](Self::force_push) does. A value built from parts
+    /// (a buffer entry: the message, its expiry, its origin) is written
+    /// straight into its slot, not assembled elsewhere and copied in.
+    ///
+    /// ```
+    /// use myelin_sync::Ring;
+    /// let r = Ring::new(1);
+    /// r.push((1, 'a')).unwrap();
+    /// let mut c = r.force_claim();
+    /// // SAFETY: the claimed slot is this thread's; written whole.
+    /// let dropped = unsafe {
+    ///     c.as_mut_ptr().write((2, 'b'));
+    ///     c.publish()
+    /// };
+    /// assert_eq!(dropped, 1);
+    /// assert_eq!(r.pop(), Some((2, 'b')));
+    /// ```
+    #[inline(always)]
+    pub fn force_claim(&self) -> Claim<'_, T> {
+        let (slot, pos, dropped) = match self.claim_tail() {
+            Some((slot, tail)) => (slot, tail, 0),
+            None => self.claim_making_room(),
+        };
+        Claim { slot, pos, dropped }
+    }
+
+    /// [`force_claim`](Self::force_claim) in a full ring: drop the oldest
+    /// value until a position is free; the slot, the position and how
+    /// many were dropped.
+    #[inline(never)]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
+    fn claim_making_room(&self) -> (&Slot<T>, usize, usize) {
+        let mut dropped = 0;
+        loop {
+            if self.take(true).is_some() {
+                dropped += 1;
+            }
+            if let Some((slot, tail)) = self.claim_tail() {
+                return (slot, tail, dropped);
+            }
+        }
+    }
+
     /// [`push`](Self::push) of the value at `src`, copied once from there
     /// into its slot: `true` when the ring took it. `push` of a value
     /// that a refusal has to give back kept it in a stack slot of its own
@@ -527,6 +573,49 @@ impl<T> Ring<T> {
     }
 }
 
+/// A position of a [`Ring`] claimed by [`Ring::force_claim`], whose value
+/// the claimer writes in place, then [`publish`](Self::publish)es.
+///
+/// Readers of the ring wait for a claimed position to be published, so a
+/// claim must be: dropping one unpublished (a panic while writing the
+/// value) aborts the process rather than leave every reader waiting.
+pub struct Claim<'a, T> {
+    slot: &'a Slot<T>,
+    pos: usize,
+    dropped: usize,
+}
+
+impl<T> Claim<'_, T> {
+    /// Where the value goes (uninitialised until written).
+    #[inline(always)]
+    pub fn as_mut_ptr(&mut self) -> *mut T {
+        self.slot.value.with_mut(|p| p.cast::<T>())
+    }
+
+    /// Hand the written value to the ring's readers; returns how many
+    /// values were dropped to make room for it.
+    ///
+    /// # Safety
+    /// The value at [`as_mut_ptr`](Self::as_mut_ptr) is fully written.
+    #[inline(always)]
+    pub unsafe fn publish(self) -> usize {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SYNC: pairs with the stamp load in `pop`.
+        this.slot
+            .stamp
+            .store(this.pos.wrapping_add(1), Ordering::Release);
+        this.dropped
+    }
+}
+
+impl<T> Drop for Claim<'_, T> {
+    fn drop(&mut self) {
+        // Unpublished: the position stays claimed for ever and its
+        // readers would wait on it (see the type's docs).
+        std::process::abort();
+    }
+}
+
 impl<T> Drop for Ring<T> {
     fn drop(&mut self) {
         while self.pop().is_some() {}
@@ -615,6 +704,27 @@ mod tests {
         assert_eq!(Arc::strong_count(&marker), 1);
         // The ring dropped with nothing left in it drops nothing more.
         drop(r);
+        assert_eq!(Arc::strong_count(&marker), 1);
+    }
+
+    #[test]
+    fn force_claim_writes_in_place_and_makes_room_like_force_push() {
+        let marker = Arc::new(());
+        let r: Ring<(usize, Arc<()>)> = Ring::new(2);
+        let mut dropped = 0;
+        for i in 0..5usize {
+            let mut c = r.force_claim();
+            let p = c.as_mut_ptr();
+            // SAFETY: the claimed slot is ours; written whole, published.
+            dropped += unsafe {
+                p.write((i, marker.clone()));
+                c.publish()
+            };
+        }
+        assert_eq!(dropped, 3, "the three oldest made room");
+        assert_eq!(Arc::strong_count(&marker), 3);
+        let got: Vec<usize> = std::iter::from_fn(|| r.pop().map(|(i, _)| i)).collect();
+        assert_eq!(got, [3, 4]);
         assert_eq!(Arc::strong_count(&marker), 1);
     }
 

@@ -597,29 +597,30 @@ impl<T: Message> SubInner<T> {
 
     #[inline]
     pub(crate) fn push_owned(&self, msg: T, expires: u64, origin: Origin) -> Pushed {
-        self.push(Received::Owned(msg), expires, origin)
+        self.push(msg, Received::Owned, expires, origin)
     }
 
     #[inline]
     pub(crate) fn push_received(&self, msg: Received<T>, expires: u64, origin: Origin) -> Pushed {
-        self.push(msg, expires, origin)
+        self.push(msg, |m| m, expires, origin)
     }
 
     #[inline]
     pub(crate) fn push_shared(&self, msg: Arc<T>, expires: u64, origin: Origin) -> Pushed {
-        self.push(Received::Shared(msg), expires, origin)
+        self.push(msg, Received::Shared, expires, origin)
     }
 
+    /// Into the buffer as `wrap(msg)` (see [`Buffer::push_parts`]).
     #[inline]
-    fn push(&self, msg: Received<T>, expires: u64, origin: Origin) -> Pushed {
-        let r = self.store(
-            Entry {
-                msg,
-                expires,
-                origin,
-            },
-            0,
-        );
+    fn push<M>(
+        &self,
+        msg: M,
+        wrap: impl FnOnce(M) -> Received<T>,
+        expires: u64,
+        origin: Origin,
+    ) -> Pushed {
+        self.count_received();
+        let r = self.buffer.push_parts(msg, wrap, expires, origin);
         self.pushed(r)
     }
 
@@ -1072,7 +1073,7 @@ impl<T: Message> SubOwner for SubInner<T> {
             return;
         };
         if paced {
-            self.push(msg, expires, origin);
+            self.push_received(msg, expires, origin);
         } else {
             self.push_unpaced(Entry {
                 msg,
