@@ -245,18 +245,10 @@ impl<T> Buffer<T> {
     #[inline]
     pub(crate) fn push_beyond(&self, item: Entry<T>, cap: usize) -> Pushed {
         match self {
-            Buffer::Ring(q) => {
-                // The ring copies the entry from where it is (`force_push`
-                // of `item` copied it once more on the way).
-                // SAFETY: `item` is given up: the ring takes it, and it is
-                // forgotten here, never used or dropped again.
-                let dropped = unsafe { q.force_push_from(&item) };
-                std::mem::forget(item);
-                match dropped {
-                    0 => Pushed::Stored,
-                    n => Pushed::Overwrote(n),
-                }
-            }
+            Buffer::Ring(q) => match q.force_push(item) {
+                0 => Pushed::Stored,
+                n => Pushed::Overwrote(n),
+            },
             Buffer::Fifo(f) => {
                 let Fifo { queue, len, limit } = &**f;
                 let before = len.fetch_add(1, Ordering::Relaxed);
@@ -319,22 +311,17 @@ impl<T> Buffer<T> {
         }
     }
 
-    #[inline]
+    /// The oldest entry (the tests' view of [`pop_into`](Self::pop_into)).
+    #[cfg(test)]
     pub(crate) fn pop(&self) -> Option<Entry<T>> {
-        match self {
-            Buffer::Ring(q) => q.pop(),
-            Buffer::Fifo(f) => {
-                let item = f.queue.pop();
-                if item.is_some() {
-                    f.len.fetch_sub(1, Ordering::Relaxed);
-                }
-                item
-            }
-        }
+        let mut out = MaybeUninit::uninit();
+        // SAFETY: `pop_into` returned true: it wrote `out`.
+        self.pop_into(&mut out)
+            .then(|| unsafe { out.assume_init() })
     }
 
-    /// [`pop`](Self::pop) into `out` (see [`Ring::pop_into`]): `true`
-    /// when an entry was moved there.
+    /// Move the oldest entry into `out` (see [`Ring::pop_into`]): `true`
+    /// when there was one.
     #[inline(always)]
     pub(crate) fn pop_into(&self, out: &mut MaybeUninit<Entry<T>>) -> bool {
         match self {

@@ -251,45 +251,11 @@ impl<T> Ring<T> {
     /// it. Every drop is of the oldest value of a full ring.
     #[inline(always)]
     pub fn force_push(&self, value: T) -> usize {
-        // The common case (room for it) is one push, inlined, which moves
-        // the value once, into its slot; the loop that makes room, out of
-        // line (a loop around the push kept the value in a stack slot of
-        // its own: a copy more per push).
-        // SAFETY: `value` is this function's; the ring takes it, and it
-        // is forgotten here (not dropped). Nothing between can unwind.
-        let dropped = unsafe { self.force_push_from(&value) };
-        std::mem::forget(value);
-        dropped
-    }
-
-    /// [`force_push`](Self::force_push) of the value at `src`, which the
-    /// ring always takes: copied once from there into its slot. A value
-    /// moved down through the caller's calls into `force_push` was copied
-    /// on the way (a 96-byte buffer entry once more per publish).
-    ///
-    /// # Safety
-    /// `src` points to a valid value, which the ring takes: the caller
-    /// neither uses nor drops `*src` again.
-    ///
-    /// ```
-    /// use myelin_sync::Ring;
-    /// let r = Ring::new(1);
-    /// let v = String::from("a");
-    /// // SAFETY: `v` is given up: forgotten, never used again.
-    /// assert_eq!(unsafe { r.force_push_from(&v) }, 0);
-    /// std::mem::forget(v);
-    /// assert_eq!(r.pop().as_deref(), Some("a"));
-    /// ```
-    #[inline(always)]
-    pub unsafe fn force_push_from(&self, src: *const T) -> usize {
-        // SAFETY: the caller gives up `*src`: taken by the push on `true`.
-        if unsafe { self.push_from(src) } {
-            0
-        } else {
-            // SAFETY: refused, the push read nothing: `*src` is read once,
-            // here, and handed on (the caller gave it up).
-            self.push_dropping(unsafe { std::ptr::read(src) })
-        }
+        // The position is claimed first, the loop that makes room out of
+        // line and without the value (a loop around the push kept the
+        // value in a stack slot of its own: a copy more per push), then
+        // the value is written once, into its slot.
+        self.force_claim().write(value)
     }
 
     /// Claim the next position for a value the caller then writes in
@@ -334,46 +300,6 @@ impl<T> Ring<T> {
             }
             if let Some((slot, tail)) = self.claim_tail() {
                 return (slot, tail, dropped);
-            }
-        }
-    }
-
-    /// [`push`](Self::push) of the value at `src`, copied once from there
-    /// into its slot: `true` when the ring took it. `push` of a value
-    /// that a refusal has to give back kept it in a stack slot of its own
-    /// (a 96-byte buffer entry copied once more per publish).
-    ///
-    /// # Safety
-    /// `src` points to a valid value. On `true` the ring owns it: the
-    /// caller neither uses nor drops `*src` again. On `false` nothing
-    /// was read.
-    #[inline(always)]
-    unsafe fn push_from(&self, src: *const T) -> bool {
-        let Some((slot, tail)) = self.claim_tail() else {
-            return false;
-        };
-        // SAFETY: as in `push`, this thread holds position `tail` and the
-        // slot is free; the caller gives up `*src` (its contract).
-        slot.value
-            .with_mut(|p| unsafe { std::ptr::copy_nonoverlapping(src, (*p).as_mut_ptr(), 1) });
-        // SYNC: pairs with the stamp load in `pop`.
-        slot.stamp.store(tail.wrapping_add(1), Ordering::Release);
-        true
-    }
-
-    /// [`force_push`](Self::force_push) into a full ring.
-    #[inline(never)]
-    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
-    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
-    fn push_dropping(&self, mut value: T) -> usize {
-        let mut dropped = 0;
-        loop {
-            if self.take(true).is_some() {
-                dropped += 1;
-            }
-            match self.push(value) {
-                Ok(()) => return dropped,
-                Err(v) => value = v,
             }
         }
     }
@@ -586,6 +512,17 @@ pub struct Claim<'a, T> {
 }
 
 impl<T> Claim<'_, T> {
+    /// Write `value` whole and [`publish`](Self::publish) it
+    /// ([`Ring::force_push`] is `force_claim().write(value)`).
+    #[inline(always)]
+    pub fn write(self, value: T) -> usize {
+        // SAFETY: the claimed slot is this thread's until published; the
+        // value is written once.
+        self.slot.value.with_mut(|p| unsafe { (*p).write(value) });
+        // SAFETY: just written whole.
+        unsafe { self.publish() }
+    }
+
     /// Where the value goes (uninitialised until written).
     #[inline(always)]
     pub fn as_mut_ptr(&mut self) -> *mut T {
@@ -673,18 +610,14 @@ mod tests {
     }
 
     #[test]
-    fn pop_into_and_force_push_from_move_each_value_once() {
+    fn pop_into_and_force_push_move_each_value_once() {
         // Counted by an `Arc`'s strong count: a value copied out twice
         // would be dropped twice (the count falls below its holders), one
         // never moved out would stay counted.
         let marker = Arc::new(());
         let r = Ring::new(2);
         for _ in 0..5 {
-            let v = marker.clone();
-            // SAFETY: `v` is given up (forgotten) right after.
-            let dropped = unsafe { r.force_push_from(&v) };
-            std::mem::forget(v);
-            assert!(dropped <= 1);
+            assert!(r.force_push(marker.clone()) <= 1);
         }
         // Two held, three overwritten and dropped.
         assert_eq!(Arc::strong_count(&marker), 3);

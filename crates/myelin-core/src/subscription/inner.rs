@@ -400,15 +400,13 @@ impl<T: Message> SubInner<T> {
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn pop_live_from(&self) -> Option<(Received<T>, Origin)> {
-        loop {
-            let e = self.buffer.pop()?;
-            if e.expires != 0 && self.node.ctx.expiry_now_ns() > e.expires {
-                self.expired.fetch_add(1, Ordering::Relaxed);
-                self.lost.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            return Some((e.msg, e.origin));
+        let mut e = MaybeUninit::uninit();
+        if !self.pop_live_into(&mut e) {
+            return None;
         }
+        // SAFETY: `pop_live_into` returned true: it wrote `e`.
+        let e = unsafe { e.assume_init() };
+        Some((e.msg, e.origin))
     }
 
     /// [`pop_live_from`](Self::pop_live_from) into `out`: `true` when the
