@@ -55,11 +55,13 @@ pub use stack::IndexStack;
 pub mod atomic {
     #[cfg(loom)]
     pub use loom::sync::atomic::{
-        AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+        AtomicBool, AtomicI64, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+        fence,
     };
     #[cfg(not(loom))]
     pub use std::sync::atomic::{
-        AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+        AtomicBool, AtomicI64, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+        fence,
     };
 }
 

@@ -133,7 +133,8 @@ fn try_lock_admits_one_holder() {
     });
 }
 
-/// The subscription "queued" protocol of myelin-core's executors:
+/// The "queued" protocol of myelin-core's services, event handlers (and
+/// subscriptions before their reserved reference, modelled below):
 /// producers push then `swap(queued, true)` and enqueue the subscription only
 /// if it was false; the executor takes the entry, handles one message,
 /// clears `queued` with a `swap(false)` and re-enqueues if the
@@ -214,6 +215,292 @@ fn queued_flag_protocol_loses_no_message() {
             "a message was left with nobody queued"
         );
         assert_eq!(buffer.load(Ordering::SeqCst), 0);
+    });
+}
+
+/// The subscription's mark and reserved reference (myelin-core's
+/// `subscription::inner::mark`, `SubInner::{queue, finish, claim,
+/// unclaim, reset_mark, close}`), modelled on the same state word: a
+/// publisher pushes, then queues (`IDLE` -> `MARK | RES`, moving the
+/// reserved reference into the entry) or marks `DIRTY`; a run handles a
+/// message, clears `DIRTY` and looks at the buffer, queues itself again
+/// while messages wait, else clears the mark (handing the reference back
+/// from `MARK | RES`, else dropping it). A busy-polling worker claims
+/// (`IDLE` -> `MARK`) with a reference of its own; an attach resets the
+/// mark (minting a reference if the entry held the reserved one).
+///
+/// In every interleaving: no message is left with nobody queued, no
+/// reference is dropped that nobody owned (the count never goes below
+/// zero), and once every entry has run, the references left are exactly
+/// the one the subscription holds (so `close` giving it back frees the
+/// subscription: none leaks).
+mod reserved_mark {
+    use super::*;
+    use loom::sync::atomic::{AtomicI32, AtomicU8};
+
+    const IDLE: u8 = 0;
+    const MARK: u8 = 1;
+    const RES: u8 = 2;
+    const DIRTY: u8 = 4;
+
+    /// A subscription: its buffer's length, its state, the entries in its
+    /// executor's ready queue, and the references the protocol moves (the
+    /// reserved one, the entries', a claimer's).
+    pub struct Sub {
+        buffer: AtomicU32,
+        state: AtomicU8,
+        ready: AtomicU32,
+        refs: AtomicI32,
+        handled: AtomicU32,
+    }
+
+    impl Sub {
+        pub fn new() -> Sub {
+            Sub {
+                buffer: AtomicU32::new(0),
+                state: AtomicU8::new(IDLE),
+                ready: AtomicU32::new(0),
+                // The reserved reference, in the subscription's hand.
+                refs: AtomicI32::new(1),
+                handled: AtomicU32::new(0),
+            }
+        }
+
+        fn drop_ref(&self) {
+            let before = self.refs.fetch_sub(1, Ordering::SeqCst);
+            assert!(before > 0, "a reference nobody owned was dropped");
+        }
+
+        /// `Publisher::publish` into this subscription: push, `queue`.
+        pub fn publish(&self) {
+            self.buffer.fetch_add(1, Ordering::SeqCst);
+            let mut s = self.state.load(Ordering::Relaxed);
+            loop {
+                let next = if s == IDLE { MARK | RES } else { s | DIRTY };
+                match self
+                    .state
+                    .compare_exchange_weak(s, next, Ordering::SeqCst, Ordering::Relaxed)
+                {
+                    Ok(_) => break,
+                    Err(now) => s = now,
+                }
+            }
+            if s == IDLE {
+                // The reserved reference goes into the entry.
+                self.ready.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+
+        /// An executor's turn: take an entry if one is ready and run it.
+        pub fn run_one(&self) -> bool {
+            if self
+                .ready
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_err()
+            {
+                return false;
+            }
+            self.execute();
+            true
+        }
+
+        /// `execute`: one message, then `finish` with the entry's
+        /// reference.
+        fn execute(&self) {
+            if self
+                .buffer
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                self.handled.fetch_add(1, Ordering::SeqCst);
+            }
+            self.finish();
+        }
+
+        /// `SubInner::finish`, holding one reference.
+        fn finish(&self) {
+            let mut s = self.state.load(Ordering::Relaxed);
+            loop {
+                if s & MARK == 0 {
+                    return self.drop_ref();
+                }
+                if s & DIRTY != 0 {
+                    let clean = s & !DIRTY;
+                    match self
+                        .state
+                        .compare_exchange(s, clean, Ordering::SeqCst, Ordering::Relaxed)
+                    {
+                        Ok(_) => s = clean,
+                        Err(now) => {
+                            s = now;
+                            continue;
+                        }
+                    }
+                }
+                if self.buffer.load(Ordering::SeqCst) > 0 {
+                    // Queued again, still marked, with this reference.
+                    self.ready.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+                match self
+                    .state
+                    .compare_exchange(s, IDLE, Ordering::SeqCst, Ordering::Relaxed)
+                {
+                    Ok(_) => {
+                        if s & RES == 0 {
+                            self.drop_ref();
+                        }
+                        return;
+                    }
+                    Err(now) => s = now,
+                }
+            }
+        }
+
+        /// A busy-polling worker's `claim` (with a reference of its own,
+        /// cloned from the executor's polled list) and run, or `unclaim`.
+        pub fn claim_and_run(&self, run: bool) {
+            if self.buffer.load(Ordering::SeqCst) == 0
+                || self
+                    .state
+                    .compare_exchange(IDLE, MARK, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_err()
+            {
+                return;
+            }
+            self.refs.fetch_add(1, Ordering::SeqCst);
+            if run {
+                return self.execute();
+            }
+            // `unclaim`: hand a claim's mark back, then `kick`.
+            let mut s = self.state.load(Ordering::Relaxed);
+            while s & MARK != 0 && s & RES == 0 {
+                match self
+                    .state
+                    .compare_exchange(s, IDLE, Ordering::SeqCst, Ordering::Relaxed)
+                {
+                    Ok(_) => break,
+                    Err(now) => s = now,
+                }
+            }
+            self.kick();
+            self.drop_ref();
+        }
+
+        /// `SubInner::kick`: queue if the buffer holds messages.
+        fn kick(&self) {
+            if self.buffer.load(Ordering::SeqCst) > 0 {
+                let mut s = self.state.load(Ordering::Relaxed);
+                loop {
+                    let next = if s == IDLE { MARK | RES } else { s | DIRTY };
+                    match self.state.compare_exchange_weak(
+                        s,
+                        next,
+                        Ordering::SeqCst,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => break,
+                        Err(now) => s = now,
+                    }
+                }
+                if s == IDLE {
+                    self.ready.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+
+        /// `attach` to the same executor again: `reset_mark`, then `kick`.
+        pub fn reattach(&self) {
+            let mut s = self.state.load(Ordering::Relaxed);
+            while s != IDLE {
+                match self
+                    .state
+                    .compare_exchange(s, IDLE, Ordering::SeqCst, Ordering::Relaxed)
+                {
+                    Ok(_) => {
+                        if s & RES != 0 {
+                            // A new reserved reference for the subscription.
+                            self.refs.fetch_add(1, Ordering::SeqCst);
+                        }
+                        break;
+                    }
+                    Err(now) => s = now,
+                }
+            }
+            self.kick();
+        }
+
+        /// Run what is left, then check: every message handled, and the
+        /// one reference left is the subscription's own.
+        pub fn drain_and_check(&self, messages: u32) {
+            while self.run_one() {}
+            assert_eq!(
+                self.handled.load(Ordering::SeqCst),
+                messages,
+                "a message was left with nobody queued"
+            );
+            let s = self.state.load(Ordering::SeqCst);
+            assert_eq!(s, IDLE, "marked with no entry left");
+            assert_eq!(
+                self.refs.load(Ordering::SeqCst),
+                1,
+                "references left besides the reserved one (a leak) or missing"
+            );
+        }
+    }
+}
+
+#[test]
+fn reserved_mark_protocol_loses_no_message_and_no_reference() {
+    loom::model(|| {
+        let sub = Arc::new(reserved_mark::Sub::new());
+        let p = sub.clone();
+        let producer = loom::thread::spawn(move || {
+            p.publish();
+            p.publish();
+        });
+        for _ in 0..3 {
+            if !sub.run_one() {
+                loom::thread::yield_now();
+            }
+        }
+        producer.join().unwrap();
+        sub.drain_and_check(2);
+    });
+}
+
+#[test]
+fn reserved_mark_survives_a_reattach_and_a_claim() {
+    loom::model(|| {
+        let sub = Arc::new(reserved_mark::Sub::new());
+        let (p, a) = (sub.clone(), sub.clone());
+        let producer = loom::thread::spawn(move || {
+            p.publish();
+            p.publish();
+        });
+        // An attach (its stale entry, if any, stays queued) racing both.
+        let attacher = loom::thread::spawn(move || a.reattach());
+        sub.run_one();
+        sub.claim_and_run(true);
+        producer.join().unwrap();
+        attacher.join().unwrap();
+        sub.drain_and_check(2);
+    });
+}
+
+#[test]
+fn reserved_mark_unclaim_hands_the_claim_back() {
+    loom::model(|| {
+        let sub = Arc::new(reserved_mark::Sub::new());
+        let p = sub.clone();
+        let producer = loom::thread::spawn(move || {
+            p.publish();
+            p.publish();
+        });
+        sub.claim_and_run(false);
+        sub.run_one();
+        producer.join().unwrap();
+        sub.drain_and_check(2);
     });
 }
 

@@ -4,7 +4,9 @@
 //! the subscription. The executor moves messages between the buffer and
 //! the callback as raw bytes (copied once out of the ring, handed to the
 //! callback by pointer), so a slip there is a double drop or a leak, which
-//! these counts catch.
+//! these counts catch. A subscription is freed when dropped, whatever its
+//! queued mark was: it lends its executor a reference of its own (no
+//! reference count moves per message), which a leak would keep.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,8 +16,8 @@ use myelin::prelude::*;
 use myelin::{MultiThreadedExecutor, SpinError};
 
 /// Drops and clones counted per test (the tests of this file run at once).
-static DROPS: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
-static CLONES: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+static DROPS: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
+static CLONES: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
 
 /// A message that counts its drops in `DROPS[tag]`, its clones in
 /// `CLONES[tag]`.
@@ -232,4 +234,78 @@ fn an_executor_dropped_with_work_it_never_ran_lets_go_of_the_messages() {
         drop(ctx);
         assert_eq!(drops(TAG) - before, 3, "multi-threaded: {multi}");
     }
+}
+
+/// A subscription whose callback owns a `Tracked` (tag 4): freed when
+/// that is dropped. Counts its calls in `calls`.
+fn owning_sub(node: &Node, topic: &str, calls: &Arc<AtomicUsize>) -> Subscription<u32> {
+    let state = Tracked::new(4, 0, 0);
+    let calls = calls.clone();
+    node.create_subscription(topic, QoS::keep_last(8), move |_m: u32| {
+        let _ = &state;
+        calls.fetch_add(1, Ordering::SeqCst);
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_dropped_subscription_is_freed_whatever_its_mark() {
+    const TAG: u8 = 4;
+    let ctx = context();
+    let node = ctx.create_node("drops_freed").unwrap();
+    let publisher = node
+        .create_publisher::<u32>("/freed", QoS::keep_last(8))
+        .unwrap();
+    let mut a = Executor::new();
+    a.add_node(&node).unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+
+    // Run and idle, then dropped.
+    let sub = owning_sub(&node, "/freed", &calls);
+    publisher.publish(1).unwrap();
+    spin_until(&mut a, &calls, 1);
+    drop(sub);
+    assert_eq!(drops(TAG), 1, "an idle subscription");
+
+    // Dropped while queued: its entry runs after, and lets go.
+    let sub = owning_sub(&node, "/freed", &calls);
+    publisher.publish(2).unwrap();
+    drop(sub);
+    a.spin_some().unwrap();
+    assert_eq!(drops(TAG), 2, "a queued subscription, dropped");
+
+    // Queued on `a`, moved to `b` (whose attach resets the mark and takes
+    // a new reserved reference), `a`'s stale entry run after `b`'s.
+    let sub = owning_sub(&node, "/freed", &calls);
+    let before = calls.load(Ordering::SeqCst);
+    publisher.publish(3).unwrap();
+    assert!(a.remove_node(&node));
+    let mut b = Executor::new();
+    b.add_node(&node).unwrap();
+    publisher.publish(4).unwrap();
+    spin_until(&mut b, &calls, before + 2);
+    a.spin_some().unwrap();
+    publisher.publish(5).unwrap();
+    spin_until(&mut b, &calls, before + 3);
+    drop(sub);
+    assert_eq!(drops(TAG), 3, "a subscription moved while queued");
+
+    // Claimed by a busy-polling executor instead of queued.
+    b.set_idle_wait(myelin::IdleWait::BusyPoll);
+    let sub = owning_sub(&node, "/freed", &calls);
+    let before = calls.load(Ordering::SeqCst);
+    for n in 0..3 {
+        publisher.publish(n).unwrap();
+    }
+    spin_until(&mut b, &calls, before + 3);
+    drop(sub);
+    assert_eq!(drops(TAG), 4, "a subscription a busy-polling executor ran");
+
+    // Dropped with the executor that holds its entry.
+    let sub = owning_sub(&node, "/freed", &calls);
+    b.set_idle_wait(myelin::IdleWait::Block);
+    publisher.publish(6).unwrap();
+    drop(b);
+    drop(sub);
+    assert_eq!(drops(TAG), 5, "an executor dropped with its entry");
 }

@@ -526,24 +526,25 @@ impl Node {
         spec.max_publishers = options.max_publishers;
         let links = self.links::<dyn SubLink>(&spec, |t, spec| t.subscription(spec))?;
         let events = self.event_queue(&options.event_callback, &group, "subscription", &topic);
-        let inner = Arc::new_cyclic(|me| {
-            SubInner::new(
-                SubSpec {
-                    id,
-                    gid,
-                    topic: topic.clone(),
-                    qos,
-                    delivery,
-                    node: self.inner.clone(),
-                    callback,
-                    inline,
-                    group: group.clone(),
-                    events,
-                    links,
-                },
-                me.clone(),
-            )
-        });
+        let inner = Arc::new(SubInner::new(SubSpec {
+            id,
+            gid,
+            topic: topic.clone(),
+            qos,
+            delivery,
+            node: self.inner.clone(),
+            callback,
+            inline,
+            group: group.clone(),
+            events,
+            links,
+        }));
+        inner.reserve();
+        // The handle from here on: an error below drops it, which closes the
+        // subscription (leaves the executor, gives the reserved reference
+        // back) as for any dropped subscription.
+        let sub = Subscription { inner };
+        let inner = &sub.inner;
         if !inner.has_callback() {
             // Only polling subscriptions have waiters to wake at shutdown.
             self.inner.ctx.graph.register_waiter(inner.waitpoint());
@@ -561,7 +562,7 @@ impl Node {
         }
         let mut checkers = Vec::new();
         if let Some(d) = qos.deadline {
-            let w = Arc::downgrade(&inner);
+            let w = Arc::downgrade(inner);
             let mut last = 0;
             checkers.push(
                 self.checker(&topic, d, QosPolicy::Deadline, &group, move || {
@@ -572,7 +573,7 @@ impl Node {
             );
         }
         if let Some(lease) = qos.liveliness.lease {
-            let w = Arc::downgrade(&inner);
+            let w = Arc::downgrade(inner);
             let period = (lease / 4).max(Duration::from_millis(1));
             checkers.push(self.checker(
                 &topic,
@@ -601,7 +602,7 @@ impl Node {
                     why: e.to_string(),
                 })?;
         }
-        Ok(Subscription { inner })
+        Ok(sub)
     }
 
     /// A new publisher's or subscription's process-unique number and the

@@ -4,9 +4,9 @@
 
 use std::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-use myelin_sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use myelin_sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, Ordering};
 use myelin_sync::{RetainCell, TryLock};
 
 use crate::buffer::{Buffer, Entry, Pushed, Received};
@@ -37,14 +37,15 @@ pub(crate) struct SubInner<T> {
     // delivery to a subscription whose memory went cold (an executor that
     // slept 10 ms) misses in as few lines as it can. Reordered by the
     // compiler they spread over nine of the eighteen lines.
-    /// Set from the moment this subscription is put in its executor's ready
-    /// queue (or claimed by a busy-polling worker) until its callback has
-    /// returned: a burst of messages enqueues it once, and no second worker
-    /// can run it concurrently.
-    // SYNC: the SeqCst swaps in `queue` and `claim` pair with the SeqCst
-    // swap(false) and re-check at the end of `execute` (and in `unclaim`,
-    // which hands a claim back unrun the same way).
-    queued: AtomicBool,
+    /// Whether this subscription is queued in its executor's ready queue
+    /// (or claimed by a busy-polling worker), from the moment it is put
+    /// there until its callback has returned (a burst of messages queues
+    /// it once, and no second worker runs it concurrently), and where its
+    /// reserved reference is: see [`mark`].
+    // SYNC: every change is a SeqCst read-modify-write: the publisher's in
+    // `queue` pairs with the executor's in `finish`, which re-checks the
+    // buffer after each (see `finish`).
+    state: AtomicU8,
     /// Deliver in the publisher's thread.
     inline: bool,
     /// Whether any link's messages wait to be drained (shared memory):
@@ -62,13 +63,17 @@ pub(crate) struct SubInner<T> {
     /// The executor to wake (None until the node is added to one). Read on
     /// every message with one load; changes only when the node moves.
     pub(super) target: RetainCell<ExecShared>,
-    /// This subscription, for the one path that needs an owned reference:
-    /// queueing it in an executor (right after `target`, which that path
-    /// reads first). A push takes `&self`, so a transport delivers without
-    /// touching the reference count (two locked instructions per
-    /// message); the count moves only when an entry is queued, as it did
-    /// before (an upgrade instead of a clone).
-    me: Weak<SubInner<T>>,
+    /// This subscription's `Arc` as a raw pointer, for its *reserved
+    /// reference*: one strong count that the subscription owns while it
+    /// is not queued and that moves into the ready queue's entry when it
+    /// is (see [`mark`]), so neither queueing nor running an entry touches
+    /// the reference count (an upgrade and a drop, two locked instructions
+    /// a message). Null for a subscription that is never queued (inline,
+    /// or without a callback). Right after `target`, which `queue` reads
+    /// first.
+    // SYNC: written once in `reserve`, before the subscription is attached
+    // or reachable from another thread.
+    slot: AtomicPtr<SubInner<T>>,
     pub(crate) node: Arc<NodeInner>,
     /// `None` exactly when `has_callback` is false (the flag answers
     /// without touching the lock).
@@ -141,10 +146,43 @@ pub(crate) struct SubSpec<T> {
     pub(crate) links: Vec<Arc<dyn SubLink>>,
 }
 
+/// The values of [`SubInner::state`]: a subscription's queued mark, and
+/// where its *reserved reference* is.
+///
+/// A subscription its executor runs owns one strong count of its own `Arc`
+/// (taken in [`SubInner::reserve`], given back in [`SubInner::close`]).
+/// While it is not queued (`IDLE`) the subscription holds it; the
+/// publisher that queues it (`IDLE` -> `MARK | RES`) moves it into the
+/// ready queue's entry (`Arc::from_raw`), and the run that clears the mark
+/// from `MARK | RES` hands it back (`mem::forget`). So queueing and
+/// running touch no reference count. The counts are interchangeable: any
+/// run that clears `MARK | RES` returns the reference it holds and any
+/// other drops it, so an entry left behind by an executor the
+/// subscription moved away from (whose mark [`attach`](SubInner::attach)
+/// reset, putting a fresh count in the subscription's hand) costs nothing
+/// but its own count, whichever entry runs first. Invariant: the
+/// subscription holds its reserved reference exactly when `state & RES`
+/// is clear and `state != SHUT`.
+pub(super) mod mark {
+    /// Not queued; the subscription holds its reserved reference.
+    pub const IDLE: u8 = 0;
+    /// Queued, or claimed by a busy-polling worker: the run that clears
+    /// it re-checks the buffer.
+    pub const MARK: u8 = 1;
+    /// The reserved reference is in a ready queue's entry.
+    pub const RES: u8 = 2;
+    /// A message arrived while marked: the run re-checks the buffer
+    /// before it clears the mark.
+    pub const DIRTY: u8 = 4;
+    /// Closed, or never queued (inline, or without a callback): no
+    /// reserved reference, and nobody marks it again.
+    pub const SHUT: u8 = 8 | MARK;
+}
+
 impl<T: Message> SubInner<T> {
-    /// The subscription `spec` describes; `me` is the `Weak` of the `Arc`
-    /// it goes in (`Arc::new_cyclic`).
-    pub(crate) fn new(spec: SubSpec<T>, me: Weak<SubInner<T>>) -> Self {
+    /// The subscription `spec` describes. One its executor runs is
+    /// [`reserve`](Self::reserve)d once in its `Arc`.
+    pub(crate) fn new(spec: SubSpec<T>) -> Self {
         let SubSpec {
             id,
             gid,
@@ -182,7 +220,8 @@ impl<T: Message> SubInner<T> {
             buffer: Buffer::new(&qos),
             counts_received: qos.deadline.is_some(),
             lost: AtomicU64::new(0),
-            queued: AtomicBool::new(false),
+            // Never queued until `reserve` gives it its reserved reference.
+            state: AtomicU8::new(mark::SHUT),
             group,
             target: RetainCell::new(),
             waitpoint,
@@ -208,8 +247,36 @@ impl<T: Message> SubInner<T> {
             links: links.into_boxed_slice(),
             closed: AtomicBool::new(false),
             pumped,
-            me,
+            slot: AtomicPtr::new(std::ptr::null_mut()),
         }
+    }
+
+    /// Give a subscription its executor runs its reserved reference (see
+    /// [`mark`]): once, right after it is put in its `Arc`, before it is
+    /// attached or reachable from another thread.
+    pub(crate) fn reserve(self: &Arc<Self>) {
+        if !self.has_callback || self.inline {
+            return;
+        }
+        // SYNC: Relaxed: no other thread sees this subscription yet; what
+        // attaches it publishes it.
+        self.slot
+            .store(Arc::into_raw(self.clone()).cast_mut(), Ordering::Relaxed);
+        self.state.store(mark::IDLE, Ordering::Relaxed);
+    }
+
+    /// The reserved reference taken out of the subscription's hand, as an
+    /// `Arc`.
+    ///
+    /// # Safety
+    /// The caller owns the reserved reference: it moved the state from
+    /// `IDLE` to one with `RES` set.
+    #[inline]
+    unsafe fn reserved(&self) -> Arc<Self> {
+        // SAFETY: `slot` is `Arc::into_raw` of this subscription (set in
+        // `reserve`, before any state but `SHUT`), and the count this `Arc`
+        // owns is the reserved one, which the caller took (contract).
+        unsafe { Arc::from_raw(self.slot.load(Ordering::Relaxed)) }
     }
 
     /// Publishers in other processes connected to this subscription now.
@@ -562,7 +629,7 @@ impl<T: Message> SubInner<T> {
     /// without adding a message: the executor runs its `execute` path,
     /// which with an empty buffer calls no callback (as for any entry
     /// whose message a polled take got first), and a real message arriving
-    /// meanwhile is run as usual (the `queued` protocol of `signal` and
+    /// meanwhile is run as usual (the mark protocol of `queue` and
     /// `execute`). An executor that sleeps is left alone: waking it would
     /// cost more than warming saves. An inline subscription's path runs
     /// here (`run_inline`): no call with an empty
@@ -783,19 +850,38 @@ impl<T: Message> SubInner<T> {
         }
     }
 
-    /// Put this subscription in `exec`'s ready queue, unless it is there
-    /// already (or running, and re-checks when it is done).
+    /// Put this subscription in `exec`'s ready queue with its reserved
+    /// reference, unless it is there already (or running): then tell the
+    /// run to look at the buffer again before it lets go (`DIRTY`).
     #[inline(never)]
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn queue(&self, exec: &ExecShared) {
-        // SYNC: pairs with the swap(false) in `execute`.
-        if !self.queued.swap(true, Ordering::SeqCst) {
-            // None: the last reference is being dropped; there is no
-            // callback left to run.
-            if let Some(me) = self.me.upgrade() {
-                exec.enqueue(me);
+        // SYNC: a hint; the compare-and-swap decides.
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            let next = match s {
+                mark::IDLE => mark::MARK | mark::RES,
+                mark::SHUT => return,
+                // Marked: a read-modify-write even when `DIRTY` is set
+                // already, so the run that clears the mark reads it (or a
+                // later value) and its re-check sees our push.
+                _ => s | mark::DIRTY,
+            };
+            // SYNC: pairs with the read-modify-writes in `finish`: our push
+            // (before this) is seen by its buffer check after it.
+            match self
+                .state
+                .compare_exchange_weak(s, next, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => s = now,
             }
+        }
+        if s == mark::IDLE {
+            // SAFETY: we moved the state from `IDLE` to `MARK | RES`: the
+            // reserved reference is ours, and goes into the entry.
+            exec.enqueue(unsafe { self.reserved() });
         }
     }
 
@@ -843,6 +929,18 @@ impl<T: Message> SubInner<T> {
     /// pointer after the attach set it).
     pub(crate) fn close(&self, also: Option<&ExecShared>) {
         self.closed.store(true, Ordering::SeqCst);
+        // Nobody queues it again; the reserved reference, if the
+        // subscription holds it, goes (one in an entry is dropped by the
+        // entry's run, which finds the state `SHUT`).
+        // SYNC: a read-modify-write, ordered with `queue`'s and `finish`'s.
+        let s = self.state.swap(mark::SHUT, Ordering::SeqCst);
+        if s != mark::SHUT && s & mark::RES == 0 {
+            // SAFETY: the state said the subscription held the reserved
+            // reference (see `mark`), and our swap took it; the caller
+            // holds another (`close` runs from a handle or an `Arc`), so
+            // this is not the last.
+            unsafe { Arc::decrement_strong_count(self.slot.load(Ordering::Relaxed)) };
+        }
         let me = self as *const Self as *const ();
         if let Some(old) = self.target.get() {
             old.remove_pump(me);
@@ -892,6 +990,117 @@ impl<T: Message> SubInner<T> {
         }
     }
 
+    /// The end of a run (`execute`): look at the buffer again and queue
+    /// the subscription again while it holds messages, else clear the
+    /// mark; the reference the run holds goes back to the subscription
+    /// when it clears `MARK | RES` (see [`mark`]), else is dropped.
+    // SYNC: a publisher pushes, then marks `DIRTY` (or queues) with a
+    // read-modify-write of `state`; the run clears `DIRTY` with one, then
+    // looks at the buffer, and clears the mark with a compare-and-swap that
+    // fails if a publisher marked `DIRTY` since: every push either precedes
+    // a read-modify-write this run reads (and so its buffer check), or
+    // follows the clear (and queues the subscription itself). Only
+    // read-modify-writes decide, which the loom model
+    // `reserved_mark_protocol_loses_no_message_and_no_reference` checks.
+    // After a successful clear the run no longer touches `self`: its
+    // reference is the subscription's again, which `close` may drop.
+    #[inline]
+    fn finish(self: Arc<Self>, running: &ExecShared) {
+        // The run's reference as a pointer: it ends in the queue, back in
+        // the subscription's hand, or dropped, each decided below.
+        let me = Arc::into_raw(self);
+        // SAFETY: `me` owns a strong count until one of the three below.
+        let this = unsafe { &*me };
+        let mut s = this.state.load(Ordering::Relaxed);
+        loop {
+            if s & mark::MARK == 0 || s == mark::SHUT {
+                // Not ours to clear: an attach reset it (and kicked what
+                // was pending), or the subscription closed.
+                // SAFETY: `me`'s count is still the run's (nothing above
+                // gave it away).
+                drop(unsafe { Arc::from_raw(me) });
+                return;
+            }
+            if s & mark::DIRTY != 0 {
+                let clean = s & !mark::DIRTY;
+                match this
+                    .state
+                    .compare_exchange(s, clean, Ordering::SeqCst, Ordering::Relaxed)
+                {
+                    Ok(_) => s = clean,
+                    Err(now) => {
+                        s = now;
+                        continue;
+                    }
+                }
+            }
+            if !this.buffer.is_empty()
+                && let Some(exec) = this.target.get()
+                && !exec.polls_for(me as *const ())
+            {
+                // More messages: back to the end of the (current)
+                // executor's queue, still marked, with this reference.
+                // SAFETY: `me`'s count is still the run's; it goes into the
+                // queue (or a clone does, and it is dropped).
+                let mine = unsafe { Arc::from_raw(me) };
+                if std::ptr::eq(exec, running) {
+                    running.enqueue(mine);
+                } else {
+                    // An executor this run is not on, which lives as long as
+                    // the subscription (`target` retains it): our reference
+                    // keeps the subscription until the queue has its own.
+                    exec.enqueue(mine.clone());
+                    drop(mine);
+                }
+                return;
+            }
+            // A busy-polling executor claims what is left itself; one
+            // without an executor is kicked by the attach that gives it
+            // one.
+            match this
+                .state
+                .compare_exchange(s, mark::IDLE, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    if s & mark::RES == 0 {
+                        // A claim's own `Arc` (the subscription kept its
+                        // reserved reference).
+                        // SAFETY: that `Arc`'s count is the run's own, which
+                        // the clear did not hand to the subscription.
+                        drop(unsafe { Arc::from_raw(me) });
+                    }
+                    // Else back in the subscription's hand, as it was
+                    // before the publisher queued it.
+                    return;
+                }
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Clear a mark this subscription may keep from an executor it left
+    /// (see `attach`); if the reserved reference was in that executor's
+    /// entry, the subscription takes a new one (the entry drops its own).
+    fn reset_mark(self: &Arc<Self>) {
+        let mut s = self.state.load(Ordering::Relaxed);
+        while s != mark::IDLE && s != mark::SHUT {
+            // SYNC: a read-modify-write, ordered with `queue`'s and
+            // `finish`'s; `attach` kicks (re-checks the buffer) after it.
+            match self
+                .state
+                .compare_exchange(s, mark::IDLE, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    if s & mark::RES != 0 {
+                        let _ = Arc::into_raw(self.clone());
+                    }
+                    return;
+                }
+                Err(now) => s = now,
+            }
+        }
+    }
+
     pub(crate) fn describe(&self) -> String {
         format!("subscription {:?} of node {:?}", self.topic, self.node.fqn)
     }
@@ -930,13 +1139,14 @@ impl<T: Message> Executable for SubInner<T> {
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<bool, SpinError> {
         // Not ours any more (dropped, detached or moved while queued): only
-        // hand the queued mark back; `kick` below forwards pending messages.
+        // hand the mark back; `finish` forwards pending messages.
         // No message (a polled take got it first, or a warm's rehearsal):
         // no call.
         let mut entry = MaybeUninit::uninit();
         let called = if self.target.is(exec)
             && self.has_callback
-            // `queued` stays set while we run, so this is never contended.
+            // The mark stays set while we run, so this is never contended
+            // (but by the stale entry of an executor this one was moved from).
             && let Some(mut guard) = self.callback.try_lock()
             && let Some(cb) = guard.as_mut()
             && self.pop_live_into(&mut entry)
@@ -950,25 +1160,16 @@ impl<T: Message> Executable for SubInner<T> {
         // inbox when its buffer is full, and the publisher, refused, does
         // not signal again: the room the callback just made is filled here.
         self.refill();
-        // SYNC: pairs with the swap in `signal`: a push that saw the mark set
-        // did not enqueue us, so re-check after clearing it. The clear is
-        // a SeqCst swap and the buffers' `is_empty` loads with SeqCst (our
-        // ring; crossbeam's SegQueue): if the push's swap read the mark
-        // before this clear, the push (a SeqCst write before its swap)
-        // precedes the check below in the single SeqCst order, and the
-        // check sees it. No fence after it (one locked instruction less;
-        // the loom model `queued_flag_protocol_loses_no_message` is this).
-        self.queued.swap(false, Ordering::SeqCst);
-        // More messages: back to the end of the (current) executor's queue.
-        self.kick();
-        match called {
+        let r = match called {
             None => Ok(false),
             Some(Ok(())) => Ok(true),
             Some(Err(panic)) => Err(SpinError::CallbackPanicked {
                 entity: self.describe(),
                 message: crate::dispatch::panic_message(&panic),
             }),
-        }
+        };
+        self.finish(exec);
+        r
     }
 
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>) {
@@ -1002,7 +1203,7 @@ impl<T: Message> Executable for SubInner<T> {
         // every later executor from being told: the new one starts clear.
         // Should the old one still run its stale entry, `execute` skips
         // the callback (not its target) and hands on what is pending.
-        self.queued.store(false, Ordering::SeqCst);
+        self.reset_mark();
         if self.pumped {
             // Messages that arrived before the executor did.
             self.pump_links();
@@ -1020,9 +1221,14 @@ impl<T: Message> Executable for SubInner<T> {
 
     #[inline]
     fn claim(&self) -> bool {
-        // SYNC: the swap pairs with the swap(false) in `execute`, as a
-        // queueing `signal`'s does: one of the two wins the entry.
-        self.unqueued_work() && !self.queued.swap(true, Ordering::SeqCst)
+        // The reserved reference stays with the subscription (`RES`
+        // clear): the caller runs its own `Arc`.
+        // SYNC: as the compare-and-swap in `queue`: one of the two wins.
+        self.unqueued_work()
+            && self
+                .state
+                .compare_exchange(mark::IDLE, mark::MARK, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
     }
 
     #[inline]
@@ -1030,8 +1236,8 @@ impl<T: Message> Executable for SubInner<T> {
         // The mark first: this thread's own line while the executor polls
         // (publishers then leave it alone); the buffer's is the
         // publisher's.
-        // SYNC: Relaxed: a hint; `claim`'s swap decides.
-        !self.queued.load(Ordering::Relaxed) && !self.buffer.is_empty()
+        // SYNC: Relaxed: a hint; `claim`'s compare-and-swap decides.
+        self.state.load(Ordering::Relaxed) & mark::MARK == 0 && !self.buffer.is_empty()
     }
 
     fn unpolled(&self) {
@@ -1039,8 +1245,19 @@ impl<T: Message> Executable for SubInner<T> {
     }
 
     fn unclaim(&self) {
-        // SYNC: as the clear at the end of `execute`.
-        self.queued.swap(false, Ordering::SeqCst);
+        // A claim's mark (`RES` clear) handed back; one with `RES` set is a
+        // queued entry's (an attach reset ours meanwhile), not ours.
+        // SYNC: as the clear in `finish`; `kick` re-checks after it.
+        let mut s = self.state.load(Ordering::Relaxed);
+        while s & mark::MARK != 0 && s & mark::RES == 0 && s != mark::SHUT {
+            match self
+                .state
+                .compare_exchange(s, mark::IDLE, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
         self.kick();
     }
 }
@@ -1120,7 +1337,7 @@ mod layout {
     /// The fields every delivery reads or writes: name, offset, length.
     fn hot_fields() -> [(&'static str, usize, usize); 9] {
         [
-            ("queued", offset_of!(SubInner<u64>, queued), 1),
+            ("state", offset_of!(SubInner<u64>, state), 1),
             ("inline", offset_of!(SubInner<u64>, inline), 1),
             ("pumped", offset_of!(SubInner<u64>, pumped), 1),
             (
@@ -1129,7 +1346,7 @@ mod layout {
                 1,
             ),
             ("target", offset_of!(SubInner<u64>, target), 8),
-            ("me", offset_of!(SubInner<u64>, me), 8),
+            ("slot", offset_of!(SubInner<u64>, slot), 8),
             ("node", offset_of!(SubInner<u64>, node), 8),
             (
                 "callback",
