@@ -316,6 +316,11 @@ fn doctor_reports_transports_configuration_and_space() {
         }),
         "{plain}"
     );
+    // How graph changes reach the publishers: membarrier where the kernel
+    // grants it (this one does), full fences when told not to use it.
+    assert!(plain.contains("graph changes: membarrier"), "{plain}");
+    let fenced = doctor(&[("MYELIN_MEMBARRIER", "0")]);
+    assert!(fenced.contains("graph changes: full fences"), "{fenced}");
     let typo = doctor(&[("MYELIN_TRANSPORT", "shm,zneoh")]);
     assert!(typo.contains("did you mean zenoh?"), "{typo}");
     assert!(typo.contains("programs started with it fail"), "{typo}");

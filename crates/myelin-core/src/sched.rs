@@ -133,6 +133,24 @@ pub enum SchedError {
     },
 }
 
+/// Whether this process's graph changes use `membarrier(2)`: then a
+/// publish reads its matched subscriptions with no locked instruction, and
+/// each replacement of such a list (a subscription or publisher made or
+/// dropped, a connection to another process) interrupts every CPU that
+/// runs a thread of the process once (18-30 us per replacement on a
+/// 2-CPU VM while another thread of the process runs). `MYELIN_MEMBARRIER=0` in the environment trades that for one
+/// full fence per publish (a control loop that must never see an
+/// interrupt it did not ask for); an old kernel or a seccomp filter that
+/// refuses `membarrier` does the same.
+///
+/// ```
+/// // Either way publishing works; this says which way it costs.
+/// let _ = myelin_core::sched::uses_membarrier();
+/// ```
+pub fn uses_membarrier() -> bool {
+    myelin_sync::uses_membarrier()
+}
+
 /// The kernel's CPU latency QoS device: a request lasts while its file is
 /// open.
 pub const CPU_DMA_LATENCY: &str = "/dev/cpu_dma_latency";

@@ -1,9 +1,10 @@
 //! [`LaneCell`]: a value read on every message and replaced rarely, whose
-//! readers pass through one fast lane.
+//! readers each pass through a lane of their own with no locked
+//! instruction.
 
 use std::sync::Arc;
 
-use crate::atomic::{AtomicBool, AtomicPtr, Ordering};
+use crate::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 
 #[cfg(loom)]
 use loom::sync::Mutex;
@@ -16,22 +17,39 @@ fn locked<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A shared `Arc<T>` that one reader at a time reads without touching a
-/// reference count: a publisher's list of matched subscriptions, read by
-/// every `publish` and replaced when the graph changes.
+/// Lanes besides the first (which lies in the cell itself): up to four
+/// threads read a cell through lanes; more clone the `Arc`.
+const EXTRA_LANES: usize = 3;
+
+/// A shared `Arc<T>` whose readers read without touching a reference
+/// count or any other locked instruction: a publisher's list of matched
+/// subscriptions, read by every `publish` and replaced when the graph
+/// changes.
 ///
-/// [`read`](Self::read) gives the current value. Whoever takes
-/// the *lane* (one swap of a flag: the only locked instruction) reads the
-/// value through a plain pointer; a reader that finds the lane taken (two
-/// threads publishing at once, or a publish nested in a callback of
-/// another) clones the `Arc` under a mutex instead. [`store`](Self::store)
-/// replaces the value; the old one is dropped at once unless the lane is
-/// taken, in which case it is *retired*: kept until the lane's holder
-/// leaves (or the next `store` finds the lane free, or the cell drops).
+/// Each reading thread owns a *lane* of the cell (the first four threads
+/// that read it; the first lane lies in the cell, next to the value's
+/// pointer): a hazard slot in which it announces the pointer it reads,
+/// with a plain store, before it checks that the pointer is still
+/// current. [`store`](Self::store) replaces the value, then makes every
+/// thread of the process pass a full memory barrier
+/// (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, ~0.1-few µs, once per
+/// replacement), then looks at the lanes: a reader either announced the
+/// old pointer before that barrier (and the old value is *retired*: kept
+/// until that reader leaves) or reads the new one after it. The reader's
+/// side of the barrier is a compiler fence, so a read costs a few plain
+/// loads and stores: the asymmetric fence of userspace RCU and folly's
+/// hazard pointers. Where `membarrier` is unavailable (an old kernel, a
+/// seccomp filter, or `MYELIN_MEMBARRIER=0` in the environment) both
+/// sides use a full fence instead, one locked instruction per read.
 ///
-/// `arc_swap::ArcSwap`, which this replaces on the per-message path, pays
+/// A read nested in another of the same cell on the same thread (a
+/// publish from an inline callback of that publisher), or from a fifth
+/// thread, clones the `Arc` under a mutex instead.
+///
+/// `arc_swap::ArcSwap`, which this replaced on the per-message path, pays
 /// two locked instructions per read (claiming a debt slot and paying it
-/// back) and a thread-local lookup.
+/// back) and a thread-local lookup; the single lane this had before took
+/// one (a swap).
 ///
 /// ```
 /// use myelin_sync::LaneCell;
@@ -41,46 +59,204 @@ fn locked<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
 /// assert_eq!(cell.with(|v| v.len()), 2);
 /// cell.store(Arc::new(vec![1, 2, 3]));
 /// assert_eq!(cell.with(|v| v.len()), 3);
-/// // Nested reads find the lane taken and clone the Arc instead.
+/// // Nested reads find this thread's lane taken and clone the Arc.
 /// assert_eq!(cell.with(|outer| cell.with(|inner| outer.len() + inner.len())), 6);
 /// ```
+#[repr(C)]
 pub struct LaneCell<T> {
     /// `Arc::as_ptr` of `cold.current`.
-    // SYNC: Release store in `store` (sequenced before the writer's AcqRel
-    // read-modify-write of `busy`); Acquire load by the lane's holder,
-    // after its AcqRel swap of `busy`.
+    // SYNC: Release store in `replace` (under `cold.current`); Acquire
+    // loads by readers, before and after announcing it (see `enter`).
     fast: AtomicPtr<T>,
-    /// The lane is taken.
-    // SYNC: every access but the holder's release is a read-modify-write
-    // (AcqRel), so a writer and a reader that meet here are ordered: see
-    // `store`.
-    busy: AtomicBool,
+    /// The first lane's hazard slot: the pointer its thread reads now
+    /// (null: none).
+    // SYNC: written only by the lane's thread (Release); read by writers
+    // and reclaimers (Acquire) after a heavy barrier (see `enter`).
+    hazard: AtomicPtr<T>,
+    /// The first lane's thread ([`thread_id`]; 0: no thread yet).
+    // SYNC: claimed once with a compare-and-swap; Relaxed loads (a thread
+    // compares it with its own id, which only it can have written).
+    owner: AtomicU32,
     /// `cold.retired` may hold values.
-    // SYNC: set after pushing under the retired lock; a reader that sees
-    // it takes that lock.
+    // SYNC: set under the retired lock before a heavy barrier; a reader
+    // leaving its lane reads it after a light one (see `LaneGuard::drop`).
     has_retired: AtomicBool,
-    /// Behind a pointer: the fields above are what `with` touches.
+    /// Behind a pointer: the fields above are what a read touches.
     cold: Box<Cold<T>>,
 }
 
 struct Cold<T> {
     /// Owns the current value; `store` replaces it under this lock, and a
-    /// reader outside the lane clones it.
+    /// reader outside the lanes clones it.
     current: Mutex<Arc<T>>,
-    /// Values replaced while the lane was taken.
+    /// Values replaced while a lane announced them.
     retired: Mutex<Vec<Arc<T>>>,
+    /// The other lanes.
+    lanes: [Lane<T>; EXTRA_LANES],
+    /// Under loom and miri, the barriers are read-modify-writes of this
+    /// word (see `light_barrier`).
+    #[cfg(any(loom, miri))]
+    barrier: AtomicU32,
+}
+
+/// A lane of [`Cold::lanes`]: as the cell's `hazard` and `owner`.
+struct Lane<T> {
+    hazard: AtomicPtr<T>,
+    owner: AtomicU32,
+}
+
+/// How the barriers are made: 0 not decided yet, [`MEMBARRIER`], or
+/// [`FENCES`].
+#[cfg(not(any(loom, miri)))]
+static BARRIERS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// Readers: a compiler fence; writers: `membarrier`.
+#[cfg(not(any(loom, miri)))]
+const MEMBARRIER: u8 = 1;
+/// Both sides: a full fence.
+#[cfg(not(any(loom, miri)))]
+const FENCES: u8 = 2;
+
+/// Decide how the barriers are made, once per process, before the first
+/// cell exists (so every reader of a cell sees the decision its writers
+/// use: the cell's creation happens before any use of it).
+fn decide_barriers() {
+    #[cfg(not(any(loom, miri)))]
+    if BARRIERS.load(std::sync::atomic::Ordering::Acquire) == 0 {
+        let off = std::env::var_os("MYELIN_MEMBARRIER").is_some_and(|v| v == "0");
+        let ok = !off
+            && rustix::thread::membarrier(
+                rustix::thread::MembarrierCommand::RegisterPrivateExpedited,
+            )
+            .is_ok();
+        // Two threads deciding at once decide alike.
+        BARRIERS.store(
+            if ok { MEMBARRIER } else { FENCES },
+            std::sync::atomic::Ordering::Release,
+        );
+    }
+}
+
+/// Whether readers' barriers are compiler fences (`membarrier` works).
+pub fn uses_membarrier() -> bool {
+    #[cfg(not(any(loom, miri)))]
+    {
+        decide_barriers();
+        BARRIERS.load(std::sync::atomic::Ordering::Relaxed) == MEMBARRIER
+    }
+    #[cfg(any(loom, miri))]
+    false
+}
+
+/// A reader's side of the barrier between announcing a pointer and
+/// checking it is still current.
+#[inline(always)]
+fn light_barrier<T>(_cold: &Cold<T>) {
+    #[cfg(not(any(loom, miri)))]
+    {
+        if BARRIERS.load(std::sync::atomic::Ordering::Relaxed) == MEMBARRIER {
+            // The writer's `membarrier` is this thread's full barrier.
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        } else {
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
+    }
+    // Read-modify-writes of one word are totally ordered: whichever of
+    // the reader's and the writer's comes second reads the first, and the
+    // store before the first happens before the load after the second.
+    #[cfg(any(loom, miri))]
+    _cold.barrier.fetch_add(0, Ordering::SeqCst);
+}
+
+/// A reader's side of the barrier as it leaves its lane: a compiler fence
+/// with `membarrier`, nothing with full fences (see `LaneGuard::drop`).
+#[inline(always)]
+fn leave_barrier<T>(_cold: &Cold<T>) {
+    #[cfg(not(any(loom, miri)))]
+    if BARRIERS.load(std::sync::atomic::Ordering::Relaxed) == MEMBARRIER {
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+    }
+    #[cfg(any(loom, miri))]
+    _cold.barrier.fetch_add(0, Ordering::SeqCst);
+}
+
+/// A writer's side: every thread of the process passes a full barrier.
+fn heavy_barrier<T>(_cold: &Cold<T>) {
+    #[cfg(not(any(loom, miri)))]
+    {
+        use rustix::thread::{MembarrierCommand, membarrier};
+        if BARRIERS.load(std::sync::atomic::Ordering::Relaxed) == MEMBARRIER {
+            if membarrier(MembarrierCommand::PrivateExpedited).is_ok() {
+                return;
+            }
+            // A forked child may not inherit the registration: register
+            // again; else the (slow) global barrier, which needs none.
+            let _ = membarrier(MembarrierCommand::RegisterPrivateExpedited);
+            if membarrier(MembarrierCommand::PrivateExpedited).is_ok()
+                || membarrier(MembarrierCommand::Global).is_ok()
+            {
+                return;
+            }
+            // Readers rely on this barrier with no fence of their own:
+            // going on could free a value one of them reads.
+            eprintln!("myelin: membarrier failed after it had worked; aborting");
+            std::process::abort();
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+    #[cfg(any(loom, miri))]
+    _cold.barrier.fetch_add(0, Ordering::SeqCst);
+}
+
+/// This thread's id for lanes: 1, 2, ... in the order threads first read
+/// a cell; `u32::MAX` for every thread after four billion (they read
+/// outside the lanes: an id is never given twice).
+#[inline]
+fn thread_id() -> u32 {
+    let id = THREAD_ID.with(|c| c.get());
+    if id != 0 { id } else { new_thread_id() }
+}
+
+#[cold]
+fn new_thread_id() -> u32 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let id = NEXT
+        .fetch_update(
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+            |n| (n < u32::MAX).then_some(n + 1),
+        )
+        .unwrap_or(u32::MAX);
+    THREAD_ID.with(|c| c.set(id));
+    id
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static THREAD_ID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static THREAD_ID: std::cell::Cell<u32> = std::cell::Cell::new(0);
 }
 
 impl<T> LaneCell<T> {
     /// A cell holding `value`.
     pub fn new(value: Arc<T>) -> Self {
+        decide_barriers();
         LaneCell {
             fast: AtomicPtr::new(Arc::as_ptr(&value) as *mut T),
-            busy: AtomicBool::new(false),
+            hazard: AtomicPtr::new(std::ptr::null_mut()),
+            owner: AtomicU32::new(0),
             has_retired: AtomicBool::new(false),
             cold: Box::new(Cold {
                 current: Mutex::new(value),
                 retired: Mutex::new(Vec::new()),
+                lanes: std::array::from_fn(|_| Lane {
+                    hazard: AtomicPtr::new(std::ptr::null_mut()),
+                    owner: AtomicU32::new(0),
+                }),
+                #[cfg(any(loom, miri))]
+                barrier: AtomicU32::new(0),
             }),
         }
     }
@@ -91,24 +267,83 @@ impl<T> LaneCell<T> {
         f(&self.read())
     }
 
-    /// The current value, held until the guard drops: through the lane if
-    /// it is free, else as a clone of the `Arc`.
+    /// The current value, held until the guard drops: through this
+    /// thread's lane if it has one and is not in it already, else as a
+    /// clone of the `Arc`.
     #[inline]
     pub fn read(&self) -> LaneGuard<'_, T> {
-        // SYNC: pairs with the AcqRel read-modify-write of `busy` in `store`.
-        if self.busy.swap(true, Ordering::AcqRel) {
+        let id = thread_id();
+        // SYNC: Relaxed: only this thread can have written its own id.
+        if self.owner.load(Ordering::Relaxed) == id {
+            return self.enter(&self.hazard);
+        }
+        self.read_other(id)
+    }
+
+    /// `read` by a thread that does not own the first lane.
+    #[cold]
+    #[inline(never)]
+    fn read_other(&self, id: u32) -> LaneGuard<'_, T> {
+        if id != u32::MAX {
+            if self
+                .owner
+                .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                return self.enter(&self.hazard);
+            }
+            for lane in &self.cold.lanes {
+                let owner = lane.owner.load(Ordering::Relaxed);
+                if owner == id
+                    || (owner == 0
+                        && lane
+                            .owner
+                            .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
+                            .is_ok())
+                {
+                    return self.enter(&lane.hazard);
+                }
+            }
+        }
+        self.read_clone()
+    }
+
+    /// Read through the lane whose hazard slot is `hazard` (this thread's).
+    #[inline]
+    fn enter<'a>(&'a self, hazard: &'a AtomicPtr<T>) -> LaneGuard<'a, T> {
+        // SYNC: Relaxed: only this thread writes its lane.
+        if !hazard.load(Ordering::Relaxed).is_null() {
+            // A read of this cell on this thread is in the lane already.
             return self.read_clone();
         }
-        // SYNC: pairs with the Release store in `store`.
-        let p = self.fast.load(Ordering::Acquire);
+        // SYNC: Acquire pairs with the Release store in `replace`: the value
+        // behind the pointer is initialised.
+        let mut p = self.fast.load(Ordering::Acquire);
+        loop {
+            // Announce `p`, then check it is still current. With the
+            // writer's heavy barrier between its store of `fast` and its
+            // look at the lanes, one of the two sees the other: the
+            // writer sees `p` announced (and retires it), or this load
+            // sees the new pointer (and we announce that one instead).
+            // SYNC: Release: a reclaimer that reads a later value of this
+            // slot has our earlier uses of the value before it.
+            hazard.store(p, Ordering::Release);
+            light_barrier(&self.cold);
+            let now = self.fast.load(Ordering::Acquire);
+            if now == p {
+                break;
+            }
+            p = now;
+        }
         LaneGuard {
             cell: self,
             value: p,
-            owned: None,
+            hazard: Some(hazard),
+            _owned: None,
         }
     }
 
-    /// `read` for a reader that found the lane taken.
+    /// `read` for a reader outside the lanes.
     #[cold]
     #[inline(never)]
     fn read_clone(&self) -> LaneGuard<'_, T> {
@@ -116,7 +351,8 @@ impl<T> LaneCell<T> {
         LaneGuard {
             cell: self,
             value: Arc::as_ptr(&owned),
-            owned: Some(owned),
+            hazard: None,
+            _owned: Some(owned),
         }
     }
 
@@ -126,8 +362,8 @@ impl<T> LaneCell<T> {
         locked(&self.cold.current).clone()
     }
 
-    /// Replace the value. The old one is dropped now if no reader holds
-    /// the lane, else when the lane's holder leaves.
+    /// Replace the value. The old one is dropped now if no lane announces
+    /// it, else when the last that does is left.
     pub fn store(&self, value: Arc<T>) {
         let old = self.replace(value);
         self.release(old);
@@ -142,81 +378,95 @@ impl<T> LaneCell<T> {
         returned
     }
 
-    /// Put `value` in; the old one, which a lane reader may still hold.
+    /// Put `value` in; the old one, which a lane may still announce.
     fn replace(&self, value: Arc<T>) -> Arc<T> {
         let mut current = locked(&self.cold.current);
-        // SYNC: pairs with the lane holder's Acquire load in `read`; made
-        // visible to it through the read-modify-write of `busy` in
-        // `release`. Under the lock: `fast` always matches `current`.
+        // SYNC: pairs with readers' Acquire loads. Under the lock: `fast`
+        // always matches `current`.
         self.fast
             .store(Arc::as_ptr(&value) as *mut T, Ordering::Release);
         std::mem::replace(&mut *current, value)
     }
 
-    /// Let go of the cell's reference to `old`, which it no longer holds.
-    fn release(&self, old: Arc<T>) {
-        // A read-modify-write that leaves `busy` as it is: it reads the
-        // latest value in `busy`'s order, and a reader's later swap reads
-        // ours (or a value after it), which orders our store of `fast`
-        // before its load. `true`: a reader holds the lane and may hold
-        // `old`.
-        if self.busy.fetch_or(false, Ordering::AcqRel) {
-            locked(&self.cold.retired).push(old);
-            // SYNC: read by the lane's holder as it leaves.
-            self.has_retired.store(true, Ordering::Release);
-        } else {
-            drop(old);
-            // Values retired before: the lane was free at our read, so
-            // whoever held it then is done with them, and a later holder
-            // reads the newest value.
-            if self.has_retired.load(Ordering::Acquire) {
-                self.drop_retired();
-            }
-        }
+    /// Whether a lane announces `p` now.
+    fn announced(&self, p: *const T) -> bool {
+        // SYNC: Acquire pairs with the lane's Release stores: a reader's
+        // uses of a value come before we read its slot moving on.
+        std::iter::once(&self.hazard)
+            .chain(self.cold.lanes.iter().map(|l| &l.hazard))
+            .any(|h| std::ptr::eq(h.load(Ordering::Acquire), p))
     }
 
-    /// Drop the retired values (by the lane's holder, or a `store` that
-    /// found the lane free).
-    fn drop_retired(&self) {
-        let retired = {
-            let mut r = locked(&self.cold.retired);
-            self.has_retired.store(false, Ordering::Relaxed);
-            std::mem::take(&mut *r)
+    /// Let go of the cell's reference to `old`, which it no longer holds.
+    fn release(&self, old: Arc<T>) {
+        // Every reader now announces `old` already, or will read the new
+        // pointer (see `enter`).
+        heavy_barrier(&self.cold);
+        if !self.announced(Arc::as_ptr(&old)) {
+            drop(old);
+            if self.has_retired.load(Ordering::Acquire) {
+                self.reclaim();
+            }
+            return;
+        }
+        {
+            let mut retired = locked(&self.cold.retired);
+            retired.push(old);
+            self.has_retired.store(true, Ordering::Release);
+        }
+        // A reader leaving its lane after this barrier sees `has_retired`
+        // (and reclaims); one that left before it is seen gone below.
+        heavy_barrier(&self.cold);
+        self.reclaim();
+    }
+
+    /// Drop the retired values no lane announces (by a writer, or a
+    /// reader leaving its lane). Each was retired after a heavy barrier,
+    /// so a lane that announces it later is a reader that will find it
+    /// replaced and never use it.
+    fn reclaim(&self) {
+        let gone: Vec<Arc<T>> = {
+            let mut retired = locked(&self.cold.retired);
+            let (kept, gone) = std::mem::take(&mut *retired)
+                .into_iter()
+                .partition(|v| self.announced(Arc::as_ptr(v)));
+            *retired = kept;
+            self.has_retired
+                .store(!retired.is_empty(), Ordering::Release);
+            gone
         };
         // Outside the lock: dropping a value may run arbitrary drops.
-        drop(retired);
+        drop(gone);
     }
 }
 
-/// A value read from a [`LaneCell`]: the lane, held (released on drop,
-/// also when unwinding), or a clone of the `Arc`.
+/// A value read from a [`LaneCell`]: announced in this thread's lane
+/// (which it leaves on drop, also when unwinding), or a clone of the
+/// `Arc`.
 pub struct LaneGuard<'a, T> {
     cell: &'a LaneCell<T>,
-    /// The value: the lane's pointer, or `owned`'s.
+    /// The value: the announced pointer, or `owned`'s.
     value: *const T,
-    /// The clone of a reader outside the lane.
-    owned: Option<Arc<T>>,
+    /// The lane's hazard slot, for a read through a lane.
+    hazard: Option<&'a AtomicPtr<T>>,
+    /// The clone of a reader outside the lanes, kept until the guard
+    /// drops.
+    _owned: Option<Arc<T>>,
 }
 
 impl<T> std::ops::Deref for LaneGuard<'_, T> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
-        // SAFETY: with `owned`, `value` points into it. Without, this
-        // guard holds the lane (taken by the swap in `read`), and `value`
-        // is `Arc::as_ptr` of a value the cell owns (as `cold.current`, or
-        // retired) until the lane is released in `drop`. A `store` that
-        // replaced the value after the lane was taken saw `busy` set (its
-        // read-modify-write of `busy` comes after the swap in `busy`'s
-        // order, so it reads `true`) and retired the value instead of
-        // dropping it; retired values are dropped only by the lane's
-        // holder as it leaves, or by a `store` that found the lane free
-        // (every earlier holder's uses happen before its release, which
-        // that `store` read). A `store` before the swap is one the swap
-        // synchronised with (it read that store's value of `busy`, or a
-        // later one in a chain of read-modify-writes and releases), so
-        // `value` is not older than it. `T` is only reached through shared
-        // references.
+        // SAFETY: with `_owned`, `value` points into it. Without, `value` is
+        // announced in this thread's lane and was current after the
+        // announcement and a light barrier (`enter`): a `store` that
+        // replaced it afterwards passed its heavy barrier after our
+        // announcement and saw it (`announced`), so it retired the value
+        // instead of dropping it; retired values are dropped only when no
+        // lane announces them (`reclaim`), and ours does until the guard
+        // drops. `T` is only reached through shared references. The guard
+        // is `!Send` (a raw pointer): it is dropped on the lane's thread.
         unsafe { &*self.value }
     }
 }
@@ -224,18 +474,24 @@ impl<T> std::ops::Deref for LaneGuard<'_, T> {
 impl<T> Drop for LaneGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        if self.owned.is_some() {
+        let Some(hazard) = self.hazard else {
             return;
-        }
+        };
+        // SYNC: Release: our uses of the value come before a reclaimer
+        // that reads the slot cleared.
+        hazard.store(std::ptr::null_mut(), Ordering::Release);
         let cell = self.cell;
-        // SYNC: pairs with the Release store in `store`.
+        // Paired with the writer's heavy barrier between its setting
+        // `has_retired` and its look at the lanes: it sees us gone, or we
+        // see the flag. (With full fences instead of `membarrier` there is
+        // no such barrier here, to keep a read at one fence: a value
+        // retired as we leave waits for this lane's next read, the next
+        // `store`, or the cell's drop.)
+        leave_barrier(&cell.cold);
+        // SYNC: pairs with the Release store under the retired lock.
         if cell.has_retired.load(Ordering::Acquire) {
-            cell.drop_retired();
+            cell.reclaim();
         }
-        // SYNC: pairs with the writer's read-modify-write of `busy`: our
-        // uses of the value happen before a `store` that reads `false`
-        // from here drops it.
-        cell.busy.store(false, Ordering::Release);
     }
 }
 
@@ -254,7 +510,7 @@ impl<T: Default> Default for LaneCell<T> {
 impl<T> std::fmt::Debug for LaneCell<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LaneCell")
-            .field("busy", &self.busy.load(Ordering::Relaxed))
+            .field("owner", &self.owner.load(Ordering::Relaxed))
             .field("has_retired", &self.has_retired.load(Ordering::Relaxed))
             .finish()
     }
@@ -291,13 +547,55 @@ mod tests {
     }
 
     #[test]
+    fn more_readers_than_lanes_hold_a_replaced_value_until_they_leave() {
+        use std::sync::Barrier;
+        let drops = Arc::new(AtomicUsize::new(0));
+        let cell = Arc::new(LaneCell::new(Arc::new(Counted(drops.clone()))));
+        let readers = 2 + EXTRA_LANES + 1; // two read outside the lanes
+        let inside = Arc::new(Barrier::new(readers + 1));
+        let leave = Arc::new(Barrier::new(readers + 1));
+        let threads: Vec<_> = (0..readers)
+            .map(|_| {
+                let (cell, inside, leave) = (cell.clone(), inside.clone(), leave.clone());
+                std::thread::spawn(move || {
+                    cell.with(|v| {
+                        inside.wait();
+                        leave.wait();
+                        // Replaced meanwhile, and still alive.
+                        Arc::strong_count(&v.0)
+                    })
+                })
+            })
+            .collect();
+        inside.wait();
+        let lanes = std::iter::once(&cell.owner)
+            .chain(cell.cold.lanes.iter().map(|l| &l.owner))
+            .filter(|o| o.load(std::sync::atomic::Ordering::SeqCst) != 0)
+            .count();
+        assert_eq!(lanes, 1 + EXTRA_LANES, "every lane has a thread");
+        cell.store(Arc::new(Counted(drops.clone())));
+        assert_eq!(drops.load(std::sync::atomic::Ordering::SeqCst), 0);
+        leave.wait();
+        for t in threads {
+            assert!(t.join().unwrap() >= 2);
+        }
+        // The last reader out dropped it.
+        assert_eq!(drops.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(cell.with(|v| Arc::strong_count(&v.0)), 2);
+    }
+
+    #[test]
     fn a_panic_inside_the_lane_leaves_it_free() {
         let cell = LaneCell::new(Arc::new(1));
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             cell.with(|_| panic!("in the lane"));
         }));
         assert!(r.is_err());
-        assert!(!cell.busy.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(
+            cell.hazard
+                .load(std::sync::atomic::Ordering::SeqCst)
+                .is_null()
+        );
         assert_eq!(cell.with(|v| *v), 1);
     }
 }

@@ -45,7 +45,7 @@ mod ring;
 mod slab;
 mod stack;
 pub use cells::{RetainCell, TryLock, TryLockGuard};
-pub use lane::{LaneCell, LaneGuard};
+pub use lane::{LaneCell, LaneGuard, uses_membarrier};
 pub use ring::{Claim, Ring};
 pub use slab::{Lease, LeaseSlab};
 pub use stack::IndexStack;

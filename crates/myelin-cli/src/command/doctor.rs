@@ -185,6 +185,15 @@ fn wakeups() {
             myelin::sched::CPU_DMA_LATENCY
         ),
     }
+    if myelin::sched::uses_membarrier() {
+        println!(
+            "graph changes: membarrier (a publish takes no locked instruction; each subscription or publisher made or dropped interrupts every CPU running this process once; MYELIN_MEMBARRIER=0 trades that for a fence per publish)"
+        );
+    } else {
+        println!(
+            "graph changes: full fences (membarrier unavailable or MYELIN_MEMBARRIER=0: one fence per publish)"
+        );
+    }
     // A real attempt on a thread of its own, which ends with it, at a
     // control loop's priority (an rtprio limit may grant less).
     let fifo = std::thread::spawn(|| myelin::ThreadPolicy::new().fifo(80).apply().map(drop))
