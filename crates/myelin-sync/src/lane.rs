@@ -19,7 +19,12 @@ fn locked<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
 
 /// Lanes besides the first (which lies in the cell itself): up to four
 /// threads read a cell through lanes; more clone the `Arc`.
+#[cfg(not(loom))]
 const EXTRA_LANES: usize = 3;
+/// Under loom, enough for the models' two readers (every lane is a load
+/// per read and a load per writer's look: states to explore).
+#[cfg(loom)]
+const EXTRA_LANES: usize = 1;
 
 /// A shared `Arc<T>` whose readers read without touching a reference
 /// count or any other locked instruction: a publisher's list of matched
@@ -280,27 +285,38 @@ impl<T> LaneCell<T> {
         self.read_other(id)
     }
 
-    /// `read` by a thread that does not own the first lane.
-    #[cold]
+    /// `read` by a thread that does not own the first lane: its lane
+    /// among the others, else a free one claimed (once per thread and
+    /// cell), else a clone.
     #[inline(never)]
     fn read_other(&self, id: u32) -> LaneGuard<'_, T> {
+        for lane in &self.cold.lanes {
+            // SYNC: Relaxed, as in `read`.
+            if lane.owner.load(Ordering::Relaxed) == id {
+                return self.enter(&lane.hazard);
+            }
+        }
+        self.claim_lane(id)
+    }
+
+    /// A thread's first read of this cell: claim a free lane.
+    #[cold]
+    #[inline(never)]
+    fn claim_lane(&self, id: u32) -> LaneGuard<'_, T> {
         if id != u32::MAX {
-            if self
-                .owner
-                .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            {
+            let claim = |owner: &AtomicU32| {
+                // SYNC: Relaxed: the lane's other fields are only this
+                // thread's from here on; the compare-and-swap decides.
+                owner.load(Ordering::Relaxed) == 0
+                    && owner
+                        .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+            };
+            if claim(&self.owner) {
                 return self.enter(&self.hazard);
             }
             for lane in &self.cold.lanes {
-                let owner = lane.owner.load(Ordering::Relaxed);
-                if owner == id
-                    || (owner == 0
-                        && lane
-                            .owner
-                            .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
-                            .is_ok())
-                {
+                if claim(&lane.owner) {
                     return self.enter(&lane.hazard);
                 }
             }
