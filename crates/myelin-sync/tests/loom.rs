@@ -274,6 +274,12 @@ mod reserved_mark {
         /// `Publisher::publish` into this subscription: push, `queue`.
         pub fn publish(&self) {
             self.buffer.fetch_add(1, Ordering::SeqCst);
+            self.queue();
+        }
+
+        /// `SubInner::queue`: queue with the reserved reference, or mark
+        /// `DIRTY`.
+        fn queue(&self) {
             let mut s = self.state.load(Ordering::Relaxed);
             loop {
                 let next = if s == IDLE { MARK | RES } else { s | DIRTY };
@@ -390,22 +396,7 @@ mod reserved_mark {
         /// `SubInner::kick`: queue if the buffer holds messages.
         fn kick(&self) {
             if self.buffer.load(Ordering::SeqCst) > 0 {
-                let mut s = self.state.load(Ordering::Relaxed);
-                loop {
-                    let next = if s == IDLE { MARK | RES } else { s | DIRTY };
-                    match self.state.compare_exchange_weak(
-                        s,
-                        next,
-                        Ordering::SeqCst,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => break,
-                        Err(now) => s = now,
-                    }
-                }
-                if s == IDLE {
-                    self.ready.fetch_add(1, Ordering::SeqCst);
-                }
+                self.queue();
             }
         }
 
@@ -448,17 +439,23 @@ mod reserved_mark {
             );
         }
     }
-}
 
-#[test]
-fn reserved_mark_protocol_loses_no_message_and_no_reference() {
-    loom::model(|| {
-        let sub = Arc::new(reserved_mark::Sub::new());
+    /// A subscription, and a thread publishing two messages into it.
+    pub fn with_producer() -> (Arc<Sub>, loom::thread::JoinHandle<()>) {
+        let sub = Arc::new(Sub::new());
         let p = sub.clone();
         let producer = loom::thread::spawn(move || {
             p.publish();
             p.publish();
         });
+        (sub, producer)
+    }
+}
+
+#[test]
+fn reserved_mark_protocol_loses_no_message_and_no_reference() {
+    loom::model(|| {
+        let (sub, producer) = reserved_mark::with_producer();
         for _ in 0..3 {
             if !sub.run_one() {
                 loom::thread::yield_now();
@@ -472,12 +469,8 @@ fn reserved_mark_protocol_loses_no_message_and_no_reference() {
 #[test]
 fn reserved_mark_survives_a_reattach_and_a_claim() {
     loom::model(|| {
-        let sub = Arc::new(reserved_mark::Sub::new());
-        let (p, a) = (sub.clone(), sub.clone());
-        let producer = loom::thread::spawn(move || {
-            p.publish();
-            p.publish();
-        });
+        let (sub, producer) = reserved_mark::with_producer();
+        let a = sub.clone();
         // An attach (its stale entry, if any, stays queued) racing both.
         let attacher = loom::thread::spawn(move || a.reattach());
         sub.run_one();
@@ -491,12 +484,7 @@ fn reserved_mark_survives_a_reattach_and_a_claim() {
 #[test]
 fn reserved_mark_unclaim_hands_the_claim_back() {
     loom::model(|| {
-        let sub = Arc::new(reserved_mark::Sub::new());
-        let p = sub.clone();
-        let producer = loom::thread::spawn(move || {
-            p.publish();
-            p.publish();
-        });
+        let (sub, producer) = reserved_mark::with_producer();
         sub.claim_and_run(false);
         sub.run_one();
         producer.join().unwrap();

@@ -40,8 +40,9 @@ pub(crate) struct SubInner<T> {
     /// Whether this subscription is queued in its executor's ready queue
     /// (or claimed by a busy-polling worker), from the moment it is put
     /// there until its callback has returned (a burst of messages queues
-    /// it once, and no second worker runs it concurrently), and where its
-    /// reserved reference is: see [`mark`].
+    /// it once), and where its reserved reference is: see [`mark`]. (A
+    /// stale entry left by an executor it moved from can run beside the
+    /// new one's; the callback's lock keeps them apart.)
     // SYNC: every change is a SeqCst read-modify-write: the publisher's in
     // `queue` pairs with the executor's in `finish`, which re-checks the
     // buffer after each (see `finish`).
