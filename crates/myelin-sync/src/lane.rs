@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use crate::barrier::Barrier;
 
 #[cfg(loom)]
 use loom::sync::Mutex;
@@ -98,118 +99,14 @@ struct Cold<T> {
     retired: Mutex<Vec<Arc<T>>>,
     /// The other lanes.
     lanes: [Lane<T>; EXTRA_LANES],
-    /// Under loom and miri, the barriers are read-modify-writes of this
-    /// word (see `light_barrier`).
-    #[cfg(any(loom, miri))]
-    barrier: AtomicU32,
+    /// The readers' and writers' sides of the lanes' barrier.
+    barrier: Barrier,
 }
 
 /// A lane of [`Cold::lanes`]: as the cell's `hazard` and `owner`.
 struct Lane<T> {
     hazard: AtomicPtr<T>,
     owner: AtomicU32,
-}
-
-/// How the barriers are made: 0 not decided yet, [`MEMBARRIER`], or
-/// [`FENCES`].
-#[cfg(not(any(loom, miri)))]
-static BARRIERS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-/// Readers: a compiler fence; writers: `membarrier`.
-#[cfg(not(any(loom, miri)))]
-const MEMBARRIER: u8 = 1;
-/// Both sides: a full fence.
-#[cfg(not(any(loom, miri)))]
-const FENCES: u8 = 2;
-
-/// Decide how the barriers are made, once per process, before the first
-/// cell exists (so every reader of a cell sees the decision its writers
-/// use: the cell's creation happens before any use of it).
-fn decide_barriers() {
-    #[cfg(not(any(loom, miri)))]
-    if BARRIERS.load(std::sync::atomic::Ordering::Acquire) == 0 {
-        let off = std::env::var_os("MYELIN_MEMBARRIER").is_some_and(|v| v == "0");
-        let ok = !off
-            && rustix::thread::membarrier(
-                rustix::thread::MembarrierCommand::RegisterPrivateExpedited,
-            )
-            .is_ok();
-        // Two threads deciding at once decide alike.
-        BARRIERS.store(
-            if ok { MEMBARRIER } else { FENCES },
-            std::sync::atomic::Ordering::Release,
-        );
-    }
-}
-
-/// Whether readers' barriers are compiler fences (`membarrier` works).
-pub fn uses_membarrier() -> bool {
-    #[cfg(not(any(loom, miri)))]
-    {
-        decide_barriers();
-        BARRIERS.load(std::sync::atomic::Ordering::Relaxed) == MEMBARRIER
-    }
-    #[cfg(any(loom, miri))]
-    false
-}
-
-/// A reader's side of the barrier between announcing a pointer and
-/// checking it is still current.
-#[inline(always)]
-fn light_barrier<T>(_cold: &Cold<T>) {
-    #[cfg(not(any(loom, miri)))]
-    {
-        if BARRIERS.load(std::sync::atomic::Ordering::Relaxed) == MEMBARRIER {
-            // The writer's `membarrier` is this thread's full barrier.
-            std::sync::atomic::compiler_fence(Ordering::SeqCst);
-        } else {
-            std::sync::atomic::fence(Ordering::SeqCst);
-        }
-    }
-    // Read-modify-writes of one word are totally ordered: whichever of
-    // the reader's and the writer's comes second reads the first, and the
-    // store before the first happens before the load after the second.
-    #[cfg(any(loom, miri))]
-    _cold.barrier.fetch_add(0, Ordering::SeqCst);
-}
-
-/// A reader's side of the barrier as it leaves its lane: a compiler fence
-/// with `membarrier`, nothing with full fences (see `LaneGuard::drop`).
-#[inline(always)]
-fn leave_barrier<T>(_cold: &Cold<T>) {
-    #[cfg(not(any(loom, miri)))]
-    if BARRIERS.load(std::sync::atomic::Ordering::Relaxed) == MEMBARRIER {
-        std::sync::atomic::compiler_fence(Ordering::SeqCst);
-    }
-    #[cfg(any(loom, miri))]
-    _cold.barrier.fetch_add(0, Ordering::SeqCst);
-}
-
-/// A writer's side: every thread of the process passes a full barrier.
-fn heavy_barrier<T>(_cold: &Cold<T>) {
-    #[cfg(not(any(loom, miri)))]
-    {
-        use rustix::thread::{MembarrierCommand, membarrier};
-        if BARRIERS.load(std::sync::atomic::Ordering::Relaxed) == MEMBARRIER {
-            if membarrier(MembarrierCommand::PrivateExpedited).is_ok() {
-                return;
-            }
-            // A forked child may not inherit the registration: register
-            // again; else the (slow) global barrier, which needs none.
-            let _ = membarrier(MembarrierCommand::RegisterPrivateExpedited);
-            if membarrier(MembarrierCommand::PrivateExpedited).is_ok()
-                || membarrier(MembarrierCommand::Global).is_ok()
-            {
-                return;
-            }
-            // Readers rely on this barrier with no fence of their own:
-            // going on could free a value one of them reads.
-            eprintln!("myelin: membarrier failed after it had worked; aborting");
-            std::process::abort();
-        }
-        std::sync::atomic::fence(Ordering::SeqCst);
-    }
-    #[cfg(any(loom, miri))]
-    _cold.barrier.fetch_add(0, Ordering::SeqCst);
 }
 
 /// This thread's id for lanes: 1, 2, ... in the order threads first read
@@ -247,7 +144,6 @@ loom::thread_local! {
 impl<T> LaneCell<T> {
     /// A cell holding `value`.
     pub fn new(value: Arc<T>) -> Self {
-        decide_barriers();
         LaneCell {
             fast: AtomicPtr::new(Arc::as_ptr(&value) as *mut T),
             hazard: AtomicPtr::new(std::ptr::null_mut()),
@@ -260,8 +156,7 @@ impl<T> LaneCell<T> {
                     hazard: AtomicPtr::new(std::ptr::null_mut()),
                     owner: AtomicU32::new(0),
                 }),
-                #[cfg(any(loom, miri))]
-                barrier: AtomicU32::new(0),
+                barrier: Barrier::new(),
             }),
         }
     }
@@ -344,7 +239,7 @@ impl<T> LaneCell<T> {
             // SYNC: Release: a reclaimer that reads a later value of this
             // slot has our earlier uses of the value before it.
             hazard.store(p, Ordering::Release);
-            light_barrier(&self.cold);
+            self.cold.barrier.light();
             let now = self.fast.load(Ordering::Acquire);
             if now == p {
                 break;
@@ -417,7 +312,7 @@ impl<T> LaneCell<T> {
     fn release(&self, old: Arc<T>) {
         // Every reader now announces `old` already, or will read the new
         // pointer (see `enter`).
-        heavy_barrier(&self.cold);
+        self.cold.barrier.heavy();
         if !self.announced(Arc::as_ptr(&old)) {
             drop(old);
             if self.has_retired.load(Ordering::Acquire) {
@@ -432,7 +327,7 @@ impl<T> LaneCell<T> {
         }
         // A reader leaving its lane after this barrier sees `has_retired`
         // (and reclaims); one that left before it is seen gone below.
-        heavy_barrier(&self.cold);
+        self.cold.barrier.heavy();
         self.reclaim();
     }
 
@@ -503,7 +398,7 @@ impl<T> Drop for LaneGuard<'_, T> {
         // no such barrier here, to keep a read at one fence: a value
         // retired as we leave waits for this lane's next read, the next
         // `store`, or the cell's drop.)
-        leave_barrier(&cell.cold);
+        cell.cold.barrier.leave();
         // SYNC: pairs with the Release store under the retired lock.
         if cell.has_retired.load(Ordering::Acquire) {
             cell.reclaim();

@@ -39,15 +39,19 @@
 
 use std::time::Instant;
 
+mod barrier;
 mod cells;
 mod lane;
 mod ring;
 mod slab;
+mod solo;
 mod stack;
+pub use barrier::uses_membarrier;
 pub use cells::{RetainCell, TryLock, TryLockGuard};
-pub use lane::{LaneCell, LaneGuard, uses_membarrier};
+pub use lane::{LaneCell, LaneGuard};
 pub use ring::{Claim, Ring};
 pub use slab::{Lease, LeaseSlab};
+pub use solo::SoloLock;
 pub use stack::IndexStack;
 
 /// Atomics used by every lock-free structure of myelin: `std`'s normally,

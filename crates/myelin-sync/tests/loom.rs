@@ -8,7 +8,7 @@
 #![cfg(loom)]
 
 use loom::sync::Arc;
-use myelin_sync::atomic::{AtomicU32, Ordering};
+use myelin_sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use myelin_sync::{Event, Scope};
 
 #[test]
@@ -130,6 +130,98 @@ fn try_lock_admits_one_holder() {
         for h in hs {
             h.join().unwrap();
         }
+    });
+}
+
+/// A run on `lock` the way a subscription's execute makes it on the
+/// executor `token` (slot `slot`): bound if bound to it, else the lock
+/// path. Inside, the value (a loom cell: loom reports two threads inside
+/// at once, or one not ordered after the last) counts the runs.
+fn solo_run(lock: &myelin_sync::SoloLock<u32>, token: usize, slot: &AtomicUsize) -> bool {
+    // SAFETY: each model gives every token one thread, and every slot one
+    // token.
+    unsafe { lock.run(Some((token, slot)), |n| *n += 1) }.is_some()
+}
+
+/// After every thread is done the lock is free (no hand-over left
+/// pending), unbound or bound, and counts every run that entered.
+fn solo_settled(
+    lock: &myelin_sync::SoloLock<u32>,
+    entered: u32,
+    bound_to: usize,
+    slot: &AtomicUsize,
+) {
+    let n = if bound_to == 0 {
+        lock.try_with(|n| *n)
+    } else {
+        // SAFETY: the model's threads are done: this is the only runner.
+        unsafe { lock.run(Some((bound_to, slot)), |n| *n) }
+    };
+    assert_eq!(
+        n,
+        Some(entered),
+        "the lock is left held, or a run was lost: {lock:?}"
+    );
+}
+
+/// A subscription moved from a single-threaded executor (token 2) to
+/// another executor while the old one runs it: the move's unbind never
+/// waits, the old run and the new executor's (lock path) are never inside
+/// at once, and the lock ends free.
+#[test]
+fn solo_lock_unbind_races_a_bound_run() {
+    use myelin_sync::SoloLock;
+    loom::model(|| {
+        let lock = Arc::new(SoloLock::new(0u32));
+        let slot = Arc::new(AtomicUsize::new(0));
+        assert!(lock.bind(2));
+        let (l, s) = (lock.clone(), slot.clone());
+        let old = loom::thread::spawn(move || solo_run(&l, 2, &s) as u32);
+        lock.unbind(|_| slot.load(Ordering::Acquire));
+        let new = lock.try_with(|n| *n += 1).is_some() as u32;
+        let entered = old.join().unwrap() + new;
+        solo_settled(&lock, entered, 0, &slot);
+    });
+}
+
+/// The move binds the subscription to its new single-threaded executor
+/// (token 4, its own slot) while the old one (token 2) still runs stale
+/// entries of it: a stale run finds the binding gone and tries the lock
+/// path, which refuses while bound to the new runner.
+#[test]
+fn solo_lock_rebind_keeps_a_stale_run_out() {
+    use myelin_sync::SoloLock;
+    loom::model(|| {
+        let lock = Arc::new(SoloLock::new(0u32));
+        let (slot1, slot2) = (Arc::new(AtomicUsize::new(0)), AtomicUsize::new(0));
+        assert!(lock.bind(2));
+        let (l, s) = (lock.clone(), slot1.clone());
+        let old =
+            loom::thread::spawn(move || solo_run(&l, 2, &s) as u32 + solo_run(&l, 2, &s) as u32);
+        lock.unbind(|_| slot1.load(Ordering::Acquire));
+        let bound = lock.bind(4);
+        let new = solo_run(&lock, 4, &slot2) as u32;
+        let entered = old.join().unwrap() + new;
+        solo_settled(&lock, entered, if bound { 4 } else { 0 }, &slot2);
+    });
+}
+
+/// A subscription bound to its new single-threaded executor (token 2)
+/// while a worker of a multi-threaded one it left still runs it on the
+/// lock path: the bind waits for nothing, and never lets the two in at
+/// once.
+#[test]
+fn solo_lock_bind_races_the_lock_path() {
+    use myelin_sync::SoloLock;
+    loom::model(|| {
+        let lock = Arc::new(SoloLock::new(0u32));
+        let slot = AtomicUsize::new(0);
+        let l = lock.clone();
+        let worker = loom::thread::spawn(move || l.try_with(|n| *n += 1).is_some() as u32);
+        let bound = lock.bind(2);
+        let new = solo_run(&lock, 2, &slot) as u32;
+        let entered = worker.join().unwrap() + new;
+        solo_settled(&lock, entered, if bound { 2 } else { 0 }, &slot);
     });
 }
 

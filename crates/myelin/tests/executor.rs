@@ -1361,3 +1361,90 @@ fn poll_once<F: std::future::Future + Unpin>(f: &mut F) -> Option<F::Output> {
         std::task::Poll::Pending => None,
     }
 }
+
+/// A node passed back and forth between two single-threaded executors
+/// that spin on two threads at once, while another thread publishes:
+/// each executor's queue keeps stale entries of the subscription from
+/// before a move, which it runs beside the other executor's fresh ones.
+/// The callback never runs twice at once (its lock, or its binding to
+/// the one executor that may run it without the lock) and no message is
+/// lost or run twice.
+#[test]
+fn a_node_passed_between_executors_on_two_threads_runs_one_callback_at_a_time() {
+    use std::sync::atomic::AtomicBool;
+    const N: u64 = 20_000;
+    let ctx = ctx();
+    let node = ctx.create_node("passed").unwrap();
+    let inside = Arc::new(AtomicBool::new(false));
+    let got = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(vec![false; N as usize]));
+    let (i, g, s) = (inside.clone(), got.clone(), seen.clone());
+    let _sub = node
+        .create_subscription("passed_topic", QoS::keep_all(), move |m: u64| {
+            assert!(
+                !i.swap(true, Ordering::SeqCst),
+                "two runs of one callback at once"
+            );
+            for _ in 0..200 {
+                std::hint::spin_loop();
+            }
+            let mut seen = s.lock().unwrap();
+            assert!(
+                !std::mem::replace(&mut seen[m as usize], true),
+                "message {m} ran twice"
+            );
+            drop(seen);
+            g.fetch_add(1, Ordering::SeqCst);
+            i.store(false, Ordering::SeqCst);
+        })
+        .unwrap();
+    let p = node
+        .create_publisher::<u64>("passed_topic", QoS::keep_all())
+        .unwrap();
+    let publisher = std::thread::spawn(move || {
+        for k in 0..N {
+            p.publish(k).unwrap();
+            if k % 64 == 0 {
+                std::thread::yield_now();
+            }
+        }
+    });
+    let mut execs = [Executor::new(), Executor::new()];
+    // A bystander on each, so that both keep a node to spin.
+    let bystanders: Vec<Node> = (0..2)
+        .map(|k| ctx.create_node(&format!("bystander_{k}")).unwrap())
+        .collect();
+    for (e, b) in execs.iter_mut().zip(&bystanders) {
+        e.add_node(b).unwrap();
+    }
+    execs[0].add_node(&node).unwrap();
+    let mut at = 0;
+    for _ in 0..300 {
+        std::thread::scope(|scope| {
+            for e in execs.iter_mut() {
+                scope.spawn(move || {
+                    let until = Instant::now() + Duration::from_micros(500);
+                    while Instant::now() < until {
+                        e.spin_once(Duration::from_micros(200)).unwrap();
+                    }
+                });
+            }
+        });
+        assert!(execs[at].remove_node(&node));
+        at = 1 - at;
+        execs[at].add_node(&node).unwrap();
+    }
+    publisher.join().unwrap();
+    assert!(
+        execs[at]
+            .spin_until(Duration::from_secs(60), || got.load(Ordering::SeqCst)
+                as u64
+                == N)
+            .unwrap(),
+        "{} of {N} messages ran",
+        got.load(Ordering::SeqCst)
+    );
+    execs[1 - at].spin_some().unwrap();
+    execs[at].spin_some().unwrap();
+    assert_eq!(got.load(Ordering::SeqCst) as u64, N);
+}

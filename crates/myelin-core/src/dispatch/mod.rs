@@ -658,6 +658,14 @@ impl Until {
 /// The part of an executor that producers and workers share.
 pub(crate) struct ExecShared {
     pub(crate) ready: ReadyQueue,
+    /// Whether one worker runs this executor at a time (an
+    /// [`Executor`](crate::Executor), whose spins take `&mut self`).
+    single_worker: bool,
+    /// With one worker: the address of the callback lock its run is in,
+    /// bound to this executor (`SoloLock::run`); 0 between runs.
+    // SYNC: written only by the one worker, plainly (its asymmetric
+    // barrier's light side); read by an unbind after its heavy side.
+    pub(crate) running: myelin_sync::atomic::AtomicUsize,
     /// What idle workers sleep on; with shared memory, a slot other
     /// processes signal too (one wait for local and remote work).
     pub(crate) event: WakeEvent,
@@ -707,6 +715,8 @@ pub(crate) struct ExecShared {
 impl ExecShared {
     pub(crate) fn new(workers: Workers) -> Arc<Self> {
         Arc::new(ExecShared {
+            single_worker: matches!(workers, Workers::One),
+            running: myelin_sync::atomic::AtomicUsize::new(0),
             ready: ReadyQueue::new(workers),
             event: WakeEvent::remote_capable(),
             pumps: PumpLanes::new(),
@@ -725,6 +735,19 @@ impl ExecShared {
             sim_gen: AtomicU64::new(0),
             wheel_sim_gen: AtomicU64::new(0),
         })
+    }
+
+    /// Whether one worker runs this executor at a time (see
+    /// `single_worker`).
+    pub(crate) fn single_worker(&self) -> bool {
+        self.single_worker
+    }
+
+    /// This executor as a runner's token for a callback lock bound to it
+    /// (its address: never 0, unique while it lives).
+    #[inline(always)]
+    pub(crate) fn token(&self) -> usize {
+        self as *const ExecShared as usize
     }
 
     /// Queue a ready entry and wake one sleeping worker. An entry made

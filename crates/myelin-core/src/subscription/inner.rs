@@ -7,7 +7,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use myelin_sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, Ordering};
-use myelin_sync::{RetainCell, TryLock};
+use myelin_sync::{RetainCell, SoloLock};
 
 use crate::buffer::{Buffer, Entry, Pushed, Received};
 use crate::dispatch::{ExecShared, Executable, GroupInner};
@@ -77,8 +77,9 @@ pub(crate) struct SubInner<T> {
     slot: AtomicPtr<SubInner<T>>,
     pub(crate) node: Arc<NodeInner>,
     /// `None` exactly when `has_callback` is false (the flag answers
-    /// without touching the lock).
-    callback: TryLock<Option<Dispatch<T>>>,
+    /// without touching the lock). Bound to the executor while that has
+    /// one worker (see `attach`): its runs then take no lock.
+    callback: SoloLock<Option<Dispatch<T>>>,
     pub(crate) buffer: Buffer<T>,
     /// The address of the callback's captured state (0: no callback),
     /// which `callback` never replaces: a fan-out prefetches it ahead of
@@ -229,7 +230,7 @@ impl<T: Message> SubInner<T> {
             inline: inline && callback.is_some(),
             has_callback: callback.is_some(),
             callback_at: callback.as_ref().map_or(0, Dispatch::state_addr),
-            callback: TryLock::new(callback),
+            callback: SoloLock::new(callback),
             inline_panic: std::sync::Mutex::new(None),
             expired: AtomicU64::new(0),
             stretched: AtomicBool::new(false),
@@ -337,8 +338,11 @@ impl<T: Message> SubInner<T> {
 
     /// A message as a link hands it over, decoded, with when it expires
     /// (0: never); `None` when it expired on the way or does not decode
-    /// (counted lost).
+    /// (counted lost). In the hot text also when LLVM leaves it out of
+    /// line (it did once the callback's lock grew).
     #[inline]
+    // SAFETY: hot text is executable code (see `myelin_sync::hot`).
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn arrived(
         &self,
         bytes: Arrived<'_>,
@@ -741,8 +745,10 @@ impl<T: Message> SubInner<T> {
     }
 
     /// What follows a push: count what was lost, run an inline callback or
-    /// wake whoever waits.
-    #[inline]
+    /// wake whoever waits. Always inlined: a few branches and a call,
+    /// which LLVM once left out of line (and out of the hot text) for
+    /// the shared-memory and relay paths.
+    #[inline(always)]
     fn pushed(&self, r: Pushed) -> Pushed {
         match r {
             Pushed::Stored | Pushed::Stretched => {}
@@ -786,6 +792,9 @@ impl<T: Message> SubInner<T> {
     /// Drain the buffer through the callback in this thread. Returns the
     /// first panic message if the callback panicked (the drain goes on
     /// after a panic).
+    // Out of line: inlined, its drain made `pushed` too large to inline
+    // into the pushes (which then ran outside the hot text).
+    #[inline(never)]
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     fn run_inline(&self) -> Option<String> {
@@ -793,30 +802,35 @@ impl<T: Message> SubInner<T> {
             return None;
         }
         let cb = &self.callback;
-        // SYNC: pairs with the fence after unlocking below: either the
-        // holder sees our push when it re-checks, or we get the lock.
+        // SYNC: pairs with the fence after letting go of the lock below:
+        // either the holder sees our push when it re-checks, or we get
+        // the lock.
         // (myelin-sync's loom model `inline_hand_over_leaves_no_message_behind`.)
         myelin_sync::atomic::fence(Ordering::SeqCst);
         // The first panic; the drain goes on after it: messages other
         // threads left to this holder must not wait for the next publish.
         let mut panicked = None;
         loop {
-            // Busy: the holder drains our message before it returns.
-            let Some(mut guard) = cb.try_lock() else {
-                return panicked;
-            };
-            let Some(call) = guard.as_mut() else {
-                return panicked;
-            };
-            let mut entry = MaybeUninit::uninit();
-            while self.pop_live_into(&mut entry) {
-                // SAFETY: `pop_live_into` returned true: it wrote `entry`.
-                if let Err(p) = unsafe { call_popped(call, &mut entry, self.node.ctx.pid) } {
-                    panicked.get_or_insert_with(|| crate::dispatch::panic_message(&p));
+            // Busy (`None`): the holder drains our message before it
+            // returns. (An inline subscription is never bound to a runner:
+            // `attach` binds only executors' callbacks.)
+            let drained = cb.try_with(|call| {
+                let Some(call) = call.as_mut() else {
+                    return false;
+                };
+                let mut entry = MaybeUninit::uninit();
+                while self.pop_live_into(&mut entry) {
+                    // SAFETY: `pop_live_into` returned true: it wrote `entry`.
+                    if let Err(p) = unsafe { call_popped(call, &mut entry, self.node.ctx.pid) } {
+                        panicked.get_or_insert_with(|| crate::dispatch::panic_message(&p));
+                    }
                 }
+                true
+            });
+            if drained != Some(true) {
+                return panicked;
             }
-            drop(guard);
-            // SYNC: pairs with the fence before `try_lock` above.
+            // SYNC: pairs with the fence before `try_with` above.
             myelin_sync::atomic::fence(Ordering::SeqCst);
             if self.buffer.is_empty() {
                 return panicked;
@@ -1144,16 +1158,24 @@ impl<T: Message> Executable for SubInner<T> {
         // No message (a polled take got it first, or a warm's rehearsal):
         // no call.
         let mut entry = MaybeUninit::uninit();
-        let called = if self.target.is(exec)
-            && self.has_callback
-            // The mark stays set while we run, so this is never contended
-            // (but by the stale entry of an executor this one was moved from).
-            && let Some(mut guard) = self.callback.try_lock()
-            && let Some(cb) = guard.as_mut()
-            && self.pop_live_into(&mut entry)
-        {
-            // SAFETY: `pop_live_into` returned true: it wrote `entry`.
-            Some(unsafe { call_popped(cb, &mut entry, self.node.ctx.pid) })
+        let called = if self.target.is(exec) && self.has_callback {
+            let pid = self.node.ctx.pid;
+            let run = |cb: &mut Option<Dispatch<T>>| {
+                let cb = cb.as_mut()?;
+                // SAFETY: `pop_live_into` returned true: it wrote `entry`.
+                self.pop_live_into(&mut entry)
+                    .then(|| unsafe { call_popped(cb, &mut entry, pid) })
+            };
+            // The mark stays set while we run, so the callback is never
+            // contended but by the stale entry of an executor this one was
+            // moved from: on an executor with one worker, the binding
+            // (`attach`) keeps that entry out with plain loads and stores;
+            // elsewhere the lock does, with a compare-and-swap.
+            // SAFETY: the callback is bound only to executors with one
+            // worker (`attach`), which run their entries on that worker's
+            // thread, one after the other (their spins take `&mut`), and
+            // only those runs write their `running`.
+            unsafe { (self.callback).run(Some((exec.token(), &exec.running)), run) }.flatten()
         } else {
             None
         };
@@ -1198,7 +1220,32 @@ impl<T: Message> Executable for SubInner<T> {
             e.add_polled(self.clone());
         }
         let undo = exec.clone();
+        let bind = exec
+            .as_ref()
+            .filter(|e| self.has_callback && !self.inline && e.single_worker())
+            .map(|e| e.token());
         self.set_target(exec);
+        if self.has_callback && !self.inline {
+            // Runs of the executor left (or of this one, re-attached) take
+            // the lock again, a run in progress there keeping it until it
+            // ends (never waited for: this may be that run's callback).
+            self.callback.unbind(|token| {
+                // SAFETY: a binding's token is the address of an executor
+                // that `target` held (only the lines below bind, to the
+                // new target), and `target` keeps every executor it held
+                // alive while this subscription lives.
+                let old = unsafe { &*(token as *const ExecShared) };
+                old.running.load(Ordering::Acquire)
+            });
+            // The lock's compare-and-swap is one of a message's few locked
+            // instructions; `membarrier` moves its price to attaching.
+            // Binding fails (and runs keep the lock) without `membarrier`
+            // (its barrier would be a full fence, which saves nothing) or
+            // while a run in progress holds the lock.
+            if let Some(token) = bind {
+                self.callback.bind(token);
+            }
+        }
         // A mark left by the executor this subscription leaves (queued
         // there, and that queue dropped or never run again) would keep
         // every later executor from being told: the new one starts clear.
@@ -1352,7 +1399,7 @@ mod layout {
             (
                 "callback",
                 offset_of!(SubInner<u64>, callback),
-                std::mem::size_of::<TryLock<Option<Dispatch<u64>>>>(),
+                std::mem::size_of::<SoloLock<Option<Dispatch<u64>>>>(),
             ),
             (
                 "buffer",
