@@ -189,6 +189,42 @@ impl<T> SoloLock<T> {
         }
     }
 
+    /// [`unbind`](Self::unbind) when the bound runner is known to be
+    /// idle: no barrier (and no `membarrier`: an executor's owner taking
+    /// a node out of it, which a node moved each `spin_once` does every
+    /// time). `false` if the value was not bound.
+    ///
+    /// # Safety
+    /// No run of the bound runner is in progress, and its last one
+    /// happened before this call (the runner's owner, between its runs,
+    /// or a thread it handed the runner to since).
+    ///
+    /// ```
+    /// let l = myelin_sync::SoloLock::new(0);
+    /// if l.bind(2) {
+    ///     // SAFETY: runner 2 (this thread) is between runs.
+    ///     assert!(unsafe { l.unbind_idle() });
+    /// }
+    /// assert_eq!(l.try_with(|n| *n), Some(0));
+    /// ```
+    pub unsafe fn unbind_idle(&self) -> bool {
+        let mut now = self.state.load(Ordering::Relaxed);
+        loop {
+            if now == FREE || now == LOCKED || now & HANDED != 0 {
+                return false;
+            }
+            // SYNC: AcqRel: as an unlock, after the runner's last run (which
+            // the caller's contract orders before us).
+            match self
+                .state
+                .compare_exchange(now, FREE, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(s) => now = s,
+            }
+        }
+    }
+
     /// Run `f` on the value as `runner` (its token and slot) if the value
     /// is bound to it, else on the lock path (as
     /// [`try_with`](Self::try_with)): `None` (and no call) if neither may
@@ -381,6 +417,18 @@ mod tests {
         assert!(r.is_err());
         assert_eq!(slot.load(Ordering::Relaxed), 0);
         assert_eq!(l.try_with(|n| *n), Some(0));
+    }
+
+    #[test]
+    fn an_idle_runner_is_unbound_without_a_hand_over() {
+        let l = SoloLock::new(0);
+        // SAFETY: nothing is bound.
+        assert!(!unsafe { l.unbind_idle() });
+        assert!(l.bind(2));
+        // SAFETY: runner 2 (this thread) is between runs.
+        assert!(unsafe { l.unbind_idle() });
+        assert_eq!(l.try_with(|n| *n), Some(0), "the lock path at once");
+        assert!(l.bind(4));
     }
 
     #[test]

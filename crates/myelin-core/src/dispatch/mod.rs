@@ -135,7 +135,10 @@ pub(crate) trait Executable: Send + Sync {
     /// taken by a polled take first, a [warm](crate::Publisher::warm)'s
     /// rehearsal, a cancelled timer, an entity that left this executor).
     fn execute(self: Arc<Self>, exec: &ExecShared) -> Result<bool, SpinError>;
-    /// Set (or clear) the executor to notify.
+    /// Set (or clear) the executor to notify. A clear (`None`) comes
+    /// from the executor being left, by its owner (`remove_node` or its
+    /// drop, both `&mut`), never while that executor runs; an entity
+    /// made on a node without an executor is attached to `None` too.
     fn attach(self: Arc<Self>, exec: Option<Arc<ExecShared>>);
     /// The entity's callback group.
     fn group(&self) -> &Arc<GroupInner>;

@@ -1220,6 +1220,7 @@ impl<T: Message> Executable for SubInner<T> {
             e.add_polled(self.clone());
         }
         let undo = exec.clone();
+        let exec_was_cleared = exec.is_none();
         let bind = exec
             .as_ref()
             .filter(|e| self.has_callback && !self.inline && e.single_worker())
@@ -1227,16 +1228,27 @@ impl<T: Message> Executable for SubInner<T> {
         self.set_target(exec);
         if self.has_callback && !self.inline {
             // Runs of the executor left (or of this one, re-attached) take
-            // the lock again, a run in progress there keeping it until it
-            // ends (never waited for: this may be that run's callback).
-            self.callback.unbind(|token| {
-                // SAFETY: a binding's token is the address of an executor
-                // that `target` held (only the lines below bind, to the
-                // new target), and `target` keeps every executor it held
-                // alive while this subscription lives.
-                let old = unsafe { &*(token as *const ExecShared) };
-                old.running.load(Ordering::Acquire)
-            });
+            // the lock again.
+            if exec_was_cleared {
+                // Left by its owner, between its runs (see
+                // `Executable::attach`): no barrier.
+                // SAFETY: the executor left is idle, its owner calling.
+                unsafe { self.callback.unbind_idle() };
+            } else {
+                // Anything else (not seen: a node joins an executor only
+                // after leaving the last): a run in progress keeps the
+                // lock until it ends (never waited for: this may be that
+                // run's callback).
+                self.callback.unbind(|token| {
+                    // SAFETY: a binding's token is the address of an
+                    // executor that `target` held (only the lines below
+                    // bind, to the new target), and `target` keeps every
+                    // executor it held alive while this subscription
+                    // lives.
+                    let old = unsafe { &*(token as *const ExecShared) };
+                    old.running.load(Ordering::Acquire)
+                });
+            }
             // The lock's compare-and-swap is one of a message's few locked
             // instructions; `membarrier` moves its price to attaching.
             // Binding fails (and runs keep the lock) without `membarrier`
