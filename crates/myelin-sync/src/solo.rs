@@ -118,13 +118,6 @@ impl<T> SoloLock<T> {
         unsafe { self.run(None, f) }
     }
 
-    /// Whether the value is bound to `token` now (a hint: [`run`](Self::run)
-    /// checks again).
-    #[inline]
-    pub fn is_bound_to(&self, token: usize) -> bool {
-        self.state.load(Ordering::Relaxed) == token
-    }
-
     /// Bind the value to the runner `token`: from now on only
     /// [`run`](Self::run) with that token enters. `false`
     /// (nothing changed) if the lock is held (a run on the lock path, or
@@ -248,7 +241,7 @@ impl<T> SoloLock<T> {
         runner: Option<(usize, &AtomicUsize)>,
         f: impl FnOnce(&mut T) -> R,
     ) -> Option<R> {
-        let mut leave = None;
+        let mut bound = None;
         if let Some((token, slot)) = runner
             && self.state.load(Ordering::Relaxed) == token
         {
@@ -257,37 +250,43 @@ impl<T> SoloLock<T> {
             slot.store(self.address(), Ordering::Relaxed);
             // Bound: `membarrier` is in use (`bind`).
             self.barrier.light_membarrier();
-            leave = Some(Leave {
+            let hold = Hold {
                 lock: self,
                 token,
-                slot,
-            });
+                slot: Some(slot),
+            };
             // SYNC: pairs with the bind's compare-and-swap (which follows
             // the last hold's Release).
-            if self.state.load(Ordering::Acquire) != token {
-                // Unbound meanwhile: leave (letting go of a lock handed to
-                // this runner), then try the lock like anyone.
-                leave = None;
+            if self.state.load(Ordering::Acquire) == token {
+                bound = Some(hold);
             }
+            // Else unbound meanwhile: `hold` leaves (letting go of a lock
+            // handed to this runner), and we try the lock like anyone.
         }
-        let mut unlock = None;
-        if leave.is_none() {
-            // SYNC: Acquire, pairing with the Release that ended the last
-            // hold.
-            if !self.shift(FREE, LOCKED, Ordering::Acquire) {
-                return None;
+        let hold = match bound {
+            Some(hold) => hold,
+            None => {
+                // SYNC: Acquire, pairing with the Release that ended the
+                // last hold.
+                if !self.shift(FREE, LOCKED, Ordering::Acquire) {
+                    return None;
+                }
+                Hold {
+                    lock: self,
+                    token: 0,
+                    slot: None,
+                }
             }
-            unlock = Some(Unlock(self));
-        }
+        };
         // SAFETY: either `LOCKED` is ours (nobody else reads or writes the
-        // value until `unlock` drops: a bound runner's check fails, and a
+        // value until `hold` drops: a bound runner's check fails, and a
         // bind needs `FREE`), or the value is bound to `runner`, whose
         // calls never overlap (the caller's contract): the lock path's
         // take fails while bound, and an unbind either saw our
-        // announcement (and keeps the lock held for us until `leave`
-        // lets go of it) or made us load its hand-over above.
+        // announcement (and keeps the lock held for us until `hold`
+        // leaves) or made us load its hand-over above.
         let r = self.value.with_mut(|p| f(unsafe { &mut *p }));
-        drop((unlock, leave));
+        drop(hold);
         Some(r)
     }
 
@@ -306,30 +305,26 @@ impl<T> std::fmt::Debug for SoloLock<T> {
     }
 }
 
-/// Lets go of the lock when dropped (also when unwinding).
-struct Unlock<'a, T>(&'a SoloLock<T>);
-
-impl<T> Drop for Unlock<'_, T> {
-    #[inline]
-    fn drop(&mut self) {
-        self.0.unlock();
-    }
-}
-
-/// A bound run leaving (also when unwinding): clear the announcement,
-/// then let go of the lock if an unbind handed it to this runner.
-struct Leave<'a, T> {
+/// A hold on the value, ended when dropped (also when unwinding): the
+/// lock path's (`slot` `None`: let go of the lock), or a bound run's
+/// (clear the announcement in `slot`, then let go of the lock if an
+/// unbind handed it to this runner).
+struct Hold<'a, T> {
     lock: &'a SoloLock<T>,
     token: usize,
-    slot: &'a AtomicUsize,
+    slot: Option<&'a AtomicUsize>,
 }
 
-impl<T> Drop for Leave<'_, T> {
+impl<T> Drop for Hold<'_, T> {
     #[inline]
     fn drop(&mut self) {
+        let Some(slot) = self.slot else {
+            self.lock.unlock();
+            return;
+        };
         // SYNC: Release: what the run did happens before an unbind that
         // loads the cleared slot (and so before the lock path after it).
-        self.slot.store(0, Ordering::Release);
+        slot.store(0, Ordering::Release);
         // Paired with the unbind's heavy barrier between its hand-over and
         // its look at the slot: it saw us inside, or we see the hand-over
         // (or both). Bound: `membarrier` is in use (`bind`).
