@@ -1220,16 +1220,16 @@ impl<T: Message> Executable for SubInner<T> {
             e.add_polled(self.clone());
         }
         let undo = exec.clone();
-        let exec_was_cleared = exec.is_none();
+        // A single-worker executor's token, for the binding below.
         let bind = exec
             .as_ref()
-            .filter(|e| self.has_callback && !self.inline && e.single_worker())
+            .filter(|e| e.single_worker())
             .map(|e| e.token());
         self.set_target(exec);
         if self.has_callback && !self.inline {
             // Runs of the executor left (or of this one, re-attached) take
             // the lock again.
-            if exec_was_cleared {
+            if undo.is_none() {
                 // Left by its owner, between its runs (see
                 // `Executable::attach`): no barrier.
                 // SAFETY: the executor left is idle, its owner calling.
