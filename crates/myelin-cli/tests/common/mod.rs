@@ -33,21 +33,33 @@ impl Drop for Background {
 /// pointing at it (multicast scouting off).
 #[allow(dead_code)] // not every test file starts a router
 pub fn router() -> (Background, std::path::PathBuf) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let endpoint = format!("tcp/127.0.0.1:{port}");
-    let mut child = myelin()
-        .args(["router", "--listen", &endpoint])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert!(line.contains("listening on"), "{line}");
+    // A free port, then the router binds it: another test's session may
+    // take it in between (its listener asks for any port), so a router
+    // that could not listen is started again on another (CI saw it).
+    let mut attempts = 0;
+    let (child, endpoint, mut out) = loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let endpoint = format!("tcp/127.0.0.1:{port}");
+        let mut child = myelin()
+            .args(["router", "--listen", &endpoint])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        if line.contains("listening on") {
+            break (child, endpoint, out);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        attempts += 1;
+        assert!(attempts < 5, "the router never listened: {line}");
+    };
     // One file per router: tests of one binary run in parallel, each with
     // its own router.
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
