@@ -41,6 +41,7 @@ use std::time::Instant;
 
 mod barrier;
 mod cells;
+mod home;
 mod lane;
 mod ring;
 mod slab;
@@ -48,6 +49,7 @@ mod solo;
 mod stack;
 pub use barrier::uses_membarrier;
 pub use cells::{RetainCell, TryLock, TryLockGuard};
+pub use home::{Entered, Home};
 pub use lane::{LaneCell, LaneGuard};
 pub use ring::{Claim, Ring};
 pub use slab::{Lease, LeaseSlab};

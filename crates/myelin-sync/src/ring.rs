@@ -34,19 +34,19 @@ pub(crate) mod cell {
 /// must be told, or it explores the spin for ever), so the count is
 /// unused there.
 #[cfg_attr(loom, allow(dead_code))]
-struct Backoff(u32);
+pub(crate) struct Backoff(u32);
 
 impl Backoff {
     /// Spins before the first yield: 1 + 2 + ... + 32.
     #[cfg_attr(loom, allow(dead_code))]
     const SPIN_ROUNDS: u32 = 6;
 
-    fn new() -> Backoff {
+    pub(crate) fn new() -> Backoff {
         Backoff(0)
     }
 
     #[inline]
-    fn snooze(&mut self) {
+    pub(crate) fn snooze(&mut self) {
         #[cfg(loom)]
         loom::thread::yield_now();
         #[cfg(not(loom))]

@@ -1230,3 +1230,48 @@ fn a_lease_slot_is_claimed_again_only_after_its_last_lease() {
         assert_eq!(log.load(Ordering::SeqCst), 11, "the new value, once");
     });
 }
+
+/// A single-threaded executor moved to another thread while the thread
+/// that spun it before still publishes into its own queue (`Home::enter`):
+/// the new thread's take waits for an enter it finds inside, and an enter
+/// after the take's barrier finds it is not home. The queue (a loom cell)
+/// is never touched by both at once, and nothing the old home wrote is
+/// lost to the new one.
+#[test]
+fn home_take_waits_for_the_old_homes_enter() {
+    use loom::cell::UnsafeCell;
+    use myelin_sync::Home;
+    loom::model(|| {
+        let shared = Arc::new((Home::new(), UnsafeCell::new(0u32), AtomicU32::new(0)));
+        let s = shared.clone();
+        let old = loom::thread::spawn(move || {
+            let (home, queue, moved) = &*s;
+            assert!(home.take());
+            // The executor goes to the other thread (as a move would).
+            moved.store(1, Ordering::Release);
+            let mut entered = 0;
+            for _ in 0..2 {
+                if let Some(_inside) = home.enter() {
+                    // SAFETY: entered: this thread is home.
+                    queue.with_mut(|q| unsafe { *q += 1 });
+                    entered += 1;
+                }
+            }
+            entered
+        });
+        let (home, queue, moved) = &*shared;
+        while moved.load(Ordering::Acquire) == 0 {
+            loom::thread::yield_now();
+        }
+        assert!(home.take());
+        // SAFETY: this thread took home: no enter of the old one runs now.
+        let seen = queue.with_mut(|q| unsafe {
+            *q += 10;
+            *q
+        });
+        let entered = old.join().unwrap();
+        // Every enter that ran came before the take returned.
+        assert_eq!(seen, 10 + entered);
+        assert!(home.enter().is_some(), "this thread is home");
+    });
+}

@@ -1448,3 +1448,114 @@ fn a_node_passed_between_executors_on_two_threads_runs_one_callback_at_a_time() 
     execs[at].spin_some().unwrap();
     assert_eq!(got.load(Ordering::SeqCst) as u64, N);
 }
+
+/// The thread that spins an executor queues what it publishes outside a
+/// spin into the executor's own queue (no locked instruction, nobody to
+/// wake). Here an executor goes back and forth between two threads, each
+/// of which publishes a burst on its own topic right after handing the
+/// executor over (racing the other thread, which takes it and spins), one
+/// when it holds the executor but has not spun it yet, and one between
+/// two spins; a third thread publishes throughout. Every message runs
+/// once, each topic's in order, and the thread the executor ends on finds
+/// what was queued before it came.
+#[test]
+fn an_executor_passed_between_threads_runs_what_each_published_around_the_move() {
+    use std::sync::mpsc::{Receiver, Sender, channel};
+    const ROUNDS: usize = 300;
+    const BURST: u64 = 8;
+    let ctx = ctx();
+    let node = ctx.create_node("home_moves").unwrap();
+    let mut got: [Arc<Mutex<Vec<u64>>>; 3] =
+        std::array::from_fn(|_| Arc::new(Mutex::new(Vec::new())));
+    let _subs: Vec<Subscription<u64>> = (0..3)
+        .map(|k| collect_into(&node, &format!("home_moves_{k}"), &got[k]))
+        .collect();
+    let publishers: Vec<Publisher<u64>> = (0..3)
+        .map(|k| {
+            node.create_publisher::<u64>(&format!("home_moves_{k}"), QoS::keep_all())
+                .unwrap()
+        })
+        .collect();
+    let mut exec = Executor::new();
+    exec.add_node(&node).unwrap();
+    let (to_a, at_a) = channel::<Executor>();
+    let (to_b, at_b) = channel::<Executor>();
+    to_a.send(exec).unwrap();
+    // One thread's rounds: take the executor, publish, spin, publish,
+    // spin, pass it on, publish.
+    let rounds = |p: &Publisher<u64>, inbox: Receiver<Executor>, outbox: Sender<Executor>| {
+        let mut next = 0u64;
+        let mut burst = || {
+            for _ in 0..BURST {
+                p.publish(next).unwrap();
+                next += 1;
+            }
+        };
+        for _ in 0..ROUNDS {
+            let mut exec = inbox.recv().unwrap();
+            // Held, not spun yet: the other thread may still be the home.
+            burst();
+            exec.spin_some().unwrap();
+            // The home now: these go into the executor's own queue.
+            burst();
+            exec.spin_some().unwrap();
+            outbox.send(exec).unwrap();
+            // Handed over: the other thread takes the home meanwhile.
+            burst();
+        }
+        (next, inbox)
+    };
+    let background = ROUNDS as u64 * 4 * BURST;
+    let (sent, at_a) = std::thread::scope(|s| {
+        let a = s.spawn(|| rounds(&publishers[0], at_a, to_b));
+        let b = s.spawn(|| rounds(&publishers[1], at_b, to_a));
+        s.spawn(|| {
+            for n in 0..background {
+                publishers[2].publish(n).unwrap();
+                if n % 32 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let ((sent_a, at_a), (sent_b, _)) = (a.join().unwrap(), b.join().unwrap());
+        ([sent_a, sent_b, background], at_a)
+    });
+    // Thread a passed it to b last, which passed it back to a.
+    let mut exec = at_a.try_recv().expect("the executor came back to a");
+    let all = sent.iter().sum::<u64>() as usize;
+    assert!(
+        exec.spin_until(Duration::from_secs(60), || count_of(&got) == all)
+            .unwrap(),
+        "{} of {all} messages ran",
+        count_of(&got)
+    );
+    exec.spin_some().unwrap();
+    for (k, g) in got.iter().enumerate() {
+        let g = g.lock().unwrap();
+        assert_eq!(
+            *g,
+            (0..sent[k]).collect::<Vec<_>>(),
+            "topic {k}: each message once, in order"
+        );
+    }
+    // This thread spun it last (the home): now another thread blocks in a
+    // spin, and this one publishes. Its message wakes that spin, whether
+    // it went into the queue before the spin took the home (then the spin
+    // finds it there) or into the shared ring after (then it wakes).
+    for round in 0..20u64 {
+        let want = all + round as usize + 1;
+        let spinner = std::thread::spawn(move || {
+            let ran = exec.spin_until(Duration::from_secs(60), || count_of(&got) == want);
+            (exec, ran, got)
+        });
+        publishers[0].publish(sent[0] + round).unwrap();
+        let (e, ran, g) = spinner.join().unwrap();
+        assert!(ran.unwrap(), "round {round}: the blocked spin never woke");
+        (exec, got) = (e, g);
+        exec.spin_some().unwrap(); // the home comes back to this thread
+    }
+}
+
+fn count_of(got: &[Arc<Mutex<Vec<u64>>>; 3]) -> usize {
+    got.iter().map(|g| g.lock().unwrap().len()).sum()
+}

@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::SegQueue;
-use myelin_sync::TryLock;
 use myelin_sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use myelin_sync::{Home, TryLock};
 use myelin_sync::{LaneCell, Ring};
 
 pub use anticipate::Anticipated;
@@ -278,8 +278,8 @@ pub(crate) enum Workers {
 /// Where an entry of caused work went.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Pushed {
-    /// The single worker's own queue: nobody to wake (the worker is the
-    /// thread that pushed).
+    /// The single worker's own queue: nobody to wake (the worker, or the
+    /// thread that spins the executor, is the thread that pushed).
     Local,
     /// A ring (a `SeqCst` compare-and-swap, see [`ExecShared::enqueue`]).
     Ring,
@@ -288,18 +288,36 @@ enum Pushed {
 }
 
 /// The queue of caused work: with one worker, a plain queue that only the
-/// worker touches (no atomics: caused work is pushed by the callback the
-/// worker runs, and popped by the worker); with several, a ring any of
-/// them may pop.
+/// worker's thread touches (no atomics: caused work is pushed by the
+/// callback the worker runs, work the thread's publishes outside a spin
+/// make ready by that thread, and all of it is popped by the worker); with
+/// several, a ring any of them may pop.
 enum Caused {
     Local(LocalCaused),
     Shared(Ring<Arc<dyn Executable>>),
 }
 
-/// The single worker's queue of caused work.
+/// The single worker's queue of caused work, and of the work its thread
+/// makes ready when it publishes outside a spin (a control loop that
+/// publishes, then calls `spin_some`).
+///
+/// Changed by one thread at a time: the thread that spins the executor,
+/// which takes the queue's [`Home`] at the start of every spin (and of
+/// the executor's drop), and the home thread inside [`Home::enter`],
+/// which runs only while no take has moved the home elsewhere. Takes come
+/// from `&mut Executor` only, so no other take runs while a spin does,
+/// and the spinning thread, home, is the only one whose enters run.
 #[derive(Default)]
 struct LocalCaused {
     queue: std::cell::UnsafeCell<std::collections::VecDeque<Arc<dyn Executable>>>,
+    /// The queue's length, for a look from any thread
+    /// ([`Executor::is_idle`](crate::Executor::is_idle) takes `&self`,
+    /// and the home thread may push meanwhile).
+    // SYNC: written (Relaxed) by the thread that changes the queue, one at
+    // a time as above; read Relaxed: a moment's length.
+    len: AtomicUsize,
+    /// The thread that may push outside a spin.
+    home: Home,
     /// Debug builds: set while `push` or `pop` runs, so that a second
     /// thread reaching the queue at the same time (a broken confinement)
     /// fails an assertion instead of racing.
@@ -310,19 +328,22 @@ struct LocalCaused {
 // SAFETY: `queue` is only reached through the `unsafe` methods below,
 // whose callers guarantee that it is changed by one thread at a time (the
 // executor's one worker, which other threads hand the executor to by
-// moving it) and never read while it changes.
+// moving it, or the home thread inside `Home::enter`) and never read
+// while it changes.
 unsafe impl Sync for LocalCaused {}
 
 impl LocalCaused {
     /// # Safety
-    /// Only the executor's worker thread calls `push` and `pop`, one call
-    /// at a time (none calls back into the queue), and no `len` runs
-    /// meanwhile.
-    #[inline]
+    /// Only the executor's worker thread calls `push` and `pop` (after it
+    /// took the [`home`](Self::home)), or the home thread inside an
+    /// `enter` of it; one call at a time (none calls back into the queue).
+    #[inline(always)]
     unsafe fn push(&self, e: Arc<dyn Executable>) {
         self.enter();
         // SAFETY: the caller's guarantee: no other reference to `queue` lives.
-        unsafe { (*self.queue.get()).push_back(e) };
+        let q = unsafe { &mut *self.queue.get() };
+        q.push_back(e);
+        self.len.store(q.len(), Ordering::Relaxed);
         self.leave();
     }
     /// # Safety
@@ -331,18 +352,30 @@ impl LocalCaused {
     unsafe fn pop(&self) -> Option<Arc<dyn Executable>> {
         self.enter();
         // SAFETY: as in `push`.
-        let e = unsafe { (*self.queue.get()).pop_front() };
+        let q = unsafe { &mut *self.queue.get() };
+        let e = q.pop_front();
+        self.len.store(q.len(), Ordering::Relaxed);
         self.leave();
         e
     }
-    /// # Safety
-    /// No `push` or `pop` runs meanwhile (several threads may read the
-    /// length at once: `Executor::is_idle` takes `&Executor`, which no
-    /// spin leaves to anyone else).
+    /// The length at a moment (any thread).
     #[inline]
-    unsafe fn len(&self) -> usize {
-        // SAFETY: the caller's guarantee: nothing changes `queue` now.
-        unsafe { (*self.queue.get()).len() }
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    /// Push `e` if this thread is the queue's home (the thread that spun
+    /// the executor last, publishing outside a spin); else give it back.
+    #[inline(always)]
+    fn push_home(&self, e: Arc<dyn Executable>) -> Result<(), Arc<dyn Executable>> {
+        let Some(_inside) = self.home.enter() else {
+            return Err(e);
+        };
+        // SAFETY: entered, this thread is the home: the worker's thread,
+        // outside its spins (or inside one, from a callback of another
+        // executor), and no take moves the home until `_inside` drops.
+        unsafe { self.push(e) };
+        Ok(())
     }
 
     /// Debug builds: a `push` or `pop` starts; none may run already.
@@ -364,16 +397,14 @@ impl LocalCaused {
 }
 
 impl Caused {
-    // SAFETY (of the `Local` arms below): the ready queue is popped and
-    // measured only by the executor's workers (its turns, `spin_some`,
-    // the idle check of a worker about to sleep, and `Executor::is_idle`,
-    // which takes the executor while no spin runs), so with one worker,
-    // by the one thread that also pushes caused work.
+    // SAFETY (of the `Local` arms below): the ready queue is popped only
+    // by the executor's workers (its turns, `spin_some`, its drop), so
+    // with one worker, by the thread that took the queue's home when the
+    // spin began (see `LocalCaused`).
     #[inline]
     fn is_empty(&self) -> bool {
         match self {
-            // SAFETY: see above.
-            Caused::Local(l) => unsafe { l.len() == 0 },
+            Caused::Local(l) => l.len() == 0,
             Caused::Shared(r) => r.is_empty(),
         }
     }
@@ -387,8 +418,7 @@ impl Caused {
     }
     fn len(&self) -> usize {
         match self {
-            // SAFETY: see above.
-            Caused::Local(l) => unsafe { l.len() },
+            Caused::Local(l) => l.len(),
             Caused::Shared(r) => r.len(),
         }
     }
@@ -447,6 +477,28 @@ impl ReadyQueue {
                 self.overflow.push(e);
                 false
             }
+        }
+    }
+
+    /// With one worker: push `e` into the worker's own queue if this
+    /// thread spins the executor (see [`LocalCaused`]): no atomics, and
+    /// nobody to wake. Else give it back.
+    #[inline(always)]
+    fn push_home(&self, e: Arc<dyn Executable>) -> Result<(), Arc<dyn Executable>> {
+        match &self.caused {
+            Caused::Local(l) => l.push_home(e),
+            Caused::Shared(_) => Err(e),
+        }
+    }
+
+    /// The start of a spin (or of the executor's drop), on the thread that
+    /// runs it: with one worker, make this thread the home of its queue
+    /// (free when it is already; else one `membarrier`, and the executor
+    /// moved to this thread since its last spin).
+    #[inline]
+    pub(crate) fn take_home(&self) {
+        if let Caused::Local(l) = &self.caused {
+            l.home.take();
         }
     }
 
@@ -552,6 +604,36 @@ impl ReadyQueue {
         }
     }
 
+    /// How many entries wait where any worker finds them (the ring and
+    /// the overflow), and how many in the caused queue: `spin_some` runs
+    /// that many of each, the first part first (as
+    /// [`pop_in_order`](Self::pop_in_order) would), without a look at
+    /// an empty ring per caused entry.
+    #[inline(always)]
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let spill = if self.overflow.is_empty() {
+            0
+        } else {
+            self.overflow.len()
+        };
+        (self.ring.len() + spill, self.caused.len())
+    }
+
+    /// The oldest entry of the ring, else of the overflow.
+    #[inline(always)]
+    pub(crate) fn pop_shared(&self) -> Option<Arc<dyn Executable>> {
+        match self.ring_pop() {
+            Some(e) => Some(e),
+            None => self.overflow_pop(),
+        }
+    }
+
+    /// The oldest caused entry.
+    #[inline(always)]
+    pub(crate) fn pop_caused(&self) -> Option<Arc<dyn Executable>> {
+        self.caused.pop()
+    }
+
     #[inline(never)]
     fn pop_older(&self) -> Option<Arc<dyn Executable>> {
         self.ring_pop().or_else(|| self.overflow_pop())
@@ -574,21 +656,6 @@ impl ReadyQueue {
         matches!(self.caused, Caused::Local(_))
             && !self.caused.is_empty()
             && self.streak.load(Ordering::Relaxed) < CAUSED_STREAK
-    }
-    pub(crate) fn len(&self) -> usize {
-        // Caused work and the overflow are mostly empty (`len` of either
-        // costs more than a look).
-        let caused = if self.caused.is_empty() {
-            0
-        } else {
-            self.caused.len()
-        };
-        let spill = if self.overflow.is_empty() {
-            0
-        } else {
-            self.overflow.len()
-        };
-        self.ring.len() + caused + spill
     }
 }
 
@@ -756,17 +823,25 @@ impl ExecShared {
     /// Queue a ready entry and wake one sleeping worker. An entry made
     /// ready by a callback running on this executor (not the callback's
     /// own entity coming back for its next message) is caused work, which
-    /// runs first (see [`ReadyQueue`]).
+    /// runs first (see [`ReadyQueue`]). One made ready outside this
+    /// executor's callbacks by the thread that spins it (one worker)
+    /// goes into the worker's own queue too: nobody sleeps, and no locked
+    /// instruction is needed.
     #[inline]
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn enqueue(&self, e: Arc<dyn Executable>) {
-        let pushed = if self.is_caused(Arc::as_ptr(&e) as *const ()) {
-            self.ready.push_caused(e)
-        } else if self.ready.push(e) {
-            Pushed::Ring
-        } else {
-            Pushed::Overflow
+        let me = self as *const ExecShared as usize;
+        let entity = Arc::as_ptr(&e) as *const () as usize;
+        // Some(caused) inside a callback of this executor.
+        let inside = with_current(|c| c.filter(|c| c.exec == me).map(|c| c.entity != entity));
+        let pushed = match inside {
+            Some(true) => self.ready.push_caused(e),
+            Some(false) => self.push_shared(e),
+            None => match self.ready.push_home(e) {
+                Ok(()) => Pushed::Local,
+                Err(e) => self.push_shared(e),
+            },
         };
         // A push into either ring is a SeqCst compare-and-swap that the
         // waiters' `ready.is_empty()` reads with SeqCst loads, so nobody
@@ -780,6 +855,16 @@ impl ExecShared {
         }
     }
 
+    /// Queue `e` where any worker finds it: the ring, or the overflow.
+    #[inline(always)]
+    fn push_shared(&self, e: Arc<dyn Executable>) -> Pushed {
+        if self.ready.push(e) {
+            Pushed::Ring
+        } else {
+            Pushed::Overflow
+        }
+    }
+
     /// The executor's handle is gone (its nodes detached first): let go
     /// of the entries still queued. A queued subscription or service holds
     /// this executor alive (its target cell keeps every executor it had
@@ -787,6 +872,7 @@ impl ExecShared {
     /// leaked both, and every message in the entity's buffer, whenever an
     /// executor was dropped with work it never ran.
     pub(crate) fn drop_queued(&self) {
+        self.ready.take_home();
         while let Some(e) = self.ready.pop_in_order() {
             drop(e);
         }

@@ -265,6 +265,7 @@ impl Executor {
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn spin(&mut self) -> Result<(), SpinError> {
+        self.shared.ready.take_home();
         loop {
             if self.shared.take_stop() || self.shared.down.load(Ordering::SeqCst) {
                 return Ok(());
@@ -299,6 +300,7 @@ impl Executor {
     pub fn spin_once(&mut self, timeout: Duration) -> Result<bool, SpinError> {
         // The timeout's clock read waits until the turn finds nothing to
         // run: a loop of `spin_once` over ready work reads no clock.
+        self.shared.ready.take_home();
         let r = self.shared.turn(Until::After(timeout), false);
         // A stop that ended this wait is used up (it must not end the next
         // spin). Cleared only when set: a `SeqCst` store is a locked
@@ -341,17 +343,22 @@ impl Executor {
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub fn spin_some(&mut self) -> Result<usize, SpinError> {
+        self.shared.ready.take_home();
         self.shared.pump_remote();
         self.shared.poll_timers();
-        let n = self.shared.ready.len();
+        // The entries ready now, in the order they became ready, caused
+        // work (and what this thread published since its last spin) last.
+        let (shared, caused) = self.shared.ready.counts();
         let mut ran = 0;
-        for _ in 0..n {
-            match self.shared.ready.pop_in_order() {
-                Some(e) => {
-                    if self.shared.run_entry(e, false)? {
-                        ran += 1;
-                    }
-                }
+        for _ in 0..shared {
+            match self.shared.ready.pop_shared() {
+                Some(e) => ran += usize::from(self.shared.run_entry(e, false)?),
+                None => break,
+            }
+        }
+        for _ in 0..caused {
+            match self.shared.ready.pop_caused() {
+                Some(e) => ran += usize::from(self.shared.run_entry(e, false)?),
                 None => break,
             }
         }
@@ -434,6 +441,7 @@ impl Executor {
         mut done: impl FnMut() -> bool,
     ) -> Result<bool, SpinError> {
         let deadline = deadline_after(timeout);
+        self.shared.ready.take_home();
         loop {
             if done() {
                 return Ok(true);
