@@ -110,8 +110,11 @@ struct Lane<T> {
 }
 
 /// This thread's id for lanes: 1, 2, ... in the order threads first read
-/// a cell; `u32::MAX` for every thread after four billion (they read
-/// outside the lanes: an id is never given twice).
+/// a cell, and the ids of threads that ended given to later ones (so a
+/// program whose threads come and go keeps reading through lanes: a
+/// cell's lanes belong to ids, and one live thread at most holds an id);
+/// `u32::MAX` (outside the lanes) once the thread's id went back, and
+/// for every thread beyond four billion live ones.
 #[inline]
 fn thread_id() -> u32 {
     let id = THREAD_ID.with(|c| c.get());
@@ -121,20 +124,59 @@ fn thread_id() -> u32 {
 #[cold]
 fn new_thread_id() -> u32 {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-    let id = NEXT
-        .fetch_update(
+    #[cfg(not(loom))]
+    let reused = {
+        // Registers the destructor that gives the id back; refused once
+        // the thread's destructors run (then it reads outside the lanes).
+        if GIVE_BACK.try_with(|_| ()).is_err() {
+            THREAD_ID.with(|c| c.set(u32::MAX));
+            return u32::MAX;
+        }
+        FREE_IDS.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    };
+    // Under loom every model run has new threads, and ids are not reused.
+    #[cfg(loom)]
+    let reused = None;
+    let id = reused.unwrap_or_else(|| {
+        NEXT.fetch_update(
             std::sync::atomic::Ordering::Relaxed,
             std::sync::atomic::Ordering::Relaxed,
             |n| (n < u32::MAX).then_some(n + 1),
         )
-        .unwrap_or(u32::MAX);
+        .unwrap_or(u32::MAX)
+    });
     THREAD_ID.with(|c| c.set(id));
     id
+}
+
+/// Ids of threads that ended, for the next threads. Taking one from here
+/// happens after its last holder's reads ended (the mutex orders them):
+/// the lanes it owns hold no announced pointer.
+#[cfg(not(loom))]
+static FREE_IDS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Gives a thread's id back when the thread ends.
+#[cfg(not(loom))]
+struct GiveBack;
+
+#[cfg(not(loom))]
+impl Drop for GiveBack {
+    fn drop(&mut self) {
+        // `THREAD_ID` has no destructor: readable here, whatever order the
+        // thread's destructors run in. A read after this (another
+        // destructor's) goes outside the lanes.
+        let id = THREAD_ID.with(|c| c.replace(u32::MAX));
+        if id != 0 && id != u32::MAX {
+            FREE_IDS.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+        }
+    }
 }
 
 #[cfg(not(loom))]
 std::thread_local! {
     static THREAD_ID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// Touched once, when the thread gets its id.
+    static GIVE_BACK: GiveBack = const { GiveBack };
 }
 #[cfg(loom)]
 loom::thread_local! {
