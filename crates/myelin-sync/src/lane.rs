@@ -124,29 +124,50 @@ fn thread_id() -> u32 {
 #[cold]
 fn new_thread_id() -> u32 {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-    #[cfg(not(loom))]
-    let reused = {
-        // Registers the destructor that gives the id back; refused once
-        // the thread's destructors run (then it reads outside the lanes).
-        if GIVE_BACK.try_with(|_| ()).is_err() {
-            THREAD_ID.with(|c| c.set(u32::MAX));
-            return u32::MAX;
-        }
-        FREE_IDS.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    let id = match reused_id() {
+        Reused::Id(id) => id,
+        Reused::Ending => u32::MAX,
+        Reused::None => NEXT
+            .fetch_update(
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+                |n| (n < u32::MAX).then_some(n + 1),
+            )
+            .unwrap_or(u32::MAX),
     };
-    // Under loom every model run has new threads, and ids are not reused.
-    #[cfg(loom)]
-    let reused = None;
-    let id = reused.unwrap_or_else(|| {
-        NEXT.fetch_update(
-            std::sync::atomic::Ordering::Relaxed,
-            std::sync::atomic::Ordering::Relaxed,
-            |n| (n < u32::MAX).then_some(n + 1),
-        )
-        .unwrap_or(u32::MAX)
-    });
     THREAD_ID.with(|c| c.set(id));
     id
+}
+
+/// What [`reused_id`] found.
+#[cfg_attr(loom, allow(dead_code))]
+enum Reused {
+    /// An id an ended thread gave back.
+    Id(u32),
+    /// None to reuse: a new one.
+    None,
+    /// This thread's destructors run: it reads outside the lanes.
+    Ending,
+}
+
+/// The id of a thread that ended, for this one; registers the
+/// destructor that gives this thread's id back when it ends.
+#[cfg(not(loom))]
+fn reused_id() -> Reused {
+    // Refused once the thread's destructors run.
+    if GIVE_BACK.try_with(|_| ()).is_err() {
+        return Reused::Ending;
+    }
+    match FREE_IDS.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+        Some(id) => Reused::Id(id),
+        None => Reused::None,
+    }
+}
+
+/// Under loom every model run has new threads, and ids are not reused.
+#[cfg(loom)]
+fn reused_id() -> Reused {
+    Reused::None
 }
 
 /// Ids of threads that ended, for the next threads. Taking one from here

@@ -27,10 +27,15 @@ pub(crate) mod cell {
 }
 
 /// Waiting for another thread's step (a push writing the slot it claimed,
-/// a pop reading out the one it claimed): spin a few times, doubling, then
-/// give the core away, so a waiter never spins through the time slice of
-/// a preempted thread it waits for (with `SCHED_FIFO` threads sharing a
-/// core, that slice would never end). Under loom every wait yields (loom
+/// a pop reading out the one it claimed, an old home leaving its
+/// `enter`): spin a few times, doubling, then give the core away, so a
+/// waiter never spins through the time slice of a preempted thread it
+/// waits for. A yield gives the core only to threads of its own
+/// scheduling class and priority or above: a `SCHED_FIFO` executor
+/// waiting for a preempted `SCHED_OTHER` publisher on its core would
+/// yield to nobody until the kernel's real-time throttling (if on) lent
+/// the core out, up to a second later. So after a few yields the waiter
+/// sleeps, which lets any thread run. Under loom every wait yields (loom
 /// must be told, or it explores the spin for ever), so the count is
 /// unused there.
 #[cfg_attr(loom, allow(dead_code))]
@@ -40,6 +45,17 @@ impl Backoff {
     /// Spins before the first yield: 1 + 2 + ... + 32.
     #[cfg_attr(loom, allow(dead_code))]
     const SPIN_ROUNDS: u32 = 6;
+    /// Yields before the first sleep.
+    #[cfg_attr(loom, allow(dead_code))]
+    const YIELD_ROUNDS: u32 = 16;
+    /// The first sleep's length (the step waited for is a few
+    /// instructions long once its thread runs); each next one is twice
+    /// as long, up to [`MAX_SLEEP_US`](Self::MAX_SLEEP_US), so a long
+    /// wait costs the waiter next to no CPU.
+    #[cfg_attr(loom, allow(dead_code))]
+    const SLEEP_US: u64 = 20;
+    #[cfg_attr(loom, allow(dead_code))]
+    const MAX_SLEEP_US: u64 = 1_000;
 
     pub(crate) fn new() -> Backoff {
         Backoff(0)
@@ -56,8 +72,24 @@ impl Backoff {
             }
             self.0 += 1;
         } else {
-            std::thread::yield_now();
+            self.rest();
         }
+    }
+
+    /// A wait past the spins: yield, then sleep (out of line: the waits
+    /// that get here are rare, and the code would crowd the hot loops).
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn rest(&mut self) {
+        if self.0 < Self::SPIN_ROUNDS + Self::YIELD_ROUNDS {
+            std::thread::yield_now();
+        } else {
+            let doublings = (self.0 - Self::SPIN_ROUNDS - Self::YIELD_ROUNDS).min(6);
+            let us = (Self::SLEEP_US << doublings).min(Self::MAX_SLEEP_US);
+            std::thread::sleep(std::time::Duration::from_micros(us));
+        }
+        self.0 = self.0.saturating_add(1);
     }
 }
 
