@@ -831,11 +831,7 @@ impl ExecShared {
     // SAFETY: hot text is executable code (see `myelin_sync::hot`).
     #[cfg_attr(target_os = "linux", unsafe(link_section = ".text.hot.myelin"))]
     pub(crate) fn enqueue(&self, e: Arc<dyn Executable>) {
-        let me = self as *const ExecShared as usize;
-        let entity = Arc::as_ptr(&e) as *const () as usize;
-        // Some(caused) inside a callback of this executor.
-        let inside = with_current(|c| c.filter(|c| c.exec == me).map(|c| c.entity != entity));
-        let pushed = match inside {
+        let pushed = match self.inside(Arc::as_ptr(&e) as *const ()) {
             Some(true) => self.ready.push_caused(e),
             Some(false) => self.push_shared(e),
             None => match self.ready.push_home(e) {
@@ -1331,19 +1327,26 @@ impl ExecShared {
         self.idle_wait.load(Ordering::SeqCst) == IdleWait::BusyPoll as u32 && !self.causes(entity)
     }
 
-    /// [`Self::is_caused`] out of line: the busy-polling publish asks it
-    /// rarely enough that its thread-local lookup stays off the path.
+    /// Whether work for `entity` made ready now is caused (see
+    /// [`inside`](Self::inside)), out of line: the busy-polling publish
+    /// asks it rarely enough that its thread-local lookup stays off the
+    /// path.
     #[inline(never)]
     fn causes(&self, entity: *const ()) -> bool {
-        self.is_caused(entity)
+        self.inside(entity) == Some(true)
     }
 
-    /// Whether this thread runs a callback of this executor other than
-    /// the entity at `entity`'s own: work it makes ready is caused.
+    /// `Some` when this thread runs a callback of this executor: `true`
+    /// when it is another entity's than `entity`'s (work it makes ready
+    /// is caused), `false` for `entity`'s own (coming back for its next
+    /// message); `None` outside this executor's callbacks.
     #[inline(always)]
-    fn is_caused(&self, entity: *const ()) -> bool {
+    fn inside(&self, entity: *const ()) -> Option<bool> {
         let me = self as *const ExecShared as usize;
-        with_current(|c| c.is_some_and(|c| c.exec == me && c.entity != entity as usize))
+        with_current(|c| {
+            c.filter(|c| c.exec == me)
+                .map(|c| c.entity != entity as usize)
+        })
     }
 
     /// Have a busy-polling worker look at `e`'s buffer (once, however
